@@ -1,0 +1,39 @@
+# Two entry points, both self-installing on a fresh machine:
+#   make demo   the main job on the embedded default (SQLite file, offline, no tokens)
+#   make test   lint, types, then the whole suite on SQLite and on PostgreSQL
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Which databases the suite runs on; CI runs both.
+TEST_DATABASES ?= sqlite postgresql
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint bench install clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+demo: $(BIN)/.installed
+	$(BIN)/memsync demo
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check memsync tests bench
+	$(BIN)/ruff format --check memsync tests bench
+	$(BIN)/mypy
+
+test: lint
+	@for db in $(TEST_DATABASES); do \
+	  echo "== test suite on $$db"; \
+	  $(BIN)/pytest --db=$$db $(PYTEST_ARGS) || exit $$?; \
+	done
+
+bench: $(BIN)/.installed
+	$(BIN)/python -m bench.ingest
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
