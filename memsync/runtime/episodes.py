@@ -1,0 +1,221 @@
+"""Reading episodes and subjects back out of the store (always scoped to a tenant)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from memsync.runtime.storage.engine import Store
+from memsync.runtime.storage.schema import EpisodeRevisionRow, EpisodeRow
+
+__all__ = [
+    "EpisodePage",
+    "EpisodeRecord",
+    "EpisodeRepository",
+    "RevisionRecord",
+    "SubjectDeletion",
+    "SubjectPage",
+    "SubjectSummary",
+]
+
+_episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
+_revisions: sa.Table = EpisodeRevisionRow.__table__  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRecord:
+    """An episode as stored, at its current revision."""
+
+    id: uuid.UUID
+    tenant_id: str
+    subject_id: str
+    source: str
+    type: str
+    payload: dict[str, Any]
+    metadata: dict[str, Any]
+    provenance: dict[str, Any]
+    session_id: str | None
+    idempotency_key: str | None
+    content_hash: str
+    revision: int
+    compiled_revision: int
+    occurred_at: datetime
+    created_at: datetime
+    revised_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Row[Any]) -> EpisodeRecord:
+        return cls(
+            id=row.id,
+            tenant_id=row.tenant_id,
+            subject_id=row.subject_id,
+            source=row.source,
+            type=row.type,
+            payload=row.payload,
+            metadata=row.metadata,
+            provenance=row.provenance,
+            session_id=row.session_id,
+            idempotency_key=row.idempotency_key,
+            content_hash=row.content_hash,
+            revision=row.revision,
+            compiled_revision=row.compiled_revision,
+            occurred_at=row.occurred_at,
+            created_at=row.created_at,
+            revised_at=row.revised_at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionRecord:
+    """An earlier revision of an episode, kept when a newer payload replaced it."""
+
+    episode_id: uuid.UUID
+    revision: int
+    source: str
+    content_hash: str
+    payload: dict[str, Any]
+    metadata: dict[str, Any]
+    provenance: dict[str, Any]
+    occurred_at: datetime
+    recorded_at: datetime
+    replaced_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodePage:
+    episodes: list[EpisodeRecord]
+    has_more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectSummary:
+    subject_id: str
+    episode_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectPage:
+    subjects: list[SubjectSummary]
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectDeletion:
+    subject_id: str
+    episodes_deleted: int
+
+
+class EpisodeRepository:
+    """Tenant-scoped reads of episodes and subjects, and subject deletion.
+
+    Every method takes the tenant explicitly and filters by it; there is no way to
+    read, count or delete across tenants through this class.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def get_many(self, tenant_id: str, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, EpisodeRecord]:
+        """The episodes with these ids (missing ids are simply absent)."""
+        if not ids:
+            return {}
+        query = sa.select(_episodes).where(
+            _episodes.c.tenant_id == tenant_id, _episodes.c.id.in_(set(ids))
+        )
+        with self._store.read() as connection:
+            return {row.id: EpisodeRecord.from_row(row) for row in connection.execute(query)}
+
+    def revisions(self, tenant_id: str, episode_id: uuid.UUID) -> list[RevisionRecord]:
+        """Earlier revisions of one episode, oldest first (the current one is not here)."""
+        query = (
+            sa.select(_revisions)
+            .where(_revisions.c.tenant_id == tenant_id, _revisions.c.episode_id == episode_id)
+            .order_by(_revisions.c.revision)
+        )
+        with self._store.read() as connection:
+            return [
+                RevisionRecord(
+                    episode_id=row.episode_id,
+                    revision=row.revision,
+                    source=row.source,
+                    content_hash=row.content_hash,
+                    payload=row.payload,
+                    metadata=row.metadata,
+                    provenance=row.provenance,
+                    occurred_at=row.occurred_at,
+                    recorded_at=row.recorded_at,
+                    replaced_at=row.replaced_at,
+                )
+                for row in connection.execute(query)
+            ]
+
+    def timeline(
+        self, tenant_id: str, subject_id: str, *, limit: int, offset: int, newest_first: bool
+    ) -> EpisodePage:
+        """A page of a subject's episodes in ascending (occurred_at, created_at, id) order.
+
+        With ``newest_first`` the page is counted from the newest end, but rows in the
+        page are still ascending, as the Statewave timeline contract says.
+        """
+        order = (_episodes.c.occurred_at, _episodes.c.created_at, _episodes.c.id)
+        query = sa.select(_episodes).where(
+            _episodes.c.tenant_id == tenant_id, _episodes.c.subject_id == subject_id
+        )
+        if newest_first:
+            query = query.order_by(*(column.desc() for column in order))
+        else:
+            query = query.order_by(*order)
+        query = query.limit(limit + 1).offset(offset)
+        with self._store.read() as connection:
+            rows = [EpisodeRecord.from_row(row) for row in connection.execute(query)]
+        has_more = len(rows) > limit
+        rows = rows[:limit]
+        if newest_first:
+            rows.reverse()
+        return EpisodePage(rows, has_more)
+
+    def subjects(self, tenant_id: str, *, limit: int, offset: int) -> SubjectPage:
+        """Subjects with their episode counts, ordered by subject id."""
+        counts = (
+            sa.select(_episodes.c.subject_id, sa.func.count().label("episode_count"))
+            .where(_episodes.c.tenant_id == tenant_id)
+            .group_by(_episodes.c.subject_id)
+        )
+        page = counts.order_by(_episodes.c.subject_id).limit(limit).offset(offset)
+        total = sa.select(sa.func.count()).select_from(counts.subquery())
+        with self._store.read() as connection:
+            subjects = [
+                SubjectSummary(row.subject_id, row.episode_count)
+                for row in connection.execute(page)
+            ]
+            total_count = connection.execute(total).scalar_one()
+        return SubjectPage(subjects, total_count)
+
+    def delete_subject(self, tenant_id: str, subject_id: str) -> SubjectDeletion:
+        """Delete every episode (and revision) of one subject of one tenant."""
+        with self._store.write() as connection:
+            deleted = _delete_subject_episodes(connection, tenant_id, subject_id)
+        return SubjectDeletion(subject_id, deleted)
+
+
+def _delete_subject_episodes(connection: Connection, tenant_id: str, subject_id: str) -> int:
+    of_subject = sa.select(_episodes.c.id).where(
+        _episodes.c.tenant_id == tenant_id, _episodes.c.subject_id == subject_id
+    )
+    connection.execute(
+        _revisions.delete().where(
+            _revisions.c.tenant_id == tenant_id, _revisions.c.episode_id.in_(of_subject)
+        )
+    )
+    result = connection.execute(
+        _episodes.delete().where(
+            _episodes.c.tenant_id == tenant_id, _episodes.c.subject_id == subject_id
+        )
+    )
+    return result.rowcount

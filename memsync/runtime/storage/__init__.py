@@ -1,0 +1,19 @@
+"""Storage: the schema, engines for SQLite and PostgreSQL, and migrations."""
+
+from __future__ import annotations
+
+from memsync.runtime.storage.engine import Store, create_store_engine, normalise_store_url
+from memsync.runtime.storage.migrate import current_revision, head_revision, upgrade
+from memsync.runtime.storage.schema import Base, EpisodeRevisionRow, EpisodeRow
+
+__all__ = [
+    "Base",
+    "EpisodeRevisionRow",
+    "EpisodeRow",
+    "Store",
+    "create_store_engine",
+    "current_revision",
+    "head_revision",
+    "normalise_store_url",
+    "upgrade",
+]
