@@ -1,0 +1,224 @@
+"""The HTTP API: the core of the Statewave v1 contract over memsync's services.
+
+Handlers are thin: they authenticate, validate, call the same services the CLI and
+the sync runner use, and shape the response. Every query is scoped to the caller's
+tenant.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
+
+import memsync
+from memsync.clock import Clock, SystemClock
+from memsync.episode import IngestStatus
+from memsync.runtime.api.auth import Authenticator, Caller
+from memsync.runtime.api.errors import ApiError, BodySizeLimit, install_error_handlers
+from memsync.runtime.api.schemas import (
+    BatchCreateResponse,
+    BatchEpisodesRequest,
+    CreateEpisodeRequest,
+    DeleteSubjectResponse,
+    EpisodeResponse,
+    EpisodeWithRevisionsResponse,
+    RevisionResponse,
+    SubjectResponse,
+    SubjectsResponse,
+    TimelineResponse,
+)
+from memsync.runtime.config import Settings
+from memsync.runtime.episodes import EpisodeRepository
+from memsync.runtime.ingest import IngestOutcome, IngestService, IngestSummary
+from memsync.runtime.storage.engine import Store
+
+__all__ = ["Services", "create_app"]
+
+MAX_PAGE = 200
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything a request handler may use, built once per process."""
+
+    settings: Settings
+    store: Store
+    clock: Clock
+    ingest: IngestService
+    episodes: EpisodeRepository
+    authenticator: Authenticator
+
+    @classmethod
+    def build(cls, settings: Settings, store: Store, clock: Clock | None = None) -> Services:
+        clock = clock or SystemClock()
+        return cls(
+            settings=settings,
+            store=store,
+            clock=clock,
+            ingest=IngestService(store, clock),
+            episodes=EpisodeRepository(store),
+            authenticator=Authenticator(settings.api),
+        )
+
+
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+def _caller(
+    request: Request,
+    x_api_key: Annotated[str | None, Header()] = None,
+    x_tenant_id: Annotated[str | None, Header()] = None,
+) -> Caller:
+    return _services(request).authenticator.authenticate(x_api_key, x_tenant_id)
+
+
+ServicesDep = Annotated[Services, Depends(_services)]
+CallerDep = Annotated[Caller, Depends(_caller)]
+
+
+def _responses(
+    services: Services, tenant_id: str, outcomes: list[IngestOutcome]
+) -> list[EpisodeResponse]:
+    stored = services.episodes.get_many(tenant_id, [outcome.episode_id for outcome in outcomes])
+    return [EpisodeResponse.of(stored[outcome.episode_id], outcome.status) for outcome in outcomes]
+
+
+def create_app(services: Services) -> FastAPI:
+    """Build the ASGI application around ``services``."""
+    app = FastAPI(
+        title="memsync",
+        version=memsync.__version__,
+        description="Scheduled connector sync for agent memory (Statewave v1 compatible).",
+    )
+    app.state.services = services
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
+
+    @app.get("/v1/health")
+    def health(services: ServicesDep) -> dict[str, str]:
+        """Liveness: the process answers. Needs no API key."""
+        return {"status": "ok", "version": memsync.__version__, "store": services.store.dialect}
+
+    @app.post("/v1/episodes", status_code=201)
+    def create_episode(
+        body: CreateEpisodeRequest, response: Response, services: ServicesDep, caller: CallerDep
+    ) -> EpisodeResponse:
+        """Record one episode: 201 when new, 200 with the same id when it was known."""
+        [outcome] = services.ingest.ingest(caller.tenant_id, [body.to_draft()])
+        if outcome.status is not IngestStatus.CREATED:
+            response.status_code = 200
+        [episode] = _responses(services, caller.tenant_id, [outcome])
+        return episode
+
+    @app.post("/v1/episodes/batch", status_code=201)
+    def create_episodes_batch(
+        body: BatchEpisodesRequest, services: ServicesDep, caller: CallerDep
+    ) -> BatchCreateResponse:
+        """Record many episodes at once; ``episodes_created`` counts only new ones."""
+        limit = services.settings.api.max_batch_size
+        if len(body.episodes) > limit:
+            raise ApiError(
+                422,
+                "validation_error",
+                f"episodes: at most {limit} episodes per batch, got {len(body.episodes)}",
+                [{"field": "episodes", "reason": f"at most {limit} episodes per batch"}],
+            )
+        outcomes = services.ingest.ingest(
+            caller.tenant_id, [episode.to_draft() for episode in body.episodes]
+        )
+        summary = IngestSummary.of(outcomes)
+        return BatchCreateResponse(
+            episodes_created=summary.created,
+            duplicates=summary.duplicates,
+            revised=summary.revised,
+            episodes=_responses(services, caller.tenant_id, outcomes),
+        )
+
+    @app.get("/v1/episodes/{episode_id}")
+    def get_episode(
+        episode_id: uuid.UUID, services: ServicesDep, caller: CallerDep
+    ) -> EpisodeWithRevisionsResponse:
+        """One episode at its current revision, with every earlier revision."""
+        record = services.episodes.get_many(caller.tenant_id, [episode_id]).get(episode_id)
+        if record is None:
+            raise ApiError(404, "not_found", f"no episode {episode_id}")
+        revisions = services.episodes.revisions(caller.tenant_id, episode_id)
+        return EpisodeWithRevisionsResponse(
+            **EpisodeResponse.of(record).model_dump(),
+            content_hash=record.content_hash,
+            revisions=[
+                RevisionResponse(
+                    revision=revision.revision,
+                    content_hash=revision.content_hash,
+                    source=revision.source,
+                    payload=revision.payload,
+                    metadata=revision.metadata,
+                    provenance=revision.provenance,
+                    occurred_at=revision.occurred_at,
+                    recorded_at=revision.recorded_at,
+                    replaced_at=revision.replaced_at,
+                )
+                for revision in revisions
+            ],
+        )
+
+    @app.get("/v1/timeline")
+    def timeline(
+        services: ServicesDep,
+        caller: CallerDep,
+        subject_id: Annotated[str, Query(min_length=1)],
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        newest_first: bool = False,
+    ) -> TimelineResponse:
+        """A page of a subject's episodes, oldest first within the page."""
+        page = services.episodes.timeline(
+            caller.tenant_id, subject_id, limit=limit, offset=offset, newest_first=newest_first
+        )
+        return TimelineResponse(
+            subject_id=subject_id,
+            episodes=[EpisodeResponse.of(record) for record in page.episodes],
+            memories=[],
+            episodes_has_more=page.has_more,
+            memories_has_more=False,
+        )
+
+    @app.get("/v1/subjects")
+    def list_subjects(
+        services: ServicesDep,
+        caller: CallerDep,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> SubjectsResponse:
+        """The tenant's subjects, by id, with their episode and memory counts."""
+        page = services.episodes.subjects(caller.tenant_id, limit=limit, offset=offset)
+        return SubjectsResponse(
+            subjects=[
+                SubjectResponse(
+                    subject_id=subject.subject_id,
+                    episode_count=subject.episode_count,
+                    memory_count=0,
+                )
+                for subject in page.subjects
+            ],
+            total=page.total,
+        )
+
+    @app.delete("/v1/subjects/{subject_id}")
+    def delete_subject(
+        subject_id: str, services: ServicesDep, caller: CallerDep
+    ) -> DeleteSubjectResponse:
+        """Delete everything of one subject of the caller's tenant. The only delete."""
+        deletion = services.episodes.delete_subject(caller.tenant_id, subject_id)
+        return DeleteSubjectResponse(
+            subject_id=subject_id,
+            episodes_deleted=deletion.episodes_deleted,
+            memories_deleted=0,
+        )
+
+    return app

@@ -1,0 +1,61 @@
+"""API keys and tenants: who is calling, and for which tenant.
+
+Keys are configured by their SHA-256 (``memsync keys new`` makes one). With keys
+configured, every request except the health check must send a known ``X-API-Key``,
+and ``X-Tenant-ID`` must be one of that key's tenants. With no keys configured the
+server only listens on loopback (``memsync serve`` refuses anything else).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from memsync.runtime.api.errors import ApiError
+from memsync.runtime.config import ApiKey, ApiSettings, hash_api_key
+
+__all__ = ["Authenticator", "Caller"]
+
+_TENANT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The authenticated caller of one request and the tenant it acts for."""
+
+    tenant_id: str
+    key_name: str | None
+
+
+class Authenticator:
+    """Maps request headers to a :class:`Caller`, or refuses with 401 / 403 / 422."""
+
+    def __init__(self, settings: ApiSettings) -> None:
+        self._default_tenant = settings.default_tenant
+        self._keys: dict[str, ApiKey] = {key.stored_hash(): key for key in settings.keys}
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._keys)
+
+    def authenticate(self, api_key: str | None, tenant_header: str | None) -> Caller:
+        if tenant_header is not None and not _TENANT_ID.fullmatch(tenant_header):
+            raise ApiError(
+                422,
+                "validation_error",
+                "X-Tenant-ID: 1 to 64 characters: letters, digits, '.', '_', ':' or '-'",
+            )
+        if not self._keys:
+            return Caller(tenant_header or self._default_tenant, None)
+        if not api_key:
+            raise ApiError(401, "unauthorized", "missing X-API-Key header")
+        # A dictionary lookup on the hash: the comparison never sees the key itself.
+        key = self._keys.get(hash_api_key(api_key))
+        if key is None:
+            raise ApiError(401, "unauthorized", "unknown API key")
+        tenant_id = tenant_header or (
+            key.tenants[0] if key.tenants[0] != "*" else self._default_tenant
+        )
+        if not key.allows(tenant_id):
+            raise ApiError(403, "forbidden", f"this API key may not act for tenant {tenant_id!r}")
+        return Caller(tenant_id, key.name)

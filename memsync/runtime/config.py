@@ -1,0 +1,230 @@
+"""Configuration: one YAML file, ``${ENV_VAR}`` interpolation, validated with pydantic.
+
+Errors name the file and the field (``config/memsync.yaml: api.port: Input should be
+a valid integer``). Secrets come from the environment; every value that came from an
+environment variable, and every field whose name says it is a secret, is redacted
+in :func:`redacted_dump`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = [
+    "ApiKey",
+    "ApiSettings",
+    "ConfigError",
+    "Settings",
+    "hash_api_key",
+    "load_settings",
+    "redacted_dump",
+]
+
+STORE_ENV = "MEMSYNC_STORE"
+CONFIG_ENV = "MEMSYNC_CONFIG"
+DEFAULT_STORE = "sqlite:///memsync.db"
+REDACTED = "***"
+_SECRET_NAMES = re.compile(r"(token|secret|password|api_key|^key$)", re.IGNORECASE)
+_INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class ConfigError(Exception):
+    """Invalid configuration. The message names the file and the field."""
+
+
+def hash_api_key(key: str) -> str:
+    """The stored form of an API key: ``sha256:<hex>``. Keys are random, so no salt."""
+    return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ApiKey(_Strict):
+    """One API key: its hash (or, from the environment, the key itself) and tenants.
+
+    ``tenants`` lists the tenants the key may act for; ``["*"]`` means any. The first
+    tenant is the default when a request sends no ``X-Tenant-ID``.
+    """
+
+    name: str
+    sha256: str | None = Field(default=None, description="hex SHA-256 of the key")
+    key: str | None = Field(default=None, description="the key itself, e.g. ${MEMSYNC_API_KEY}")
+    tenants: list[str] = Field(default_factory=lambda: ["default"], min_length=1)
+
+    @field_validator("sha256")
+    @classmethod
+    def _is_hex_digest(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        digest = value.removeprefix("sha256:").lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise ValueError("sha256 must be 64 hex characters (see `memsync keys new`)")
+        return digest
+
+    def stored_hash(self) -> str:
+        if self.sha256 is not None:
+            return "sha256:" + self.sha256
+        if self.key:
+            return hash_api_key(self.key)
+        raise ValueError(f"API key {self.name!r} needs either sha256 or key")
+
+    def allows(self, tenant_id: str) -> bool:
+        return "*" in self.tenants or tenant_id in self.tenants
+
+
+class ApiSettings(_Strict):
+    """The HTTP API."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8100, ge=0, le=65535)
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    max_batch_size: int = Field(default=1000, ge=1, le=100_000)
+    default_tenant: str = "default"
+    keys: list[ApiKey] = Field(default_factory=list)
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.keys)
+
+    def binds_loopback_only(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+class Settings(_Strict):
+    """The whole configuration file."""
+
+    store: str = DEFAULT_STORE
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    # Connector instances stay raw here; the connector registry validates each one
+    # against its own type's model, so errors still name the file and the field.
+    connectors: list[dict[str, Any]] = Field(default_factory=list)
+
+    source_path: Path | None = Field(default=None, exclude=True)
+    secret_paths: frozenset[str] = Field(default_factory=frozenset, exclude=True)
+
+
+def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Load settings from ``path`` (or ``$MEMSYNC_CONFIG``; none: all defaults).
+
+    ``$MEMSYNC_STORE`` overrides the store URL of the file.
+    """
+    env = os.environ if environ is None else environ
+    if path is None and env.get(CONFIG_ENV):
+        path = Path(env[CONFIG_ENV])
+    document: dict[str, Any] = {}
+    secret_paths: set[str] = set()
+    label = str(path) if path is not None else "<defaults>"
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(
+                f"{path}: cannot read the configuration file ({error.strerror})"
+            ) from None
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{path}: not valid YAML: {error}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping (store:, api:, ...)")
+        document = _interpolate(loaded, env, label, "", secret_paths)
+    if env.get(STORE_ENV):
+        document["store"] = env[STORE_ENV]
+    try:
+        settings = Settings.model_validate(document)
+    except ValidationError as error:
+        raise ConfigError(_describe(label, error)) from None
+    for api_key in settings.api.keys:
+        try:
+            api_key.stored_hash()
+        except ValueError as error:
+            raise ConfigError(f"{label}: api.keys: {error}") from None
+    return settings.model_copy(
+        update={"source_path": path, "secret_paths": frozenset(secret_paths)}
+    )
+
+
+def _interpolate(value: Any, env: Mapping[str, str], label: str, at: str, secrets: set[str]) -> Any:
+    if isinstance(value, dict):
+        return {
+            key: _interpolate(item, env, label, f"{at}.{key}" if at else str(key), secrets)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [
+            _interpolate(item, env, label, f"{at}[{index}]", secrets)
+            for index, item in enumerate(value)
+        ]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        raise ConfigError(
+            f"{label}: {at}: environment variable {name} is not set "
+            f"(set it, or write ${{{name}:-default}})"
+        )
+
+    secrets.add(at)
+    return _INTERPOLATION.sub(substitute, value)
+
+
+def _describe(label: str, error: ValidationError) -> str:
+    lines = []
+    for problem in error.errors():
+        field = ".".join(
+            f"[{part}]" if isinstance(part, int) else str(part) for part in problem["loc"]
+        ).replace(".[", "[")
+        lines.append(f"{label}: {field or '<top level>'}: {problem['msg']}")
+    return "\n".join(lines)
+
+
+def redacted_dump(settings: Settings) -> dict[str, Any]:
+    """The settings as plain data with every secret replaced by ``***``."""
+    dumped: dict[str, Any] = _redact(settings.model_dump(mode="json"), settings.secret_paths, "")
+    return dumped
+
+
+def _redact(value: Any, secrets: frozenset[str], at: str) -> Any:
+    if isinstance(value, dict):
+        redacted: dict[str, Any] = {}
+        for key, item in value.items():
+            path = f"{at}.{key}" if at else str(key)
+            if item is not None and (path in secrets or _SECRET_NAMES.search(str(key))):
+                redacted[key] = REDACTED
+            else:
+                redacted[key] = _redact(item, secrets, path)
+        return redacted
+    if isinstance(value, list):
+        return [_redact(item, secrets, f"{at}[{index}]") for index, item in enumerate(value)]
+    if isinstance(value, str) and at in secrets:
+        return REDACTED
+    if isinstance(value, str) and at == "store":
+        return _redact_url_password(value)
+    return value
+
+
+def _redact_url_password(url: str) -> str:
+    return re.sub(r"(://[^:/@]+:)[^@]+@", r"\1" + REDACTED + "@", url)

@@ -1,0 +1,77 @@
+"""The memsync command in a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def memsync(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "memsync.runtime.cli", *args],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_demo_stores_the_sample_once_and_a_rerun_stores_nothing(tmp_path: Path) -> None:
+    first = memsync("demo", cwd=tmp_path)
+    second = memsync("demo", cwd=tmp_path)
+
+    assert first.returncode == 0, first.stderr
+    assert "created 5, duplicates 0, revised 0" in first.stdout
+    assert second.returncode == 0, second.stderr
+    assert "created 0, duplicates 5, revised 0" in second.stdout
+    assert (tmp_path / "memsync.db").exists()
+
+
+def test_invalid_config_exits_2_naming_file_and_field(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("api:\n  port: soon\n")
+    result = memsync("--config", str(config), "db", "upgrade", cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"{config}: api.port" in result.stderr
+
+
+def test_serve_refuses_a_public_interface_without_api_keys(tmp_path: Path) -> None:
+    result = memsync("serve", "--host", "0.0.0.0", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "no API keys are configured" in result.stderr
+
+
+def test_config_show_redacts_secrets(tmp_path: Path) -> None:
+    config = tmp_path / "memsync.yaml"
+    config.write_text("api:\n  keys:\n    - name: ops\n      key: ${OPS_KEY}\n")
+    result = memsync(
+        "--config", str(config), "config", "show", cwd=tmp_path, env={"OPS_KEY": "s3cr3t-value"}
+    )
+    assert result.returncode == 0, result.stderr
+    assert "s3cr3t-value" not in result.stdout + result.stderr
+    assert "***" in result.stdout
+
+
+def test_keys_new_prints_a_key_whose_hash_loads(tmp_path: Path) -> None:
+    result = memsync("keys", "new", "--name", "ops", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    key = result.stdout.strip()
+    digest = next(
+        line.split(":")[1].strip() for line in result.stderr.splitlines() if "sha256:" in line
+    )
+    config = tmp_path / "memsync.yaml"
+    config.write_text(f"api:\n  keys:\n    - name: ops\n      sha256: {digest}\n")
+    from memsync.runtime.config import hash_api_key, load_settings
+
+    assert load_settings(config, environ={}).api.keys[0].stored_hash() == hash_api_key(key)

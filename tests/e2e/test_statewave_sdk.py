@@ -1,0 +1,83 @@
+"""The official statewave SDK, unchanged, against a live memsync server on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from statewave import StatewaveClient
+from statewave.client import NO_RETRY
+
+from memsync.runtime.config import ApiKey, ApiSettings
+from memsync.runtime.storage import Store
+from tests.helpers import build_app, live_server
+
+API_KEY = "ms_sdk_test_key"
+
+
+@pytest.fixture
+def base_url(store: Store) -> Iterator[str]:
+    api = ApiSettings(keys=[ApiKey(name="sdk", key=API_KEY, tenants=["acme", "globex"])])
+    with live_server(build_app(store, api)) as url:
+        yield url
+
+
+def sdk(base_url: str, tenant: str) -> StatewaveClient:
+    return StatewaveClient(base_url, api_key=API_KEY, tenant_id=tenant, retry=NO_RETRY)
+
+
+def test_sdk_round_trip_of_episodes_timeline_subjects_and_delete(base_url: str) -> None:
+    with sdk(base_url, "acme") as client:
+        first = client.create_episode(
+            "user-1", "chat", "message", {"text": "hi"}, idempotency_key="m1"
+        )
+        again = client.create_episode(
+            "user-1", "chat", "message", {"text": "hi"}, idempotency_key="m1"
+        )
+        assert again.id == first.id
+
+        batch = client.create_episodes_batch(
+            [
+                {
+                    "subject_id": "user-1",
+                    "source": "chat",
+                    "type": "message",
+                    "payload": {"text": "hi"},
+                    "idempotency_key": "m1",
+                },
+                {
+                    "subject_id": "user-2",
+                    "source": "chat",
+                    "type": "message",
+                    "payload": {"text": "yo"},
+                    "idempotency_key": "m2",
+                },
+            ]
+        )
+        assert batch.episodes_created == 1
+        assert batch.episodes[0].id == first.id
+
+        timeline = client.get_timeline("user-1", limit=10)
+        assert [item.id for item in timeline.episodes] == [first.id]
+        assert timeline.episodes_has_more is False
+        assert timeline.episodes[0].occurred_at is not None
+
+        subjects = client.list_subjects()
+        assert subjects.total == 2
+        assert {s.subject_id: s.episode_count for s in subjects.subjects} == {
+            "user-1": 1,
+            "user-2": 1,
+        }
+
+        deleted = client.delete_subject("user-1")
+        assert (deleted.episodes_deleted, deleted.memories_deleted) == (1, 0)
+        assert client.list_subjects().total == 1
+
+
+def test_sdk_sees_only_its_tenant(base_url: str) -> None:
+    with sdk(base_url, "acme") as acme, sdk(base_url, "globex") as globex:
+        acme.create_episode("user-1", "chat", "message", {"text": "acme"}, idempotency_key="k")
+        assert globex.list_subjects().total == 0
+        assert globex.get_timeline("user-1").episodes == []
+        assert globex.delete_subject("user-1").episodes_deleted == 0
+        assert acme.list_subjects().total == 1

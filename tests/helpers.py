@@ -1,0 +1,44 @@
+"""Test helpers shared across tiers: API clients and a live server on loopback."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from fastapi import FastAPI
+
+from memsync.clock import Clock, FakeClock
+from memsync.runtime.api.app import Services, create_app
+from memsync.runtime.config import ApiSettings, Settings
+from memsync.runtime.storage import Store
+
+
+def build_app(store: Store, api: ApiSettings | None = None, clock: Clock | None = None) -> FastAPI:
+    settings = Settings(store=str(store.engine.url), api=api or ApiSettings())
+    return create_app(Services.build(settings, store, clock or FakeClock()))
+
+
+@contextmanager
+def live_server(app: FastAPI) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1 in a thread; yield its base URL.
+
+    The socket is bound and listening before the thread starts, so clients can
+    connect at once (the kernel queues them): there is nothing to wait for.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()

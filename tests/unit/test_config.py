@@ -1,0 +1,87 @@
+"""Configuration: errors name the file and the field; secrets never leak."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memsync.runtime.config import ConfigError, hash_api_key, load_settings, redacted_dump
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "memsync.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_without_a_file() -> None:
+    settings = load_settings(None, environ={})
+    assert settings.store == "sqlite:///memsync.db"
+    assert settings.api.port == 8100
+    assert not settings.api.auth_enabled
+
+
+def test_a_wrong_type_names_the_file_and_the_field(tmp_path: Path) -> None:
+    path = write(tmp_path, "api:\n  port: soon\n")
+    with pytest.raises(ConfigError) as raised:
+        load_settings(path, environ={})
+    assert str(raised.value).startswith(f"{path}: api.port: ")
+
+
+def test_an_unknown_field_is_refused_by_name(tmp_path: Path) -> None:
+    path = write(tmp_path, "api:\n  prot: 8100\n")
+    with pytest.raises(ConfigError, match=r"api\.prot: Extra inputs are not permitted"):
+        load_settings(path, environ={})
+
+
+def test_a_nested_list_field_is_named_with_its_index(tmp_path: Path) -> None:
+    path = write(tmp_path, "api:\n  keys:\n    - name: a\n      sha256: xyz\n")
+    with pytest.raises(ConfigError, match=r"api\.keys\[0\]\.sha256: .*64 hex"):
+        load_settings(path, environ={})
+
+
+def test_environment_variables_are_interpolated(tmp_path: Path) -> None:
+    path = write(tmp_path, "store: ${DB_URL}\napi:\n  port: ${PORT:-9000}\n")
+    settings = load_settings(path, environ={"DB_URL": "sqlite:///x.db"})
+    assert settings.store == "sqlite:///x.db"
+    assert settings.api.port == 9000
+
+
+def test_a_missing_environment_variable_names_the_field(tmp_path: Path) -> None:
+    path = write(tmp_path, "connectors:\n  - name: gh\n    token: ${GITHUB_TOKEN}\n")
+    with pytest.raises(
+        ConfigError, match=r"connectors\[0\]\.token: environment variable GITHUB_TOKEN"
+    ):
+        load_settings(path, environ={})
+
+
+def test_memsync_store_overrides_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "store: sqlite:///file.db\n")
+    settings = load_settings(path, environ={"MEMSYNC_STORE": "sqlite:///env.db"})
+    assert settings.store == "sqlite:///env.db"
+
+
+def test_invalid_yaml_and_unreadable_files_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_settings(write(tmp_path, "api: [unclosed\n"), environ={})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(tmp_path / "absent.yaml", environ={})
+
+
+def test_the_redacted_dump_hides_every_secret(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "store: postgresql://memsync:hunter2@db/memsync\n"
+        "api:\n  keys:\n    - name: ops\n      key: ${OPS_KEY}\n"
+        "connectors:\n  - name: gh\n    type: github\n    token: ${GH}\n"
+        "    repo: acme/api\n    base_url: ${GH_URL}\n",
+    )
+    settings = load_settings(
+        path, environ={"OPS_KEY": "key-value", "GH": "ghp_secret", "GH_URL": "http://gh.local"}
+    )
+    dump = str(redacted_dump(settings))
+    for secret in ("hunter2", "key-value", "ghp_secret", "http://gh.local"):
+        assert secret not in dump
+    assert "acme/api" in dump
+    assert settings.api.keys[0].stored_hash() == hash_api_key("key-value")
