@@ -89,6 +89,13 @@ class EpisodeDraft:
     provenance: JSONObject = field(default_factory=dict)
     session_id: str | None = None
     content_hash: str = field(init=False)
+    # The canonical JSON the hash was taken over, kept so the store can write the
+    # payload without serialising it a second time.
+    payload_json: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "content_hash", content_hash(self.payload))
+        payload_json = canonical_json(self.payload)
+        object.__setattr__(self, "payload_json", payload_json)
+        object.__setattr__(
+            self, "content_hash", hashlib.sha256(payload_json.encode("utf-8")).hexdigest()
+        )

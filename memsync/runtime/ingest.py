@@ -17,33 +17,34 @@ ready to lose the race gracefully.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
 from memsync.clock import Clock, SystemClock, utc
-from memsync.episode import EpisodeDraft, IngestStatus, classify
+from memsync.episode import EpisodeDraft, IngestStatus, canonical_json, classify
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.schema import EpisodeRevisionRow, EpisodeRow
 
 __all__ = ["DEFAULT_BATCH_SIZE", "IngestOutcome", "IngestService", "IngestSummary"]
 
 DEFAULT_BATCH_SIZE = 1000
+ANALYZE_AFTER_CREATED = 50_000
 
 _episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
 _revisions: sa.Table = EpisodeRevisionRow.__table__  # type: ignore[assignment]
 _KeyRef = tuple[str, str]  # (subject_id, idempotency_key)
 
 
-@dataclass(frozen=True, slots=True)
-class IngestOutcome:
+class IngestOutcome(NamedTuple):
     """What happened to one draft: the episode it maps to and at which revision."""
 
     episode_id: uuid.UUID
@@ -69,8 +70,7 @@ class IngestSummary:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Stored:
+class _Stored(NamedTuple):
     episode_id: uuid.UUID
     content_hash: str
     revision: int
@@ -95,6 +95,11 @@ class IngestService:
         self._store = store
         self._clock = clock or SystemClock()
         self._batch_size = batch_size
+        # Which statement goes first is a matter of speed, never of correctness: a
+        # first sync is mostly new keys (insert first), a re-sync mostly known keys
+        # (look up first, write nothing). The last batch's mix decides the next.
+        self._expect_new = True
+        self._created_since_analyze = 0
 
     def ingest(self, tenant_id: str, drafts: Sequence[EpisodeDraft]) -> list[IngestOutcome]:
         """Ingest ``drafts`` for ``tenant_id``; return one outcome per draft, in order.
@@ -107,7 +112,25 @@ class IngestService:
             batch = drafts[start : start + self._batch_size]
             with self._store.write() as connection:
                 outcomes.extend(self._ingest_batch(connection, tenant_id, batch))
+        self._refresh_statistics_after_bulk_load(outcomes)
         return outcomes
+
+    def _refresh_statistics_after_bulk_load(self, outcomes: Sequence[IngestOutcome]) -> None:
+        """ANALYZE the episodes table on PostgreSQL after a large load, as PostgreSQL's
+        own guidance for bulk loading says.
+
+        Until autovacuum gets to it, a freshly loaded table still looks tiny to the
+        planner, which then probes the timeline index instead of the key index and
+        makes the very next re-sync several times slower.
+        """
+        if not self._store.is_postgresql:
+            return
+        self._created_since_analyze += sum(o.status is IngestStatus.CREATED for o in outcomes)
+        if self._created_since_analyze < ANALYZE_AFTER_CREATED:
+            return
+        self._created_since_analyze = 0
+        with self._store.write() as connection:
+            connection.exec_driver_sql("ANALYZE episodes")
 
     # -- one batch, one transaction -------------------------------------------------
 
@@ -119,8 +142,8 @@ class IngestService:
 
         keyless = [index for index, draft in enumerate(batch) if draft.idempotency_key is None]
         if keyless:
-            created = self._insert(connection, tenant_id, [batch[i] for i in keyless], now)
-            for index, episode_id in zip(keyless, created, strict=True):
+            new_ids = self._insert(connection, tenant_id, [batch[i] for i in keyless], now)
+            for index, episode_id in zip(keyless, new_ids, strict=True):
                 results[index] = IngestOutcome(episode_id, IngestStatus.CREATED, 1)
 
         # A key repeated inside one batch is applied in order, in rounds that each
@@ -132,8 +155,11 @@ class IngestService:
             for index, outcome in zip(round_indexes, round_outcomes, strict=True):
                 results[index] = outcome
 
-        assert all(outcome is not None for outcome in results)
-        return [outcome for outcome in results if outcome is not None]
+        outcomes = [outcome for outcome in results if outcome is not None]
+        assert len(outcomes) == len(batch)
+        created = sum(outcome.status is IngestStatus.CREATED for outcome in outcomes)
+        self._expect_new = 2 * created >= len(outcomes)
+        return outcomes
 
     def _ingest_round(
         self,
@@ -143,15 +169,20 @@ class IngestService:
         now: datetime,
     ) -> list[IngestOutcome]:
         refs = [_key_ref(draft) for draft in drafts]
-        stored = self._lookup(connection, tenant_id, refs)
-
-        missing = [draft for draft, ref in zip(drafts, refs, strict=True) if ref not in stored]
-        inserted: dict[_KeyRef, uuid.UUID] = {}
-        if missing:
-            inserted = self._insert_keyed(connection, tenant_id, missing, now)
+        if self._expect_new:
+            # Mostly new keys lately: try the insert first, look up only what conflicted.
+            inserted = self._insert_keyed(connection, tenant_id, drafts, now)
+            known = [ref for ref in refs if ref not in inserted]
+            stored = self._lookup(connection, tenant_id, known) if known else {}
+        else:
+            # Mostly re-reads lately: look up first, insert only what is missing; a key
+            # a concurrent writer inserted in between does not come back from the
+            # insert, and one more lookup classifies it.
+            stored = self._lookup(connection, tenant_id, refs)
+            missing = [d for d, ref in zip(drafts, refs, strict=True) if ref not in stored]
+            inserted = self._insert_keyed(connection, tenant_id, missing, now) if missing else {}
             raced = [_key_ref(draft) for draft in missing if _key_ref(draft) not in inserted]
             if raced:
-                # A concurrent writer inserted these keys after our lookup.
                 stored.update(self._lookup(connection, tenant_id, raced))
 
         to_revise = [
@@ -189,27 +220,19 @@ class IngestService:
             _episodes.c.revision,
         )
         if self._store.is_postgresql:
-            # Two array parameters instead of 2n scalars: constant plan, fast parse.
-            wanted = (
-                sa.func.unnest(
-                    sa.bindparam("subjects", [r[0] for r in refs], type_=postgresql.ARRAY(sa.Text)),
-                    sa.bindparam("keys", [r[1] for r in refs], type_=postgresql.ARRAY(sa.Text)),
-                )
-                .table_valued("subject_id", "idempotency_key")
-                .render_derived()
+            # Raw driver rows: this runs for every key of every re-sync.
+            rows = connection.exec_driver_sql(
+                _PG_LOOKUP,
+                {"tenant_id": tenant_id, "wanted": json.dumps(refs, ensure_ascii=False)},
             )
-            query = sa.select(*columns).join(
-                wanted,
-                sa.and_(
-                    _episodes.c.subject_id == wanted.c.subject_id,
-                    _episodes.c.idempotency_key == wanted.c.idempotency_key,
-                ),
-            )
-        else:
-            query = sa.select(*columns).where(
-                sa.tuple_(_episodes.c.subject_id, _episodes.c.idempotency_key).in_(refs)
-            )
-        query = query.where(_episodes.c.tenant_id == tenant_id)
+            return {(row[0], row[1]): _Stored(row[2], row[3], row[4]) for row in rows}
+        query = sa.select(*columns).where(
+            sa.tuple_(_episodes.c.subject_id, _episodes.c.idempotency_key).in_(refs)
+        )
+        # Restating the partial index's predicate lets SQLite's planner use it.
+        query = query.where(
+            _episodes.c.tenant_id == tenant_id, _episodes.c.idempotency_key.is_not(None)
+        )
         return {
             (row.subject_id, row.idempotency_key): _Stored(row.id, row.content_hash, row.revision)
             for row in connection.execute(query)
@@ -223,9 +246,18 @@ class IngestService:
         now: datetime,
     ) -> list[uuid.UUID]:
         """Insert keyless drafts (they cannot conflict); return their new ids in order."""
-        rows = [_episode_row(tenant_id, draft, now) for draft in drafts]
-        connection.execute(_episodes.insert(), rows)
-        return [row["id"] for row in rows]
+        ids = [uuid.uuid4() for _ in drafts]
+        if self._store.is_postgresql:
+            connection.execute(
+                _pg_insert(on_conflict=False), _pg_batch(tenant_id, ids, drafts, now)
+            )
+        else:
+            rows = [
+                _episode_row(tenant_id, id_, draft, now)
+                for id_, draft in zip(ids, drafts, strict=True)
+            ]
+            connection.execute(_episodes.insert(), rows)
+        return ids
 
     def _insert_keyed(
         self,
@@ -235,20 +267,28 @@ class IngestService:
         now: datetime,
     ) -> dict[_KeyRef, uuid.UUID]:
         """Insert keyed drafts, skipping keys that exist; return the ones inserted."""
-        dialect_insert = postgresql.insert if self._store.is_postgresql else sqlite.insert
-        statement = (
-            dialect_insert(_episodes)
-            .on_conflict_do_nothing(
-                index_elements=["tenant_id", "subject_id", "idempotency_key"],
-                index_where=_episodes.c.idempotency_key.is_not(None),
-            )
-            .returning(_episodes.c.subject_id, _episodes.c.idempotency_key, _episodes.c.id)
-        )
         # Concurrent writers insert in one global order (by key), so two batches that
         # share keys wait on each other instead of deadlocking.
         ordered = sorted(drafts, key=_key_ref)
-        rows = [_episode_row(tenant_id, draft, now) for draft in ordered]
-        result = connection.execute(statement, rows)
+        ids = [uuid.uuid4() for _ in ordered]
+        if self._store.is_postgresql:
+            result = connection.execute(
+                _pg_insert(on_conflict=True), _pg_batch(tenant_id, ids, ordered, now)
+            )
+        else:
+            statement = (
+                sqlite.insert(_episodes)
+                .on_conflict_do_nothing(
+                    index_elements=["tenant_id", "subject_id", "idempotency_key"],
+                    index_where=_episodes.c.idempotency_key.is_not(None),
+                )
+                .returning(_episodes.c.subject_id, _episodes.c.idempotency_key, _episodes.c.id)
+            )
+            rows = [
+                _episode_row(tenant_id, id_, draft, now)
+                for id_, draft in zip(ids, ordered, strict=True)
+            ]
+            result = connection.execute(statement, rows)
         return {(row.subject_id, row.idempotency_key): row.id for row in result}
 
     def _revise(
@@ -385,10 +425,12 @@ def _rounds(batch: Sequence[EpisodeDraft]) -> list[list[int]]:
     return rounds
 
 
-def _episode_row(tenant_id: str, draft: EpisodeDraft, now: datetime) -> dict[str, Any]:
+def _episode_row(
+    tenant_id: str, episode_id: uuid.UUID, draft: EpisodeDraft, now: datetime
+) -> dict[str, Any]:
     return {
         "tenant_id": tenant_id,
-        "id": uuid.uuid4(),
+        "id": episode_id,
         "subject_id": draft.subject_id,
         "source": draft.source,
         "type": draft.type,
@@ -404,3 +446,75 @@ def _episode_row(tenant_id: str, draft: EpisodeDraft, now: datetime) -> dict[str
         "created_at": now,
         "revised_at": None,
     }
+
+
+# One probe of the key index per wanted key, whatever the planner believes about
+# table sizes: LIMIT 1 keeps the lateral subquery from being flattened into a join
+# that stale statistics (right after a bulk load) would plan as a scan. The COLLATE
+# and IS NOT NULL clauses are what make the partial "C"-collated key index usable.
+_PG_LOOKUP = (
+    "SELECT found.subject_id, found.idempotency_key, found.id, found.content_hash, "
+    "found.revision "
+    "FROM jsonb_array_elements(CAST(%(wanted)s AS jsonb)) AS wanted(ref) "
+    "CROSS JOIN LATERAL (SELECT e.subject_id, e.idempotency_key, e.id, e.content_hash, "
+    "e.revision FROM episodes AS e WHERE e.tenant_id = %(tenant_id)s "
+    'AND e.subject_id = (wanted.ref->>0) COLLATE "C" '
+    'AND e.idempotency_key = (wanted.ref->>1) COLLATE "C" '
+    "AND e.idempotency_key IS NOT NULL LIMIT 1) AS found"
+)
+
+
+def _pg_insert(*, on_conflict: bool) -> sa.TextClause:
+    """One INSERT for a whole batch on PostgreSQL, its rows travelling as one JSON array.
+
+    A multi-row VALUES list carries 16 parameters per row, which the driver formats
+    and the server parses per batch; arrays of text are escaped element by element in
+    Python. A single JSON document is built by string joins around the payload JSON
+    we already have (it is what the content hash was taken over) and is parsed by the
+    server in C. The statement text is constant, so it is prepared once.
+    """
+    conflict = (
+        "ON CONFLICT (tenant_id, subject_id, idempotency_key) "
+        "WHERE idempotency_key IS NOT NULL DO NOTHING "
+        "RETURNING subject_id, idempotency_key, id"
+        if on_conflict
+        else ""
+    )
+    return sa.text(
+        "INSERT INTO episodes (tenant_id, id, subject_id, source, type, idempotency_key, "
+        "content_hash, session_id, occurred_at, payload, metadata, provenance, revision, "
+        "compiled_revision, created_at, revised_at) "
+        "SELECT :tenant_id, (row->>0)::uuid, row->>1, row->>2, row->>3, row->>4, row->>5, "
+        "row->>6, coalesce((row->>7)::timestamptz, :now), row->8, row->9, row->10, "
+        "1, 0, :now, NULL "
+        f"FROM jsonb_array_elements(CAST(:batch AS jsonb)) AS row {conflict}"
+    )
+
+
+def _pg_batch(
+    tenant_id: str, ids: Sequence[uuid.UUID], drafts: Sequence[EpisodeDraft], now: datetime
+) -> dict[str, Any]:
+    rows = []
+    for episode_id, draft in zip(ids, drafts, strict=True):
+        scalars = json.dumps(
+            [
+                str(episode_id),
+                draft.subject_id,
+                draft.source,
+                draft.type,
+                draft.idempotency_key,
+                draft.content_hash,
+                draft.session_id,
+                utc(draft.occurred_at).isoformat() if draft.occurred_at else None,
+            ],
+            ensure_ascii=False,
+        )
+        rows.append(
+            f"{scalars[:-1]},{draft.payload_json},"
+            f"{_json_object(draft.metadata)},{_json_object(draft.provenance)}]"
+        )
+    return {"tenant_id": tenant_id, "now": now, "batch": "[" + ",".join(rows) + "]"}
+
+
+def _json_object(value: dict[str, Any]) -> str:
+    return canonical_json(value) if value else "{}"

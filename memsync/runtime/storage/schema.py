@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from memsync.runtime.storage.types import JSONDocument, UTCDateTime
+from memsync.runtime.storage.types import JSONDocument, UTCDateTime, identifier
 
 __all__ = ["Base", "EpisodeRevisionRow", "EpisodeRow"]
 
@@ -48,16 +48,16 @@ class EpisodeRow(Base):
 
     __tablename__ = "episodes"
 
-    tenant_id: Mapped[str] = mapped_column(sa.String(TENANT_ID_LENGTH), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
     id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
-    subject_id: Mapped[str] = mapped_column(sa.String(SUBJECT_ID_LENGTH))
-    source: Mapped[str] = mapped_column(sa.String(LABEL_LENGTH))
-    type: Mapped[str] = mapped_column(sa.String(LABEL_LENGTH))
+    subject_id: Mapped[str] = mapped_column(identifier(SUBJECT_ID_LENGTH))
+    source: Mapped[str] = mapped_column(identifier(LABEL_LENGTH))
+    type: Mapped[str] = mapped_column(identifier(LABEL_LENGTH))
     payload: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONDocument)
     provenance: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     session_id: Mapped[str | None] = mapped_column(sa.String(LABEL_LENGTH))
-    idempotency_key: Mapped[str | None] = mapped_column(sa.String(IDEMPOTENCY_KEY_LENGTH))
+    idempotency_key: Mapped[str | None] = mapped_column(identifier(IDEMPOTENCY_KEY_LENGTH))
     content_hash: Mapped[str] = mapped_column(sa.String(64))
     revision: Mapped[int] = mapped_column(sa.Integer, default=1)
     compiled_revision: Mapped[int] = mapped_column(sa.Integer, default=0)
@@ -95,10 +95,10 @@ class EpisodeRevisionRow(Base):
 
     __tablename__ = "episode_revisions"
 
-    tenant_id: Mapped[str] = mapped_column(sa.String(TENANT_ID_LENGTH), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
     episode_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
     revision: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
-    source: Mapped[str] = mapped_column(sa.String(LABEL_LENGTH))
+    source: Mapped[str] = mapped_column(identifier(LABEL_LENGTH))
     content_hash: Mapped[str] = mapped_column(sa.String(64))
     payload: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONDocument)

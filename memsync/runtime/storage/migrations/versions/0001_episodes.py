@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from memsync.runtime.storage.types import JSONDocument, UTCDateTime
+from memsync.runtime.storage.types import JSONDocument, UTCDateTime, identifier
 
 revision = "0001"
 down_revision = None
@@ -21,16 +21,16 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "episodes",
-        sa.Column("tenant_id", sa.String(64), nullable=False),
+        sa.Column("tenant_id", identifier(64), nullable=False),
         sa.Column("id", sa.Uuid(), nullable=False),
-        sa.Column("subject_id", sa.String(255), nullable=False),
-        sa.Column("source", sa.String(255), nullable=False),
-        sa.Column("type", sa.String(255), nullable=False),
+        sa.Column("subject_id", identifier(255), nullable=False),
+        sa.Column("source", identifier(255), nullable=False),
+        sa.Column("type", identifier(255), nullable=False),
         sa.Column("payload", JSONDocument, nullable=False),
         sa.Column("metadata", JSONDocument, nullable=False),
         sa.Column("provenance", JSONDocument, nullable=False),
         sa.Column("session_id", sa.String(255), nullable=True),
-        sa.Column("idempotency_key", sa.String(512), nullable=True),
+        sa.Column("idempotency_key", identifier(512), nullable=True),
         sa.Column("content_hash", sa.String(64), nullable=False),
         sa.Column("revision", sa.Integer(), nullable=False),
         sa.Column("compiled_revision", sa.Integer(), nullable=False),
@@ -61,10 +61,10 @@ def upgrade() -> None:
     )
     op.create_table(
         "episode_revisions",
-        sa.Column("tenant_id", sa.String(64), nullable=False),
+        sa.Column("tenant_id", identifier(64), nullable=False),
         sa.Column("episode_id", sa.Uuid(), nullable=False),
         sa.Column("revision", sa.Integer(), nullable=False),
-        sa.Column("source", sa.String(255), nullable=False),
+        sa.Column("source", identifier(255), nullable=False),
         sa.Column("content_hash", sa.String(64), nullable=False),
         sa.Column("payload", JSONDocument, nullable=False),
         sa.Column("metadata", JSONDocument, nullable=False),

@@ -1,0 +1,90 @@
+"""Shared benchmark plumbing: throwaway stores, child processes, and the table printer."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+
+from memsync.runtime.storage import Store, upgrade
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "MEMSYNC_BENCH_POSTGRES_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+@contextmanager
+def throwaway_store(backend: str, directory: str) -> Iterator[str]:
+    """Yield the URL of a new, migrated store; drop it afterwards."""
+    if backend == "sqlite":
+        url = f"sqlite:///{directory}/bench-{uuid.uuid4().hex[:8]}.db"
+        store = Store.from_url(url)
+        upgrade(store)
+        store.dispose()
+        yield url
+        return
+    name = f"memsync_bench_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    url = sa.make_url(POSTGRES_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    store = Store.from_url(url)
+    upgrade(store)
+    store.dispose()
+    try:
+        yield url
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+def peak_rss_mib(pid: int | None = None) -> float:
+    """Peak resident memory (VmHWM) of a process, in MiB."""
+    with open(f"/proc/{pid or 'self'}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_child(module: str, arguments: Sequence[str]) -> dict[str, Any]:
+    """Run one scenario in a fresh interpreter (so peak memory is its own)."""
+    completed = subprocess.run(
+        [sys.executable, "-m", module, "--child", *arguments],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"{module} {arguments} failed:\n{completed.stderr}")
+    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return result
+
+
+def machine() -> str:
+    cpu = "unknown cpu"
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """A Markdown table, ready to paste into docs/benchmarks.md."""
+    cells = [[str(value) for value in row] for row in rows]
+    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in cells:
+        print("| " + " | ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) + " |")

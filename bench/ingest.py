@@ -1,0 +1,173 @@
+"""Ingest throughput: N new episodes, then the same N again (all duplicates).
+
+Each scenario runs in its own interpreter against a throwaway store, directly through
+IngestService ("service") or through POST /v1/episodes/batch to a `memsync serve`
+subprocess ("http"). Prints a Markdown table; see docs/benchmarks.md.
+
+    python -m bench.ingest [--episodes 100000] [--db sqlite postgresql] [--via service http]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from bench.common import machine, peak_rss_mib, print_table, run_child, throwaway_store
+from memsync.episode import EpisodeDraft
+from memsync.runtime.ingest import IngestService, IngestSummary
+from memsync.runtime.storage import Store
+
+BATCH = 1000
+
+
+def episode_body(i: int) -> dict[str, Any]:
+    """A GitHub-issue-sized episode (~400 bytes of payload)."""
+    return {
+        "subject_id": f"repo:acme/service-{i % 50}",
+        "source": "github",
+        "type": "issue.opened",
+        "idempotency_key": f"github:acme:service-{i % 50}:issue:{i}:opened",
+        "occurred_at": f"2026-0{1 + i % 9}-1{i % 10}T12:{i % 60:02d}:00Z",
+        "payload": {
+            "number": i,
+            "title": f"Webhook retries ignore Retry-After ({i})",
+            "body": "Steps to reproduce: send 429 with Retry-After: 30. " * 4,
+            "labels": ["bug", "webhooks"],
+            "state": "open",
+        },
+        "provenance": {"url": f"https://github.com/acme/service/issues/{i}"},
+    }
+
+
+def draft_of(body: dict[str, Any]) -> EpisodeDraft:
+    return EpisodeDraft(
+        subject_id=body["subject_id"],
+        source=body["source"],
+        type=body["type"],
+        payload=body["payload"],
+        idempotency_key=body["idempotency_key"],
+        occurred_at=datetime.fromisoformat(body["occurred_at"]),
+        provenance=body["provenance"],
+    )
+
+
+def via_service(url: str, count: int) -> dict[str, Any]:
+    store = Store.from_url(url)
+    service = IngestService(store, batch_size=BATCH)
+    bodies = [episode_body(i) for i in range(count)]
+    timings: dict[str, Any] = {}
+    for phase in ("new", "duplicate"):
+        started = time.perf_counter()
+        # Drafts are built inside the timing: hashing the payload is part of ingest.
+        summary = IngestSummary.of(service.ingest("bench", [draft_of(b) for b in bodies]))
+        timings[phase] = time.perf_counter() - started
+        expected = count if phase == "new" else 0
+        assert summary.created == expected, summary
+    return {**timings, "peak_rss_mib": peak_rss_mib()}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def via_http(url: str, count: int) -> dict[str, Any]:
+    port = free_port()
+    config = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+    config.write(f"api:\n  max_batch_size: {BATCH}\n  max_body_bytes: 104857600\n")
+    config.close()
+    env = {**os.environ, "MEMSYNC_STORE": url}
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memsync.runtime.cli",
+            "--config",
+            config.name,
+            "serve",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=base, timeout=120) as client:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    client.get("/v1/health").raise_for_status()
+                    break
+                except httpx.TransportError:
+                    if time.monotonic() > deadline:
+                        raise
+            bodies = [episode_body(i) for i in range(count)]
+            timings: dict[str, Any] = {}
+            for phase in ("new", "duplicate"):
+                started = time.perf_counter()
+                created = 0
+                for start in range(0, count, BATCH):
+                    response = client.post(
+                        "/v1/episodes/batch", json={"episodes": bodies[start : start + BATCH]}
+                    )
+                    response.raise_for_status()
+                    created += response.json()["episodes_created"]
+                timings[phase] = time.perf_counter() - started
+                assert created == (count if phase == "new" else 0)
+            return {**timings, "peak_rss_mib": peak_rss_mib(server.pid)}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        os.unlink(config.name)
+
+
+def child(backend: str, via: str, count: int) -> None:
+    with tempfile.TemporaryDirectory() as directory, throwaway_store(backend, directory) as url:
+        result = via_service(url, count) if via == "service" else via_http(url, count)
+    print(json.dumps(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--episodes", type=int, default=100_000)
+    parser.add_argument("--db", nargs="+", default=["sqlite", "postgresql"])
+    parser.add_argument("--via", nargs="+", default=["service", "http"])
+    parser.add_argument("--child", nargs=3, metavar=("DB", "VIA", "N"), help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.child:
+        backend, via, count = arguments.child
+        child(backend, via, int(count))
+        return
+
+    print(f"ingest benchmark: {arguments.episodes:,} episodes, batches of {BATCH}; {machine()}")
+    rows = []
+    for backend in arguments.db:
+        for via in arguments.via:
+            result = run_child("bench.ingest", [backend, via, str(arguments.episodes)])
+            rows.append(
+                (
+                    backend,
+                    via,
+                    f"{arguments.episodes / result['new']:,.0f}",
+                    f"{arguments.episodes / result['duplicate']:,.0f}",
+                    f"{result['peak_rss_mib']:.0f}",
+                )
+            )
+    print_table(["db", "via", "new episodes/s", "duplicate episodes/s", "peak RSS MiB"], rows)
+
+
+if __name__ == "__main__":
+    main()
