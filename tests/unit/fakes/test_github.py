@@ -407,3 +407,15 @@ def test_serves_ten_thousand_issues(fake_github: FakeGitHub) -> None:
 
     assert sum(1 for _ in issues) == 10_000
     assert fake_github.request_count() == 101
+
+
+def test_pygithub_completes_list_items_lazily_with_one_get_each(fake_github: FakeGitHub) -> None:
+    fake_github.add_issue("acme", "api", 1, "a bug", updated_at=T0)
+    fake_github.add_issue("acme", "api", 2, "a fix", updated_at=T0, is_pull_request=True)
+    issues = list(client(fake_github).get_repo("acme/api").get_issues(state="all"))
+    before = fake_github.request_count()
+
+    assert [i.pull_request is not None for i in issues] == [True, False]  # newest first
+
+    assert fake_github.request_count() - before == 1  # the plain issue was re-fetched
+    assert fake_github.requests[-1].path == "/repos/acme/api/issues/1"
