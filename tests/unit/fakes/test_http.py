@@ -1,0 +1,68 @@
+"""The HTTP server base: lifecycle, request log, handler errors."""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.fakes.http import FakeHTTPServer, FakeResponse, FakeServerError, RecordedRequest
+
+
+class _Echo(FakeHTTPServer):
+    def handle(self, request: RecordedRequest) -> FakeResponse:
+        if request.path == "/boom":
+            raise RuntimeError("bug in the fake")
+        return FakeResponse(200, request.path.encode(), [("X-Echo", "1")])
+
+
+def test_serves_on_loopback_with_a_free_port_and_logs_requests() -> None:
+    with _Echo() as server:
+        assert server.base_url.startswith("http://127.0.0.1:")
+        request = urllib.request.Request(
+            f"{server.base_url}/a/b?x=1&x=2&y=", data=b"k=v", method="POST"
+        )
+        request.add_header("Content-Type", "application/x-www-form-urlencoded")
+        request.add_header("X-Custom", "yes")
+        with urllib.request.urlopen(request) as response:
+            assert response.read() == b"/a/b"
+            assert response.headers["X-Echo"] == "1"
+
+        [logged] = server.requests
+        assert logged.method == "POST"
+        assert logged.path == "/a/b"
+        assert logged.query == {"x": ["1", "2"], "y": [""]}
+        assert logged.headers["x-custom"] == "yes"
+        assert logged.form == {"k": ["v"]}
+        assert logged.number == 1
+        assert server.request_count("/a/b") == 1
+        assert server.request_count("/a/b", method="GET") == 0
+
+
+def test_stop_closes_the_socket() -> None:
+    server = _Echo().start()
+    port = server.port
+    server.stop()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_a_handler_exception_is_a_500_for_the_client_and_fails_the_test_at_stop() -> None:
+    server = _Echo().start()
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(f"{server.base_url}/boom")
+    assert caught.value.code == 500
+    assert b"bug in the fake" in caught.value.read()
+    with pytest.raises(FakeServerError, match="bug in the fake"):
+        server.stop()
+
+
+def test_request_numbers_keep_counting_after_the_log_is_cleared() -> None:
+    with _Echo() as server:
+        urllib.request.urlopen(f"{server.base_url}/one").read()
+        server.clear_requests()
+        urllib.request.urlopen(f"{server.base_url}/two").read()
+        [logged] = server.requests
+        assert (logged.path, logged.number) == ("/two", 2)
