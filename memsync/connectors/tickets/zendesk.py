@@ -188,19 +188,29 @@ class ZendeskConnector(Connector[ZendeskConfig, ZendeskRecord]):
     ) -> None:
         super().__init__(config)
         self._clock: Clock = clock or SystemClock()
+        self._client = client
+        self._transport = transport
         self._owns_client = client is None
-        self._client = client or httpx.Client(
-            transport=transport,
-            timeout=config.timeout.total_seconds(),
-            headers={"Accept": "application/json", "User-Agent": "memsync-connector"},
-        )
         self._auth = httpx.BasicAuth(f"{config.email}/token", config.token.get_secret_value())
         self.retrier = Retrier(RetryPolicy.from_settings(config.retry), sleep=sleep, clock=clock)
 
     def close(self) -> None:
         """Close the HTTP client if this connector created it."""
-        if self._owns_client:
+        if self._owns_client and self._client is not None:
             self._client.close()
+            self._client = None
+
+    @property
+    def client(self) -> httpx.Client:
+        # Created on first use: mapping records to episodes (the conformance kit, a
+        # dry run) never needs a connection pool or a TLS context.
+        if self._client is None:
+            self._client = httpx.Client(
+                transport=self._transport,
+                timeout=self.config.timeout.total_seconds(),
+                headers={"Accept": "application/json", "User-Agent": "memsync-connector"},
+            )
+        return self._client
 
     # --- reading --------------------------------------------------------------------------
 
@@ -317,7 +327,7 @@ class ZendeskConnector(Connector[ZendeskConfig, ZendeskRecord]):
         url = f"{self.config.api_base}{path}"
         what = f"zendesk '{self.name}': GET {path}"
         try:
-            response = self._client.get(url, params=params, auth=self._auth)
+            response = self.client.get(url, params=params, auth=self._auth)
         except httpx.TimeoutException as error:
             raise RetryableError(f"{what} timed out ({type(error).__name__})") from error
         except httpx.TransportError as error:
