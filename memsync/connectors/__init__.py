@@ -1,7 +1,79 @@
 """Connectors: read a source and turn its records into episode drafts.
 
 Connectors know nothing of SQL or of the scheduler; the runtime owns windows,
-cursors, batching and run records.
+cursors, batching and run records. This module is the public surface for runner and
+connector authors; built-in connectors live in subpackages (``workspace``, ``tickets``)
+and in ``fake``, and are found through the ``memsync.connectors`` entry-point group.
 """
 
 from __future__ import annotations
+
+from memsync.connectors.base import (
+    Connector,
+    Cursor,
+    KeyPolicy,
+    Window,
+    validate_connector_class,
+)
+from memsync.connectors.config import (
+    ConnectorConfig,
+    Duration,
+    RetrySettings,
+    Schedule,
+    ScheduleSpec,
+    SubjectTemplate,
+    SubjectTemplateError,
+    format_duration,
+    parse_duration,
+    parse_schedule,
+)
+from memsync.connectors.errors import (
+    ConnectorConfigError,
+    ConnectorDefinitionError,
+    ConnectorError,
+    RateLimited,
+    RateLimitExhausted,
+    RetryableError,
+    SkipRecord,
+    StopRun,
+)
+from memsync.connectors.registry import (
+    ENTRY_POINT_GROUP,
+    ConnectorInfo,
+    ConnectorRegistry,
+    load_registry,
+)
+from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Connector",
+    "ConnectorConfig",
+    "ConnectorConfigError",
+    "ConnectorDefinitionError",
+    "ConnectorError",
+    "ConnectorInfo",
+    "ConnectorRegistry",
+    "Cursor",
+    "Duration",
+    "KeyPolicy",
+    "RateLimitExhausted",
+    "RateLimited",
+    "Retrier",
+    "RetryPolicy",
+    "RetrySettings",
+    "RetryableError",
+    "Schedule",
+    "ScheduleSpec",
+    "SkipRecord",
+    "StopRun",
+    "SubjectTemplate",
+    "SubjectTemplateError",
+    "Window",
+    "format_duration",
+    "load_registry",
+    "parse_duration",
+    "parse_schedule",
+    "retry_after_from_headers",
+    "validate_connector_class",
+]

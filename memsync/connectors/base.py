@@ -1,0 +1,276 @@
+"""The connector contract: one narrow extension point, driven by the framework.
+
+A connector reads one source. It declares, as class attributes, its ``type``, its
+``key_policy`` and a written ``key_rationale``; it implements :meth:`Connector.fetch`
+(read everything updated in a window), :meth:`Connector.idempotency_key` and a few small
+hooks that map a record to an episode. The framework owns the rest: windows and overlap,
+cursors and checkpoints, batching, ingest, run records, and the retry policy (connectors
+call :mod:`memsync.connectors.retry` with the configured caps).
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+import enum
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, Generic, TypeVar, final
+
+from memsync.connectors.config import (
+    ConnectorConfig,
+    SubjectTemplateError,
+    SubjectTemplateField,
+)
+from memsync.connectors.errors import ConnectorDefinitionError, SkipRecord
+from memsync.episode import EpisodeDraft, JSONObject
+
+__all__ = [
+    "ConfigT",
+    "Connector",
+    "Cursor",
+    "KeyPolicy",
+    "RecordT",
+    "Window",
+    "validate_connector_class",
+]
+
+
+class KeyPolicy(enum.StrEnum):
+    """What "the same event" means for a source.
+
+    ``identity``: records have a stable id that survives edits; the key is built from
+    ids, so an edit is a new *revision* of the same episode. ``content``: records have
+    no identity apart from their content (a workspace scan); the key includes a content
+    hash, so any change is a new episode and an unchanged re-read is a duplicate.
+    """
+
+    IDENTITY = "identity"
+    CONTENT = "content"
+
+
+def _require_aware(moment: datetime, what: str) -> datetime:
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"{what} must be an aware datetime, got naive {moment.isoformat()}")
+    return moment
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The time range a fetch covers: records updated in ``[start, end]``.
+
+    ``start`` ``None`` means "from the beginning" (a first run or a full backfill).
+    Both bounds are aware datetimes; ``start`` never lies after ``end``.
+    """
+
+    start: datetime | None
+    end: datetime
+
+    def __post_init__(self) -> None:
+        _require_aware(self.end, "Window.end")
+        if self.start is not None:
+            _require_aware(self.start, "Window.start")
+            if self.start > self.end:
+                raise ValueError(
+                    f"Window.start {self.start.isoformat()} is after end {self.end.isoformat()}"
+                )
+
+    def contains(self, moment: datetime) -> bool:
+        """Whether ``moment`` (aware) lies in the window, both ends included."""
+        return (self.start is None or self.start <= moment) and moment <= self.end
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """A sync checkpoint: a high-water mark plus an optional source-specific token.
+
+    ``position`` is the latest record time the runtime has committed (aware UTC).
+    ``token`` is opaque to the framework; a connector may use it to resume (e.g. a
+    pagination cursor), but must still be correct when it is ``None``. Stored as JSON
+    through :meth:`to_json` / :meth:`from_json`.
+    """
+
+    position: datetime
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        _require_aware(self.position, "Cursor.position")
+
+    def to_json(self) -> dict[str, str | None]:
+        """A JSON-serialisable form; :meth:`from_json` reverses it exactly."""
+        return {"position": self.position.isoformat(), "token": self.token}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> Cursor:
+        """Rebuild a cursor stored with :meth:`to_json`; raises ``ValueError`` if malformed."""
+        position = data.get("position")
+        token = data.get("token")
+        if not isinstance(position, str) or not (token is None or isinstance(token, str)):
+            raise ValueError(f"not a stored cursor: {dict(data)!r}")
+        return cls(position=datetime.fromisoformat(position), token=token)
+
+    def advanced_to(self, position: datetime, token: str | None = None) -> Cursor:
+        """Return a cursor at ``position``, or this one if it would move backwards."""
+        if position <= self.position:
+            return self
+        return Cursor(position=position, token=token)
+
+
+ConfigT = TypeVar("ConfigT", bound=ConnectorConfig)
+RecordT = TypeVar("RecordT")
+
+
+class Connector(abc.ABC, Generic[ConfigT, RecordT]):
+    """Reads one source and maps its records to episode drafts.
+
+    Subclasses set the class attributes and implement the abstract methods; the
+    framework calls :meth:`fetch` with a window, then :meth:`to_episode` on each record,
+    and ingests the drafts. Contract, including repeats and conflicts:
+
+    - Re-reading is normal: windows overlap on purpose and backfills re-read
+      everything. The same logical record must always give the same key, so a repeat
+      is recognised by ingest and stores nothing.
+    - Under ``identity``, an edited record keeps its key and changes its payload, so
+      ingest stores a revision. Under ``content``, an edited record gets a new key.
+    - Two different records must never share a key; if they did, one would overwrite
+      (revise) the other.
+    - Connectors never touch storage, the scheduler or the clock of the run loop.
+    """
+
+    #: The registry name, also the first segment of every key (``zendesk:…``).
+    type: ClassVar[str]
+    #: What "the same event" means; see :class:`KeyPolicy`.
+    key_policy: ClassVar[KeyPolicy]
+    #: One or two sentences on why the key is built the way it is. Required.
+    key_rationale: ClassVar[str]
+    #: The config model (a :class:`ConnectorConfig` subclass) the registry validates.
+    # builtins.type: inside this class body, ``type`` is the attribute above.
+    config_model: ClassVar[builtins.type[ConnectorConfig]]
+    #: A realistic key, for docs and ``memsync connectors list``.
+    example_key: ClassVar[str]
+    #: The fields a record offers to the subject template (checked when config loads).
+    subject_fields: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, config: ConfigT) -> None:
+        self.config = config
+
+    @property
+    def name(self) -> str:
+        """The configured instance name."""
+        return self.config.name
+
+    # --- what a connector implements ----------------------------------------------------
+
+    @abc.abstractmethod
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[RecordT]:
+        """Yield every record updated in ``window``, paginating to the end.
+
+        Repeats: may yield records ingested before (the window overlaps the previous
+        one); that is expected. Retries: transient failures are retried within the
+        configured caps, honouring ``Retry-After`` / reset headers; past the caps it
+        raises :class:`~memsync.connectors.errors.RateLimitExhausted` or
+        :class:`~memsync.connectors.errors.RetryableError`. Fatal conditions raise
+        :class:`~memsync.connectors.errors.StopRun`. Records already yielded stay valid
+        when a later page fails. ``cursor`` is the last committed checkpoint; the
+        window was already derived from it, so connectors may ignore it.
+        """
+
+    @abc.abstractmethod
+    def idempotency_key(self, record: RecordT) -> str:
+        """Return the record's key: readable, namespaced by :attr:`type`, stable forever.
+
+        Repeats: the same logical record returns the same key on every call, in every
+        process, across versions. Conflicts: two different records never share a key.
+        Under ``identity`` the key never includes editable content.
+        """
+
+    @abc.abstractmethod
+    def record_cursor(self, record: RecordT) -> datetime:
+        """The record's position for checkpointing (e.g. ``updated_at``), aware UTC.
+
+        The runtime advances its cursor to the latest committed value, never past the
+        run's start and never backwards, so a value in the future is harmless.
+        """
+
+    @abc.abstractmethod
+    def subject_values(self, record: RecordT) -> Mapping[str, SubjectTemplateField]:
+        """The record's fields the ``subject`` template may use (see ``subject_fields``)."""
+
+    @abc.abstractmethod
+    def episode_type(self, record: RecordT) -> str:
+        """The episode type, e.g. ``zendesk.ticket``; stable for a given record."""
+
+    @abc.abstractmethod
+    def occurred_at(self, record: RecordT) -> datetime:
+        """When the source event happened, as an aware datetime."""
+
+    @abc.abstractmethod
+    def payload(self, record: RecordT) -> JSONObject:
+        """The episode payload: JSON values only.
+
+        Under ``identity`` a changed payload for the same key is a revision, so include
+        what a reader cares about and leave out volatile noise (view counters, ETags).
+        Under ``content`` the payload must be a function of the key alone.
+        """
+
+    # --- what the framework owns --------------------------------------------------------
+
+    @final
+    def to_episode(self, record: RecordT) -> EpisodeDraft:
+        """Map a record to the draft ingest stores. Not overridable: override the hooks.
+
+        Raises :class:`~memsync.connectors.errors.SkipRecord` when the subject template
+        cannot be rendered for this record (the registry already checked that the
+        template only names fields the connector offers, so this is a record with an
+        empty field), and ``ValueError`` when a hook returns a naive ``occurred_at``
+        (a connector bug, not a property of the record).
+        """
+        occurred_at = _require_aware(self.occurred_at(record), f"{self.type}.occurred_at")
+        try:
+            subject_id = self.config.subject.render(self.subject_values(record))
+        except SubjectTemplateError as error:
+            raise SkipRecord(f"{self.idempotency_key(record)}: {error}") from error
+        return EpisodeDraft(
+            subject_id=subject_id,
+            source=self.type,
+            type=self.episode_type(record),
+            payload=self.payload(record),
+            idempotency_key=self.idempotency_key(record),
+            occurred_at=occurred_at,
+            provenance={"connector": self.config.name, "connector_type": self.type},
+        )
+
+
+def validate_connector_class(cls: type[Connector[Any, Any]]) -> None:
+    """Refuse a connector class that does not declare the contract's class attributes.
+
+    Raises :class:`ConnectorDefinitionError` naming the class and the attribute.
+    """
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    if not (isinstance(cls, type) and issubclass(cls, Connector)):
+        raise ConnectorDefinitionError(f"{where} is not a memsync Connector subclass")
+    if getattr(cls, "__abstractmethods__", None):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise ConnectorDefinitionError(f"{where} does not implement: {missing}")
+    connector_type = getattr(cls, "type", None)
+    if not isinstance(connector_type, str) or not connector_type.strip():
+        raise ConnectorDefinitionError(f"{where} must set a non-empty class attribute 'type'")
+    if not isinstance(getattr(cls, "key_policy", None), KeyPolicy):
+        raise ConnectorDefinitionError(f"{where} must set 'key_policy' to a KeyPolicy")
+    rationale = getattr(cls, "key_rationale", None)
+    if not isinstance(rationale, str) or not rationale.strip():
+        raise ConnectorDefinitionError(
+            f"{where} (type '{connector_type}') has an empty key_rationale: say what "
+            "'the same event' means for this source and why the key is built as it is"
+        )
+    config_model = getattr(cls, "config_model", None)
+    if not (isinstance(config_model, type) and issubclass(config_model, ConnectorConfig)):
+        raise ConnectorDefinitionError(
+            f"{where} must set 'config_model' to a ConnectorConfig subclass"
+        )
+    example = getattr(cls, "example_key", None)
+    if not isinstance(example, str) or not example.startswith(f"{connector_type}:"):
+        raise ConnectorDefinitionError(
+            f"{where} must set 'example_key' to a key starting with '{connector_type}:'"
+        )

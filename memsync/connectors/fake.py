@@ -1,0 +1,104 @@
+"""A connector over an in-memory list of records, for runner tests.
+
+Like httpx's ``MockTransport``: it implements the real contract, so a runner test that
+uses it exercises the same code path as production. Faults are scripted per record:
+``connector.fail_at("r3", RateLimitExhausted(...))`` makes ``fetch`` raise that error
+when it reaches ``r3`` (after yielding the records before it), a given number of times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import ClassVar, Literal
+
+from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
+from memsync.connectors.config import ConnectorConfig, SubjectTemplateField
+from memsync.connectors.errors import ConnectorError, SkipRecord
+from memsync.episode import JSONObject
+
+__all__ = ["FakeConfig", "FakeConnector", "FakeRecord"]
+
+
+class FakeConfig(ConnectorConfig):
+    """Config of the fake connector: nothing beyond the common fields."""
+
+    type: Literal["fake"] = "fake"
+
+
+@dataclass(frozen=True, slots=True)
+class FakeRecord:
+    """One fake source record: a stable ``id``, an update time and editable content."""
+
+    id: str
+    updated_at: datetime
+    body: str = ""
+    fields: Mapping[str, SubjectTemplateField] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Fault:
+    error: ConnectorError
+    remaining: int
+
+
+class FakeConnector(Connector[FakeConfig, FakeRecord]):
+    """Records from a list; faults from a script. Fetch calls are recorded in ``fetches``."""
+
+    type = "fake"
+    key_policy = KeyPolicy.IDENTITY
+    key_rationale = (
+        "A fake record has a stable id, so the key is the id alone: an edited body is a "
+        "revision of the same episode, and re-reading an unchanged record stores nothing."
+    )
+    config_model = FakeConfig
+    example_key = "fake:demo:record:r1"
+    subject_fields: ClassVar[frozenset[str]] = frozenset({"id", "group"})
+
+    def __init__(self, config: FakeConfig, records: Iterable[FakeRecord] = ()) -> None:
+        super().__init__(config)
+        self.records: list[FakeRecord] = list(records)
+        self.fetches: list[tuple[Window, Cursor | None]] = []
+        self._faults: dict[str, _Fault] = {}
+        self._skips: dict[str, str] = {}
+
+    def fail_at(self, record_id: str, error: ConnectorError, *, times: int = 1) -> None:
+        """Make the next ``times`` fetches raise ``error`` on reaching ``record_id``."""
+        self._faults[record_id] = _Fault(error=error, remaining=times)
+
+    def skip(self, record_id: str, reason: str) -> None:
+        """Make ``to_episode`` raise :class:`SkipRecord` with ``reason`` for this record."""
+        self._skips[record_id] = reason
+
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[FakeRecord]:
+        """Yield the records whose ``updated_at`` is in the window, oldest first."""
+        self.fetches.append((window, cursor))
+        for record in sorted(self.records, key=lambda r: (r.updated_at, r.id)):
+            if not window.contains(record.updated_at):
+                continue
+            fault = self._faults.get(record.id)
+            if fault is not None and fault.remaining > 0:
+                fault.remaining -= 1
+                raise fault.error
+            yield record
+
+    def idempotency_key(self, record: FakeRecord) -> str:
+        return f"fake:{self.config.name}:record:{record.id}"
+
+    def record_cursor(self, record: FakeRecord) -> datetime:
+        return record.updated_at
+
+    def subject_values(self, record: FakeRecord) -> Mapping[str, SubjectTemplateField]:
+        if record.id in self._skips:
+            raise SkipRecord(self._skips[record.id])
+        return {"id": record.id, **record.fields}
+
+    def episode_type(self, record: FakeRecord) -> str:
+        return "fake.record"
+
+    def occurred_at(self, record: FakeRecord) -> datetime:
+        return record.updated_at
+
+    def payload(self, record: FakeRecord) -> JSONObject:
+        return {"id": record.id, "body": record.body}

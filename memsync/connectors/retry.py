@@ -1,0 +1,161 @@
+"""Retrying one request: waits come from the source's headers, within a cap.
+
+The wait before the next attempt is, in order of preference: the error's own
+``retry_after`` (which connectors fill from ``Retry-After``, seconds or an HTTP date,
+or from a rate-limit reset header via :func:`retry_after_from_headers`), else an
+exponential backoff. Retrying stops at ``max_attempts`` requests or when the next wait
+would push the total past ``max_wait``, whichever comes first; the last error is then
+re-raised (rate limits as :class:`RateLimitExhausted`). Sleep and clock are injected,
+so tests never wait for real. There is no jitter: one connector instance makes one
+request at a time, and deterministic waits keep tests and run records reproducible.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import TypeVar
+
+from memsync.clock import Clock, SystemClock
+from memsync.connectors.config import RetrySettings
+from memsync.connectors.errors import RateLimited, RateLimitExhausted, RetryableError
+
+__all__ = ["Retrier", "RetryPolicy", "retry_after_from_headers"]
+
+T = TypeVar("T")
+
+# Epoch-second values beyond this are absolute timestamps, not deltas: ten years of
+# seconds is larger than any sane "wait this long", and smaller than any current epoch.
+_ABSOLUTE_EPOCH_THRESHOLD = 10 * 365 * 86_400
+
+
+def retry_after_from_headers(headers: Mapping[str, str], now: datetime) -> float | None:
+    """Seconds to wait according to the response headers, or ``None`` if they do not say.
+
+    Reads ``Retry-After`` (delta seconds or an HTTP date), then the rate-limit reset
+    headers: ``ratelimit-reset`` (delta seconds, IETF draft and Zendesk), and
+    ``x-ratelimit-reset`` / ``x-rate-limit-reset`` (epoch seconds as GitHub sends, or
+    delta seconds). Negative results (a reset already past) become 0. Header names are
+    matched case-insensitively.
+    """
+    lowered = {name.lower(): value.strip() for name, value in headers.items()}
+    retry_after = lowered.get("retry-after")
+    if retry_after:
+        seconds = _seconds_or_date(retry_after, now)
+        if seconds is not None:
+            return seconds
+    for name in ("ratelimit-reset", "x-ratelimit-reset", "x-rate-limit-reset"):
+        value = lowered.get(name)
+        if value is None:
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        if number > _ABSOLUTE_EPOCH_THRESHOLD:
+            number -= now.timestamp()
+        return max(number, 0.0)
+    return None
+
+
+def _seconds_or_date(value: str, now: datetime) -> float | None:
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max((moment - now).total_seconds(), 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Caps and backoff for one request.
+
+    ``max_attempts`` counts requests (the first included). ``max_wait`` caps the sum of
+    waits. Without a server-given wait, attempt *n* waits ``base_delay * 2**(n-1)``
+    seconds, at most ``max_delay``.
+    """
+
+    max_attempts: int = 5
+    max_wait: timedelta = timedelta(minutes=10)
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+
+    @classmethod
+    def from_settings(cls, settings: RetrySettings) -> RetryPolicy:
+        """The policy a connector's ``retry`` config asks for."""
+        return cls(max_attempts=settings.max_attempts, max_wait=settings.max_wait)
+
+    def backoff(self, attempt: int) -> float:
+        """The wait after failed attempt number ``attempt`` (1-based) with no server hint."""
+        return float(min(self.base_delay * 2 ** (attempt - 1), self.max_delay))
+
+
+class Retrier:
+    """Runs a callable until it succeeds, the caps are reached, or it fails for good.
+
+    Only :class:`RetryableError` (and so :class:`RateLimited`) is retried; every other
+    exception passes straight through. ``sleep`` defaults to :func:`time.sleep` and
+    ``clock`` to the wall clock; tests inject fakes. ``waits`` records every wait
+    taken, in order, for assertions and run records.
+    """
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Clock | None = None,
+    ) -> None:
+        self.policy = policy
+        self.clock: Clock = clock or SystemClock()
+        self._sleep = sleep
+        self.waits: list[float] = []
+
+    def call(self, attempt: Callable[[], T], *, what: str) -> T:
+        """Return ``attempt()``'s result, retrying transient failures within the caps.
+
+        ``what`` describes the request in error messages (e.g. ``GET /api/v2/…``).
+        Raises :class:`RateLimitExhausted` when the last failure was a rate limit,
+        otherwise re-raises the last :class:`RetryableError` with the attempt count.
+        """
+        waited = 0.0
+        attempts = 0
+        cap = self.policy.max_wait.total_seconds()
+        while True:
+            attempts += 1
+            try:
+                return attempt()
+            except RetryableError as error:
+                wait = (
+                    error.retry_after
+                    if error.retry_after is not None
+                    else self.policy.backoff(attempts)
+                )
+                if attempts >= self.policy.max_attempts or waited + wait > cap:
+                    raise self._give_up(error, what, attempts, waited, wait) from error
+                self._sleep(wait)
+                self.waits.append(wait)
+                waited += wait
+
+    @staticmethod
+    def _give_up(
+        error: RetryableError, what: str, attempts: int, waited: float, next_wait: float
+    ) -> Exception:
+        summary = (
+            f"{what}: gave up after {attempts} attempt(s) and {waited:g}s of waiting "
+            f"(next wait would be {next_wait:g}s): {error}"
+        )
+        if isinstance(error, RateLimited):
+            return RateLimitExhausted(
+                summary, attempts=attempts, waited=waited, retry_after=error.retry_after
+            )
+        return RetryableError(summary, retry_after=error.retry_after)

@@ -1,0 +1,464 @@
+"""The Zendesk Support connector: tickets, their comments and their status changes.
+
+What is read, per window:
+
+- ``GET /api/v2/incremental/tickets/cursor.json?start_time=…`` then ``?cursor=…`` until
+  ``end_of_stream``: every ticket updated since the window start (latest state only);
+- for each such ticket, ``GET /api/v2/tickets/{id}/comments.json`` and
+  ``GET /api/v2/tickets/{id}/audits.json`` (cursor pagination via ``meta.has_more`` /
+  ``links.next``, or offset pagination via ``next_page``), from which the ``Change``
+  events on ``status`` become status-change records.
+
+Next-page links are followed by path and query against the configured base URL, so
+credentials are only ever sent to that host and a fake server works unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Literal
+
+import httpx
+from pydantic import Field, SecretStr
+
+from memsync.clock import Clock, SystemClock
+from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
+from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
+from memsync.connectors.errors import RateLimited, RetryableError, StopRun
+from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
+from memsync.episode import JSONObject
+
+__all__ = [
+    "TicketRef",
+    "ZendeskComment",
+    "ZendeskConfig",
+    "ZendeskConnector",
+    "ZendeskRecord",
+    "ZendeskStatusChange",
+    "ZendeskTicket",
+]
+
+_INCREMENTAL_PATH = "/api/v2/incremental/tickets/cursor.json"
+# Zendesk refuses an incremental export that starts less than a minute ago.
+_EXPORT_MIN_AGE = timedelta(minutes=1)
+# Fields that change without anything a reader would call an edit; keeping them out of
+# the payload means they never produce a revision.
+_VOLATILE_TICKET_FIELDS = frozenset({"generated_timestamp", "url"})
+_BODY_SNIPPET_CHARS = 200
+
+
+class ZendeskConfig(ConnectorConfig):
+    """Credentials and scope for one Zendesk account.
+
+    ``token`` is an API token (HTTP basic auth as ``{email}/token``); it is a
+    ``SecretStr``, so it never appears in reprs, logs or error messages. ``base_url``
+    defaults to ``https://{subdomain}.zendesk.com``.
+    """
+
+    type: Literal["zendesk"] = "zendesk"
+    subdomain: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    email: str = Field(min_length=3)
+    token: SecretStr
+    include_comments: bool = True
+    include_status_changes: bool = True
+    page_size: int = Field(default=100, ge=1, le=100)
+    timeout: Duration = timedelta(seconds=30)
+
+    @property
+    def api_base(self) -> str:
+        return self.base_url or f"https://{self.subdomain}.zendesk.com"
+
+
+@dataclass(frozen=True, slots=True)
+class TicketRef:
+    """The ticket a record belongs to: ids for keys and subjects, and its update time."""
+
+    id: int
+    updated_at: datetime
+    organization_id: int | None = None
+    requester_id: int | None = None
+    assignee_id: int | None = None
+    group_id: int | None = None
+    brand_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ZendeskTicket:
+    """A ticket in its latest state, as the incremental export returns it."""
+
+    ticket: TicketRef
+    data: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class ZendeskComment:
+    """One comment of a ticket."""
+
+    ticket: TicketRef
+    comment_id: int
+    created_at: datetime
+    data: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class ZendeskStatusChange:
+    """A ``status`` Change event of one audit: ``previous`` → ``value``."""
+
+    ticket: TicketRef
+    audit_id: int
+    created_at: datetime
+    previous: str | None
+    value: str | None
+    author_id: int | None
+    channel: str | None
+
+
+ZendeskRecord = ZendeskTicket | ZendeskComment | ZendeskStatusChange
+
+
+class _NotFound(StopRun):
+    """HTTP 404: fatal for the export (wrong subdomain), harmless for one ticket's
+    comments or audits (the ticket was deleted while we read)."""
+
+
+def _parse_time(value: object, what: str) -> datetime:
+    if not isinstance(value, str):
+        raise StopRun(f"zendesk: {what} is {value!r}, expected an ISO 8601 time")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise StopRun(f"zendesk: {what} {value!r} is not an ISO 8601 time") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _optional_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _required_int(data: Mapping[str, Any], field: str, what: str) -> int:
+    value = _optional_int(data.get(field))
+    if value is None:
+        raise StopRun(f"zendesk: {what} has no integer '{field}': {data.get(field)!r}")
+    return value
+
+
+class ZendeskConnector(Connector[ZendeskConfig, ZendeskRecord]):
+    """Tickets, comments and status changes of one Zendesk Support account.
+
+    Repeats: every ticket updated in the window is re-read with all its comments and
+    audits, so overlapping windows and backfills repeat records; keys make that free.
+    Rate limits: 429 is waited out per ``Retry-After`` within ``retry`` caps, then
+    :class:`RateLimitExhausted`; 5xx and timeouts the same, then :class:`RetryableError`;
+    401/403 and malformed bodies raise :class:`StopRun`.
+    """
+
+    type = "zendesk"
+    key_policy = KeyPolicy.IDENTITY
+    key_rationale = (
+        "Tickets, comments and audits have ids that Zendesk never reuses and that survive "
+        "edits, so keys are built from ids only (never from the body): a ticket whose "
+        "status or subject changed is a new revision of the same episode, a redacted "
+        "comment revises its comment, and re-reading an unchanged ticket stores nothing."
+    )
+    config_model = ZendeskConfig
+    example_key = "zendesk:acme:ticket:35436:comment:1274"
+    subject_fields: ClassVar[frozenset[str]] = frozenset(
+        {
+            "subdomain",
+            "ticket_id",
+            "organization_id",
+            "requester_id",
+            "assignee_id",
+            "group_id",
+            "brand_id",
+        }
+    )
+
+    def __init__(
+        self,
+        config: ZendeskConfig,
+        *,
+        client: httpx.Client | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(config)
+        self._clock: Clock = clock or SystemClock()
+        self._client = client
+        self._transport = transport
+        self._owns_client = client is None
+        self._auth = httpx.BasicAuth(f"{config.email}/token", config.token.get_secret_value())
+        self.retrier = Retrier(RetryPolicy.from_settings(config.retry), sleep=sleep, clock=clock)
+
+    def close(self) -> None:
+        """Close the HTTP client if this connector created it."""
+        if self._owns_client and self._client is not None:
+            self._client.close()
+            self._client = None
+
+    @property
+    def client(self) -> httpx.Client:
+        # Created on first use: mapping records to episodes (the conformance kit, a
+        # dry run) never needs a connection pool or a TLS context.
+        if self._client is None:
+            self._client = httpx.Client(
+                transport=self._transport,
+                timeout=self.config.timeout.total_seconds(),
+                headers={"Accept": "application/json", "User-Agent": "memsync-connector"},
+            )
+        return self._client
+
+    # --- reading --------------------------------------------------------------------------
+
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[ZendeskRecord]:
+        """Yield each ticket updated in the window, followed by its comments and status
+        changes. Tickets updated after ``window.end`` are left for the next run."""
+        start = window.start or self.config.start or datetime(1970, 1, 1, tzinfo=UTC)
+        start = min(start, window.end - _EXPORT_MIN_AGE)
+        params: dict[str, str | int] = {"start_time": max(int(start.timestamp()), 0)}
+        while True:
+            page = self._get(_INCREMENTAL_PATH, params)
+            tickets = page.get("tickets")
+            if not isinstance(tickets, list):
+                raise StopRun(self._malformed(_INCREMENTAL_PATH, "no 'tickets' list"))
+            for raw in tickets:
+                ticket = self._ticket(raw)
+                if ticket.ticket.updated_at > window.end:
+                    continue
+                yield ticket
+                if self.config.include_comments:
+                    yield from self._comments(ticket.ticket)
+                if self.config.include_status_changes:
+                    yield from self._status_changes(ticket.ticket)
+            if page.get("end_of_stream") is True:
+                return
+            after = page.get("after_cursor")
+            if not isinstance(after, str) or not after or params.get("cursor") == after:
+                raise StopRun(
+                    self._malformed(_INCREMENTAL_PATH, "not end_of_stream but no new after_cursor")
+                )
+            params = {"cursor": after}
+
+    def _ticket(self, raw: object) -> ZendeskTicket:
+        if not isinstance(raw, dict):
+            raise StopRun(self._malformed(_INCREMENTAL_PATH, f"ticket is {raw!r}"))
+        ref = TicketRef(
+            id=_required_int(raw, "id", "ticket"),
+            updated_at=_parse_time(raw.get("updated_at"), "ticket updated_at"),
+            organization_id=_optional_int(raw.get("organization_id")),
+            requester_id=_optional_int(raw.get("requester_id")),
+            assignee_id=_optional_int(raw.get("assignee_id")),
+            group_id=_optional_int(raw.get("group_id")),
+            brand_id=_optional_int(raw.get("brand_id")),
+        )
+        data = {k: v for k, v in raw.items() if k not in _VOLATILE_TICKET_FIELDS}
+        return ZendeskTicket(ticket=ref, data=data)
+
+    def _comments(self, ticket: TicketRef) -> Iterator[ZendeskComment]:
+        path = f"/api/v2/tickets/{ticket.id}/comments.json"
+        for raw in self._paginate(path, "comments"):
+            yield ZendeskComment(
+                ticket=ticket,
+                comment_id=_required_int(raw, "id", f"comment of ticket {ticket.id}"),
+                created_at=_parse_time(raw.get("created_at"), "comment created_at"),
+                data=raw,
+            )
+
+    def _status_changes(self, ticket: TicketRef) -> Iterator[ZendeskStatusChange]:
+        path = f"/api/v2/tickets/{ticket.id}/audits.json"
+        for audit in self._paginate(path, "audits"):
+            events = audit.get("events")
+            for event in events if isinstance(events, list) else []:
+                if not (
+                    isinstance(event, dict)
+                    and event.get("type") == "Change"
+                    and event.get("field_name") == "status"
+                ):
+                    continue
+                via = audit.get("via")
+                channel = via.get("channel") if isinstance(via, dict) else None
+                yield ZendeskStatusChange(
+                    # Keyed under the ticket we asked for: the audit list belongs to it.
+                    ticket=ticket,
+                    audit_id=_required_int(audit, "id", f"audit of ticket {ticket.id}"),
+                    created_at=_parse_time(audit.get("created_at"), "audit created_at"),
+                    previous=_as_text(event.get("previous_value")),
+                    value=_as_text(event.get("value")),
+                    author_id=_optional_int(audit.get("author_id")),
+                    channel=channel if isinstance(channel, str) else None,
+                )
+
+    def _paginate(self, path: str, items_key: str) -> Iterator[dict[str, Any]]:
+        """Items of every page of a per-ticket list; a 404 (ticket gone) yields nothing."""
+        target: tuple[str, Mapping[str, str | int] | None] = (
+            path,
+            {"page[size]": self.config.page_size},
+        )
+        seen: set[str] = set()
+        while True:
+            try:
+                page = self._get(*target)
+            except _NotFound:
+                return
+            items = page.get(items_key)
+            if not isinstance(items, list):
+                raise StopRun(self._malformed(path, f"no '{items_key}' list"))
+            yield from (item for item in items if isinstance(item, dict))
+            next_url = _next_page(page)
+            if next_url is None:
+                return
+            if next_url in seen:
+                raise StopRun(self._malformed(path, f"pagination repeats {next_url}"))
+            seen.add(next_url)
+            target = (_path_and_query(next_url), None)
+
+    # --- HTTP -----------------------------------------------------------------------------
+
+    def _get(self, path: str, params: Mapping[str, str | int] | None) -> dict[str, Any]:
+        return self.retrier.call(
+            lambda: self._get_once(path, params), what=f"zendesk '{self.name}'"
+        )
+
+    def _get_once(self, path: str, params: Mapping[str, str | int] | None) -> dict[str, Any]:
+        url = f"{self.config.api_base}{path}"
+        what = f"zendesk '{self.name}': GET {path}"
+        try:
+            response = self.client.get(url, params=params, auth=self._auth)
+        except httpx.TimeoutException as error:
+            raise RetryableError(f"{what} timed out ({type(error).__name__})") from error
+        except httpx.TransportError as error:
+            raise RetryableError(f"{what} failed: {type(error).__name__}: {error}") from error
+        status = response.status_code
+        wait = retry_after_from_headers(response.headers, self._clock.now())
+        if status == 429:
+            raise RateLimited(f"{what}: HTTP 429 {_snippet(response)}", retry_after=wait)
+        if status >= 500:
+            raise RetryableError(f"{what}: HTTP {status} {_snippet(response)}", retry_after=wait)
+        if status in (401, 403):
+            raise StopRun(
+                f"{what}: HTTP {status}: Zendesk refused the credentials of "
+                f"{self.config.email} (API token auth). Check email and token, and that "
+                "token access is enabled in Admin Center > Apps and integrations > APIs."
+            )
+        if status == 404:
+            raise _NotFound(
+                f"{what}: HTTP 404: not found. Check subdomain '{self.config.subdomain}' "
+                f"and base_url {self.config.api_base}"
+            )
+        if status >= 400:
+            raise StopRun(f"{what}: HTTP {status} {_snippet(response)}")
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise StopRun(
+                f"{what}: HTTP {status} with a body that is not a JSON object "
+                f"(content-type {response.headers.get('content-type', 'none')!r}): "
+                f"{_snippet(response)}. Is base_url pointing at a Zendesk API?"
+            )
+        return body
+
+    def _malformed(self, path: str, problem: str) -> str:
+        return f"zendesk '{self.name}': GET {path}: unexpected response shape: {problem}"
+
+    # --- mapping --------------------------------------------------------------------------
+
+    def idempotency_key(self, record: ZendeskRecord) -> str:
+        ticket_key = f"zendesk:{self.config.subdomain}:ticket:{record.ticket.id}"
+        if isinstance(record, ZendeskTicket):
+            return ticket_key
+        if isinstance(record, ZendeskComment):
+            return f"{ticket_key}:comment:{record.comment_id}"
+        return f"{ticket_key}:audit:{record.audit_id}:status"
+
+    def record_cursor(self, record: ZendeskRecord) -> datetime:
+        # Comments and audits are read because their ticket was updated, so the
+        # ticket's update time is the position every one of them stands for.
+        return record.ticket.updated_at
+
+    def subject_values(self, record: ZendeskRecord) -> Mapping[str, SubjectTemplateField]:
+        ticket = record.ticket
+        return {
+            "subdomain": self.config.subdomain,
+            "ticket_id": ticket.id,
+            "organization_id": ticket.organization_id,
+            "requester_id": ticket.requester_id,
+            "assignee_id": ticket.assignee_id,
+            "group_id": ticket.group_id,
+            "brand_id": ticket.brand_id,
+        }
+
+    def episode_type(self, record: ZendeskRecord) -> str:
+        if isinstance(record, ZendeskTicket):
+            return "zendesk.ticket"
+        if isinstance(record, ZendeskComment):
+            return "zendesk.comment"
+        return "zendesk.status_change"
+
+    def occurred_at(self, record: ZendeskRecord) -> datetime:
+        if isinstance(record, ZendeskTicket):
+            return record.ticket.updated_at
+        return record.created_at
+
+    def payload(self, record: ZendeskRecord) -> JSONObject:
+        if isinstance(record, ZendeskTicket):
+            return dict(record.data)
+        if isinstance(record, ZendeskComment):
+            data = record.data
+            # metadata.system holds the client's IP, user agent and location: personal
+            # data with no value for memory, so it is left out.
+            return {
+                "ticket_id": record.ticket.id,
+                "id": record.comment_id,
+                "author_id": data.get("author_id"),
+                "body": data.get("body"),
+                "public": data.get("public"),
+                "created_at": data.get("created_at"),
+                "attachments": [
+                    {k: a.get(k) for k in ("id", "file_name", "content_type", "size")}
+                    for a in data.get("attachments") or []
+                    if isinstance(a, dict)
+                ],
+            }
+        return {
+            "ticket_id": record.ticket.id,
+            "audit_id": record.audit_id,
+            "field": "status",
+            "from": record.previous,
+            "to": record.value,
+            "author_id": record.author_id,
+            "channel": record.channel,
+            "created_at": record.created_at.isoformat(),
+        }
+
+
+def _as_text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _snippet(response: httpx.Response) -> str:
+    text = response.text.strip().replace("\n", " ")
+    if len(text) > _BODY_SNIPPET_CHARS:
+        text = text[:_BODY_SNIPPET_CHARS] + "…"
+    return repr(text)
+
+
+def _next_page(page: Mapping[str, Any]) -> str | None:
+    meta = page.get("meta")
+    links = page.get("links")
+    if isinstance(meta, dict) and meta.get("has_more") is True and isinstance(links, dict):
+        next_link = links.get("next")
+        return next_link if isinstance(next_link, str) and next_link else None
+    next_page = page.get("next_page")
+    return next_page if isinstance(next_page, str) and next_page else None
+
+
+def _path_and_query(url: str) -> str:
+    # Only the path and query of a next link are used: the host stays the configured
+    # one, so credentials never travel to a host named by a response.
+    return httpx.URL(url).raw_path.decode("ascii")

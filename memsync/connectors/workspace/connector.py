@@ -1,0 +1,262 @@
+"""The workspace connector: one episode per file version, one per scan (snapshot)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
+from memsync.connectors.config import ConnectorConfig, SubjectTemplateField
+from memsync.connectors.errors import StopRun
+from memsync.connectors.workspace._ignore import (
+    GlobFilter,
+    IgnoreFile,
+    is_ignored,
+    read_ignore_file,
+)
+from memsync.episode import JSONObject
+
+__all__ = [
+    "WorkspaceConfig",
+    "WorkspaceConnector",
+    "WorkspaceFile",
+    "WorkspaceRecord",
+    "WorkspaceSnapshot",
+    "snapshot_digest",
+]
+
+_CHUNK_BYTES = 64 * 1024
+# Git's own heuristic: a NUL byte in the first 8000 bytes means binary.
+_BINARY_SNIFF_BYTES = 8000
+
+
+class WorkspaceConfig(ConnectorConfig):
+    """A directory to scan.
+
+    ``workspace_id`` (default: the connector name) namespaces the keys; ``include`` /
+    ``exclude`` are gitignore-style globs relative to ``root``; files larger than
+    ``max_file_bytes`` are skipped; payloads carry at most ``max_content_bytes`` of text.
+    """
+
+    type: Literal["workspace"] = "workspace"
+    root: Path
+    workspace_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    respect_gitignore: bool = True
+    max_file_bytes: int = Field(default=1_048_576, gt=0)
+    max_content_bytes: int = Field(default=65_536, gt=0)
+
+    @property
+    def effective_workspace_id(self) -> str:
+        return self.workspace_id or self.name
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceFile:
+    """One text file as scanned: its path (POSIX, relative to the root) and content."""
+
+    path: str
+    size: int
+    sha256: str
+    modified_at: datetime
+    content: str
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceSnapshot:
+    """The set of files one scan found, as sorted ``(path, sha256)`` pairs.
+
+    ``skipped`` lists ``(path, reason)`` for files left out (binary, oversize,
+    unreadable); it is informative only and not part of the episode, because a
+    snapshot's payload must depend on its key alone.
+    """
+
+    files: tuple[tuple[str, str], ...]
+    scanned_at: datetime
+    skipped: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def digest(self) -> str:
+        return snapshot_digest(self.files)
+
+
+WorkspaceRecord = WorkspaceFile | WorkspaceSnapshot
+
+
+def _escape(path: str) -> str:
+    # Keeps one line per file even for the (legal, rare) newline in a file name.
+    return path.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def snapshot_digest(files: tuple[tuple[str, str], ...]) -> str:
+    """SHA-256 of the sorted ``path:sha256`` lines, one per file, each ending in ``\\n``."""
+    hasher = hashlib.sha256()
+    for path, file_hash in sorted(files):
+        hasher.update(f"{_escape(path)}:{file_hash}\n".encode())
+    return hasher.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class _Scanned:
+    record: WorkspaceFile | None
+    skip_reason: str | None = None
+
+
+class WorkspaceConnector(Connector[WorkspaceConfig, WorkspaceRecord]):
+    """Files of a directory tree (IDE workspace, repository checkout) and scan snapshots.
+
+    A scan is always complete: the window is not used to filter, because a snapshot is
+    only meaningful over every file, and unchanged files cost nothing at ingest (their
+    key already exists). Streams the tree: ``os.scandir``, files hashed in chunks; only
+    the ``(path, hash)`` list of the snapshot is held in memory. Symbolic links are not
+    followed (they could loop or leave the workspace); ``.git`` is never entered.
+    """
+
+    type = "workspace"
+    key_policy = KeyPolicy.CONTENT
+    key_rationale = (
+        "A file in a workspace has no identity apart from its path and content: nothing "
+        "records edits, renames or deletions as events. So a file's key is its path plus "
+        "its content hash, and a scan's key is the hash of all path:hash lines. An "
+        "unchanged re-scan maps to existing keys and stores nothing; any change is a new "
+        "episode, and the previous version stays as it was seen."
+    )
+    config_model = WorkspaceConfig
+    example_key = (
+        "workspace:acme-api:file:src/app.py:"
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    )
+    subject_fields: ClassVar[frozenset[str]] = frozenset({"workspace_id"})
+
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[WorkspaceRecord]:
+        """Yield a :class:`WorkspaceFile` per in-scope text file, then one snapshot.
+
+        Repeats: an unchanged tree yields the same records (same keys, same payloads).
+        A missing or unreadable root raises :class:`StopRun`.
+        """
+        root = self.config.root
+        if not root.is_dir():
+            raise StopRun(f"workspace '{self.name}': root {root} is not a readable directory")
+        globs = GlobFilter.from_globs(self.config.include, self.config.exclude)
+        found: list[tuple[str, str]] = []
+        skipped: list[tuple[str, str]] = []
+        for path, entry in self._walk(root, "", (), globs):
+            scanned = self._scan_file(path, entry)
+            if scanned.record is None:
+                skipped.append((path, scanned.skip_reason or "skipped"))
+                continue
+            found.append((path, scanned.record.sha256))
+            yield scanned.record
+        yield WorkspaceSnapshot(
+            files=tuple(sorted(found)), scanned_at=window.end, skipped=tuple(skipped)
+        )
+
+    def _walk(
+        self, root: Path, relative: str, rules: tuple[IgnoreFile, ...], globs: GlobFilter
+    ) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        directory = root / relative if relative else root
+        if self.config.respect_gitignore:
+            ignore_file = read_ignore_file(directory, relative)
+            if ignore_file is not None:
+                rules = (*rules, ignore_file)
+        try:
+            with os.scandir(directory) as iterator:
+                # Sorted so that records come out in the same order on every scan.
+                entries = sorted(iterator, key=lambda entry: entry.name)
+        except PermissionError:
+            return
+        for entry in entries:
+            path = f"{relative}/{entry.name}" if relative else entry.name
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name == ".git" or is_ignored(rules, path, is_dir=True):
+                    continue
+                if globs.enters(path):
+                    yield from self._walk(root, path, rules, globs)
+            elif (
+                entry.is_file(follow_symlinks=False)
+                and not is_ignored(rules, path, is_dir=False)
+                and globs.keeps(path)
+            ):
+                yield path, entry
+
+    def _scan_file(self, path: str, entry: os.DirEntry[str]) -> _Scanned:
+        try:
+            stat = entry.stat(follow_symlinks=False)
+            if stat.st_size > self.config.max_file_bytes:
+                return _Scanned(None, f"oversize ({stat.st_size} > {self.config.max_file_bytes})")
+            hasher = hashlib.sha256()
+            head = bytearray()
+            size = 0
+            with open(entry.path, "rb") as handle:
+                while chunk := handle.read(_CHUNK_BYTES):
+                    if size == 0 and b"\0" in chunk[:_BINARY_SNIFF_BYTES]:
+                        return _Scanned(None, "binary")
+                    size += len(chunk)
+                    if size > self.config.max_file_bytes:
+                        # Grew after stat: treat like any oversize file.
+                        return _Scanned(None, "oversize (grew while scanning)")
+                    hasher.update(chunk)
+                    room = self.config.max_content_bytes - len(head)
+                    if room > 0:
+                        head += chunk[:room]
+        except OSError as error:
+            return _Scanned(None, f"unreadable ({error.strerror or error})")
+        return _Scanned(
+            WorkspaceFile(
+                path=path,
+                size=size,
+                sha256=hasher.hexdigest(),
+                modified_at=datetime.fromtimestamp(stat.st_mtime, UTC),
+                # A cut in the middle of a UTF-8 sequence becomes one replacement char.
+                content=bytes(head).decode("utf-8", errors="replace"),
+                truncated=size > len(head),
+            )
+        )
+
+    def idempotency_key(self, record: WorkspaceRecord) -> str:
+        workspace = self.config.effective_workspace_id
+        if isinstance(record, WorkspaceFile):
+            return f"workspace:{workspace}:file:{record.path}:{record.sha256}"
+        return f"workspace:{workspace}:{record.digest}"
+
+    def record_cursor(self, record: WorkspaceRecord) -> datetime:
+        return self.occurred_at(record)
+
+    def subject_values(self, record: WorkspaceRecord) -> Mapping[str, SubjectTemplateField]:
+        return {"workspace_id": self.config.effective_workspace_id}
+
+    def episode_type(self, record: WorkspaceRecord) -> str:
+        return "workspace.file" if isinstance(record, WorkspaceFile) else "workspace.snapshot"
+
+    def occurred_at(self, record: WorkspaceRecord) -> datetime:
+        if isinstance(record, WorkspaceFile):
+            return record.modified_at
+        return record.scanned_at
+
+    def payload(self, record: WorkspaceRecord) -> JSONObject:
+        # Only values determined by the key: the mtime and scan time live in
+        # occurred_at, which is not hashed, so touching a file stores nothing new.
+        if isinstance(record, WorkspaceFile):
+            return {
+                "path": record.path,
+                "size": record.size,
+                "sha256": record.sha256,
+                "content": record.content,
+                "truncated": record.truncated,
+            }
+        return {
+            "digest": record.digest,
+            "file_count": len(record.files),
+            "files": [{"path": path, "sha256": file_hash} for path, file_hash in record.files],
+        }

@@ -1,0 +1,33 @@
+"""Recorded API responses: the shared fixture set beside the repository, else our copies."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+SHARED_FIXTURES = REPO_ROOT / ".." / "shared" / "fixtures"
+LOCAL_FIXTURES = REPO_ROOT / "tests" / "fixtures"
+
+
+def fixture_path(service: str, name: str) -> Path:
+    shared = SHARED_FIXTURES / service / name
+    return shared if shared.is_file() else LOCAL_FIXTURES / service / name
+
+
+def load_fixture(service: str, name: str) -> Any:
+    """A fresh copy of a fixture's JSON value (tests may change it freely)."""
+    return copy.deepcopy(json.loads(fixture_path(service, name).read_text(encoding="utf-8")))
+
+
+def fixture_response(service: str, name: str) -> httpx.Response:
+    """An ``httpx.Response`` from a ``*.response.json`` file: status, headers, body."""
+    recorded = load_fixture(service, name)
+    headers = {k: v for k, v in recorded["headers"].items() if k != "content-length"}
+    body = recorded["body"]
+    content = body.encode("utf-8") if isinstance(body, str) else json.dumps(body).encode()
+    return httpx.Response(recorded["status"], headers=headers, content=content)

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memsync.connectors import RateLimitExhausted, StopRun, Window
+from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.connectors.testing import ConnectorConformance, ConnectorConformanceSuite
+
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
+RECORDS = [FakeRecord(id=f"r{i}", updated_at=T0 + timedelta(minutes=i)) for i in range(4)]
+
+
+def _connector(records: Sequence[FakeRecord] = RECORDS) -> FakeConnector:
+    return FakeConnector(FakeConfig(name="demo", subject="team:{id}"), records)
+
+
+class TestFakeConformance(ConnectorConformanceSuite[FakeRecord]):
+    def make_connector(self) -> FakeConnector:
+        return _connector()
+
+    def recorded_records(self) -> Sequence[FakeRecord]:
+        return RECORDS
+
+    def edited_records(self) -> Sequence[FakeRecord]:
+        return [FakeRecord(id="r1", updated_at=T0 + timedelta(hours=1), body="edited")]
+
+
+def test_fetch_yields_only_the_window_oldest_first() -> None:
+    window = Window(start=T0 + timedelta(minutes=1), end=T0 + timedelta(minutes=2))
+    assert [r.id for r in _connector(RECORDS[::-1]).fetch(window, None)] == ["r1", "r2"]
+
+
+def test_scripted_fault_fires_at_its_record_then_clears() -> None:
+    connector = _connector()
+    error = RateLimitExhausted("cap", attempts=3, waited=10, retry_after=60)
+    connector.fail_at("r2", error)
+    window = Window(start=None, end=T0 + timedelta(days=1))
+    seen: list[str] = []
+    with pytest.raises(RateLimitExhausted):
+        seen.extend(r.id for r in connector.fetch(window, None))
+    assert seen == ["r0", "r1"]
+    assert [r.id for r in connector.fetch(window, None)] == ["r0", "r1", "r2", "r3"]
+    assert len(connector.fetches) == 2
+
+
+def test_scripted_fault_can_repeat() -> None:
+    connector = _connector()
+    connector.fail_at("r0", StopRun("auth"), times=2)
+    window = Window(start=None, end=T0 + timedelta(days=1))
+    for _ in range(2):
+        with pytest.raises(StopRun):
+            list(connector.fetch(window, None))
+    assert len(list(connector.fetch(window, None))) == 4
+
+
+def test_conformance_kit_catches_a_connector_whose_keys_collide() -> None:
+    class CollidingConnector(FakeConnector):
+        def idempotency_key(self, record: FakeRecord) -> str:
+            return "fake:demo:record"
+
+    kit = ConnectorConformance(
+        lambda: CollidingConnector(FakeConfig(name="demo", subject="s")), RECORDS
+    )
+    with pytest.raises(AssertionError, match="share the key"):
+        kit.check_all()
+
+
+def test_conformance_kit_catches_keys_built_from_content_under_identity() -> None:
+    class ContentKeyedConnector(FakeConnector):
+        def idempotency_key(self, record: FakeRecord) -> str:
+            return f"fake:demo:{record.id}:{record.body}"
+
+    kit = ConnectorConformance(
+        lambda: ContentKeyedConnector(FakeConfig(name="demo", subject="s")),
+        RECORDS,
+        [FakeRecord(id="r1", updated_at=T0, body="edited")],
+    )
+    with pytest.raises(AssertionError, match="was created, expected revised"):
+        kit.check_edits_follow_the_key_policy()
+
+
+@given(st.lists(st.text(min_size=1, max_size=12), unique=True, min_size=1, max_size=20))
+def test_distinct_ids_give_distinct_stable_keys(ids: list[str]) -> None:
+    records = [FakeRecord(id=i, updated_at=T0) for i in ids]
+    ConnectorConformance(lambda: _connector(records), records).check_all()

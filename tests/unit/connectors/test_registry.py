@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+import ast
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+import memsync.connectors
+from memsync.connectors import (
+    ConnectorDefinitionError,
+    ConnectorRegistry,
+    KeyPolicy,
+    load_registry,
+)
+from memsync.connectors.fake import FakeConnector
+
+HERE = "tests.unit.connectors.test_registry"
+
+
+class EmptyRationaleConnector(FakeConnector):
+    type = "blank"
+    key_rationale = "   "
+    example_key = "blank:x"
+
+
+class SecondFakeConnector(FakeConnector):
+    """Claims the type 'fake', which the built-in already has."""
+
+
+class MisnamedConnector(FakeConnector):
+    type = "misnamed"
+    example_key = "misnamed:x"
+
+
+def _entry_point(name: str, target: str) -> EntryPoint:
+    return EntryPoint(name=name, value=f"{HERE}:{target}", group="memsync.connectors")
+
+
+def test_built_in_connectors_are_registered_through_entry_points() -> None:
+    registry = load_registry()
+    assert registry.types == ["fake", "workspace", "zendesk"]
+    policies = {info.type: info.key_policy for info in registry}
+    assert policies == {
+        "fake": KeyPolicy.IDENTITY,
+        "workspace": KeyPolicy.CONTENT,
+        "zendesk": KeyPolicy.IDENTITY,
+    }
+    assert all("distribution memsync" in info.origin for info in registry)
+
+
+def test_duplicate_type_is_refused_naming_both_entry_points() -> None:
+    found = [
+        _entry_point("fake", "FakeConnector"),
+        _entry_point("fake", "SecondFakeConnector"),
+    ]
+    with pytest.raises(ConnectorDefinitionError) as caught:
+        ConnectorRegistry.from_entry_points(found)
+    message = str(caught.value)
+    assert "connector type 'fake' is registered twice" in message
+    assert f"'fake = {HERE}:FakeConnector'" in message
+    assert f"'fake = {HERE}:SecondFakeConnector'" in message
+
+
+def test_empty_rationale_is_refused_naming_the_entry_point() -> None:
+    with pytest.raises(ConnectorDefinitionError) as caught:
+        ConnectorRegistry.from_entry_points([_entry_point("blank", "EmptyRationaleConnector")])
+    message = str(caught.value)
+    assert message.startswith(f"entry point 'blank = {HERE}:EmptyRationaleConnector'")
+    assert "has an empty key_rationale" in message
+
+
+def test_entry_point_name_must_be_the_class_type() -> None:
+    with pytest.raises(ConnectorDefinitionError, match="must equal the class's type 'misnamed'"):
+        ConnectorRegistry.from_entry_points([_entry_point("other", "MisnamedConnector")])
+
+
+def test_entry_point_that_does_not_import_is_named() -> None:
+    broken = EntryPoint(name="x", value="no_such_module:Thing", group="memsync.connectors")
+    with pytest.raises(ConnectorDefinitionError, match="'x = no_such_module:Thing' failed"):
+        ConnectorRegistry.from_entry_points([broken])
+
+
+def test_entry_point_that_is_not_a_connector_is_refused() -> None:
+    with pytest.raises(ConnectorDefinitionError, match="does not name a Connector subclass"):
+        ConnectorRegistry.from_entry_points([_entry_point("x", "HERE")])
+
+
+def test_registry_from_classes_refuses_duplicates_too() -> None:
+    with pytest.raises(ConnectorDefinitionError, match="registered twice"):
+        ConnectorRegistry.from_classes([FakeConnector, SecondFakeConnector])
+
+
+def test_unknown_type_lists_the_known_ones() -> None:
+    with pytest.raises(KeyError, match="known types: fake, workspace, zendesk"):
+        load_registry().get("jira")
+
+
+def test_build_makes_a_connector_from_parsed_config() -> None:
+    registry = load_registry()
+    (config,) = registry.parse_configs([{"name": "f", "type": "fake", "subject": "s"}])
+    connector = registry.build(config)
+    assert isinstance(connector, FakeConnector)
+    assert connector.name == "f"
+
+
+def test_public_surface_is_what_we_meant() -> None:
+    assert sorted(memsync.connectors.__all__) == sorted(
+        [
+            "ENTRY_POINT_GROUP",
+            "Connector",
+            "ConnectorConfig",
+            "ConnectorConfigError",
+            "ConnectorDefinitionError",
+            "ConnectorError",
+            "ConnectorInfo",
+            "ConnectorRegistry",
+            "Cursor",
+            "Duration",
+            "KeyPolicy",
+            "RateLimitExhausted",
+            "RateLimited",
+            "Retrier",
+            "RetryPolicy",
+            "RetrySettings",
+            "RetryableError",
+            "Schedule",
+            "ScheduleSpec",
+            "SkipRecord",
+            "StopRun",
+            "SubjectTemplate",
+            "SubjectTemplateError",
+            "Window",
+            "format_duration",
+            "load_registry",
+            "parse_duration",
+            "parse_schedule",
+            "retry_after_from_headers",
+            "validate_connector_class",
+        ]
+    )
+    for name in memsync.connectors.__all__:
+        assert hasattr(memsync.connectors, name), name
+
+
+FORBIDDEN = ("sqlalchemy", "apscheduler", "memsync.runtime")
+
+
+def test_connectors_never_import_storage_scheduler_or_runtime() -> None:
+    package = Path(memsync.connectors.__file__).parent
+    offenders: list[str] = []
+    for source in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [
+                f"{source.relative_to(package)}: {name}"
+                for name in names
+                if any(name == banned or name.startswith(banned + ".") for banned in FORBIDDEN)
+            ]
+    assert offenders == []

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memsync.clock import FakeClock
+from memsync.connectors import (
+    RateLimited,
+    RateLimitExhausted,
+    Retrier,
+    RetryableError,
+    RetryPolicy,
+    StopRun,
+    retry_after_from_headers,
+)
+
+NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"Retry-After": "93"}, 93.0),
+        ({"retry-after": "Mon, 01 Jan 2024 12:00:30 GMT"}, 30.0),
+        ({"retry-after": "Mon, 01 Jan 2024 11:00:00 GMT"}, 0.0),
+        ({"ratelimit-reset": "41"}, 41.0),
+        ({"x-ratelimit-reset": str(int(NOW.timestamp()) + 120)}, 120.0),
+        ({"x-rate-limit-remaining": "0"}, None),
+        ({"retry-after": "later", "ratelimit-reset": "5"}, 5.0),
+    ],
+)
+def test_wait_comes_from_retry_after_or_reset_headers(
+    headers: dict[str, str], expected: float | None
+) -> None:
+    assert retry_after_from_headers(headers, NOW) == expected
+
+
+class Flaky:
+    """Fails with the given errors in turn, then returns "ok"."""
+
+    def __init__(self, *errors: Exception) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "ok"
+
+
+def _retrier(policy: RetryPolicy | None = None) -> tuple[Retrier, list[float]]:
+    slept: list[float] = []
+    retrier = Retrier(policy or RetryPolicy(), sleep=slept.append, clock=FakeClock(NOW))
+    return retrier, slept
+
+
+def test_server_wait_is_honoured_then_success() -> None:
+    retrier, slept = _retrier()
+    flaky = Flaky(RateLimited("429", retry_after=93))
+    assert retrier.call(flaky, what="test") == "ok"
+    assert slept == [93]
+    assert flaky.calls == 2
+
+
+def test_without_a_server_wait_backoff_is_exponential_and_capped() -> None:
+    retrier, slept = _retrier(RetryPolicy(max_attempts=6, base_delay=1.0, max_delay=5.0))
+    flaky = Flaky(*(RetryableError("503") for _ in range(5)))
+    assert retrier.call(flaky, what="test") == "ok"
+    assert slept == [1, 2, 4, 5, 5]
+
+
+def test_rate_limit_past_the_attempt_cap_is_exhausted() -> None:
+    retrier, slept = _retrier(RetryPolicy(max_attempts=3))
+    flaky = Flaky(*(RateLimited("429", retry_after=1) for _ in range(5)))
+    with pytest.raises(RateLimitExhausted) as caught:
+        retrier.call(flaky, what="zendesk 'zd'")
+    assert (caught.value.attempts, caught.value.waited, flaky.calls) == (3, 2.0, 3)
+    assert slept == [1, 1]
+    assert str(caught.value).startswith("zendesk 'zd': gave up after 3 attempt(s)")
+
+
+def test_a_wait_beyond_the_total_cap_is_not_taken() -> None:
+    retrier, slept = _retrier(RetryPolicy(max_wait=timedelta(seconds=60)))
+    with pytest.raises(RateLimitExhausted) as caught:
+        retrier.call(Flaky(RateLimited("429", retry_after=93)), what="test")
+    assert slept == []
+    assert caught.value.retry_after == 93
+
+
+def test_transient_errors_past_the_cap_stay_retryable() -> None:
+    retrier, _ = _retrier(RetryPolicy(max_attempts=2))
+    with pytest.raises(RetryableError, match="gave up after 2 attempt"):
+        retrier.call(Flaky(RetryableError("503"), RetryableError("503")), what="test")
+
+
+def test_fatal_errors_are_never_retried() -> None:
+    retrier, slept = _retrier()
+    flaky = Flaky(StopRun("401"))
+    with pytest.raises(StopRun):
+        retrier.call(flaky, what="test")
+    assert (flaky.calls, slept) == (1, [])
