@@ -58,9 +58,11 @@ __all__ = [
     "ProvenanceAddition",
     "StatusChange",
     "Supersession",
+    "apply_changes",
     "conflict_id",
     "manual_resolution",
     "memory_id",
+    "processing_order",
     "resolve",
     "supersede_unsupported",
 ]
@@ -587,12 +589,13 @@ def resolve(
         now,
     )
     canonical = [_canonical(candidate, subject_id, registry) for candidate in candidates]
-    for candidate in sorted(canonical, key=_processing_order):
+    for candidate in sorted(canonical, key=processing_order):
         state.add(candidate)
     return state.change_set()
 
 
-def _processing_order(candidate: CandidateMemory) -> tuple[object, ...]:
+def processing_order(candidate: CandidateMemory) -> tuple[object, ...]:
+    """Sort key ``resolve`` processes candidates in: ``(valid_from, memory_key)`` first."""
     # (valid_from, memory_key) decides; the rest only breaks ties between candidates of
     # one statement, so which wording becomes the stored content never depends on input
     # order.
@@ -727,3 +730,37 @@ def manual_resolution(
     return ChangeSet(
         status_changes=(change,), supersessions=(record,), resolved_conflict_ids=(conflict.id,)
     )
+
+
+def apply_changes(memories: Sequence[StoredMemory], changes: ChangeSet) -> list[StoredMemory]:
+    """Apply ``changes`` to ``memories`` in memory: the reference semantics for the store.
+
+    Creations are inserted (a ``memory_key`` already present raises ``ValueError``, as the
+    store's unique index would); provenance additions union episode ids and set the new
+    ``valid_from``/``asserted_at``/``explicit_change``; status changes set ``status``,
+    ``valid_to`` and ``status_rule``. Returns all memories sorted by ``memory_key``.
+    """
+    by_key = {memory.memory_key: memory for memory in memories}
+    for created in changes.memories_to_create:
+        if created.memory_key in by_key:
+            raise ValueError(f"memory {created.memory_key} already exists")
+        by_key[created.memory_key] = created
+    for addition in changes.provenance_to_add:
+        memory = by_key[addition.memory_key]
+        by_key[addition.memory_key] = replace(
+            memory,
+            source_episode_ids=tuple(
+                sorted(set(memory.source_episode_ids) | set(addition.episode_ids))
+            ),
+            valid_from=addition.valid_from,
+            asserted_at=addition.asserted_at,
+            explicit_change=addition.explicit_change,
+        )
+    for change in changes.status_changes:
+        by_key[change.memory_key] = replace(
+            by_key[change.memory_key],
+            status=change.to_status,
+            valid_to=change.valid_to,
+            status_rule=change.rule,
+        )
+    return [by_key[key] for key in sorted(by_key)]
