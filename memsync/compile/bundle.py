@@ -28,6 +28,7 @@ from typing import Any
 
 from memsync.compile.resolve import OpenConflict
 from memsync.compile.similarity import tokens
+from memsync.compile.text import passages
 from memsync.compile.types import EpisodeView, MemoryKind, MemoryStatus, StoredMemory, require_aware
 
 __all__ = [
@@ -172,11 +173,7 @@ def _abstention_line(conflict: OpenConflict) -> str:
 
 
 def _episode_line(episode: EpisodeView) -> str:
-    texts = [
-        " ".join(str(value).split())
-        for name in ("title", "text", "content", "body")
-        if isinstance(value := episode.payload.get(name), str)
-    ]
+    texts = [" ".join(passage.text.split()) for passage in passages(episode.payload)]
     text = " ".join(texts) or "(no text)"
     if len(text) > EPISODE_LINE_LENGTH:
         text = text[: EPISODE_LINE_LENGTH - 1] + "…"

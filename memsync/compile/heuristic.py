@@ -1,10 +1,8 @@
 """The default compiler: deterministic, rule-based extraction of memories from text.
 
-Where text comes from (in this order, per episode): ``payload.messages`` (a list of
-``{role, content}``), ``payload.title``, ``payload.text``, ``payload.content`` and
-``payload.body`` (issues, tickets, Slack messages, notes). Only text the subject wrote
-makes first-person claims about the subject: message roles in ``SUBJECT_ROLES`` and the
-plain text fields. Assistant and system messages can still yield decisions and facts.
+Text comes from ``memsync.compile.text.passages``; only passages that speak for the
+subject make first-person claims about it. Assistant and system messages can still
+yield decisions and facts.
 
 Text is cut into sentences, then into clauses at "and I…"/"but we…"; each clause yields
 at most one claim (the first rule that matches), and rules are ordered so that a
@@ -21,16 +19,16 @@ Every episode also yields one ``episode_summary``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memsync.compile.claims import ClaimRegistry
+from memsync.compile.text import Passage, passages
 from memsync.compile.types import CandidateMemory, EpisodeView, MemoryKind
 
-__all__ = ["SUBJECT_ROLES", "SUMMARY_LENGTH", "HeuristicCompiler"]
+__all__ = ["SUMMARY_LENGTH", "HeuristicCompiler"]
 
-SUBJECT_ROLES: frozenset[str] = frozenset({"user", "human", "customer", "requester", "author"})
 SUMMARY_LENGTH = 160
 
 _TERMINATORS = (
@@ -371,27 +369,6 @@ _HYPOTHETICAL = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Passage:
-    """A piece of text and whether it may make first-person claims about the subject."""
-
-    text: str
-    first_person: bool
-
-
-def _passages(payload: Mapping[str, Any]) -> Iterator[_Passage]:
-    messages = payload.get("messages")
-    if isinstance(messages, list):
-        for message in messages:
-            if isinstance(message, Mapping) and isinstance(message.get("content"), str):
-                role = str(message.get("role", "user")).casefold()
-                yield _Passage(message["content"], role in SUBJECT_ROLES)
-    for field_name in ("title", "text", "content", "body"):
-        value = payload.get(field_name)
-        if isinstance(value, str):
-            yield _Passage(value, True)
-
-
 def _clauses(text: str) -> Iterator[str]:
     for sentence in _SENTENCE_END.split(text.translate(_TYPOGRAPHIC)):
         stripped = sentence.strip()
@@ -432,13 +409,13 @@ class HeuristicCompiler:
         return candidates
 
     def _episode(self, episode: EpisodeView) -> Iterator[CandidateMemory]:
-        passages = list(_passages(episode.payload))
-        for passage in passages:
+        texts = list(passages(episode.payload))
+        for passage in texts:
             for clause in _clauses(passage.text):
-                candidate = self._clause(episode, clause, passage.first_person)
+                candidate = self._clause(episode, clause, passage.speaks_for_subject)
                 if candidate is not None:
                     yield candidate
-        summary = self._summary(episode, passages)
+        summary = self._summary(episode, texts)
         if summary is not None:
             yield summary
 
@@ -483,8 +460,8 @@ class HeuristicCompiler:
             return None
         return self._candidate(episode, _FACT_RULE, clause, None)
 
-    def _summary(self, episode: EpisodeView, passages: list[_Passage]) -> CandidateMemory | None:
-        text = " ".join(" ".join(passage.text.split()) for passage in passages[:3])
+    def _summary(self, episode: EpisodeView, texts: list[Passage]) -> CandidateMemory | None:
+        text = " ".join(" ".join(passage.text.split()) for passage in texts[:3])
         if not text:
             return None
         if len(text) > SUMMARY_LENGTH:
