@@ -337,11 +337,12 @@ class _Resolution:
         self._put(merged)
         if merged.status is MemoryStatus.ACTIVE or stored.status_rule is SupersessionRule.MANUAL:
             return
-        # Newer evidence for a superseded statement: it may win now ("moved back").
+        # New evidence for a superseded statement: it may win now ("moved back"). It is
+        # contested as of its latest assertion, the same rank recency compares.
         reopened = replace(merged, valid_to=None, status=MemoryStatus.ACTIVE, status_rule=None)
-        decision = self._contest(reopened, candidate.valid_from)
+        decision = self._contest(reopened, merged.last_asserted)
         if decision.loss is None:
-            self._apply(reopened, decision, candidate.valid_from)
+            self._apply(reopened, decision, merged.last_asserted)
 
     def _same_claim_other_kind(self, candidate: CandidateMemory) -> StoredMemory | None:
         if candidate.claim_key is None or candidate.negated:
