@@ -1,0 +1,257 @@
+"""Context bundle assembly: the read path's one pure function.
+
+``assemble_bundle`` ranks what an agent should know for a task and cuts it to a token
+budget. It never reads the clock: ``as_of`` is the point in time, so the same store
+state, task and ``as_of`` always give a byte-identical bundle.
+
+Ranking (higher first, ties broken by memory id)::
+
+    score = 2.0 * relevance + kind_weight + 0.5 * recency
+
+- relevance: share of the task's tokens (``similarity.tokens``) found in the memory;
+- kind_weight: ``KIND_WEIGHTS`` (stable facts about the subject first, summaries last);
+- recency: ``1 / (1 + age_days / 30)`` where age is ``as_of`` minus the last assertion.
+
+Token estimate: ``ceil(characters / 4)`` of the assembled text, the usual rule of thumb
+for English with BPE tokenisers. Lines are added in this order while they fit:
+abstentions (open conflicts: "not asserting either"), then ranked memories, then recent
+episodes (newest first); a line that does not fit is skipped and smaller ones may follow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memsync.compile.resolve import OpenConflict
+from memsync.compile.similarity import tokens
+from memsync.compile.text import passages
+from memsync.compile.types import EpisodeView, MemoryKind, MemoryStatus, StoredMemory, require_aware
+
+__all__ = [
+    "EPISODE_LINE_LENGTH",
+    "KIND_WEIGHTS",
+    "Bundle",
+    "RankedMemory",
+    "assemble_bundle",
+    "estimate_tokens",
+]
+
+KIND_WEIGHTS: Mapping[MemoryKind, float] = {
+    MemoryKind.PROFILE_FACT: 1.0,
+    MemoryKind.CURRENT_STATE: 0.9,
+    MemoryKind.PREFERENCE: 0.8,
+    MemoryKind.DECISION: 0.8,
+    MemoryKind.FACT: 0.7,
+    MemoryKind.EPISODE_SUMMARY: 0.3,
+}
+RELEVANCE_WEIGHT = 2.0
+RECENCY_WEIGHT = 0.5
+RECENCY_HALF_LIFE_DAYS = 30.0
+EPISODE_LINE_LENGTH = 200
+
+
+def estimate_tokens(text: str) -> int:
+    """``ceil(len(text) / 4)``: about four characters per token."""
+    return math.ceil(len(text) / 4)
+
+
+@dataclass(frozen=True, slots=True)
+class RankedMemory:
+    """A memory chosen for the bundle, with the score that placed it."""
+
+    memory: StoredMemory
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    """A context bundle. ``to_dict`` gives the Statewave v1 ``ContextBundle`` shape."""
+
+    subject_id: str
+    task: str
+    as_of: datetime
+    facts: tuple[RankedMemory, ...]
+    procedures: tuple[RankedMemory, ...]
+    episodes: tuple[EpisodeView, ...]
+    abstentions: tuple[OpenConflict, ...]
+    assembled_context: str
+    token_estimate: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; ``canonical_json`` of it is byte-identical for equal bundles."""
+        return {
+            "subject_id": self.subject_id,
+            "task": self.task,
+            "facts": [_memory_json(ranked.memory) for ranked in self.facts],
+            "episodes": [_episode_json(episode) for episode in self.episodes],
+            "procedures": [_memory_json(ranked.memory) for ranked in self.procedures],
+            "provenance": {
+                "as_of": self.as_of.isoformat(),
+                "memories": {
+                    str(ranked.memory.id): {
+                        "score": round(ranked.score, 6),
+                        "source_episode_ids": [str(e) for e in ranked.memory.source_episode_ids],
+                    }
+                    for ranked in (*self.facts, *self.procedures)
+                },
+                "episodes": [str(episode.id) for episode in self.episodes],
+                "abstained_conflicts": [str(conflict.id) for conflict in self.abstentions],
+                "ranking": "relevance*2 + kind_weight + recency*0.5; tokens=ceil(chars/4)",
+            },
+            "assembled_context": self.assembled_context,
+            "token_estimate": self.token_estimate,
+        }
+
+
+def _memory_json(memory: StoredMemory) -> dict[str, Any]:
+    return {
+        "id": str(memory.id),
+        "subject_id": memory.subject_id,
+        "kind": memory.kind.value,
+        "content": memory.content,
+        "summary": "",
+        "confidence": memory.confidence,
+        "valid_from": memory.valid_from.isoformat(),
+        "valid_to": memory.valid_to.isoformat() if memory.valid_to else None,
+        "source_episode_ids": [str(episode) for episode in memory.source_episode_ids],
+        "metadata": {
+            **dict(memory.metadata),
+            "memory_key": memory.memory_key,
+            "claim_key": memory.claim_key,
+        },
+        "status": memory.status.value,
+        "created_at": memory.created_at.isoformat(),
+        "updated_at": memory.last_asserted.isoformat(),
+    }
+
+
+def _episode_json(episode: EpisodeView) -> dict[str, Any]:
+    return {
+        "id": str(episode.id),
+        "subject_id": episode.subject_id,
+        "source": episode.source,
+        "type": episode.type,
+        "payload": dict(episode.payload),
+        "metadata": {"revision": episode.revision, "content_hash": episode.content_hash},
+        "provenance": {},
+        "occurred_at": episode.occurred_at.isoformat(),
+        "created_at": episode.occurred_at.isoformat(),
+    }
+
+
+def _holds_at(memory: StoredMemory, as_of: datetime) -> bool:
+    return (
+        memory.status is MemoryStatus.ACTIVE
+        and memory.valid_from <= as_of
+        and (memory.valid_to is None or memory.valid_to > as_of)
+    )
+
+
+def _score(memory: StoredMemory, task_tokens: frozenset[str], as_of: datetime) -> float:
+    relevance = len(task_tokens & tokens(memory.content)) / len(task_tokens) if task_tokens else 0.0
+    age_days = max((as_of - memory.last_asserted).total_seconds(), 0.0) / 86400
+    recency = 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
+    return RELEVANCE_WEIGHT * relevance + KIND_WEIGHTS[memory.kind] + RECENCY_WEIGHT * recency
+
+
+def _memory_line(memory: StoredMemory) -> str:
+    if memory.negated or memory.claim_key is None:
+        return f"- [{memory.kind.value}] {memory.content}"
+    return f"- [{memory.kind.value}] {memory.content} (since {memory.valid_from.date()})"
+
+
+def _abstention_line(conflict: OpenConflict) -> str:
+    topic = conflict.claim_key or f"{conflict.kind.value} (similar statements)"
+    first, second = conflict.contents
+    return (
+        f"- Conflicting information about {topic}: {first!r} vs {second!r} — not asserting either."
+    )
+
+
+def _episode_line(episode: EpisodeView) -> str:
+    texts = [" ".join(passage.text.split()) for passage in passages(episode.payload)]
+    text = " ".join(texts) or "(no text)"
+    if len(text) > EPISODE_LINE_LENGTH:
+        text = text[: EPISODE_LINE_LENGTH - 1] + "…"
+    return f"- {episode.occurred_at.isoformat()} {episode.source} {episode.type}: {text}"
+
+
+def assemble_bundle(
+    subject_id: str,
+    task: str,
+    memories: Sequence[StoredMemory],
+    open_conflicts: Sequence[OpenConflict],
+    episodes: Sequence[EpisodeView],
+    max_tokens: int,
+    as_of: datetime,
+) -> Bundle:
+    """Rank, cut and render a context bundle; see the module docstring.
+
+    Only memories active and valid at ``as_of`` are considered, whatever is passed in.
+    Memories named by an open conflict are withheld and the conflict is stated as an
+    abstention instead. Repeats: identical arguments (in any order) give an equal bundle
+    and byte-identical ``canonical_json(bundle.to_dict())``.
+    """
+    require_aware(as_of, "as_of")
+    if max_tokens <= 0:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    conflicts = sorted(
+        (c for c in open_conflicts if c.subject_id == subject_id), key=lambda c: str(c.id)
+    )
+    contested = {memory_id for conflict in conflicts for memory_id in conflict.memory_ids}
+    task_tokens = tokens(task)
+    ranked = sorted(
+        (
+            RankedMemory(memory, _score(memory, task_tokens, as_of))
+            for memory in memories
+            if memory.subject_id == subject_id
+            and _holds_at(memory, as_of)
+            and memory.id not in contested
+        ),
+        key=lambda item: (-item.score, str(item.memory.id)),
+    )
+    recent = sorted(
+        (e for e in episodes if e.subject_id == subject_id and e.occurred_at <= as_of),
+        key=lambda e: (-e.occurred_at.timestamp(), str(e.id)),
+    )
+
+    lines = [f"Subject: {subject_id}", f"Task: {task}", "Known about the subject:"]
+    budget = _Budget(max_tokens, "\n".join(lines))
+    kept_conflicts = [c for c in conflicts if budget.take(lines, _abstention_line(c))]
+    kept_memories = [r for r in ranked if budget.take(lines, _memory_line(r.memory))]
+    if recent:
+        budget.take(lines, "Recent episodes:")
+    kept_episodes = [e for e in recent if budget.take(lines, _episode_line(e))]
+
+    context = "\n".join(lines)
+    return Bundle(
+        subject_id=subject_id,
+        task=task,
+        as_of=as_of,
+        facts=tuple(r for r in kept_memories if r.memory.kind is not MemoryKind.DECISION),
+        procedures=tuple(r for r in kept_memories if r.memory.kind is MemoryKind.DECISION),
+        episodes=tuple(kept_episodes),
+        abstentions=tuple(kept_conflicts),
+        assembled_context=context,
+        token_estimate=estimate_tokens(context),
+    )
+
+
+class _Budget:
+    """Counts the tokens of the text assembled so far; lines join with one newline."""
+
+    def __init__(self, max_tokens: int, header: str) -> None:
+        self._max_tokens = max_tokens
+        self._characters = len(header)
+
+    def take(self, lines: list[str], line: str) -> bool:
+        needed = self._characters + 1 + len(line)
+        if math.ceil(needed / 4) > self._max_tokens:
+            return False
+        lines.append(line)
+        self._characters = needed
+        return True

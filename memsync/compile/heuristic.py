@@ -1,0 +1,471 @@
+"""The default compiler: deterministic, rule-based extraction of memories from text.
+
+Text comes from ``memsync.compile.text.passages``; only passages that speak for the
+subject make first-person claims about it. Assistant and system messages can still
+yield decisions and facts.
+
+Text is cut into sentences, then into clauses at "and I…"/"but we…"; each clause yields
+at most one claim (the first rule that matches), and rules are ordered so that a
+negation or a past tense is recognised before the plain statement it contains. A clause
+yields nothing when it is
+
+- a question (ends with ``?`` or starts with an auxiliary: "do I…", "should we…");
+- hypothetical ("if I moved to Rome", "maybe I'll", "I might", "I would");
+- inside quotes ("he said 'I live in Paris'"): quoted spans are removed first.
+
+Every episode also yields one ``episode_summary``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memsync.compile.claims import ClaimRegistry
+from memsync.compile.text import Passage, passages
+from memsync.compile.types import CandidateMemory, EpisodeView, MemoryKind
+
+__all__ = ["SUMMARY_LENGTH", "HeuristicCompiler"]
+
+SUMMARY_LENGTH = 160
+
+_TERMINATORS = (
+    r"and|but|because|since|as|where|which|who|when|while|with|for|from|over|instead|"
+    r"now|anymore|any more|again|currently|these days|this week|this month|this weekend|"
+    r"this year|today|tonight|tomorrow|at the moment|right now|until|till|next|last"
+)
+# A value runs to the end of the clause, punctuation, or a word that starts a new idea.
+_VALUE = rf"(?P<value>[^,;:!?()\"]+?)(?=$|[,;:!?()\"]|\s+(?:{_TERMINATORS})\b)"
+_I_AM = r"i(?:'m| am)"
+_TEMPORARY = (
+    r"this week|this month|this weekend|today|tonight|at the moment|right now|for now|"
+    r"for (?:a|the|two|three|few) |until |till |currently"
+)
+_ROLE_NOUNS = (
+    r"engineer|developer|programmer|manager|designer|scientist|lead|director|analyst|"
+    r"architect|consultant|researcher|administrator|admin|officer|founder|cto|ceo|cfo|"
+    r"intern|student|teacher|writer|editor|recruiter|marketer|salesperson|support agent"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """One pattern and what a match means.
+
+    ``claim_key`` ``None`` means the clause itself is the content (decisions, facts).
+    ``proper_noun`` demands a capitalised value (cities, employers, names) so that
+    "I'm in a meeting" is not a location.
+    """
+
+    name: str
+    pattern: re.Pattern[str]
+    kind: MemoryKind
+    claim_key: str | None
+    template: str
+    first_person: bool = True
+    negated: bool = False
+    explicit_change: bool = False
+    proper_noun: bool = False
+    confidence: float = 0.8
+
+
+def _rule(name: str, pattern: str, kind: MemoryKind, claim_key: str | None, template: str,
+          **options: Any) -> _Rule:  # fmt: skip
+    return _Rule(name, re.compile(pattern, re.IGNORECASE), kind, claim_key, template, **options)
+
+
+_PROFILE = MemoryKind.PROFILE_FACT
+_STATE = MemoryKind.CURRENT_STATE
+_PREFERENCE = MemoryKind.PREFERENCE
+_DECISION = MemoryKind.DECISION
+
+# Order matters: the first rule that matches a clause wins.
+_RULES: tuple[_Rule, ...] = (
+    # identity
+    _rule(
+        "name",
+        rf"^my name is {_VALUE}",
+        _PROFILE,
+        "identity.name",
+        "Name is {value}",
+        proper_noun=True,
+        confidence=0.9,
+    ),
+    _rule(
+        "name_call_me",
+        rf"^(?:please )?call me {_VALUE}",
+        _PROFILE,
+        "identity.name",
+        "Name is {value}",
+        proper_noun=True,
+    ),
+    # employment: negation and past before the plain statement
+    _rule(
+        "employer_no_longer",
+        rf"^i (?:no longer|don't|do not) work (?:at|for) {_VALUE}",
+        _PROFILE,
+        "employment.current_employer",
+        "No longer works at {value}",
+        negated=True,
+        proper_noun=True,
+        confidence=0.9,
+    ),
+    _rule(
+        "employer_left",
+        rf"^i(?: have|'ve)? (?:left|quit) {_VALUE}",
+        _PROFILE,
+        "employment.current_employer",
+        "No longer works at {value}",
+        negated=True,
+        proper_noun=True,
+        confidence=0.9,
+    ),
+    _rule(
+        "employer_past",
+        rf"^i (?:used to work|worked) (?:at|for) {_VALUE}",
+        _PROFILE,
+        "employment.previous_employer",
+        "Previously worked at {value}",
+        proper_noun=True,
+    ),
+    _rule(
+        "employer_change",
+        rf"^i(?: have|'ve)? (?:now work (?:at|for)|just joined|joined|started (?:at|with)|"
+        rf"switched jobs to) {_VALUE}",
+        _PROFILE,
+        "employment.current_employer",
+        "Works at {value}",
+        explicit_change=True,
+        proper_noun=True,
+        confidence=0.9,
+    ),
+    _rule(
+        "employer",
+        rf"^(?:i work (?:at|for)|{_I_AM} employed (?:at|by)) {_VALUE}",
+        _PROFILE,
+        "employment.current_employer",
+        "Works at {value}",
+        proper_noun=True,
+    ),
+    # team before location, so "I'm in the platform team" is not a place
+    _rule(
+        "team_change",
+        r"^i(?: have|'ve)? (?:just )?joined the (?P<value>[\w&\- ]+?) team\b",
+        _PROFILE,
+        "employment.team",
+        "On the {value} team",
+        explicit_change=True,
+    ),
+    _rule(
+        "team",
+        rf"^{_I_AM} (?:on|in|part of) the (?P<value>[\w&\- ]+?) team\b",
+        _PROFILE,
+        "employment.team",
+        "On the {value} team",
+    ),
+    # role
+    _rule(
+        "role_change",
+        rf"^(?:{_I_AM} now an?|i (?:got|was|have been|'ve been) promoted to(?: an?)?) "
+        rf"(?P<value>(?:[\w-]+ ){{0,3}}(?:{_ROLE_NOUNS}))\b",
+        _PROFILE,
+        "employment.role",
+        "Works as {value}",
+        explicit_change=True,
+    ),
+    _rule(
+        "role",
+        rf"^(?:{_I_AM} an?|i work as an?) (?P<value>(?:[\w-]+ ){{0,3}}"
+        rf"(?:{_ROLE_NOUNS}))\b",
+        _PROFILE,
+        "employment.role",
+        "Works as {value}",
+    ),
+    # home city: negation and past first; "moved to" is an explicit change
+    _rule(
+        "home_no_longer",
+        rf"^i (?:no longer|don't|do not) live in {_VALUE}",
+        _PROFILE,
+        "location.home_city",
+        "No longer lives in {value}",
+        negated=True,
+        proper_noun=True,
+    ),
+    _rule(
+        "home_past",
+        rf"^i (?:used to live|lived|grew up) in {_VALUE}",
+        _PROFILE,
+        "location.previous_city",
+        "Previously lived in {value}",
+        proper_noun=True,
+    ),
+    _rule(
+        "home_change",
+        rf"^i(?: have|'ve)? (?:just )?(?:moved|relocated) (?:back )?to {_VALUE}",
+        _PROFILE,
+        "location.home_city",
+        "Lives in {value}",
+        explicit_change=True,
+        proper_noun=True,
+        confidence=0.9,
+    ),
+    _rule(
+        "home_now",
+        rf"^i now live in {_VALUE}",
+        _PROFILE,
+        "location.home_city",
+        "Lives in {value}",
+        explicit_change=True,
+        proper_noun=True,
+        confidence=0.9,
+    ),
+    _rule(
+        "home",
+        rf"^(?:i live in|{_I_AM} based in|my home(?: city)? is) {_VALUE}"
+        rf"(?!.*\b(?:{_TEMPORARY}))",
+        _PROFILE,
+        "location.home_city",
+        "Lives in {value}",
+        proper_noun=True,
+    ),
+    # current, temporary location: "I'm in Berlin this week"
+    _rule(
+        "location_now",
+        rf"^{_I_AM} (?:currently |now |staying |travelling |traveling )?"
+        rf"(?:in|at|visiting) {_VALUE}",
+        _STATE,
+        "location.current",
+        "Currently in {value}",
+        proper_noun=True,
+    ),
+    # status and project
+    _rule(
+        "availability",
+        rf"^{_I_AM} (?:currently )?(?:on|out on) "
+        rf"(?P<value>vacation|holiday|leave|parental leave|sick leave|sabbatical)\b",
+        _STATE,
+        "work.availability",
+        "Currently on {value}",
+    ),
+    _rule(
+        "project",
+        rf"^{_I_AM} (?:currently |now )?working on {_VALUE}",
+        _STATE,
+        "work.current_project",
+        "Currently working on {value}",
+    ),
+    # tools and preferences: negation and past first
+    _rule(
+        "tool_not_used",
+        rf"^i (?:don't|do not|no longer|never) use {_VALUE}",
+        _PREFERENCE,
+        "tools.used",
+        "Does not use {value}",
+        negated=True,
+    ),
+    _rule(
+        "tool_stopped",
+        rf"^i(?: have|'ve)? stopped using {_VALUE}",
+        _PREFERENCE,
+        "tools.used",
+        "Does not use {value}",
+        negated=True,
+    ),
+    _rule("tool_past", rf"^i used to use {_VALUE}", _PREFERENCE, None, "", first_person=True),
+    _rule(
+        "tool_switched",
+        rf"^i(?: have|'ve)? switched to {_VALUE}",
+        _PREFERENCE,
+        "tools.used",
+        "Uses {value}",
+        explicit_change=True,
+    ),
+    _rule(
+        "tool", rf"^i(?:'m| am)? (?:use|using) {_VALUE}", _PREFERENCE, "tools.used", "Uses {value}"
+    ),
+    _rule(
+        "dislike",
+        rf"^i (?:don't|do not) (?:like|enjoy) {_VALUE}|^i (?:dislike|hate) "
+        rf"{_VALUE.replace('value', 'value2')}",
+        _PREFERENCE,
+        "preferences.dislikes",
+        "Dislikes {value}",
+    ),
+    _rule(
+        "prefer",
+        rf"^i (?:really )?prefer {_VALUE}",
+        _PREFERENCE,
+        "preferences.prefers",
+        "Prefers {value}",
+    ),
+    _rule(
+        "like",
+        rf"^i (?:really )?(?:like|love|enjoy) {_VALUE}",
+        _PREFERENCE,
+        "preferences.likes",
+        "Likes {value}",
+    ),
+    _rule(
+        "favourite",
+        rf"^my (?:favourite|favorite) (?P<thing>[\w ]+?) is {_VALUE}",
+        _PREFERENCE,
+        "preferences.favourite",
+        "Favourite {thing} is {value}",
+    ),
+    # decisions: not first-person claims about the subject, any author may state them
+    _rule(
+        "deprecated",
+        r"^(?:the )?(?P<value>[\w.\-/ ]+?) (?:is|has been|was|are|have been) "
+        r"(?:now )?deprecated\b",
+        _DECISION,
+        "decisions.deprecated",
+        "{value} is deprecated",
+        first_person=False,
+    ),
+    _rule(
+        "decision",
+        r"^(?:we(?: have|'ve)? (?:decided|agreed) (?:to|that|on)|we(?: will|'ll) "
+        r"(?:use|go with|adopt|switch to|move to|standardi[sz]e on)|we're going with|"
+        r"decision:)\s*\S",
+        _DECISION,
+        None,
+        "{clause}",
+        first_person=False,
+    ),
+)
+
+# Facts: a clause with a figure and a word that makes it a rate, price, limit or size.
+_FIGURE = re.compile(r"\d")
+_FACT_WORDS = re.compile(
+    r"%|¢|\$|€|£|\b(?:per|limit|limits|rate|rates|charges?|costs?|price|prices|priced|fee|"
+    r"fees|quota|max|maximum|min|minimum|timeout|ms|seconds?|minutes?|hours?|days?|kb|mb|gb|"
+    r"tb|requests?|users?|seats?)\b",
+    re.IGNORECASE,
+)
+
+# Pseudo-rules for the two kinds not found by a pattern, so every candidate is built alike.
+_FACT_RULE = _Rule("figure", _FIGURE, MemoryKind.FACT, None, "{clause}", confidence=0.7)
+_SUMMARY_RULE = _Rule("summary", _FIGURE, MemoryKind.EPISODE_SUMMARY, None, "", confidence=1.0)
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_CLAUSE_SPLIT = re.compile(r",?\s+(?:and|but|so)\s+(?=(?:i|i'm|we|we're|my)\b)", re.IGNORECASE)
+# Quoted spans: double quotes anywhere; single quotes only when they open
+# after a space or the start, so the apostrophe in "I'm" is never taken for a quote.
+_QUOTED = re.compile(r"\"[^\"]*\"|(?:(?<=\s)|^)'.*?'(?=\s|[.,!?;:]|$)")
+# Typographic quotes and apostrophes are folded to ASCII before anything else.
+_TYPOGRAPHIC = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+_QUESTION_START = re.compile(
+    r"^(?:do|does|did|is|are|am|was|were|should|shall|can|could|would|will|have|has|what|"
+    r"where|when|why|how|who|which)\b",
+    re.IGNORECASE,
+)
+_HYPOTHETICAL = re.compile(
+    r"\b(?:if|maybe|perhaps|might|would|could|should|suppose|supposing|imagine|"
+    r"hypothetically|unless|whether|wish|considering|thinking (?:about|of)|i'll|i will|"
+    r"planning to|plan to|going to|want to|wanna|hope to)\b",
+    re.IGNORECASE,
+)
+
+
+def _clauses(text: str) -> Iterator[str]:
+    for sentence in _SENTENCE_END.split(text.translate(_TYPOGRAPHIC)):
+        stripped = sentence.strip()
+        if not stripped or stripped.endswith("?"):
+            continue  # questions assert nothing
+        unquoted = _QUOTED.sub(" ", stripped)
+        if _HYPOTHETICAL.search(unquoted):
+            continue
+        for clause in _CLAUSE_SPLIT.split(unquoted):
+            cleaned = " ".join(clause.split()).rstrip(".!")
+            if cleaned and not _QUESTION_START.match(cleaned):
+                yield cleaned
+
+
+def _clean_value(value: str) -> str:
+    return " ".join(value.split()).strip(" .'\"")
+
+
+class HeuristicCompiler:
+    """Rule-based ``Compiler``: the same episodes always give the same candidates.
+
+    Repeats: deterministic, so a re-run derives equal ``memory_key``s and the resolver
+    only adds provenance. Conflicts: none are decided here; contradicting candidates
+    (even within one episode) are all returned for the resolver.
+    """
+
+    def __init__(self, registry: ClaimRegistry | None = None) -> None:
+        self._registry = registry or ClaimRegistry.default()
+        for rule in _RULES:
+            if rule.claim_key is not None:
+                self._registry.get(rule.claim_key)  # fail at construction, not mid-compile
+
+    def compile(self, episodes: Sequence[EpisodeView]) -> list[CandidateMemory]:
+        """Return candidates for ``episodes``, ordered by episode then position in text."""
+        candidates: list[CandidateMemory] = []
+        for episode in sorted(episodes, key=lambda view: (view.occurred_at, str(view.id))):
+            candidates.extend(self._episode(episode))
+        return candidates
+
+    def _episode(self, episode: EpisodeView) -> Iterator[CandidateMemory]:
+        texts = list(passages(episode.payload))
+        for passage in texts:
+            for clause in _clauses(passage.text):
+                candidate = self._clause(episode, clause, passage.speaks_for_subject)
+                if candidate is not None:
+                    yield candidate
+        summary = self._summary(episode, texts)
+        if summary is not None:
+            yield summary
+
+    def _clause(
+        self, episode: EpisodeView, clause: str, first_person: bool
+    ) -> CandidateMemory | None:
+        for rule in _RULES:
+            if rule.first_person and not first_person:
+                continue
+            match = rule.pattern.search(clause)
+            if match is None:
+                continue
+            groups = {name: _clean_value(text) for name, text in match.groupdict().items() if text}
+            value = groups.get("value") or groups.get("value2", "")
+            if rule.proper_noun and not value[:1].isupper():
+                continue
+            if not rule.template:
+                return None  # a rule that exists to swallow a clause ("I used to use X")
+            content = rule.template.format(clause=clause, value=value, thing=groups.get("thing"))
+            return self._candidate(episode, rule, content, value if rule.claim_key else None)
+        return self._fact(episode, clause)
+
+    def _candidate(
+        self, episode: EpisodeView, rule: _Rule, content: str, value: str | None
+    ) -> CandidateMemory:
+        return CandidateMemory(
+            subject_id=episode.subject_id,
+            kind=rule.kind,
+            content=content,
+            claim_key=rule.claim_key,
+            claim_value=value,
+            confidence=rule.confidence,
+            valid_from=episode.occurred_at,
+            source_episode_ids=(episode.id,),
+            metadata={"rule": rule.name, "compiler": "heuristic"},
+            negated=rule.negated,
+            explicit_change=rule.explicit_change,
+        )
+
+    def _fact(self, episode: EpisodeView, clause: str) -> CandidateMemory | None:
+        if not (_FIGURE.search(clause) and _FACT_WORDS.search(clause)):
+            return None
+        return self._candidate(episode, _FACT_RULE, clause, None)
+
+    def _summary(self, episode: EpisodeView, texts: list[Passage]) -> CandidateMemory | None:
+        text = " ".join(" ".join(passage.text.split()) for passage in texts[:3])
+        if not text:
+            return None
+        if len(text) > SUMMARY_LENGTH:
+            # Cut at a word boundary so a summary never ends mid-word.
+            text = text[: SUMMARY_LENGTH - 1].rsplit(" ", 1)[0] + "…"
+        content = f"{episode.source} {episode.type}: {text}"
+        return self._candidate(episode, _SUMMARY_RULE, content, None)

@@ -1,0 +1,300 @@
+"""The LLM compiler: extraction by an OpenAI-compatible chat-completions model.
+
+The only module of ``memsync.compile`` that talks HTTP, and only through the
+``httpx.Client`` it is given (tests pass one with a respx mock; production passes one
+with timeouts and retries configured).
+
+Determinism comes from recording, not from the model: every episode's extraction is
+stored under ``extraction_key(content_hash, model, PROMPT_VERSION)`` in an
+``ExtractionRecorder``. Compiling an episode whose key is recorded replays the record
+and makes no request, so a second compile sees the same candidates as the first. An
+edited episode has a new content hash and is extracted afresh; a new model or prompt
+version re-extracts everything.
+
+The model must answer with JSON of the shape ``ExtractionResponse``; anything else
+(not JSON, missing episodes, unknown kinds, extra fields) raises ``LLMExtractionError``
+and records nothing for that batch. Claim keys are mapped through the claim registry;
+a key the registry does not know is dropped (the memory is kept as an unkeyed
+statement, with ``metadata["unregistered_claim_key"]``) because a model inventing a key
+must not invent a conflict slot.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from memsync.compile.claims import ClaimRegistry
+from memsync.compile.text import passages
+from memsync.compile.types import CandidateMemory, EpisodeView, MemoryKind
+
+__all__ = [
+    "PROMPT_VERSION",
+    "SYSTEM_PROMPT",
+    "EpisodeExtraction",
+    "ExtractedMemory",
+    "ExtractionRecorder",
+    "ExtractionResponse",
+    "InMemoryExtractionRecorder",
+    "LLMCompiler",
+    "LLMExtractionError",
+    "extraction_key",
+]
+
+PROMPT_VERSION = "extract-v1"
+
+SYSTEM_PROMPT = """\
+You extract durable memories about a subject from episodes (chats, issues, messages).
+Answer with one JSON object and nothing else:
+{"episodes": [{"episode_id": "<id>", "memories": [
+  {"kind": "profile_fact|preference|current_state|decision|fact|episode_summary",
+   "content": "<short third-person statement>",
+   "claim_key": "<dotted key or null>", "claim_value": "<value or null>",
+   "confidence": 0.0-1.0, "negated": false, "explicit_change": false}]}]}
+Rules: one entry per input episode, in any order; only the subject's own words make
+claims about the subject; ignore quoted, hypothetical and questioned statements;
+"I no longer X" is negated=true; "I moved to / I now work at" is explicit_change=true;
+past tense ("I used to live in X") is not a current claim.
+Known claim keys: {claim_keys}
+"""
+
+
+class LLMExtractionError(RuntimeError):
+    """The model could not be reached or its answer was not the promised JSON."""
+
+
+class ExtractedMemory(BaseModel):
+    """One memory as the model states it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: MemoryKind
+    content: str = Field(min_length=1, max_length=1000)
+    claim_key: str | None = None
+    claim_value: str | None = None
+    confidence: float = Field(default=0.7, ge=0.0, le=1.0)
+    negated: bool = False
+    explicit_change: bool = False
+
+
+class EpisodeExtraction(BaseModel):
+    """The memories of one episode."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    episode_id: str
+    memories: list[ExtractedMemory]
+
+
+class ExtractionResponse(BaseModel):
+    """The whole answer to one batch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    episodes: list[EpisodeExtraction]
+
+
+def extraction_key(content_hash: str, model: str, prompt_version: str = PROMPT_VERSION) -> str:
+    """The record key: what was read (content), by whom (model) and how (prompt)."""
+    return f"{prompt_version}:{model}:{content_hash}"
+
+
+class ExtractionRecorder(Protocol):
+    """Durable memo of extractions, keyed by ``extraction_key``.
+
+    Repeats: ``put`` of a key already recorded keeps the first record (the compile that
+    got there first wins; both extracted the same content with the same model and
+    prompt). ``get`` of an unknown key returns ``None``. Records are JSON text so a SQL
+    implementation can store them in one column.
+    """
+
+    def get(self, key: str) -> str | None:
+        """Return the recorded extraction JSON for ``key``, or ``None``."""
+        ...
+
+    def put(self, key: str, extraction_json: str) -> None:
+        """Record ``extraction_json`` under ``key`` unless the key is already recorded."""
+        ...
+
+
+class InMemoryExtractionRecorder:
+    """An ``ExtractionRecorder`` in a dict, for tests and one-off runs."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            return self._records.get(key)
+
+    def put(self, key: str, extraction_json: str) -> None:
+        with self._lock:
+            self._records.setdefault(key, extraction_json)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._records)
+
+
+class _Memories(BaseModel):
+    """A recorded extraction: the memories of one episode."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memories: list[ExtractedMemory]
+
+
+class LLMCompiler:
+    """``Compiler`` backed by a chat-completions model, with recorded extractions.
+
+    Repeats: an episode already recorded under the current model and prompt version is
+    replayed with zero HTTP calls, so re-compiling yields equal candidates. Conflicts:
+    none decided here; the resolver settles them.
+    """
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str,
+        recorder: ExtractionRecorder,
+        registry: ClaimRegistry | None = None,
+        batch_size: int = 8,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self._client = client
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._model = model
+        self._api_key = api_key
+        self._recorder = recorder
+        self._registry = registry or ClaimRegistry.default()
+        self._batch_size = batch_size
+
+    def compile(self, episodes: Sequence[EpisodeView]) -> list[CandidateMemory]:
+        """Return candidates for ``episodes`` ordered by (occurred_at, id).
+
+        Unrecorded episodes are sent in batches of ``batch_size``; each batch's answer is
+        validated in full before any of it is recorded. Raises ``LLMExtractionError``.
+        """
+        ordered = sorted(episodes, key=lambda view: (view.occurred_at, str(view.id)))
+        missing = [view for view in ordered if self._recorded(view) is None]
+        unique_missing = list({self._key(view): view for view in missing}.values())
+        for start in range(0, len(unique_missing), self._batch_size):
+            self._extract(unique_missing[start : start + self._batch_size])
+        candidates: list[CandidateMemory] = []
+        for view in ordered:
+            recorded = self._recorded(view)
+            if recorded is None:  # pragma: no cover - _extract records or raises
+                raise LLMExtractionError(f"no extraction recorded for episode {view.id}")
+            candidates.extend(self._candidates(view, recorded))
+        return candidates
+
+    def _key(self, view: EpisodeView) -> str:
+        return extraction_key(view.content_hash, self._model)
+
+    def _recorded(self, view: EpisodeView) -> list[ExtractedMemory] | None:
+        raw = self._recorder.get(self._key(view))
+        if raw is None:
+            return None
+        return _Memories.model_validate_json(raw).memories
+
+    def _extract(self, batch: Sequence[EpisodeView]) -> None:
+        response = self._ask(batch)
+        by_id = {item.episode_id: item for item in response.episodes}
+        asked = {str(view.id) for view in batch}
+        if set(by_id) != asked or len(by_id) != len(response.episodes):
+            raise LLMExtractionError(
+                f"model {self._model!r} answered for episodes {sorted(by_id)} "
+                f"but was asked about {sorted(asked)}; nothing was recorded"
+            )
+        for view in batch:
+            memories = _Memories(memories=by_id[str(view.id)].memories)
+            self._recorder.put(self._key(view), memories.model_dump_json())
+
+    def _ask(self, batch: Sequence[EpisodeView]) -> ExtractionResponse:
+        prompt = SYSTEM_PROMPT.replace(
+            "{claim_keys}", ", ".join(key.name for key in self._registry)
+        )
+        request = {
+            "model": self._model,
+            "temperature": 0,
+            "response_format": {"type": "json_object"},
+            "messages": [
+                {"role": "system", "content": prompt},
+                {"role": "user", "content": json.dumps(list(_describe(batch)))},
+            ],
+        }
+        try:
+            reply = self._client.post(
+                self._url, json=request, headers={"Authorization": f"Bearer {self._api_key}"}
+            )
+            reply.raise_for_status()
+            content = reply.json()["choices"][0]["message"]["content"]
+        except httpx.HTTPStatusError as error:
+            raise LLMExtractionError(
+                f"model endpoint {self._url} answered HTTP {error.response.status_code}; "
+                "check base_url, model and api key"
+            ) from error
+        except httpx.HTTPError as error:
+            raise LLMExtractionError(f"model endpoint {self._url} unreachable: {error}") from error
+        except (KeyError, IndexError, TypeError, ValueError) as error:
+            raise LLMExtractionError(
+                f"model endpoint {self._url} did not return a chat-completions response"
+            ) from error
+        if not isinstance(content, str):
+            raise LLMExtractionError(f"model {self._model!r} returned no message content")
+        try:
+            return ExtractionResponse.model_validate_json(content)
+        except ValidationError as error:
+            raise LLMExtractionError(
+                f"model {self._model!r} returned output that is not the extraction JSON "
+                f"(prompt {PROMPT_VERSION}): {error.error_count()} problem(s), first: "
+                f"{error.errors()[0]['msg']} at {error.errors()[0]['loc']}"
+            ) from error
+
+    def _candidates(
+        self, view: EpisodeView, memories: Sequence[ExtractedMemory]
+    ) -> Iterator[CandidateMemory]:
+        for memory in memories:
+            claim_key = memory.claim_key
+            metadata: dict[str, str] = {"compiler": "llm", "model": self._model}
+            if claim_key is not None and claim_key not in self._registry:
+                metadata["unregistered_claim_key"] = claim_key
+                claim_key = None
+            has_claim = claim_key is not None and bool(memory.claim_value)
+            yield CandidateMemory(
+                subject_id=view.subject_id,
+                kind=memory.kind,
+                content=memory.content,
+                claim_key=self._registry.canonical(claim_key) if has_claim and claim_key else None,
+                claim_value=memory.claim_value if has_claim else None,
+                confidence=memory.confidence,
+                valid_from=view.occurred_at,
+                source_episode_ids=(view.id,),
+                metadata=metadata,
+                negated=memory.negated and has_claim,
+                explicit_change=memory.explicit_change,
+            )
+
+
+def _describe(batch: Sequence[EpisodeView]) -> Iterator[dict[str, object]]:
+    for view in batch:
+        yield {
+            "episode_id": str(view.id),
+            "source": view.source,
+            "type": view.type,
+            "occurred_at": view.occurred_at.isoformat(),
+            "passages": [
+                {"text": passage.text, "speaks_for_subject": passage.speaks_for_subject}
+                for passage in passages(view.payload)
+            ],
+        }

@@ -1,0 +1,767 @@
+"""The resolver: candidates against the store, as a pure function returning a change set.
+
+``resolve`` never writes. The compile service calls it inside one transaction and applies
+the ``ChangeSet``; applying it and resolving the same candidates again yields an empty
+change set, which is how "the second compile creates nothing" is kept.
+
+What the caller passes as ``existing``: every *active* memory of the subject, plus every
+stored memory (any status) whose ``memory_key`` equals a candidate's. The second group
+lets a re-derived statement add provenance to the row it already has (the unique index
+on ``memory_key`` allows one row per statement) and lets a superseded statement that is
+asserted again be reinstated.
+
+Each candidate, in order of ``(valid_from, memory_key)``:
+
+1. Same ``memory_key`` as a stored memory → merge (new episodes, earliest ``valid_from``,
+   latest ``asserted_at``). A superseded memory that gains newer evidence is contested
+   again and reinstated if it now wins; a tombstoned or manually superseded one is not.
+2. Same single-valued claim and value as an active memory of another kind → merge into
+   it and record ``claim_duplicate``.
+3. Otherwise a new memory, contested against the active ones:
+
+   - a negation ("no longer works at Acme") and a positive claim with the same key and
+     value: the later assertion wins (the negation on a tie), rule
+     ``claim_contradiction``;
+   - a single-valued key with a different value and overlapping validity: the kind's
+     policy decides, rule ``claim_contradiction`` (``policy_keep_existing`` when the
+     newcomer loses under ``keep_existing``);
+   - no claim key: the best lexical match of the same kind at or above the kind's
+     threshold is the competitor, rule ``lexical``; the policy decides as above;
+   - multi-valued keys, non-overlapping validity and ``episode_summary``: coexist.
+
+A loser's ``valid_to`` becomes the winner's start, or its own start when it never held.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from memsync.compile.claims import ClaimRegistry
+from memsync.compile.policy import ConflictPolicy, PolicyTable
+from memsync.compile.similarity import LexicalIndex, SimilarityThresholds, tokens
+from memsync.compile.types import (
+    CandidateMemory,
+    MemoryKind,
+    MemoryStatus,
+    StoredMemory,
+    SupersessionRule,
+    require_aware,
+)
+
+__all__ = [
+    "ChangeSet",
+    "OpenConflict",
+    "ProvenanceAddition",
+    "StatusChange",
+    "Supersession",
+    "apply_changes",
+    "conflict_id",
+    "manual_resolution",
+    "memory_id",
+    "processing_order",
+    "resolve",
+    "supersede_unsupported",
+]
+
+# Fixed namespace so memory and conflict ids are the same on every node and every run.
+_ID_NAMESPACE = uuid.UUID("6f1d3c52-8a8e-4b8e-9a55-2f6d0b7c1e10")
+
+
+def memory_id(key: str) -> uuid.UUID:
+    """The id a new memory gets: derived from its ``memory_key`` (unique per subject)."""
+    return uuid.uuid5(_ID_NAMESPACE, f"memory:{key}")
+
+
+def conflict_id(first_key: str, second_key: str) -> uuid.UUID:
+    """The id of the open conflict between two memories, whatever their order."""
+    low, high = sorted((first_key, second_key))
+    return uuid.uuid5(_ID_NAMESPACE, f"conflict:{low}:{high}")
+
+
+@dataclass(frozen=True, slots=True)
+class ProvenanceAddition:
+    """New evidence for a stored memory: append ``episode_ids`` and widen its times."""
+
+    memory_id: uuid.UUID
+    memory_key: str
+    episode_ids: tuple[uuid.UUID, ...]
+    valid_from: datetime
+    asserted_at: datetime
+    explicit_change: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    """Set a stored memory's status, ``valid_to`` and ``status_rule`` to these values.
+
+    ``rule`` is ``None`` when a superseded memory is reinstated by newer evidence.
+    """
+
+    memory_id: uuid.UUID
+    memory_key: str
+    from_status: MemoryStatus
+    to_status: MemoryStatus
+    valid_to: datetime | None
+    rule: SupersessionRule | None
+
+
+@dataclass(frozen=True, slots=True)
+class Supersession:
+    """The audit record of one decision: who won, who lost, by which rule and score.
+
+    ``loser_memory_id`` is ``None`` for ``claim_duplicate`` (the loser was a candidate
+    merged into the winner, never stored); ``winner_*`` are ``None`` for
+    ``source_revised`` (nothing replaced the memory; its evidence went away).
+    """
+
+    subject_id: str
+    rule: SupersessionRule
+    claim_key: str | None
+    score: float | None
+    threshold: float | None
+    winner_memory_key: str | None
+    winner_memory_id: uuid.UUID | None
+    loser_memory_key: str
+    loser_memory_id: uuid.UUID | None
+    winner_episode_ids: tuple[uuid.UUID, ...]
+    loser_episode_ids: tuple[uuid.UUID, ...]
+    job_id: str | None
+    decided_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class OpenConflict:
+    """Two active memories that contradict each other under the ``flag`` policy.
+
+    ``id`` is derived from the two memory keys, so recording the same conflict twice
+    hits the store's unique index instead of duplicating it.
+    """
+
+    id: uuid.UUID
+    subject_id: str
+    kind: MemoryKind
+    claim_key: str | None
+    rule: SupersessionRule
+    score: float | None
+    threshold: float | None
+    memory_ids: tuple[uuid.UUID, uuid.UUID]
+    memory_keys: tuple[str, str]
+    contents: tuple[str, str]
+    job_id: str | None
+    detected_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSet:
+    """Everything one resolution decided, to be applied atomically by the store."""
+
+    memories_to_create: tuple[StoredMemory, ...] = ()
+    provenance_to_add: tuple[ProvenanceAddition, ...] = ()
+    status_changes: tuple[StatusChange, ...] = ()
+    supersessions: tuple[Supersession, ...] = ()
+    open_conflicts: tuple[OpenConflict, ...] = ()
+    resolved_conflict_ids: tuple[uuid.UUID, ...] = ()
+
+    @property
+    def memories_created(self) -> int:
+        return len(self.memories_to_create)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (
+            self.memories_to_create
+            or self.provenance_to_add
+            or self.status_changes
+            or self.supersessions
+            or self.open_conflicts
+            or self.resolved_conflict_ids
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Loss:
+    """How a memory lost a contest: to whom, by which rule and score."""
+
+    winner: StoredMemory
+    rule: SupersessionRule
+    score: float | None
+    threshold: float | None
+
+
+@dataclass(slots=True)
+class _Decision:
+    """Outcome of contesting one memory against the active ones."""
+
+    loss: _Loss | None = None
+    beaten: list[tuple[StoredMemory, SupersessionRule, float | None, float | None]] = field(
+        default_factory=list
+    )
+    flagged: list[tuple[StoredMemory, SupersessionRule, float | None, float | None]] = field(
+        default_factory=list
+    )
+
+
+def _overlaps(left: StoredMemory, right: StoredMemory) -> bool:
+    """Validity intervals ``[valid_from, valid_to)`` intersect; open ends are infinite.
+
+    A claim that ended at or before the other began is history, not a contradiction.
+    """
+    left_ends_after = left.valid_to is None or left.valid_to > right.valid_from
+    right_ends_after = right.valid_to is None or right.valid_to > left.valid_from
+    return left_ends_after and right_ends_after
+
+
+def _ended(loser: StoredMemory, winner_start: datetime) -> datetime:
+    """The loser held until the winner started, or never held if it started later."""
+    end = max(loser.valid_from, winner_start)
+    return end if loser.valid_to is None else min(end, max(loser.valid_to, loser.valid_from))
+
+
+def _from_candidate(candidate: CandidateMemory, now: datetime) -> StoredMemory:
+    return StoredMemory(
+        id=memory_id(candidate.memory_key),
+        subject_id=candidate.subject_id,
+        memory_key=candidate.memory_key,
+        kind=candidate.kind,
+        content=candidate.content,
+        claim_key=candidate.claim_key,
+        claim_value=candidate.claim_value,
+        valid_from=candidate.valid_from,
+        valid_to=candidate.valid_to,
+        status=MemoryStatus.ACTIVE,
+        source_episode_ids=tuple(sorted(set(candidate.source_episode_ids))),
+        created_at=now,
+        confidence=candidate.confidence,
+        asserted_at=candidate.valid_from,
+        negated=candidate.negated,
+        explicit_change=candidate.explicit_change,
+        metadata=dict(candidate.metadata),
+    )
+
+
+def _merge(memory: StoredMemory, candidate: CandidateMemory) -> StoredMemory:
+    episodes = tuple(sorted(set(memory.source_episode_ids) | set(candidate.source_episode_ids)))
+    return replace(
+        memory,
+        source_episode_ids=episodes,
+        valid_from=min(memory.valid_from, candidate.valid_from),
+        asserted_at=max(memory.last_asserted, candidate.valid_from),
+        explicit_change=memory.explicit_change or candidate.explicit_change,
+    )
+
+
+class _Resolution:
+    """Mutable working state of one ``resolve`` call; never escapes it."""
+
+    def __init__(
+        self,
+        subject_id: str,
+        existing: Iterable[StoredMemory],
+        policies: PolicyTable,
+        registry: ClaimRegistry,
+        thresholds: SimilarityThresholds,
+        job_id: str | None,
+        now: datetime,
+    ) -> None:
+        self.subject_id = subject_id
+        self.policies = policies
+        self.registry = registry
+        self.thresholds = thresholds
+        self.job_id = job_id
+        self.now = now
+        self.original: dict[str, StoredMemory] = {}
+        self.memories: dict[str, StoredMemory] = {}
+        self.active_claims: dict[str, set[str]] = defaultdict(set)
+        self.lexical = LexicalIndex()
+        self.supersessions: list[Supersession] = []
+        self.conflicts: dict[uuid.UUID, OpenConflict] = {}
+        for memory in sorted(existing, key=lambda stored: stored.memory_key):
+            if memory.subject_id != subject_id:
+                raise ValueError(
+                    f"memory {memory.id} belongs to subject {memory.subject_id!r}, "
+                    f"not {subject_id!r}"
+                )
+            self.original[memory.memory_key] = memory
+            self._put(memory)
+
+    # -- indexes over active memories -------------------------------------------------
+
+    def _put(self, memory: StoredMemory) -> None:
+        previous = self.memories.get(memory.memory_key)
+        if previous is not None and previous.status is MemoryStatus.ACTIVE:
+            self._unindex(previous)
+        self.memories[memory.memory_key] = memory
+        if memory.status is MemoryStatus.ACTIVE:
+            if memory.claim_key is not None:
+                self.active_claims[memory.claim_key].add(memory.memory_key)
+            elif memory.kind is not MemoryKind.EPISODE_SUMMARY and not memory.negated:
+                self.lexical.add(memory.memory_key, memory.kind, tokens(memory.content))
+
+    def _unindex(self, memory: StoredMemory) -> None:
+        if memory.claim_key is not None:
+            self.active_claims[memory.claim_key].discard(memory.memory_key)
+        else:
+            self.lexical.remove(memory.memory_key)
+
+    def _active_in_slot(self, claim_key: str) -> list[StoredMemory]:
+        return [self.memories[key] for key in sorted(self.active_claims[claim_key])]
+
+    # -- the algorithm ------------------------------------------------------------------
+
+    def add(self, candidate: CandidateMemory) -> None:
+        stored = self.memories.get(candidate.memory_key)
+        if stored is not None:
+            self._reassert(stored, candidate)
+            return
+        duplicate = self._same_claim_other_kind(candidate)
+        if duplicate is not None:
+            merged = _merge(duplicate, candidate)
+            if merged != duplicate:
+                self._put(merged)
+                self._record(SupersessionRule.CLAIM_DUPLICATE, merged, candidate, None, None)
+            return
+        newcomer = _from_candidate(candidate, self.now)
+        decision = self._contest(newcomer, candidate.valid_from)
+        self._apply(newcomer, decision, candidate.valid_from)
+
+    def _reassert(self, stored: StoredMemory, candidate: CandidateMemory) -> None:
+        if stored.status is MemoryStatus.TOMBSTONED:
+            return  # a person deleted it; evidence does not bring it back
+        merged = _merge(stored, candidate)
+        if merged == stored:
+            return  # nothing new: this is what keeps a second compile empty
+        self._put(merged)
+        if merged.status is MemoryStatus.ACTIVE or stored.status_rule is SupersessionRule.MANUAL:
+            return
+        # New evidence for a superseded statement: it may win now ("moved back"). It is
+        # contested as of its latest assertion, the same rank recency compares.
+        reopened = replace(merged, valid_to=None, status=MemoryStatus.ACTIVE, status_rule=None)
+        decision = self._contest(reopened, merged.last_asserted)
+        if decision.loss is None:
+            self._apply(reopened, decision, merged.last_asserted)
+
+    def _same_claim_other_kind(self, candidate: CandidateMemory) -> StoredMemory | None:
+        if candidate.claim_key is None or candidate.negated:
+            return None
+        if not self.registry.get(candidate.claim_key).single_valued:
+            return None
+        for memory in self._active_in_slot(candidate.claim_key):
+            if not memory.negated and memory.claim_value == candidate.claim_value:
+                return memory
+        return None
+
+    def _contest(self, newcomer: StoredMemory, at: datetime) -> _Decision:
+        if newcomer.kind is MemoryKind.EPISODE_SUMMARY:
+            return _Decision()
+        if newcomer.claim_key is not None:
+            return self._contest_claim(newcomer, newcomer.claim_key, at)
+        threshold = self.thresholds.for_kind(newcomer.kind)
+        match = self.lexical.best_match(
+            newcomer.kind, tokens(newcomer.content), threshold, exclude=[newcomer.memory_key]
+        )
+        rivals = []
+        if match is not None and _overlaps(newcomer, self.memories[match.key]):
+            rivals.append((self.memories[match.key], match.score))
+        return self._by_policy(newcomer, at, rivals, SupersessionRule.LEXICAL, threshold)
+
+    def _contest_claim(self, newcomer: StoredMemory, claim_key: str, at: datetime) -> _Decision:
+        decision = _Decision()
+        slot = [m for m in self._active_in_slot(claim_key) if m.memory_key != newcomer.memory_key]
+        rule = SupersessionRule.CLAIM_CONTRADICTION
+        opposite = next(
+            (
+                m
+                for m in slot
+                if m.negated != newcomer.negated and m.claim_value == newcomer.claim_value
+            ),
+            None,
+        )
+        if opposite is not None:
+            # A negation beats the positive it names unless the positive came later.
+            newcomer_wins = (
+                at >= opposite.last_asserted if newcomer.negated else at > opposite.last_asserted
+            )
+            if not newcomer_wins:
+                decision.loss = _Loss(opposite, rule, None, None)
+                return decision
+            decision.beaten.append((opposite, rule, None, None))
+        if newcomer.negated or not self.registry.get(claim_key).single_valued:
+            return decision
+        rivals = [
+            (m, None)
+            for m in slot
+            if not m.negated and m.claim_value != newcomer.claim_value and _overlaps(newcomer, m)
+        ]
+        by_policy = self._by_policy(newcomer, at, rivals, rule, None)
+        by_policy.beaten[:0] = decision.beaten
+        return by_policy
+
+    def _by_policy(
+        self,
+        newcomer: StoredMemory,
+        at: datetime,
+        rivals: Sequence[tuple[StoredMemory, float | None]],
+        rule: SupersessionRule,
+        threshold: float | None,
+    ) -> _Decision:
+        decision = _Decision()
+        if not rivals:
+            return decision
+        policy = self.policies.for_kind(newcomer.kind)
+        if policy is ConflictPolicy.FLAG:
+            decision.flagged = [(rival, rule, score, threshold) for rival, score in rivals]
+            return decision
+        newer_than_all = all(
+            (at, newcomer.memory_key) > (rival.last_asserted, rival.memory_key)
+            for rival, _ in rivals
+        )
+        wins = newer_than_all and (
+            policy is ConflictPolicy.RECENCY_WINS or newcomer.explicit_change
+        )
+        if wins:
+            decision.beaten = [(rival, rule, score, threshold) for rival, score in rivals]
+            return decision
+        strongest, score = max(rivals, key=lambda pair: (pair[0].last_asserted, pair[0].memory_key))
+        losing_rule = (
+            SupersessionRule.POLICY_KEEP_EXISTING
+            if policy is ConflictPolicy.KEEP_EXISTING and newer_than_all
+            else rule
+        )
+        decision.loss = _Loss(strongest, losing_rule, score, threshold)
+        return decision
+
+    def _apply(self, memory: StoredMemory, decision: _Decision, at: datetime) -> None:
+        if decision.loss is not None:
+            loss = decision.loss
+            loser = replace(
+                memory,
+                status=MemoryStatus.SUPERSEDED,
+                status_rule=loss.rule,
+                valid_to=_ended(memory, loss.winner.valid_from),
+            )
+            self._put(loser)
+            self._record(loss.rule, loss.winner, loser, loss.score, loss.threshold)
+            return
+        self._put(memory)
+        for beaten, rule, score, threshold in decision.beaten:
+            loser = replace(
+                beaten,
+                status=MemoryStatus.SUPERSEDED,
+                status_rule=rule,
+                valid_to=_ended(beaten, at),
+            )
+            self._put(loser)
+            self._record(rule, memory, loser, score, threshold)
+        for rival, rule, score, threshold in decision.flagged:
+            self._flag(memory, rival, rule, score, threshold)
+
+    def _record(
+        self,
+        rule: SupersessionRule,
+        winner: StoredMemory,
+        loser: StoredMemory | CandidateMemory,
+        score: float | None,
+        threshold: float | None,
+    ) -> None:
+        self.supersessions.append(
+            Supersession(
+                subject_id=self.subject_id,
+                rule=rule,
+                claim_key=winner.claim_key,
+                score=score,
+                threshold=threshold,
+                winner_memory_key=winner.memory_key,
+                winner_memory_id=winner.id,
+                loser_memory_key=loser.memory_key,
+                loser_memory_id=loser.id if isinstance(loser, StoredMemory) else None,
+                winner_episode_ids=winner.source_episode_ids,
+                loser_episode_ids=tuple(sorted(set(loser.source_episode_ids))),
+                job_id=self.job_id,
+                decided_at=self.now,
+            )
+        )
+
+    def _flag(
+        self,
+        newcomer: StoredMemory,
+        rival: StoredMemory,
+        rule: SupersessionRule,
+        score: float | None,
+        threshold: float | None,
+    ) -> None:
+        first, second = sorted((newcomer, rival), key=lambda memory: memory.memory_key)
+        identity = conflict_id(first.memory_key, second.memory_key)
+        self.conflicts[identity] = OpenConflict(
+            id=identity,
+            subject_id=self.subject_id,
+            kind=newcomer.kind,
+            claim_key=newcomer.claim_key,
+            rule=rule,
+            score=score,
+            threshold=threshold,
+            memory_ids=(first.id, second.id),
+            memory_keys=(first.memory_key, second.memory_key),
+            contents=(first.content, second.content),
+            job_id=self.job_id,
+            detected_at=self.now,
+        )
+
+    # -- the result ---------------------------------------------------------------------
+
+    def change_set(self) -> ChangeSet:
+        created: list[StoredMemory] = []
+        provenance: list[ProvenanceAddition] = []
+        statuses: list[StatusChange] = []
+        for key in sorted(self.memories):
+            final = self.memories[key]
+            before = self.original.get(key)
+            if before is None:
+                created.append(final)
+                continue
+            if (
+                final.source_episode_ids != before.source_episode_ids
+                or final.valid_from != before.valid_from
+                or final.last_asserted != before.last_asserted
+                or final.explicit_change != before.explicit_change
+            ):
+                provenance.append(
+                    ProvenanceAddition(
+                        memory_id=final.id,
+                        memory_key=key,
+                        episode_ids=tuple(
+                            sorted(set(final.source_episode_ids) - set(before.source_episode_ids))
+                        ),
+                        valid_from=final.valid_from,
+                        asserted_at=final.last_asserted,
+                        explicit_change=final.explicit_change,
+                    )
+                )
+            if final.status is not before.status or final.valid_to != before.valid_to:
+                statuses.append(
+                    StatusChange(
+                        memory_id=final.id,
+                        memory_key=key,
+                        from_status=before.status,
+                        to_status=final.status,
+                        valid_to=final.valid_to,
+                        rule=final.status_rule,
+                    )
+                )
+        return ChangeSet(
+            memories_to_create=tuple(created),
+            provenance_to_add=tuple(provenance),
+            status_changes=tuple(statuses),
+            supersessions=tuple(self.supersessions),
+            open_conflicts=tuple(self.conflicts[key] for key in sorted(self.conflicts)),
+        )
+
+
+def resolve(
+    subject_id: str,
+    candidates: Sequence[CandidateMemory],
+    existing: Sequence[StoredMemory],
+    policies: PolicyTable,
+    registry: ClaimRegistry,
+    job_id: str | None,
+    now: datetime,
+    thresholds: SimilarityThresholds | None = None,
+) -> ChangeSet:
+    """Decide what ``candidates`` change in the store; see the module docstring.
+
+    Deterministic: the same arguments give an equal change set, whatever the order of
+    ``candidates`` and ``existing``. Repeats: resolving candidates already applied gives
+    an empty change set. Conflicts: settled per kind by ``policies``; every decision is a
+    ``Supersession`` record, every ``flag`` an ``OpenConflict``. Raises ``ValueError`` for
+    a candidate or memory of another subject and ``ClaimRegistryError`` for an unknown
+    claim key (aliases are mapped to their canonical key first).
+    """
+    require_aware(now, "now")
+    state = _Resolution(
+        subject_id,
+        existing,
+        policies,
+        registry,
+        thresholds or SimilarityThresholds(),
+        job_id,
+        now,
+    )
+    canonical = [_canonical(candidate, subject_id, registry) for candidate in candidates]
+    for candidate in sorted(canonical, key=processing_order):
+        state.add(candidate)
+    return state.change_set()
+
+
+def processing_order(candidate: CandidateMemory) -> tuple[object, ...]:
+    """Sort key ``resolve`` processes candidates in: ``(valid_from, memory_key)`` first."""
+    # (valid_from, memory_key) decides; the rest only breaks ties between candidates of
+    # one statement, so which wording becomes the stored content never depends on input
+    # order.
+    return (
+        candidate.valid_from,
+        candidate.memory_key,
+        candidate.content,
+        tuple(str(episode) for episode in sorted(candidate.source_episode_ids)),
+        candidate.explicit_change,
+    )
+
+
+def _canonical(
+    candidate: CandidateMemory, subject_id: str, registry: ClaimRegistry
+) -> CandidateMemory:
+    if candidate.subject_id != subject_id:
+        raise ValueError(
+            f"candidate {candidate.content!r} belongs to subject {candidate.subject_id!r}, "
+            f"not {subject_id!r}"
+        )
+    if candidate.claim_key is None:
+        return candidate
+    canonical_key = registry.canonical(candidate.claim_key)
+    if canonical_key == candidate.claim_key:
+        return candidate
+    return replace(candidate, claim_key=canonical_key)  # recomputes memory_key
+
+
+def supersede_unsupported(
+    subject_id: str,
+    memories: Sequence[StoredMemory],
+    revised_episode_ids: Collection[uuid.UUID],
+    rederived_memory_keys: Collection[str],
+    job_id: str | None,
+    now: datetime,
+) -> ChangeSet:
+    """Supersede memories whose evidence was revised away (rule ``source_revised``).
+
+    A memory qualifies when it is active, every one of its source episodes is in
+    ``revised_episode_ids``, and recompiling those episodes at their new revision did
+    not derive it again (its key is not in ``rederived_memory_keys``). Memories with
+    other supporting episodes stay. Repeats: a memory already superseded is skipped, so
+    calling this twice changes nothing the second time.
+    """
+    require_aware(now, "now")
+    revised = set(revised_episode_ids)
+    statuses: list[StatusChange] = []
+    records: list[Supersession] = []
+    for memory in sorted(memories, key=lambda stored: stored.memory_key):
+        if (
+            memory.status is not MemoryStatus.ACTIVE
+            or not memory.source_episode_ids
+            or not set(memory.source_episode_ids) <= revised
+            or memory.memory_key in rederived_memory_keys
+        ):
+            continue
+        ended = max(memory.valid_from, now)
+        statuses.append(
+            StatusChange(
+                memory.id,
+                memory.memory_key,
+                MemoryStatus.ACTIVE,
+                MemoryStatus.SUPERSEDED,
+                ended,
+                SupersessionRule.SOURCE_REVISED,
+            )
+        )
+        records.append(
+            Supersession(
+                subject_id=subject_id,
+                rule=SupersessionRule.SOURCE_REVISED,
+                claim_key=memory.claim_key,
+                score=None,
+                threshold=None,
+                winner_memory_key=None,
+                winner_memory_id=None,
+                loser_memory_key=memory.memory_key,
+                loser_memory_id=memory.id,
+                winner_episode_ids=(),
+                loser_episode_ids=memory.source_episode_ids,
+                job_id=job_id,
+                decided_at=now,
+            )
+        )
+    return ChangeSet(status_changes=tuple(statuses), supersessions=tuple(records))
+
+
+def manual_resolution(
+    conflict: OpenConflict,
+    chosen: StoredMemory,
+    rejected: StoredMemory,
+    *,
+    job_id: str | None,
+    now: datetime,
+) -> ChangeSet:
+    """A person picked ``chosen`` for ``conflict``: supersede ``rejected`` (rule ``manual``).
+
+    The conflict is closed and ``rejected`` is never reinstated by later compiles (its
+    ``status_rule`` is ``manual``). Raises ``ValueError`` if the two memories are not the
+    conflict's pair. Repeats: resolving an already-resolved conflict again yields the
+    same change set; the store's status check makes applying it a no-op.
+    """
+    require_aware(now, "now")
+    if {chosen.id, rejected.id} != set(conflict.memory_ids) or chosen.id == rejected.id:
+        raise ValueError(
+            f"conflict {conflict.id} is between memories {conflict.memory_ids[0]} and "
+            f"{conflict.memory_ids[1]}; choose one of them and reject the other"
+        )
+    change = StatusChange(
+        rejected.id,
+        rejected.memory_key,
+        rejected.status,
+        MemoryStatus.SUPERSEDED,
+        _ended(rejected, chosen.valid_from),
+        SupersessionRule.MANUAL,
+    )
+    record = Supersession(
+        subject_id=conflict.subject_id,
+        rule=SupersessionRule.MANUAL,
+        claim_key=conflict.claim_key,
+        score=conflict.score,
+        threshold=conflict.threshold,
+        winner_memory_key=chosen.memory_key,
+        winner_memory_id=chosen.id,
+        loser_memory_key=rejected.memory_key,
+        loser_memory_id=rejected.id,
+        winner_episode_ids=chosen.source_episode_ids,
+        loser_episode_ids=rejected.source_episode_ids,
+        job_id=job_id,
+        decided_at=now,
+    )
+    return ChangeSet(
+        status_changes=(change,), supersessions=(record,), resolved_conflict_ids=(conflict.id,)
+    )
+
+
+def apply_changes(memories: Sequence[StoredMemory], changes: ChangeSet) -> list[StoredMemory]:
+    """Apply ``changes`` to ``memories`` in memory: the reference semantics for the store.
+
+    Creations are inserted (a ``memory_key`` already present raises ``ValueError``, as the
+    store's unique index would); provenance additions union episode ids and set the new
+    ``valid_from``/``asserted_at``/``explicit_change``; status changes set ``status``,
+    ``valid_to`` and ``status_rule``. Returns all memories sorted by ``memory_key``.
+    """
+    by_key = {memory.memory_key: memory for memory in memories}
+    for created in changes.memories_to_create:
+        if created.memory_key in by_key:
+            raise ValueError(f"memory {created.memory_key} already exists")
+        by_key[created.memory_key] = created
+    for addition in changes.provenance_to_add:
+        memory = by_key[addition.memory_key]
+        by_key[addition.memory_key] = replace(
+            memory,
+            source_episode_ids=tuple(
+                sorted(set(memory.source_episode_ids) | set(addition.episode_ids))
+            ),
+            valid_from=addition.valid_from,
+            asserted_at=addition.asserted_at,
+            explicit_change=addition.explicit_change,
+        )
+    for change in changes.status_changes:
+        by_key[change.memory_key] = replace(
+            by_key[change.memory_key],
+            status=change.to_status,
+            valid_to=change.valid_to,
+            status_rule=change.rule,
+        )
+    return [by_key[key] for key in sorted(by_key)]

@@ -1,0 +1,161 @@
+"""Lexical similarity: the fallback that finds contradictions between unkeyed memories.
+
+Tokeniser (``tokens``), in order:
+
+1. Unicode NFKC normalisation and ``casefold`` ("Straße" → "strasse").
+2. Split into Unicode word runs (``\\w+``): letters, digits and underscores of any
+   script; everything else separates words.
+3. Every run made only of digits becomes the single token ``#``. Two statements that
+   differ only in their figures ("charges 3.5%" / "charges 2.9%") are about the same
+   thing with different values, which is exactly the contradiction worth catching.
+4. Drop the stopwords in ``STOPWORDS``: a short, fixed list of English function words
+   that make unrelated sentences look alike ("I have a …").
+
+Score: Jaccard overlap of the two token *sets*, ``len(A & B) / len(A | B)``, 0.0 when both are
+empty. A pair matches when ``score >= threshold``, compared exactly as fractions so a
+threshold of 0.6 means three shared words out of five, not 0.6 ± rounding.
+
+Cost: ``LexicalIndex`` is an inverted index from token to memory, per kind, so a lookup
+scores only memories sharing at least one token with the newcomer; a compile costs in
+proportion to the new memories and their postings, never to the square of the store.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from memsync.compile.types import MemoryKind
+
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "STOPWORDS",
+    "LexicalIndex",
+    "LexicalMatch",
+    "SimilarityThresholds",
+    "jaccard",
+    "matches",
+    "tokens",
+]
+
+DEFAULT_THRESHOLD = 0.6
+
+# "not" and "no" are deliberately kept: they are what makes two sentences disagree.
+_STOPWORD_TEXT = """
+a an the and or but if of to in on at by for with from as is are was were be been being
+am i me my we our us you your he his she her it its they their them this that these
+those have has had do does did so than then there here
+"""
+STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
+
+_WORD = re.compile(r"\w+")
+NUMBER_TOKEN = "#"
+
+
+def tokens(text: str) -> frozenset[str]:
+    """Return the token set of ``text`` as described in the module docstring."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    words = (NUMBER_TOKEN if word.isdigit() else word for word in _WORD.findall(folded))
+    return frozenset(word for word in words if word not in STOPWORDS)
+
+
+def _overlap(left: frozenset[str], right: frozenset[str]) -> Fraction:
+    union = len(left | right)
+    return Fraction(len(left & right), union) if union else Fraction(0)
+
+
+def jaccard(left: frozenset[str], right: frozenset[str]) -> float:
+    """Jaccard overlap of two token sets, in [0, 1]."""
+    return float(_overlap(left, right))
+
+
+def matches(left: frozenset[str], right: frozenset[str], threshold: float) -> bool:
+    """True when the overlap is at least ``threshold``, compared exactly.
+
+    ``Fraction(str(threshold))`` reads the threshold as the decimal a person wrote, so
+    3/5 matches 0.6 and 59/100 does not.
+    """
+    return _overlap(left, right) >= Fraction(str(threshold))
+
+
+@dataclass(frozen=True, slots=True)
+class SimilarityThresholds:
+    """Jaccard threshold per memory kind; kinds not listed use ``default``."""
+
+    default: float = DEFAULT_THRESHOLD
+    per_kind: Mapping[MemoryKind, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        settings: dict[str, float] = {"default": self.default}
+        settings.update({f"kind {kind}": value for kind, value in self.per_kind.items()})
+        for where, value in settings.items():
+            if not 0.0 < value <= 1.0:
+                raise ValueError(f"similarity threshold for {where} must be in (0, 1], got {value}")
+
+    def for_kind(self, kind: MemoryKind) -> float:
+        return self.per_kind.get(kind, self.default)
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalMatch:
+    """A stored entry whose overlap with a probe reached the threshold."""
+
+    key: str
+    score: float
+
+
+class LexicalIndex:
+    """Inverted index of token sets, partitioned by kind, keyed by an opaque string.
+
+    Adding a key twice replaces its tokens; removing an absent key does nothing.
+    """
+
+    def __init__(self) -> None:
+        self._postings: dict[MemoryKind, dict[str, set[str]]] = defaultdict(
+            lambda: defaultdict(set)
+        )
+        self._entries: dict[str, tuple[MemoryKind, frozenset[str]]] = {}
+
+    def add(self, key: str, kind: MemoryKind, text_tokens: frozenset[str]) -> None:
+        self.remove(key)
+        self._entries[key] = (kind, text_tokens)
+        for token in text_tokens:
+            self._postings[kind][token].add(key)
+
+    def remove(self, key: str) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        kind, text_tokens = entry
+        for token in text_tokens:
+            self._postings[kind][token].discard(key)
+
+    def best_match(
+        self,
+        kind: MemoryKind,
+        probe: frozenset[str],
+        threshold: float,
+        exclude: Iterable[str] = (),
+    ) -> LexicalMatch | None:
+        """Return the highest-scoring entry of ``kind`` at or above ``threshold``.
+
+        Ties are broken by the smaller key so the answer never depends on insertion
+        order. Only entries sharing a token with ``probe`` are scored.
+        """
+        excluded = set(exclude)
+        postings = self._postings[kind]
+        shared: set[str] = set()
+        for token in probe:
+            shared.update(postings.get(token, ()))
+        best: tuple[Fraction, str] | None = None
+        for key in sorted(shared - excluded):
+            score = _overlap(probe, self._entries[key][1])
+            if score < Fraction(str(threshold)):
+                continue
+            if best is None or score > best[0]:
+                best = (score, key)
+        return None if best is None else LexicalMatch(best[1], float(best[0]))

@@ -1,0 +1,223 @@
+"""Value types that cross the boundary between the compile engine and its caller.
+
+The storage layer reads rows into ``EpisodeView`` and ``StoredMemory``, hands them to a
+compiler and the resolver, and writes back what the resolver's ``ChangeSet`` says. None
+of these types knows about SQL; all of them are immutable.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+import unicodedata
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from memsync.episode import canonical_json
+
+__all__ = [
+    "CandidateMemory",
+    "Compiler",
+    "EpisodeView",
+    "MemoryKind",
+    "MemoryStatus",
+    "StoredMemory",
+    "SupersessionRule",
+    "memory_key",
+    "normalise_text",
+    "require_aware",
+]
+
+
+class MemoryKind(enum.StrEnum):
+    """What a memory says about its subject; each kind has its own conflict policy."""
+
+    PROFILE_FACT = "profile_fact"
+    PREFERENCE = "preference"
+    CURRENT_STATE = "current_state"
+    DECISION = "decision"
+    FACT = "fact"
+    EPISODE_SUMMARY = "episode_summary"
+
+
+class MemoryStatus(enum.StrEnum):
+    """Lifecycle of a stored memory. Only ``active`` memories reach a context bundle."""
+
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    TOMBSTONED = "tombstoned"
+
+
+class SupersessionRule(enum.StrEnum):
+    """Why a supersession record (or a merge) was written."""
+
+    CLAIM_CONTRADICTION = "claim_contradiction"
+    CLAIM_DUPLICATE = "claim_duplicate"
+    LEXICAL = "lexical"
+    POLICY_KEEP_EXISTING = "policy_keep_existing"
+    SOURCE_REVISED = "source_revised"
+    MANUAL = "manual"
+
+
+def require_aware(moment: datetime, what: str) -> datetime:
+    """Return ``moment`` unchanged, or raise if it is naive: naive times are ambiguous."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"{what} must be a timezone-aware datetime, got naive {moment!r}")
+    return moment
+
+
+_SPACES = re.compile(r"\s+")
+# Trailing punctuation never changes what a statement means ("Lisbon." == "Lisbon").
+_EDGE_PUNCTUATION = " \t\n.,;:!?\"'`()[]{}"
+
+
+def normalise_text(text: str) -> str:
+    """Fold ``text`` to the form used for identity: NFKC, casefolded, single spaces,
+    no surrounding punctuation. ``"  Lisbon. "`` and ``"lisbon"`` normalise alike."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return _SPACES.sub(" ", folded).strip(_EDGE_PUNCTUATION)
+
+
+def memory_key(
+    subject_id: str,
+    kind: MemoryKind,
+    *,
+    claim_key: str | None,
+    claim_value: str | None,
+    content: str,
+    negated: bool = False,
+) -> str:
+    """Deterministic identity of a statement: hex SHA-256 of its canonical parts.
+
+    A claim is identified by its key and normalised value (so "I live in Lisbon" and
+    "My home is lisbon." are the same memory); anything else by its normalised content.
+    A negation ("no longer works at Acme") is a different statement from its positive.
+    The store's unique index on this key turns a re-derivation into "add provenance".
+    """
+    if claim_key is not None:
+        identity: list[Any] = ["claim", claim_key, normalise_text(claim_value or "")]
+    else:
+        identity = ["content", normalise_text(content)]
+    parts = [subject_id, str(kind), identity, negated]
+    return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeView:
+    """What a compiler sees of one stored episode, at its current revision."""
+
+    id: uuid.UUID
+    subject_id: str
+    source: str
+    type: str
+    payload: Mapping[str, Any]
+    occurred_at: datetime
+    revision: int
+    content_hash: str
+
+    def __post_init__(self) -> None:
+        require_aware(self.occurred_at, "EpisodeView.occurred_at")
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateMemory:
+    """A memory a compiler derived, before the resolver has compared it with the store.
+
+    ``claim_key``/``claim_value`` are set when the statement fills a registered claim
+    slot (``location.home_city`` = ``lisbon``); ``claim_value`` is normalised.
+    ``negated`` marks a retraction ("I no longer work at Acme"): the resolver ends the
+    matching positive claim instead of competing with the slot. ``explicit_change``
+    marks "I moved to…", "I now work at…", which lets a newcomer replace a
+    ``keep_existing`` claim. ``valid_to`` is set only for statements that already
+    ended when they were made (history), so they coexist with what followed.
+    ``memory_key`` is computed, never passed.
+    """
+
+    subject_id: str
+    kind: MemoryKind
+    content: str
+    claim_key: str | None
+    claim_value: str | None
+    confidence: float
+    valid_from: datetime
+    source_episode_ids: tuple[uuid.UUID, ...]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    negated: bool = False
+    explicit_change: bool = False
+    valid_to: datetime | None = None
+    memory_key: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        require_aware(self.valid_from, "CandidateMemory.valid_from")
+        if self.valid_to is not None:
+            require_aware(self.valid_to, "CandidateMemory.valid_to")
+        if (self.claim_key is None) != (self.claim_value is None):
+            raise ValueError("claim_key and claim_value are set together or not at all")
+        if not 0.0 <= self.confidence <= 1.0:
+            raise ValueError(f"confidence must be within [0, 1], got {self.confidence}")
+        if self.claim_value is not None:
+            object.__setattr__(self, "claim_value", normalise_text(self.claim_value))
+        key = memory_key(
+            self.subject_id,
+            self.kind,
+            claim_key=self.claim_key,
+            claim_value=self.claim_value,
+            content=self.content,
+            negated=self.negated,
+        )
+        object.__setattr__(self, "memory_key", key)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMemory:
+    """What the resolver sees of a memory already in the store.
+
+    ``asserted_at`` is the latest time any supporting episode asserted the statement
+    (``valid_from`` is the earliest); recency compares ``asserted_at`` so a claim that
+    is re-asserted later is newer than one asserted once in between. ``status_rule`` is
+    the rule that last changed the status: a memory superseded ``manual``-ly is never
+    reinstated by the resolver.
+    """
+
+    id: uuid.UUID
+    subject_id: str
+    memory_key: str
+    kind: MemoryKind
+    content: str
+    claim_key: str | None
+    claim_value: str | None
+    valid_from: datetime
+    valid_to: datetime | None
+    status: MemoryStatus
+    source_episode_ids: tuple[uuid.UUID, ...]
+    created_at: datetime
+    confidence: float = 1.0
+    asserted_at: datetime | None = None
+    negated: bool = False
+    explicit_change: bool = False
+    status_rule: SupersessionRule | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def last_asserted(self) -> datetime:
+        """The latest assertion time, falling back to ``valid_from``."""
+        return self.asserted_at if self.asserted_at is not None else self.valid_from
+
+
+class Compiler(Protocol):
+    """Turns episodes into candidate memories. Pure with respect to the store.
+
+    Repeats: compiling the same episodes again returns equal candidates (the heuristic
+    compiler always; the LLM compiler by replaying its recorded extractions), so the
+    resolver sees identical ``memory_key``s and only adds provenance. Conflicts are not
+    the compiler's business: it may return candidates that contradict each other or the
+    store, and the resolver decides.
+    """
+
+    def compile(self, episodes: Sequence[EpisodeView]) -> list[CandidateMemory]:
+        """Return candidates for ``episodes``, in a deterministic order."""
+        ...

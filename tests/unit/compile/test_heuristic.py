@@ -1,0 +1,262 @@
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memsync.compile.heuristic import HeuristicCompiler
+from memsync.compile.types import CandidateMemory, EpisodeView, MemoryKind
+from memsync.episode import content_hash
+
+WHEN = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
+COMPILER = HeuristicCompiler()
+
+
+def view(payload: dict[str, Any], *, number: int = 1, source: str = "api") -> EpisodeView:
+    return EpisodeView(
+        id=uuid.UUID(int=number),
+        subject_id="alice",
+        source=source,
+        type="note",
+        payload=payload,
+        occurred_at=WHEN,
+        revision=1,
+        content_hash=content_hash(payload),
+    )
+
+
+def claims(payload: dict[str, Any]) -> list[CandidateMemory]:
+    return [
+        c for c in COMPILER.compile([view(payload)]) if c.kind is not MemoryKind.EPISODE_SUMMARY
+    ]
+
+
+def only_claim(text: str) -> tuple[str, str | None, str | None, bool, bool]:
+    (candidate,) = claims({"text": text})
+    return (
+        candidate.kind.value,
+        candidate.claim_key,
+        candidate.claim_value,
+        candidate.negated,
+        candidate.explicit_change,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("My name is Ana Silva.", ("profile_fact", "identity.name", "ana silva", False, False)),
+        ("I work at Acme.", ("profile_fact", "employment.current_employer", "acme", False, False)),
+        ("I live in Lisbon.", ("profile_fact", "location.home_city", "lisbon", False, False)),
+        (
+            "I'm a senior engineer.",
+            ("profile_fact", "employment.role", "senior engineer", False, False),
+        ),
+        (
+            "I'm on the platform team.",
+            ("profile_fact", "employment.team", "platform", False, False),
+        ),
+        ("I like Rust.", ("preference", "preferences.likes", "rust", False, False)),
+        ("I prefer tea over coffee.", ("preference", "preferences.prefers", "tea", False, False)),
+        ("I use Neovim.", ("preference", "tools.used", "neovim", False, False)),
+        (
+            "My favourite editor is Helix.",
+            ("preference", "preferences.favourite", "helix", False, False),
+        ),
+        ("I'm in Berlin this week.", ("current_state", "location.current", "berlin", False, False)),
+        (
+            "I'm working on the billing migration.",
+            ("current_state", "work.current_project", "the billing migration", False, False),
+        ),
+        ("The v1 API is deprecated.", ("decision", "decisions.deprecated", "v1 api", False, False)),
+    ],
+)
+def test_first_person_statements_become_typed_claims(
+    text: str, expected: tuple[str, str | None, str | None, bool, bool]
+) -> None:
+    assert only_claim(text) == expected
+
+
+def test_berlin_this_week_is_current_location_and_lisbon_is_home() -> None:
+    berlin, lisbon = claims({"text": "I'm in Berlin this week. I live in Lisbon."})
+
+    assert (berlin.kind, berlin.claim_key) == (MemoryKind.CURRENT_STATE, "location.current")
+    assert (lisbon.kind, lisbon.claim_key) == (MemoryKind.PROFILE_FACT, "location.home_city")
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "value"),
+    [
+        ("I moved to Porto.", "location.home_city", "porto"),
+        ("I now live in Porto.", "location.home_city", "porto"),
+        ("I now work at Globex.", "employment.current_employer", "globex"),
+        ("I just joined Globex.", "employment.current_employer", "globex"),
+    ],
+)
+def test_change_phrases_mark_an_explicit_change(text: str, key: str, value: str) -> None:
+    (candidate,) = claims({"text": text})
+
+    assert (candidate.claim_key, candidate.claim_value) == (key, value)
+    assert candidate.explicit_change
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "value"),
+    [
+        ("I no longer work at Acme.", "employment.current_employer", "acme"),
+        ("I left Acme.", "employment.current_employer", "acme"),
+        ("I don't use Vim.", "tools.used", "vim"),
+        ("I've stopped using Slack.", "tools.used", "slack"),
+        ("I no longer live in Lisbon.", "location.home_city", "lisbon"),
+    ],
+)
+def test_negations_are_retractions_not_claims(text: str, key: str, value: str) -> None:
+    (candidate,) = claims({"text": text})
+
+    assert (candidate.claim_key, candidate.claim_value, candidate.negated) == (key, value, True)
+
+
+def test_i_dont_use_vim_never_says_vim_is_used() -> None:
+    assert not [
+        c
+        for c in claims({"text": "I don't use Vim."})
+        if c.claim_key == "tools.used" and not c.negated
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("I used to live in Paris.", "location.previous_city"),
+        ("I lived in Paris.", "location.previous_city"),
+        ("I used to work at Initech.", "employment.previous_employer"),
+    ],
+)
+def test_past_tense_is_history_not_the_current_claim(text: str, key: str) -> None:
+    (candidate,) = claims({"text": text})
+
+    assert candidate.claim_key == key
+
+
+def test_i_used_to_use_a_tool_claims_nothing() -> None:
+    assert claims({"text": "I used to use Emacs."}) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "He said 'I live in Paris'.",
+        'She told me "I work at Acme".',
+        "He wrote \u201cI live in Paris\u201d yesterday.",
+        "If I moved to Rome I would learn Italian.",
+        "Maybe I'll move to Rome.",
+        "I might work at Globex next year.",
+        "Do I live in Madrid?",
+        "Should we use Postgres?",
+        "I'm in a meeting.",
+    ],
+)
+def test_quoted_hypothetical_and_interrogative_sentences_claim_nothing(text: str) -> None:
+    assert claims({"text": text}) == []
+
+
+def test_figures_with_a_rate_or_price_are_facts() -> None:
+    (fact,) = claims({"text": "Stripe charges 2.9% + 30¢ per transaction."})
+
+    assert fact.kind is MemoryKind.FACT
+    assert fact.content == "Stripe charges 2.9% + 30¢ per transaction"
+    assert fact.claim_key is None
+
+
+def test_decisions_are_found_in_any_role() -> None:
+    payload = {
+        "messages": [
+            {"role": "assistant", "content": "We decided to use Postgres for the queue."},
+        ]
+    }
+
+    (decision,) = claims(payload)
+
+    assert decision.kind is MemoryKind.DECISION
+    assert decision.content == "We decided to use Postgres for the queue"
+
+
+def test_only_the_subjects_own_messages_make_first_person_claims() -> None:
+    payload = {
+        "messages": [
+            {"role": "user", "content": "I live in Lisbon."},
+            {"role": "assistant", "content": "I live in Dublin, in a data centre."},
+            {"role": "system", "content": "I work at OpenAI."},
+        ]
+    }
+
+    assert [c.claim_value for c in claims(payload)] == ["lisbon"]
+
+
+def test_connector_payloads_are_read_from_title_body_and_text() -> None:
+    issue = {"title": "Rate limit is 100 requests per minute", "body": "I work at Acme."}
+    slack = {"text": "I'm in Berlin this week", "channel": "C123"}
+
+    assert [c.kind for c in claims(issue)] == [MemoryKind.FACT, MemoryKind.PROFILE_FACT]
+    assert [c.claim_key for c in claims(slack)] == ["location.current"]
+
+
+def test_two_claims_joined_by_and_are_both_found() -> None:
+    found = claims({"text": "I use Neovim and I like Rust."})
+
+    assert [(c.claim_key, c.claim_value) for c in found] == [
+        ("tools.used", "neovim"),
+        ("preferences.likes", "rust"),
+    ]
+
+
+def test_every_episode_gets_one_short_summary() -> None:
+    long_text = "word " * 200
+    (summary,) = [
+        c
+        for c in COMPILER.compile([view({"text": long_text}, source="slack")])
+        if c.kind is MemoryKind.EPISODE_SUMMARY
+    ]
+
+    assert summary.content.startswith("slack note: word word")
+    assert len(summary.content) <= len("slack note: ") + 160
+    assert summary.source_episode_ids == (uuid.UUID(int=1),)
+
+
+def test_candidates_carry_the_episode_time_and_id() -> None:
+    (candidate,) = claims({"text": "I live in Lisbon."})
+
+    assert candidate.valid_from == WHEN
+    assert candidate.source_episode_ids == (uuid.UUID(int=1),)
+    assert candidate.subject_id == "alice"
+
+
+sentences = st.sampled_from(
+    [
+        "I live in Lisbon.",
+        "I'm in Berlin this week.",
+        "I don't use Vim.",
+        "Stripe charges 2.9% + 30¢.",
+        "We decided to ship on Friday.",
+        "Maybe I'll move to Rome.",
+        "hello there",
+    ]
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(sentences, min_size=1, max_size=4), min_size=1, max_size=4))
+def test_compiling_is_deterministic_whatever_the_episode_order(
+    texts: list[list[str]],
+) -> None:
+    episodes = [view({"text": " ".join(t)}, number=n) for n, t in enumerate(texts, start=1)]
+
+    first = COMPILER.compile(episodes)
+    second = COMPILER.compile(list(reversed(episodes)))
+
+    assert first == second
+    assert [c.memory_key for c in first] == [c.memory_key for c in second]

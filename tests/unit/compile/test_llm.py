@@ -1,0 +1,208 @@
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from memsync.compile.llm import (
+    PROMPT_VERSION,
+    InMemoryExtractionRecorder,
+    LLMCompiler,
+    LLMExtractionError,
+    extraction_key,
+)
+from memsync.compile.types import EpisodeView, MemoryKind
+from memsync.episode import content_hash
+
+BASE_URL = "https://llm.test/v1"
+MODEL = "tiny-extractor"
+
+
+def view(number: int, text: str) -> EpisodeView:
+    payload = {"text": text}
+    return EpisodeView(
+        id=uuid.UUID(int=number),
+        subject_id="alice",
+        source="api",
+        type="note",
+        payload=payload,
+        occurred_at=datetime(2026, 2, number, tzinfo=UTC),
+        revision=1,
+        content_hash=content_hash(payload),
+    )
+
+
+def completion(content: str) -> httpx.Response:
+    return httpx.Response(200, json={"choices": [{"message": {"content": content}}]})
+
+
+def answer_for(request: httpx.Request) -> httpx.Response:
+    """A model stand-in: one home-city claim per episode it was asked about."""
+    asked = json.loads(json.loads(request.content)["messages"][1]["content"])
+    return completion(
+        json.dumps(
+            {
+                "episodes": [
+                    {
+                        "episode_id": item["episode_id"],
+                        "memories": [
+                            {
+                                "kind": "profile_fact",
+                                "content": "Lives in Lisbon",
+                                "claim_key": "location.city",
+                                "claim_value": "Lisbon",
+                                "confidence": 0.9,
+                            }
+                        ],
+                    }
+                    for item in asked
+                ]
+            }
+        )
+    )
+
+
+@pytest.fixture
+def api() -> Iterator[respx.MockRouter]:
+    with respx.mock(base_url=BASE_URL, assert_all_called=False) as router:
+        yield router
+
+
+def compiler(recorder: InMemoryExtractionRecorder, batch_size: int = 8) -> LLMCompiler:
+    return LLMCompiler(
+        httpx.Client(),
+        base_url=BASE_URL,
+        model=MODEL,
+        api_key="sk-test",
+        recorder=recorder,
+        batch_size=batch_size,
+    )
+
+
+def test_extractions_become_candidates_with_canonical_claim_keys(api: respx.MockRouter) -> None:
+    route = api.post("/chat/completions").mock(side_effect=answer_for)
+
+    (candidate,) = compiler(InMemoryExtractionRecorder()).compile([view(1, "I live in Lisbon")])
+
+    assert (candidate.kind, candidate.claim_key, candidate.claim_value) == (
+        MemoryKind.PROFILE_FACT,
+        "location.home_city",
+        "lisbon",
+    )
+    assert candidate.source_episode_ids == (uuid.UUID(int=1),)
+    sent = json.loads(route.calls.last.request.content)
+    assert sent["model"] == MODEL
+    assert route.calls.last.request.headers["Authorization"] == "Bearer sk-test"
+
+
+def test_a_rerun_replays_the_record_and_makes_no_http_call(api: respx.MockRouter) -> None:
+    route = api.post("/chat/completions").mock(side_effect=answer_for)
+    recorder = InMemoryExtractionRecorder()
+    episodes = [view(1, "I live in Lisbon"), view(2, "Still in Lisbon")]
+    first = compiler(recorder).compile(episodes)
+    calls_after_first = route.call_count
+
+    second = compiler(recorder).compile(episodes)
+
+    assert calls_after_first == 1
+    assert route.call_count == calls_after_first
+    assert second == first
+
+
+def test_extractions_are_recorded_under_content_hash_model_and_prompt_version(
+    api: respx.MockRouter,
+) -> None:
+    api.post("/chat/completions").mock(side_effect=answer_for)
+    recorder = InMemoryExtractionRecorder()
+    episode = view(1, "I live in Lisbon")
+
+    compiler(recorder).compile([episode])
+
+    key = extraction_key(episode.content_hash, MODEL)
+    assert key == f"{PROMPT_VERSION}:{MODEL}:{episode.content_hash}"
+    assert recorder.get(key) is not None
+
+
+def test_episodes_are_sent_in_batches(api: respx.MockRouter) -> None:
+    route = api.post("/chat/completions").mock(side_effect=answer_for)
+
+    compiler(InMemoryExtractionRecorder(), batch_size=2).compile(
+        [view(n, f"note {n}") for n in range(1, 6)]
+    )
+
+    assert route.call_count == 3
+
+
+def test_invalid_model_json_raises_a_clear_error_and_records_nothing(
+    api: respx.MockRouter,
+) -> None:
+    api.post("/chat/completions").mock(return_value=completion("Sure! Here are the memories"))
+    recorder = InMemoryExtractionRecorder()
+
+    with pytest.raises(LLMExtractionError, match="not the extraction JSON"):
+        compiler(recorder).compile([view(1, "I live in Lisbon")])
+    assert len(recorder) == 0
+
+
+@pytest.mark.parametrize(
+    "bad_memory",
+    [
+        {"kind": "gossip", "content": "x"},
+        {"kind": "fact", "content": "x", "mood": "happy"},
+        {"kind": "fact", "content": "x", "confidence": 3},
+    ],
+)
+def test_output_outside_the_schema_is_rejected(
+    api: respx.MockRouter, bad_memory: dict[str, Any]
+) -> None:
+    body = {"episodes": [{"episode_id": str(uuid.UUID(int=1)), "memories": [bad_memory]}]}
+    api.post("/chat/completions").mock(return_value=completion(json.dumps(body)))
+
+    with pytest.raises(LLMExtractionError, match="not the extraction JSON"):
+        compiler(InMemoryExtractionRecorder()).compile([view(1, "text")])
+
+
+def test_an_answer_that_skips_an_episode_is_rejected(api: respx.MockRouter) -> None:
+    api.post("/chat/completions").mock(return_value=completion('{"episodes": []}'))
+
+    with pytest.raises(LLMExtractionError, match="nothing was recorded"):
+        compiler(InMemoryExtractionRecorder()).compile([view(1, "text")])
+
+
+def test_an_http_error_names_the_endpoint(api: respx.MockRouter) -> None:
+    api.post("/chat/completions").mock(return_value=httpx.Response(401))
+
+    with pytest.raises(LLMExtractionError, match="HTTP 401; check base_url, model and api key"):
+        compiler(InMemoryExtractionRecorder()).compile([view(1, "text")])
+
+
+def test_an_unregistered_claim_key_becomes_an_unkeyed_statement(api: respx.MockRouter) -> None:
+    memory = {
+        "kind": "fact",
+        "content": "Has 2 cats",
+        "claim_key": "pets.count",
+        "claim_value": "2",
+    }
+    body = {"episodes": [{"episode_id": str(uuid.UUID(int=1)), "memories": [memory]}]}
+    api.post("/chat/completions").mock(return_value=completion(json.dumps(body)))
+
+    (candidate,) = compiler(InMemoryExtractionRecorder()).compile([view(1, "I have 2 cats")])
+
+    assert candidate.claim_key is None
+    assert candidate.metadata["unregistered_claim_key"] == "pets.count"
+
+
+def test_the_recorder_keeps_the_first_record_for_a_key() -> None:
+    recorder = InMemoryExtractionRecorder()
+
+    recorder.put("k", '{"memories": []}')
+    recorder.put("k", '{"memories": [1]}')
+
+    assert recorder.get("k") == '{"memories": []}'
+    assert recorder.get("other") is None

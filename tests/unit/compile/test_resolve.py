@@ -1,0 +1,495 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from memsync.compile.claims import ClaimRegistryError
+from memsync.compile.policy import PolicyTable
+from memsync.compile.resolve import (
+    apply_changes,
+    conflict_id,
+    manual_resolution,
+    memory_id,
+    supersede_unsupported,
+)
+from memsync.compile.similarity import SimilarityThresholds
+from memsync.compile.types import MemoryKind, MemoryStatus, SupersessionRule
+
+from .builders import (
+    NOW,
+    SUBJECT,
+    active_contents,
+    by_content,
+    claim,
+    day,
+    episode,
+    run,
+    statement,
+)
+
+STRIPE_OLD = "Stripe charges 3.5% + 35¢ per transaction"
+STRIPE_NEW = "Stripe charges 2.9% + 30¢ per transaction"
+
+
+# -- set semantics --------------------------------------------------------------------
+
+
+def test_the_same_statement_from_two_episodes_is_one_memory_with_both_sources() -> None:
+    changes, store = run(
+        [
+            claim("location.home_city", "Lisbon", 1, source=1),
+            claim("location.home_city", "lisbon.", 2, source=2),
+        ]
+    )
+
+    assert changes.memories_created == 1
+    (memory,) = store
+    assert memory.source_episode_ids == (episode(1), episode(2))
+    assert memory.valid_from == day(1)
+    assert memory.last_asserted == day(2)
+
+
+def test_rederiving_a_stored_memory_adds_provenance_and_creates_nothing() -> None:
+    _, store = run([claim("location.home_city", "Lisbon", 1, source=1)])
+
+    changes, store = run([claim("location.home_city", "Lisbon", 3, source=7)], store)
+
+    assert changes.memories_created == 0
+    (addition,) = changes.provenance_to_add
+    assert addition.episode_ids == (episode(7),)
+    assert store[0].source_episode_ids == (episode(1), episode(7))
+
+
+def test_resolving_the_same_candidates_again_yields_an_empty_change_set() -> None:
+    candidates = [
+        claim("location.home_city", "Lisbon", 1),
+        claim("location.home_city", "Porto", 2),
+        claim("location.current", "Berlin", 3),
+        statement(STRIPE_OLD, 4),
+        statement(STRIPE_NEW, 5),
+    ]
+    _, store = run(candidates)
+
+    again, _ = run(candidates, store)
+
+    assert again.is_empty
+
+
+def test_new_memory_ids_are_derived_from_the_memory_key() -> None:
+    changes, _ = run([claim("location.home_city", "Lisbon", 1)])
+
+    (created,) = changes.memories_to_create
+    assert created.id == memory_id(created.memory_key)
+
+
+def test_the_outcome_does_not_depend_on_candidate_order() -> None:
+    candidates = [
+        claim("location.current", "Berlin", 1),
+        claim("location.current", "Madrid", 2),
+        claim("location.home_city", "Lisbon", 1),
+        claim("location.home_city", "Porto", 2, explicit=True),
+        statement(STRIPE_OLD, 1),
+        statement(STRIPE_NEW, 2),
+    ]
+
+    forward, _ = run(candidates)
+    backward, _ = run(list(reversed(candidates)))
+
+    assert forward == backward
+
+
+# -- recency_wins ---------------------------------------------------------------------
+
+
+def test_recency_wins_supersedes_the_older_state_and_records_why() -> None:
+    _, store = run([claim("location.current", "Berlin", 1, source=1)])
+
+    changes, store = run([claim("location.current", "Madrid", 5, source=2)], store)
+
+    assert active_contents(store) == ["location.current = Madrid"]
+    berlin = by_content(store, "location.current = Berlin")
+    madrid = by_content(store, "location.current = Madrid")
+    assert berlin.status is MemoryStatus.SUPERSEDED
+    assert berlin.valid_to == madrid.valid_from == day(5)
+    (record,) = changes.supersessions
+    assert record.rule is SupersessionRule.CLAIM_CONTRADICTION
+    assert record.claim_key == "location.current"
+    assert (record.winner_memory_id, record.loser_memory_id) == (madrid.id, berlin.id)
+    assert (record.winner_memory_key, record.loser_memory_key) == (
+        madrid.memory_key,
+        berlin.memory_key,
+    )
+    assert record.winner_episode_ids == (episode(2),)
+    assert record.loser_episode_ids == (episode(1),)
+    assert (record.subject_id, record.job_id, record.decided_at) == (SUBJECT, "job-1", NOW)
+
+
+def test_recency_wins_stores_an_older_late_arrival_as_history() -> None:
+    _, store = run([claim("location.current", "Madrid", 5)])
+
+    changes, store = run([claim("location.current", "Berlin", 1)], store)
+
+    assert active_contents(store) == ["location.current = Madrid"]
+    berlin = by_content(store, "location.current = Berlin")
+    assert berlin.status is MemoryStatus.SUPERSEDED
+    assert berlin.valid_to == day(5)
+    assert changes.supersessions[0].rule is SupersessionRule.CLAIM_CONTRADICTION
+
+
+def test_a_superseded_statement_asserted_again_later_is_reinstated() -> None:
+    _, store = run(
+        [
+            claim("location.current", "Lisbon", 1, source=1),
+            claim("location.current", "Berlin", 2, source=2),
+        ]
+    )
+
+    changes, store = run([claim("location.current", "Lisbon", 3, source=3)], store)
+
+    assert changes.memories_created == 0
+    assert active_contents(store) == ["location.current = Lisbon"]
+    lisbon = by_content(store, "location.current = Lisbon")
+    assert lisbon.valid_to is None
+    assert lisbon.source_episode_ids == (episode(1), episode(3))
+    assert by_content(store, "location.current = Berlin").valid_to == day(3)
+
+
+# -- keep_existing --------------------------------------------------------------------
+
+
+def test_keep_existing_stores_a_contradicting_newcomer_as_superseded() -> None:
+    _, store = run([claim("location.home_city", "Lisbon", 1)])
+
+    changes, store = run([claim("location.home_city", "Porto", 5)], store)
+
+    assert active_contents(store) == ["location.home_city = Lisbon"]
+    porto = by_content(store, "location.home_city = Porto")
+    assert porto.status is MemoryStatus.SUPERSEDED
+    assert porto.status_rule is SupersessionRule.POLICY_KEEP_EXISTING
+    (record,) = changes.supersessions
+    assert record.rule is SupersessionRule.POLICY_KEEP_EXISTING
+    assert record.loser_memory_id == porto.id
+
+
+def test_keep_existing_yields_to_an_explicit_change() -> None:
+    _, store = run([claim("location.home_city", "Lisbon", 1)])
+
+    changes, store = run([claim("location.home_city", "Porto", 5, explicit=True)], store)
+
+    assert active_contents(store) == ["location.home_city = Porto"]
+    assert changes.supersessions[0].rule is SupersessionRule.CLAIM_CONTRADICTION
+    assert by_content(store, "location.home_city = Lisbon").valid_to == day(5)
+
+
+def test_an_explicit_change_older_than_the_established_claim_does_not_win() -> None:
+    _, store = run([claim("location.home_city", "Lisbon", 5)])
+
+    _, store = run([claim("location.home_city", "Porto", 1, explicit=True)], store)
+
+    assert active_contents(store) == ["location.home_city = Lisbon"]
+
+
+# -- flag -----------------------------------------------------------------------------
+
+
+def test_two_stripe_rates_are_a_flagged_conflict_under_the_default_fact_policy() -> None:
+    _, store = run([statement(STRIPE_OLD, 1)])
+
+    changes, store = run([statement(STRIPE_NEW, 30)], store)
+
+    assert active_contents(store) == sorted([STRIPE_OLD, STRIPE_NEW])
+    assert changes.supersessions == ()
+    (conflict,) = changes.open_conflicts
+    assert conflict.rule is SupersessionRule.LEXICAL
+    assert conflict.kind is MemoryKind.FACT
+    assert conflict.score == 1.0
+    assert conflict.threshold == 0.6
+    assert set(conflict.contents) == {STRIPE_OLD, STRIPE_NEW}
+    assert conflict.id == conflict_id(*conflict.memory_keys)
+
+
+def test_flag_on_a_single_valued_claim_keeps_both_and_opens_a_conflict() -> None:
+    policies = PolicyTable.from_mapping({"profile_fact": "flag"})
+
+    changes, store = run(
+        [claim("location.home_city", "Lisbon", 1), claim("location.home_city", "Porto", 2)],
+        policies=policies,
+    )
+
+    assert len(active_contents(store)) == 2
+    (conflict,) = changes.open_conflicts
+    assert conflict.rule is SupersessionRule.CLAIM_CONTRADICTION
+    assert conflict.claim_key == "location.home_city"
+
+
+def test_a_configured_policy_replaces_the_default() -> None:
+    policies = PolicyTable.from_mapping({"fact": "recency_wins"})
+
+    changes, store = run([statement(STRIPE_OLD, 1), statement(STRIPE_NEW, 30)], policies=policies)
+
+    assert active_contents(store) == [STRIPE_NEW]
+    (record,) = changes.supersessions
+    assert record.rule is SupersessionRule.LEXICAL
+    assert (record.score, record.threshold) == (1.0, 0.6)
+
+
+def test_unknown_policy_or_kind_in_config_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown conflict policy 'newest'"):
+        PolicyTable.from_mapping({"fact": "newest"})
+    with pytest.raises(ValueError, match="unknown memory kind 'facts'"):
+        PolicyTable.from_mapping({"facts": "flag"})
+
+
+# -- what does not conflict -----------------------------------------------------------
+
+
+def test_berlin_this_week_does_not_contradict_living_in_lisbon() -> None:
+    changes, store = run(
+        [claim("location.home_city", "Lisbon", 1), claim("location.current", "Berlin", 2)]
+    )
+
+    assert active_contents(store) == ["location.current = Berlin", "location.home_city = Lisbon"]
+    assert changes.supersessions == changes.open_conflicts == ()
+
+
+def test_values_of_a_multi_valued_key_coexist() -> None:
+    changes, store = run([claim("tools.used", "vim", 1), claim("tools.used", "neovim", 2)])
+
+    assert active_contents(store) == ["tools.used = neovim", "tools.used = vim"]
+    assert changes.supersessions == ()
+
+
+def test_claims_with_non_overlapping_validity_coexist() -> None:
+    changes, store = run(
+        [
+            claim("location.current", "Berlin", 1, until=3),
+            claim("location.current", "Madrid", 3),
+        ]
+    )
+
+    assert active_contents(store) == ["location.current = Berlin", "location.current = Madrid"]
+    assert changes.supersessions == ()
+
+
+def test_claims_with_overlapping_bounded_validity_do_conflict() -> None:
+    _, store = run(
+        [
+            claim("location.current", "Berlin", 1, until=4),
+            claim("location.current", "Madrid", 3),
+        ]
+    )
+
+    assert active_contents(store) == ["location.current = Madrid"]
+    assert by_content(store, "location.current = Berlin").valid_to == day(3)
+
+
+def test_episode_summaries_never_conflict() -> None:
+    summaries = [
+        statement("github issue: Stripe charges 3.5%", 1, kind=MemoryKind.EPISODE_SUMMARY),
+        statement("github issue: Stripe charges 2.9%", 2, kind=MemoryKind.EPISODE_SUMMARY),
+    ]
+
+    changes, store = run(summaries)
+
+    assert len(active_contents(store)) == 2
+    assert changes.supersessions == changes.open_conflicts == ()
+
+
+def test_same_single_valued_claim_from_another_kind_merges_as_a_duplicate() -> None:
+    _, store = run([claim("location.current", "Berlin", 1, source=1)])
+
+    changes, store = run(
+        [claim("location.current", "Berlin", 2, source=2, kind=MemoryKind.PROFILE_FACT)], store
+    )
+
+    assert changes.memories_created == 0
+    (record,) = changes.supersessions
+    assert record.rule is SupersessionRule.CLAIM_DUPLICATE
+    assert record.loser_memory_id is None
+    assert store[0].source_episode_ids == (episode(1), episode(2))
+
+
+# -- lexical threshold ----------------------------------------------------------------
+
+
+def _words(count: int, start: int = 0) -> str:
+    return " ".join(f"w{index}" for index in range(start, start + count))
+
+
+def test_lexical_overlap_exactly_at_the_threshold_is_a_match() -> None:
+    # 3 shared of 5 distinct words: 3/5 == 0.6
+    first = statement(f"{_words(3)} alpha", 1)
+    second = statement(f"{_words(3)} beta", 2)
+
+    changes, _ = run([first, second])
+
+    (conflict,) = changes.open_conflicts
+    assert conflict.score == 0.6
+
+
+def test_lexical_overlap_just_below_the_threshold_is_not_a_match() -> None:
+    # 59 shared of 100 distinct words: 0.59
+    first = statement(f"{_words(59)} {_words(21, start=100)}", 1)
+    second = statement(f"{_words(59)} {_words(20, start=200)}", 2)
+
+    changes, store = run([first, second])
+
+    assert changes.open_conflicts == ()
+    assert len(active_contents(store)) == 2
+
+
+def test_lexical_threshold_is_configurable_per_kind() -> None:
+    first = statement(f"{_words(3)} alpha", 1)
+    second = statement(f"{_words(3)} beta", 2)
+    stricter = SimilarityThresholds(per_kind={MemoryKind.FACT: 0.61})
+
+    changes, _ = run([first, second], thresholds=stricter)
+
+    assert changes.open_conflicts == ()
+
+
+# -- negation -------------------------------------------------------------------------
+
+
+def test_a_negation_ends_the_matching_claim() -> None:
+    _, store = run([claim("employment.current_employer", "Acme", 1)])
+
+    changes, store = run(
+        [claim("employment.current_employer", "Acme", 5, negated=True)],
+        store,
+    )
+
+    assert active_contents(store) == ["not employment.current_employer = Acme"]
+    acme = by_content(store, "employment.current_employer = Acme")
+    assert acme.status is MemoryStatus.SUPERSEDED
+    assert acme.valid_to == day(5)
+    (record,) = changes.supersessions
+    assert record.rule is SupersessionRule.CLAIM_CONTRADICTION
+    assert record.loser_memory_id == acme.id
+
+
+def test_a_new_employer_after_leaving_the_old_one_is_accepted() -> None:
+    _, store = run(
+        [
+            claim("employment.current_employer", "Acme", 1),
+            claim("employment.current_employer", "Acme", 2, negated=True),
+            claim("employment.current_employer", "Globex", 3),
+        ]
+    )
+
+    assert active_contents(store) == [
+        "employment.current_employer = Globex",
+        "not employment.current_employer = Acme",
+    ]
+
+
+def test_a_negation_older_than_the_claim_does_not_end_it() -> None:
+    _, store = run([claim("tools.used", "vim", 5)])
+
+    _, store = run([claim("tools.used", "vim", 1, negated=True)], store)
+
+    assert active_contents(store) == ["tools.used = vim"]
+
+
+def test_a_negation_of_one_tool_leaves_the_others() -> None:
+    _, store = run(
+        [
+            claim("tools.used", "vim", 1),
+            claim("tools.used", "neovim", 1),
+            claim("tools.used", "vim", 2, negated=True),
+        ]
+    )
+
+    assert active_contents(store) == ["not tools.used = vim", "tools.used = neovim"]
+
+
+# -- registry -------------------------------------------------------------------------
+
+
+def test_an_alias_claim_key_is_stored_under_its_canonical_key() -> None:
+    changes, _ = run([claim("location.city", "Lisbon", 1, kind=MemoryKind.PROFILE_FACT)])
+
+    (created,) = changes.memories_to_create
+    assert created.claim_key == "location.home_city"
+    assert created.memory_key == claim("location.home_city", "Lisbon", 1).memory_key
+
+
+def test_an_unknown_claim_key_is_rejected() -> None:
+    with pytest.raises(ClaimRegistryError, match=r"unknown claim key 'pets\.count'"):
+        run([claim("pets.count", "2", 1, kind=MemoryKind.FACT)])
+
+
+def test_a_candidate_of_another_subject_is_rejected() -> None:
+    stranger = replace(claim("tools.used", "vim", 1), subject_id="bob")
+
+    with pytest.raises(ValueError, match="belongs to subject 'bob'"):
+        run([stranger])
+
+
+# -- source_revised and manual --------------------------------------------------------
+
+
+def test_memories_whose_only_sources_were_revised_away_are_superseded() -> None:
+    _, store = run(
+        [
+            claim("location.home_city", "Lisbon", 1, source=1),
+            claim("tools.used", "vim", 1, source=1),
+            claim("tools.used", "vim", 2, source=2),
+            claim("location.current", "Berlin", 1, source=1),
+        ]
+    )
+    rederived = {claim("location.current", "Berlin", 1, source=1).memory_key}
+
+    changes = supersede_unsupported(SUBJECT, store, {episode(1)}, rederived, "job-2", NOW)
+    store = apply_changes(store, changes)
+
+    assert active_contents(store) == ["location.current = Berlin", "tools.used = vim"]
+    (record,) = changes.supersessions
+    assert record.rule is SupersessionRule.SOURCE_REVISED
+    assert record.winner_memory_id is None
+    assert by_content(store, "location.home_city = Lisbon").valid_to == NOW
+    assert supersede_unsupported(SUBJECT, store, {episode(1)}, rederived, "job-3", NOW).is_empty
+
+
+def test_manual_resolution_supersedes_the_rejected_memory_and_closes_the_conflict() -> None:
+    changes, store = run([statement(STRIPE_OLD, 1), statement(STRIPE_NEW, 30)])
+    (conflict,) = changes.open_conflicts
+    chosen, rejected = by_content(store, STRIPE_NEW), by_content(store, STRIPE_OLD)
+
+    resolution = manual_resolution(conflict, chosen, rejected, job_id=None, now=NOW)
+    store = apply_changes(store, resolution)
+
+    assert active_contents(store) == [STRIPE_NEW]
+    assert resolution.resolved_conflict_ids == (conflict.id,)
+    (record,) = resolution.supersessions
+    assert record.rule is SupersessionRule.MANUAL
+    assert (record.winner_memory_id, record.loser_memory_id) == (chosen.id, rejected.id)
+    assert record.winner_episode_ids == chosen.source_episode_ids
+
+
+def test_a_manually_rejected_memory_is_not_reinstated_by_new_evidence() -> None:
+    changes, store = run([statement(STRIPE_OLD, 1), statement(STRIPE_NEW, 30)])
+    (conflict,) = changes.open_conflicts
+    resolution = manual_resolution(
+        conflict,
+        by_content(store, STRIPE_NEW),
+        by_content(store, STRIPE_OLD),
+        job_id=None,
+        now=NOW,
+    )
+    store = apply_changes(store, resolution)
+
+    changes, store = run([statement(STRIPE_OLD, 60, source=99)], store)
+
+    assert active_contents(store) == [STRIPE_NEW]
+    assert changes.open_conflicts == ()
+
+
+def test_manual_resolution_rejects_memories_outside_the_conflict() -> None:
+    changes, store = run([statement(STRIPE_OLD, 1), statement(STRIPE_NEW, 30)])
+    _, other = run([claim("tools.used", "vim", 1)])
+    (conflict,) = changes.open_conflicts
+
+    with pytest.raises(ValueError, match="choose one of them"):
+        manual_resolution(conflict, by_content(store, STRIPE_NEW), other[0], job_id=None, now=NOW)

@@ -1,0 +1,130 @@
+"""Properties of the resolver: compile is a derivation, not an append.
+
+- Idempotency: resolving candidates against the store they produced changes nothing.
+- Batching: one pass over all candidates and k passes over consecutive batches leave the
+  same memories active.
+- Arrival order: for recency-ruled keys, multi-valued keys and negations the active set
+  does not even depend on which batch a candidate arrives in.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memsync.compile.resolve import processing_order
+from memsync.compile.types import CandidateMemory, MemoryStatus, StoredMemory
+
+from .builders import claim, run, statement
+
+DAYS = st.integers(min_value=0, max_value=12)
+SOURCES = st.integers(min_value=1, max_value=40)
+
+current_location = st.builds(
+    lambda city, on, source: claim("location.current", city, on, source=source),
+    st.sampled_from(["Berlin", "Madrid", "Lisbon"]),
+    DAYS,
+    SOURCES,
+)
+tools = st.builds(
+    lambda tool, on, source, negated: claim("tools.used", tool, on, source=source, negated=negated),
+    st.sampled_from(["vim", "emacs", "helix"]),
+    DAYS,
+    SOURCES,
+    st.booleans(),
+)
+home_city = st.builds(
+    lambda city, on, source, explicit: claim(
+        "location.home_city", city, on, source=source, explicit=explicit
+    ),
+    st.sampled_from(["Lisbon", "Porto"]),
+    DAYS,
+    SOURCES,
+    st.booleans(),
+)
+facts = st.builds(
+    lambda content, on, source: statement(content, on, source=source),
+    st.sampled_from(
+        [
+            "Stripe charges 3.5% + 35¢ per transaction",
+            "Stripe charges 2.9% + 30¢ per transaction",
+            "The API rate limit is 100 requests per minute",
+            "Invoices are due in 30 days",
+        ]
+    ),
+    DAYS,
+    SOURCES,
+)
+
+order_free = st.lists(current_location | tools, min_size=1, max_size=12)
+everything = st.lists(current_location | tools | home_city | facts, min_size=1, max_size=14)
+
+
+def _active(store: Sequence[StoredMemory]) -> set[str]:
+    return {memory.memory_key for memory in store if memory.status is MemoryStatus.ACTIVE}
+
+
+def _in_batches(
+    batches: Sequence[Sequence[CandidateMemory]],
+) -> list[StoredMemory]:
+    store: list[StoredMemory] = []
+    for batch in batches:
+        _, store = run(batch, store)
+    return store
+
+
+def _split(candidates: list[CandidateMemory], cuts: list[int]) -> list[list[CandidateMemory]]:
+    bounds = [0, *sorted({cut % (len(candidates) + 1) for cut in cuts}), len(candidates)]
+    return [candidates[start:end] for start, end in itertools.pairwise(bounds)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(everything)
+def test_resolving_the_same_candidates_twice_changes_nothing(
+    candidates: list[CandidateMemory],
+) -> None:
+    _, store = run(candidates)
+
+    again, _ = run(candidates, store)
+
+    assert again.is_empty
+    assert again.memories_created == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(everything, st.lists(st.integers(min_value=0, max_value=20), max_size=4))
+def test_one_pass_and_consecutive_batches_leave_the_same_memories_active(
+    candidates: list[CandidateMemory], cuts: list[int]
+) -> None:
+    in_order = sorted(candidates, key=processing_order)
+
+    _, one_pass = run(in_order)
+    batched = _in_batches(_split(in_order, cuts))
+
+    assert _active(batched) == _active(one_pass)
+    assert {m.memory_key for m in batched} == {m.memory_key for m in one_pass}
+
+
+@settings(max_examples=200, deadline=None)
+@given(order_free, st.lists(st.integers(min_value=0, max_value=20), max_size=4))
+def test_for_recency_and_multi_valued_keys_arrival_order_does_not_matter(
+    candidates: list[CandidateMemory], cuts: list[int]
+) -> None:
+    _, one_pass = run(candidates)
+    batched = _in_batches(_split(candidates, cuts))
+
+    assert _active(batched) == _active(one_pass)
+
+
+@settings(max_examples=100, deadline=None)
+@given(everything)
+def test_a_batched_store_is_also_a_fixed_point(candidates: list[CandidateMemory]) -> None:
+    half = len(candidates) // 2
+    store = _in_batches([candidates[:half], candidates[half:]])
+
+    again, _ = run(candidates, store)
+
+    assert again.is_empty
