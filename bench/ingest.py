@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -61,7 +62,7 @@ def draft_of(body: dict[str, Any]) -> EpisodeDraft:
     )
 
 
-def via_service(url: str, count: int) -> dict[str, Any]:
+def via_service(url: str, count: int, _directory: str) -> dict[str, Any]:
     store = Store.from_url(url)
     service = IngestService(store, batch_size=BATCH)
     bodies = [episode_body(i) for i in range(count)]
@@ -83,11 +84,10 @@ def free_port() -> int:
         return port
 
 
-def via_http(url: str, count: int) -> dict[str, Any]:
+def via_http(url: str, count: int, directory: str) -> dict[str, Any]:
     port = free_port()
-    config = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
-    config.write(f"api:\n  max_batch_size: {BATCH}\n  max_body_bytes: 104857600\n")
-    config.close()
+    config = Path(directory) / "memsync.yaml"
+    config.write_text(f"api:\n  max_batch_size: {BATCH}\n  max_body_bytes: 104857600\n")
     env = {**os.environ, "MEMSYNC_STORE": url}
     server = subprocess.Popen(
         [
@@ -95,7 +95,7 @@ def via_http(url: str, count: int) -> dict[str, Any]:
             "-m",
             "memsync.runtime.cli",
             "--config",
-            config.name,
+            str(config),
             "serve",
             "--port",
             str(port),
@@ -131,12 +131,12 @@ def via_http(url: str, count: int) -> dict[str, Any]:
     finally:
         server.terminate()
         server.wait(timeout=30)
-        os.unlink(config.name)
 
 
 def child(backend: str, via: str, count: int) -> None:
     with tempfile.TemporaryDirectory() as directory, throwaway_store(backend, directory) as url:
-        result = via_service(url, count) if via == "service" else via_http(url, count)
+        run = via_service if via == "service" else via_http
+        result = run(url, count, directory)
     print(json.dumps(result))
 
 
