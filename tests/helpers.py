@@ -11,7 +11,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from memsync.clock import Clock, FakeClock
-from memsync.runtime.api.app import Services, create_app
+from memsync.runtime.api.app import create_app
+from memsync.runtime.api.deps import Services
 from memsync.runtime.config import ApiSettings, Settings
 from memsync.runtime.storage import Store
 

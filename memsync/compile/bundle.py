@@ -38,6 +38,7 @@ __all__ = [
     "RankedMemory",
     "assemble_bundle",
     "estimate_tokens",
+    "memory_to_dict",
 ]
 
 KIND_WEIGHTS: Mapping[MemoryKind, float] = {
@@ -86,9 +87,9 @@ class Bundle:
         return {
             "subject_id": self.subject_id,
             "task": self.task,
-            "facts": [_memory_json(ranked.memory) for ranked in self.facts],
+            "facts": [memory_to_dict(ranked.memory) for ranked in self.facts],
             "episodes": [_episode_json(episode) for episode in self.episodes],
-            "procedures": [_memory_json(ranked.memory) for ranked in self.procedures],
+            "procedures": [memory_to_dict(ranked.memory) for ranked in self.procedures],
             "provenance": {
                 "as_of": self.as_of.isoformat(),
                 "memories": {
@@ -107,7 +108,8 @@ class Bundle:
         }
 
 
-def _memory_json(memory: StoredMemory) -> dict[str, Any]:
+def memory_to_dict(memory: StoredMemory) -> dict[str, Any]:
+    """A memory in the Statewave v1 ``Memory`` shape; ``updated_at`` is its last assertion."""
     return {
         "id": str(memory.id),
         "subject_id": memory.subject_id,
@@ -193,7 +195,8 @@ def assemble_bundle(
 
     Only memories active and valid at ``as_of`` are considered, whatever is passed in.
     Memories named by an open conflict are withheld and the conflict is stated as an
-    abstention instead. Repeats: identical arguments (in any order) give an equal bundle
+    abstention instead; so are the summaries and episode lines of the episodes those
+    memories came from. Repeats: identical arguments (in any order) give an equal bundle
     and byte-identical ``canonical_json(bundle.to_dict())``.
     """
     require_aware(as_of, "as_of")
@@ -203,6 +206,14 @@ def assemble_bundle(
         (c for c in open_conflicts if c.subject_id == subject_id), key=lambda c: str(c.id)
     )
     contested = {memory_id for conflict in conflicts for memory_id in conflict.memory_ids}
+    # The episodes behind a contested memory would restate it (as a summary or as a
+    # raw episode line), which is exactly what abstaining must not do.
+    contested_episodes = {
+        episode_id
+        for memory in memories
+        if memory.id in contested
+        for episode_id in memory.source_episode_ids
+    }
     task_tokens = tokens(task)
     ranked = sorted(
         (
@@ -211,11 +222,21 @@ def assemble_bundle(
             if memory.subject_id == subject_id
             and _holds_at(memory, as_of)
             and memory.id not in contested
+            and not (
+                memory.kind is MemoryKind.EPISODE_SUMMARY
+                and contested_episodes.intersection(memory.source_episode_ids)
+            )
         ),
         key=lambda item: (-item.score, str(item.memory.id)),
     )
     recent = sorted(
-        (e for e in episodes if e.subject_id == subject_id and e.occurred_at <= as_of),
+        (
+            e
+            for e in episodes
+            if e.subject_id == subject_id
+            and e.occurred_at <= as_of
+            and e.id not in contested_episodes
+        ),
         key=lambda e: (-e.occurred_at.timestamp(), str(e.id)),
     )
 

@@ -1,8 +1,9 @@
 """Where the text of an episode lives, shared by every compiler and the bundle.
 
 Read in this order: ``payload.messages`` (a list of ``{role, content}``), then
-``payload.title``, ``payload.text``, ``payload.content`` and ``payload.body`` (issues,
-tickets, Slack messages, notes). A passage *speaks for the subject* when the subject
+``payload.title``, ``payload.subject``, ``payload.text``, ``payload.content``,
+``payload.body`` and ``payload.description`` (issues, Zendesk tickets and comments, Slack
+messages, notes). A passage *speaks for the subject* when the subject
 wrote it: a message whose role is in ``SUBJECT_ROLES``, or any of the plain text fields.
 Only such passages may make first-person claims about the subject.
 """
@@ -16,7 +17,7 @@ from typing import Any
 __all__ = ["SUBJECT_ROLES", "TEXT_FIELDS", "Passage", "passages"]
 
 SUBJECT_ROLES: frozenset[str] = frozenset({"user", "human", "customer", "requester", "author"})
-TEXT_FIELDS: tuple[str, ...] = ("title", "text", "content", "body")
+TEXT_FIELDS: tuple[str, ...] = ("title", "subject", "text", "content", "body", "description")
 
 
 @dataclass(frozen=True, slots=True)

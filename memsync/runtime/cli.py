@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import secrets
 import sys
+import uuid
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,10 +19,14 @@ from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from memsync.compile.types import MemoryStatus
 from memsync.runtime.api.schemas import CreateEpisodeRequest
+from memsync.runtime.compile import CompileRules, CompileService, ConflictNotFound, result_summary
 from memsync.runtime.config import ConfigError, Settings, hash_api_key, load_settings, redacted_dump
 from memsync.runtime.episodes import EpisodeRepository
 from memsync.runtime.ingest import IngestService, IngestSummary
+from memsync.runtime.inspector import conflict_to_dict, inspect_subject, render_inspection
+from memsync.runtime.memories import MemoryRepository
 from memsync.runtime.storage import Store, current_revision, head_revision, upgrade
 
 __all__ = ["app", "main"]
@@ -124,7 +129,8 @@ def serve(
     """Serve the HTTP API (Statewave v1 compatible)."""
     import uvicorn
 
-    from memsync.runtime.api.app import Services, create_app
+    from memsync.runtime.api.app import create_app
+    from memsync.runtime.api.deps import Services
 
     settings = _settings()
     api = settings.api.model_copy(
@@ -188,8 +194,8 @@ def ingest(
 def demo(
     tenant: Annotated[str, typer.Option(help="tenant to use")] = "default",
 ) -> None:
-    """The main job on the embedded default: create the store, ingest a bundled
-    sample, print what is stored. Run it twice: the second run stores nothing new."""
+    """The main job on the embedded default: create the store, ingest a bundled sample,
+    compile it, print what is stored. Run it twice: the second run creates nothing."""
     settings = _settings()
     store = _open_store(settings)
     sample = resources.files("memsync.runtime") / "samples" / "episodes.json"
@@ -200,24 +206,139 @@ def demo(
         f"ingested the bundled sample: created {summary.created}, "
         f"duplicates {summary.duplicates}, revised {summary.revised}"
     )
-    repository = EpisodeRepository(store)
-    table = Table(title=f"episodes stored for tenant {tenant!r}")
-    for column in ("subject", "occurred at", "source", "type", "rev", "idempotency key"):
+    compiler = _compile_service(store, settings)
+    compiled = [
+        compiler.compile(tenant, name) for name in compiler.subjects_with_uncompiled(tenant)
+    ]
+    console.print(
+        f"compiled {sum(r.episodes_compiled for r in compiled)} episodes: "
+        f"memories created {sum(r.memories_created for r in compiled)}, "
+        f"superseded {sum(r.memories_superseded for r in compiled)}, "
+        f"conflicts opened {sum(r.conflicts_opened for r in compiled)}"
+    )
+    _print_store_summary(store, tenant)
+
+
+def _print_store_summary(store: Store, tenant: str) -> None:
+    """One row per subject: what the inspector would show, counted."""
+    episodes, memories = EpisodeRepository(store), MemoryRepository(store)
+    table = Table(title=f"what is stored for tenant {tenant!r} (memsync inspect SUBJECT)")
+    for column in ("subject", "episodes", "active", "superseded", "open conflicts"):
         table.add_column(column)
-    for subject in repository.subjects(tenant, limit=200, offset=0).subjects:
-        page = repository.timeline(
-            tenant, subject.subject_id, limit=200, offset=0, newest_first=False
+    for subject in episodes.subjects(tenant, limit=200, offset=0).subjects:
+        every = memories.memories(tenant, subject.subject_id, statuses=tuple(MemoryStatus))
+        table.add_row(
+            subject.subject_id,
+            str(subject.episode_count),
+            str(sum(m.status is MemoryStatus.ACTIVE for m in every)),
+            str(sum(m.status is MemoryStatus.SUPERSEDED for m in every)),
+            str(len(memories.conflicts(tenant, subject.subject_id))),
         )
-        for episode in page.episodes:
-            table.add_row(
-                episode.subject_id,
-                episode.occurred_at.isoformat(),
-                episode.source,
-                episode.type,
-                str(episode.revision),
-                episode.idempotency_key or "-",
-            )
     console.print(table)
+
+
+conflicts_app = typer.Typer(help="Conflicts flagged between memories.", no_args_is_help=True)
+app.add_typer(conflicts_app, name="conflicts")
+
+
+def _compile_service(store: Store, settings: Settings) -> CompileService:
+    return CompileService(store, rules=CompileRules.from_mapping(settings.compile))
+
+
+@app.command("compile")
+def compile_command(
+    subject: Annotated[str | None, typer.Argument(help="subject to compile")] = None,
+    all_subjects: Annotated[
+        bool, typer.Option("--all", help="every subject with uncompiled episodes")
+    ] = False,
+    tenant: Annotated[str, typer.Option(help="tenant")] = "default",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Compile episodes into memories now. A second run creates nothing."""
+    if (subject is None) == (not all_subjects):
+        errors.print("name one SUBJECT or pass --all")
+        raise typer.Exit(EXIT_USAGE)
+    settings = _settings()
+    store = _open_store(settings)
+    service = _compile_service(store, settings)
+    subjects = service.subjects_with_uncompiled(tenant) if all_subjects else [subject or ""]
+    results = [result_summary(service.compile(tenant, name)) for name in subjects]
+    if as_json:
+        typer.echo(json.dumps(results, indent=2))
+        return
+    table = Table(title=f"compile (tenant {tenant!r})")
+    for column in ("subject", "episodes", "created", "superseded", "conflicts"):
+        table.add_column(column)
+    for result in results:
+        table.add_row(
+            result["subject_id"],
+            str(result["episodes_compiled"]),
+            str(result["memories_created"]),
+            str(result["memories_superseded"]),
+            str(result["conflicts_opened"]),
+        )
+    console.print(table)
+
+
+@app.command()
+def inspect(
+    subject: Annotated[str, typer.Argument(help="subject to inspect")],
+    tenant: Annotated[str, typer.Option(help="tenant")] = "default",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON for machines")] = False,
+) -> None:
+    """Everything about a subject: episodes, memories by status, supersessions, conflicts."""
+    store = _open_store(_settings())
+    report = inspect_subject(EpisodeRepository(store), MemoryRepository(store), tenant, subject)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+        return
+    render_inspection(console, report)
+
+
+@conflicts_app.command("list")
+def conflicts_list(
+    subject: Annotated[str | None, typer.Option(help="only this subject")] = None,
+    tenant: Annotated[str, typer.Option(help="tenant")] = "default",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Open conflicts: memories the bundle abstains on until a person decides."""
+    store = _open_store(_settings())
+    records = [conflict_to_dict(r) for r in MemoryRepository(store).conflicts(tenant, subject)]
+    if as_json:
+        typer.echo(json.dumps(records, indent=2))
+        return
+    table = Table(title="open conflicts")
+    for column in ("id", "subject", "claim / rule", "score", "memory ids", "contents"):
+        table.add_column(column, overflow="fold")
+    for record in records:
+        table.add_row(
+            record["id"],
+            record["subject_id"],
+            f"{record['claim_key'] or '-'} / {record['rule']}",
+            f"{record['score']} >= {record['threshold']}" if record["score"] is not None else "-",
+            "\n".join(record["memory_ids"]),
+            "\n".join(record["contents"]),
+        )
+    console.print(table)
+
+
+@conflicts_app.command("resolve")
+def conflicts_resolve(
+    conflict_id: Annotated[str, typer.Argument(help="conflict id")],
+    keep: Annotated[str, typer.Option(help="id of the memory to keep active")],
+    tenant: Annotated[str, typer.Option(help="tenant")] = "default",
+) -> None:
+    """Keep one memory of a conflict; the other is superseded with rule 'manual'."""
+    settings = _settings()
+    store = _open_store(settings)
+    try:
+        resolution = _compile_service(store, settings).resolve_conflict(
+            tenant, uuid.UUID(conflict_id), uuid.UUID(keep)
+        )
+    except (ConflictNotFound, ValueError) as error:
+        errors.print(str(error))
+        raise typer.Exit(EXIT_FAILED) from None
+    console.print(f"kept {resolution.kept_memory_id}; superseded {resolution.superseded_memory_id}")
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from memsync.runtime.memories import delete_subject_memories
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.schema import EpisodeRevisionRow, EpisodeRow
 
@@ -109,6 +110,7 @@ class SubjectPage:
 class SubjectDeletion:
     subject_id: str
     episodes_deleted: int
+    memories_deleted: int
 
 
 class EpisodeRepository:
@@ -180,6 +182,24 @@ class EpisodeRepository:
             rows.reverse()
         return EpisodePage(rows, has_more)
 
+    def recent(
+        self, tenant_id: str, subject_id: str, *, as_of: datetime, limit: int
+    ) -> list[EpisodeRecord]:
+        """The newest episodes that had happened and been stored by ``as_of``."""
+        query = (
+            sa.select(_episodes)
+            .where(
+                _episodes.c.tenant_id == tenant_id,
+                _episodes.c.subject_id == subject_id,
+                _episodes.c.occurred_at <= as_of,
+                _episodes.c.created_at <= as_of,
+            )
+            .order_by(_episodes.c.occurred_at.desc(), _episodes.c.id)
+            .limit(limit)
+        )
+        with self._store.read() as connection:
+            return [EpisodeRecord.from_row(row) for row in connection.execute(query)]
+
     def subjects(self, tenant_id: str, *, limit: int, offset: int) -> SubjectPage:
         """Subjects with their episode counts, ordered by subject id."""
         counts = (
@@ -198,10 +218,13 @@ class EpisodeRepository:
         return SubjectPage(subjects, total_count)
 
     def delete_subject(self, tenant_id: str, subject_id: str) -> SubjectDeletion:
-        """Delete every episode (and revision) of one subject of one tenant."""
+        """Delete everything of one subject of one tenant, in one transaction: episodes
+        and their revisions, memories with their provenance, supersession records and
+        conflicts. The only way anything is ever deleted."""
         with self._store.write() as connection:
-            deleted = _delete_subject_episodes(connection, tenant_id, subject_id)
-        return SubjectDeletion(subject_id, deleted)
+            memories = delete_subject_memories(connection, tenant_id, subject_id)
+            episodes = _delete_subject_episodes(connection, tenant_id, subject_id)
+        return SubjectDeletion(subject_id, episodes, memories)
 
 
 def _delete_subject_episodes(connection: Connection, tenant_id: str, subject_id: str) -> int:

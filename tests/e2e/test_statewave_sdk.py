@@ -81,3 +81,28 @@ def test_sdk_sees_only_its_tenant(base_url: str) -> None:
         assert globex.get_timeline("user-1").episodes == []
         assert globex.delete_subject("user-1").episodes_deleted == 0
         assert acme.list_subjects().total == 1
+
+
+def test_sdk_compile_search_and_context(base_url: str) -> None:
+    with sdk(base_url, "acme") as client:
+        client.create_episode(
+            "ana",
+            "chat",
+            "message",
+            {"messages": [{"role": "user", "content": "I live in Lisbon and I prefer tea."}]},
+            idempotency_key="c1",
+        )
+        compiled = client.compile_memories("ana")
+        assert compiled.memories_created == len(compiled.memories) > 0
+        assert client.compile_memories("ana").memories_created == 0
+
+        found = client.search_memories("ana", kind="profile_fact", query="lisbon")
+        assert [memory.content for memory in found.memories] == ["Lives in Lisbon"]
+
+        bundle = client.get_context("ana", "what to drink", max_tokens=300)
+        assert any(fact.content == "Prefers tea" for fact in bundle.facts)
+        assert bundle.token_estimate <= 300
+
+        timeline = client.get_timeline("ana")
+        assert {memory.id for memory in timeline.memories} == {m.id for m in compiled.memories}
+        assert client.list_subjects().subjects[0].memory_count == len(compiled.memories)

@@ -8,15 +8,16 @@ tenant.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi import FastAPI, Query, Response
 
 import memsync
-from memsync.clock import Clock, SystemClock
+from memsync.compile.bundle import memory_to_dict
+from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
-from memsync.runtime.api.auth import Authenticator, Caller
+from memsync.runtime.api import memories
+from memsync.runtime.api.deps import CallerDep, Services, ServicesDep
 from memsync.runtime.api.errors import ApiError, BodySizeLimit, install_error_handlers
 from memsync.runtime.api.schemas import (
     BatchCreateResponse,
@@ -30,55 +31,11 @@ from memsync.runtime.api.schemas import (
     SubjectsResponse,
     TimelineResponse,
 )
-from memsync.runtime.config import Settings
-from memsync.runtime.episodes import EpisodeRepository
-from memsync.runtime.ingest import IngestOutcome, IngestService, IngestSummary
-from memsync.runtime.storage.engine import Store
+from memsync.runtime.ingest import IngestOutcome, IngestSummary
 
 __all__ = ["Services", "create_app"]
 
 MAX_PAGE = 200
-
-
-@dataclass(frozen=True)
-class Services:
-    """Everything a request handler may use, built once per process."""
-
-    settings: Settings
-    store: Store
-    clock: Clock
-    ingest: IngestService
-    episodes: EpisodeRepository
-    authenticator: Authenticator
-
-    @classmethod
-    def build(cls, settings: Settings, store: Store, clock: Clock | None = None) -> Services:
-        clock = clock or SystemClock()
-        return cls(
-            settings=settings,
-            store=store,
-            clock=clock,
-            ingest=IngestService(store, clock),
-            episodes=EpisodeRepository(store),
-            authenticator=Authenticator(settings.api),
-        )
-
-
-def _services(request: Request) -> Services:
-    services: Services = request.app.state.services
-    return services
-
-
-def _caller(
-    request: Request,
-    x_api_key: Annotated[str | None, Header()] = None,
-    x_tenant_id: Annotated[str | None, Header()] = None,
-) -> Caller:
-    return _services(request).authenticator.authenticate(x_api_key, x_tenant_id)
-
-
-ServicesDep = Annotated[Services, Depends(_services)]
-CallerDep = Annotated[Caller, Depends(_caller)]
 
 
 def _responses(
@@ -98,6 +55,7 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
+    app.include_router(memories.router)
 
     @app.get("/v1/health")
     def health(services: ServicesDep) -> dict[str, str]:
@@ -176,16 +134,28 @@ def create_app(services: Services) -> FastAPI:
         offset: Annotated[int, Query(ge=0)] = 0,
         newest_first: bool = False,
     ) -> TimelineResponse:
-        """A page of a subject's episodes, oldest first within the page."""
+        """A page of a subject's episodes and a page of its memories (every status),
+        oldest first within each page."""
         page = services.episodes.timeline(
             caller.tenant_id, subject_id, limit=limit, offset=offset, newest_first=newest_first
         )
+        memories = services.memories.memories(
+            caller.tenant_id,
+            subject_id,
+            statuses=tuple(MemoryStatus),
+            limit=limit + 1,
+            offset=offset,
+            newest_first=newest_first,
+        )
+        memories_page = memories[:limit]
+        if newest_first:
+            memories_page.reverse()
         return TimelineResponse(
             subject_id=subject_id,
             episodes=[EpisodeResponse.of(record) for record in page.episodes],
-            memories=[],
+            memories=[memory_to_dict(memory) for memory in memories_page],
             episodes_has_more=page.has_more,
-            memories_has_more=False,
+            memories_has_more=len(memories) > limit,
         )
 
     @app.get("/v1/subjects")
@@ -197,12 +167,15 @@ def create_app(services: Services) -> FastAPI:
     ) -> SubjectsResponse:
         """The tenant's subjects, by id, with their episode and memory counts."""
         page = services.episodes.subjects(caller.tenant_id, limit=limit, offset=offset)
+        memory_counts = services.memories.count_by_subject(
+            caller.tenant_id, [subject.subject_id for subject in page.subjects]
+        )
         return SubjectsResponse(
             subjects=[
                 SubjectResponse(
                     subject_id=subject.subject_id,
                     episode_count=subject.episode_count,
-                    memory_count=0,
+                    memory_count=memory_counts.get(subject.subject_id, 0),
                 )
                 for subject in page.subjects
             ],
@@ -218,7 +191,7 @@ def create_app(services: Services) -> FastAPI:
         return DeleteSubjectResponse(
             subject_id=subject_id,
             episodes_deleted=deletion.episodes_deleted,
-            memories_deleted=0,
+            memories_deleted=deletion.memories_deleted,
         )
 
     return app

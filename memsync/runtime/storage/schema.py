@@ -114,3 +114,123 @@ class EpisodeRevisionRow(Base):
             ondelete="CASCADE",
         ),
     )
+
+
+class MemoryRow(Base):
+    """A derived statement about a subject, identified by its ``memory_key``.
+
+    The unique index on (tenant_id, subject_id, memory_key) is what makes compile a
+    set: deriving the same statement again finds this row and only adds provenance.
+    Memories are never deleted except with their subject; a loser is ``superseded``.
+    """
+
+    __tablename__ = "memories"
+
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    subject_id: Mapped[str] = mapped_column(identifier(SUBJECT_ID_LENGTH))
+    memory_key: Mapped[str] = mapped_column(identifier(64))
+    kind: Mapped[str] = mapped_column(identifier(32))
+    content: Mapped[str] = mapped_column(sa.Text)
+    claim_key: Mapped[str | None] = mapped_column(identifier(LABEL_LENGTH))
+    claim_value: Mapped[str | None] = mapped_column(sa.Text)
+    confidence: Mapped[float] = mapped_column(sa.Float)
+    negated: Mapped[bool] = mapped_column(sa.Boolean)
+    explicit_change: Mapped[bool] = mapped_column(sa.Boolean)
+    status: Mapped[str] = mapped_column(identifier(16))
+    status_rule: Mapped[str | None] = mapped_column(identifier(32))
+    valid_from: Mapped[datetime] = mapped_column(UTCDateTime)
+    valid_to: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    asserted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONDocument)
+    job_id: Mapped[str | None] = mapped_column(sa.String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    status_changed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        sa.Index("uq_memories_memory_key", "tenant_id", "subject_id", "memory_key", unique=True),
+        sa.Index("ix_memories_subject_status", "tenant_id", "subject_id", "status"),
+        sa.CheckConstraint("status IN ('active', 'superseded', 'tombstoned')", name="status_known"),
+    )
+
+
+class MemorySourceRow(Base):
+    """Provenance: one episode (at a revision) that asserted a memory. A set per memory."""
+
+    __tablename__ = "memory_sources"
+
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
+    memory_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    episode_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    subject_id: Mapped[str] = mapped_column(identifier(SUBJECT_ID_LENGTH))
+    episode_revision: Mapped[int] = mapped_column(sa.Integer)
+    added_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        sa.ForeignKeyConstraint(
+            ["tenant_id", "memory_id"], ["memories.tenant_id", "memories.id"], ondelete="CASCADE"
+        ),
+        sa.Index("ix_memory_sources_episode", "tenant_id", "episode_id"),
+    )
+
+
+class SupersessionRow(Base):
+    """The audit record of one decision: rule, claim key, score, threshold, both sides."""
+
+    __tablename__ = "supersessions"
+
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    subject_id: Mapped[str] = mapped_column(identifier(SUBJECT_ID_LENGTH))
+    rule: Mapped[str] = mapped_column(identifier(32))
+    claim_key: Mapped[str | None] = mapped_column(identifier(LABEL_LENGTH))
+    score: Mapped[float | None] = mapped_column(sa.Float)
+    threshold: Mapped[float | None] = mapped_column(sa.Float)
+    winner_memory_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    winner_memory_key: Mapped[str | None] = mapped_column(identifier(64))
+    loser_memory_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    loser_memory_key: Mapped[str] = mapped_column(identifier(64))
+    winner_episode_ids: Mapped[list[str]] = mapped_column(JSONDocument)
+    loser_episode_ids: Mapped[list[str]] = mapped_column(JSONDocument)
+    job_id: Mapped[str | None] = mapped_column(sa.String(64))
+    decided_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        sa.Index("ix_supersessions_subject", "tenant_id", "subject_id", "decided_at"),
+    )
+
+
+class ConflictRow(Base):
+    """Two active memories that contradict each other under the ``flag`` policy.
+
+    The id is derived from the two memory keys, so detecting the same conflict again
+    hits the primary key instead of opening a second record.
+    """
+
+    __tablename__ = "conflicts"
+
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    subject_id: Mapped[str] = mapped_column(identifier(SUBJECT_ID_LENGTH))
+    kind: Mapped[str] = mapped_column(identifier(32))
+    claim_key: Mapped[str | None] = mapped_column(identifier(LABEL_LENGTH))
+    rule: Mapped[str] = mapped_column(identifier(32))
+    score: Mapped[float | None] = mapped_column(sa.Float)
+    threshold: Mapped[float | None] = mapped_column(sa.Float)
+    first_memory_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
+    second_memory_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid)
+    first_memory_key: Mapped[str] = mapped_column(identifier(64))
+    second_memory_key: Mapped[str] = mapped_column(identifier(64))
+    first_content: Mapped[str] = mapped_column(sa.Text)
+    second_content: Mapped[str] = mapped_column(sa.Text)
+    status: Mapped[str] = mapped_column(identifier(16))
+    job_id: Mapped[str | None] = mapped_column(sa.String(64))
+    detected_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    chosen_memory_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+
+    __table_args__ = (
+        sa.Index("ix_conflicts_subject_status", "tenant_id", "subject_id", "status"),
+        sa.CheckConstraint("status IN ('open', 'resolved')", name="status_known"),
+    )

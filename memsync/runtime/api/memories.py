@@ -1,0 +1,164 @@
+"""Memory endpoints: compile, search, context bundles, conflicts and the inspector."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from memsync.clock import utc
+from memsync.compile.bundle import assemble_bundle, memory_to_dict
+from memsync.compile.types import EpisodeView, MemoryKind
+from memsync.episode import canonical_json
+from memsync.runtime.api.deps import CallerDep, ServicesDep
+from memsync.runtime.api.errors import ApiError
+from memsync.runtime.compile import ConflictNotFound
+from memsync.runtime.inspector import conflict_to_dict, inspect_subject
+from memsync.runtime.storage.schema import SUBJECT_ID_LENGTH
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+MAX_BUNDLE_TOKENS = 200_000
+BUNDLE_EPISODES = 20
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class CompileRequest(_Request):
+    subject_id: str = Field(min_length=1, max_length=SUBJECT_ID_LENGTH)
+    async_: bool = Field(default=False, alias="async")
+
+
+class ContextRequest(_Request):
+    subject_id: str = Field(min_length=1, max_length=SUBJECT_ID_LENGTH)
+    task: str = Field(max_length=10_000)
+    max_tokens: int = Field(default=1000, ge=1, le=MAX_BUNDLE_TOKENS)
+    as_of: datetime | None = None
+
+
+class ResolveConflictRequest(_Request):
+    keep_memory_id: uuid.UUID
+
+
+@router.post("/v1/memories/compile")
+def compile_memories(
+    body: CompileRequest, services: ServicesDep, caller: CallerDep
+) -> dict[str, Any]:
+    """Compile a subject's new and revised episodes into memories, as a set.
+
+    A second call with nothing new creates nothing (``memories_created`` 0).
+    """
+    if body.async_:
+        raise ApiError(
+            501,
+            "not_implemented",
+            "async compile jobs are not available in this version; "
+            'call without "async" to compile synchronously',
+        )
+    result = services.compiler.compile(caller.tenant_id, body.subject_id)
+    return {
+        "subject_id": result.subject_id,
+        "job_id": result.job_id,
+        "memories_created": result.memories_created,
+        "memories": [memory_to_dict(memory) for memory in result.memories],
+        "memories_superseded": result.memories_superseded,
+        "conflicts_opened": result.conflicts_opened,
+        "episodes_compiled": result.episodes_compiled,
+    }
+
+
+@router.get("/v1/memories/search")
+def search_memories(
+    services: ServicesDep,
+    caller: CallerDep,
+    subject_id: Annotated[str, Query(min_length=1)],
+    kind: MemoryKind | None = None,
+    q: Annotated[str | None, Query(max_length=1000)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> dict[str, Any]:
+    """Active memories of a subject containing every word of ``q``, newest first."""
+    found = services.memories.search(caller.tenant_id, subject_id, kind=kind, text=q, limit=limit)
+    return {"memories": [memory_to_dict(memory) for memory in found]}
+
+
+@router.post("/v1/context")
+def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> Response:
+    """A ranked, token-bounded bundle of active memories and recent episodes.
+
+    With ``as_of`` the bundle is assembled as the store stood then and the wall clock
+    is never read; equal store state and ``as_of`` give byte-identical bodies.
+    """
+    as_of = utc(body.as_of) if body.as_of is not None else services.clock.now()
+    memories = services.memories.memories(caller.tenant_id, body.subject_id, as_of=as_of)
+    conflicts = services.memories.conflicts(caller.tenant_id, body.subject_id, as_of=as_of)
+    episodes = services.episodes.recent(
+        caller.tenant_id, body.subject_id, as_of=as_of, limit=BUNDLE_EPISODES
+    )
+    bundle = assemble_bundle(
+        body.subject_id,
+        body.task,
+        memories,
+        [record.conflict for record in conflicts],
+        [
+            EpisodeView(
+                id=episode.id,
+                subject_id=episode.subject_id,
+                source=episode.source,
+                type=episode.type,
+                payload=episode.payload,
+                occurred_at=episode.occurred_at,
+                revision=episode.revision,
+                content_hash=episode.content_hash,
+            )
+            for episode in episodes
+        ],
+        body.max_tokens,
+        as_of,
+    )
+    return Response(canonical_json(bundle.to_dict()), media_type="application/json")
+
+
+@router.get("/v1/conflicts")
+def list_conflicts(
+    services: ServicesDep,
+    caller: CallerDep,
+    subject_id: str | None = None,
+    status: Annotated[str | None, Query(pattern="^(open|resolved)$")] = "open",
+) -> dict[str, Any]:
+    """Conflicts recorded under the ``flag`` policy; open ones by default."""
+    records = services.memories.conflicts(caller.tenant_id, subject_id, status=status)
+    return {"conflicts": [conflict_to_dict(record) for record in records]}
+
+
+@router.post("/v1/conflicts/{conflict_id}/resolve")
+def resolve_conflict(
+    conflict_id: uuid.UUID, body: ResolveConflictRequest, services: ServicesDep, caller: CallerDep
+) -> dict[str, Any]:
+    """A person keeps one memory of an open conflict; the other is superseded (manual)."""
+    try:
+        resolution = services.compiler.resolve_conflict(
+            caller.tenant_id, conflict_id, body.keep_memory_id
+        )
+    except ConflictNotFound as error:
+        raise ApiError(404, "not_found", str(error)) from None
+    except ValueError as error:
+        raise ApiError(422, "validation_error", str(error)) from None
+    return {
+        "conflict_id": str(resolution.conflict_id),
+        "kept_memory_id": str(resolution.kept_memory_id),
+        "superseded_memory_id": str(resolution.superseded_memory_id),
+    }
+
+
+@router.get("/v1/subjects/{subject_id}/inspect")
+def inspect(subject_id: str, services: ServicesDep, caller: CallerDep) -> dict[str, Any]:
+    """Everything about a subject: episodes with revision counts, memories by status,
+    supersession records and open conflicts (the audit path)."""
+    return inspect_subject(services.episodes, services.memories, caller.tenant_id, subject_id)

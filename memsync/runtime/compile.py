@@ -1,0 +1,327 @@
+"""The compile service: episodes not yet compiled at their revision → memories, as a set.
+
+One call compiles one subject in one transaction: it reads the subject's uncompiled
+episodes, derives candidates, lets the pure resolver decide, applies the change set
+and advances the compile markers together. A failure rolls all of it back, so it
+consumes nothing. Concurrent compiles of one subject are serialised by a lock (a
+transaction-scoped advisory lock on PostgreSQL, the database write lock on SQLite):
+the second waits, then finds nothing left to compile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from memsync.clock import Clock, SystemClock
+from memsync.compile.claims import ClaimRegistry
+from memsync.compile.heuristic import HeuristicCompiler
+from memsync.compile.policy import PolicyTable
+from memsync.compile.resolve import (
+    ChangeSet,
+    apply_changes,
+    manual_resolution,
+    resolve,
+    supersede_unsupported,
+)
+from memsync.compile.similarity import SimilarityThresholds
+from memsync.compile.types import Compiler, EpisodeView, MemoryKind, MemoryStatus, StoredMemory
+from memsync.runtime.memories import (
+    MemoryRepository,
+    apply_change_set,
+    load_for_resolution,
+    memories_citing,
+)
+from memsync.runtime.storage.engine import Store
+from memsync.runtime.storage.schema import EpisodeRow
+
+__all__ = [
+    "CompileResult",
+    "CompileRules",
+    "CompileService",
+    "ConflictNotFound",
+    "ConflictResolution",
+]
+
+_episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class CompileRules:
+    """The configurable parts of compilation: claim keys, policies and thresholds."""
+
+    registry: ClaimRegistry = field(default_factory=ClaimRegistry.default)
+    policies: PolicyTable = field(default_factory=PolicyTable)
+    thresholds: SimilarityThresholds = field(default_factory=SimilarityThresholds)
+
+    @classmethod
+    def from_mapping(cls, config: dict[str, Any]) -> CompileRules:
+        """Build from the ``compile:`` section of the configuration file."""
+        thresholds = config.get("thresholds") or {}
+        default_threshold = thresholds.get("default")
+        return cls(
+            registry=ClaimRegistry.default().extended(config.get("claims") or {}),
+            policies=PolicyTable.from_mapping(config.get("policies") or {}),
+            thresholds=SimilarityThresholds(
+                **({"default": float(default_threshold)} if default_threshold is not None else {}),
+                per_kind={
+                    MemoryKind(kind): float(value)
+                    for kind, value in thresholds.items()
+                    if kind != "default"
+                },
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CompileResult:
+    """What one compile did. ``memories`` are the memories it created."""
+
+    subject_id: str
+    job_id: str
+    episodes_compiled: int
+    memories_created: int
+    memories_superseded: int
+    conflicts_opened: int
+    memories: tuple[StoredMemory, ...]
+
+
+class ConflictNotFound(LookupError):
+    """No open conflict with that id in this tenant."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConflictResolution:
+    conflict_id: uuid.UUID
+    kept_memory_id: uuid.UUID
+    superseded_memory_id: uuid.UUID
+
+
+def _subject_lock_key(tenant_id: str, subject_id: str) -> int:
+    digest = hashlib.sha256(f"memsync-compile\0{tenant_id}\0{subject_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class CompileService:
+    """Compiles subjects. The single compile path for the API, the CLI and workers.
+
+    Repeats: a second compile with no new or revised episodes reads the (indexed) set
+    of uncompiled episodes, finds it empty and writes nothing: ``memories_created``
+    is 0. Conflicts between memories are settled by the resolver's policies and kept
+    as supersession records; nothing is deleted.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        compiler: Compiler | None = None,
+        rules: CompileRules | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._store = store
+        self._rules = rules or CompileRules()
+        self._compiler = compiler or HeuristicCompiler(self._rules.registry)
+        self._clock = clock or SystemClock()
+        self._memories = MemoryRepository(store)
+
+    def compile(
+        self, tenant_id: str, subject_id: str, *, job_id: str | None = None
+    ) -> CompileResult:
+        """Compile ``subject_id``'s uncompiled episodes; see the class docstring."""
+        job_id = job_id or f"compile-{uuid.uuid4()}"
+        with self._store.write() as connection:
+            self._lock_subject(connection, tenant_id, subject_id)
+            now = self._clock.now()
+            episodes = self._uncompiled(connection, tenant_id, subject_id)
+            if not episodes:
+                return CompileResult(subject_id, job_id, 0, 0, 0, 0, ())
+            views = [view for view, _ in episodes]
+            candidates = self._compiler.compile(views)
+            derived_keys = {candidate.memory_key for candidate in candidates}
+            existing = load_for_resolution(connection, tenant_id, subject_id, derived_keys)
+
+            change_sets: list[ChangeSet] = []
+            revised = [view.id for view, compiled in episodes if compiled > 0]
+            if revised:
+                citing = memories_citing(connection, tenant_id, revised)
+                unsupported = supersede_unsupported(
+                    subject_id, citing, revised, derived_keys, job_id, now
+                )
+                existing = apply_changes(existing, unsupported)
+                change_sets.append(unsupported)
+            change_sets.append(
+                resolve(
+                    subject_id,
+                    candidates,
+                    existing,
+                    self._rules.policies,
+                    self._rules.registry,
+                    job_id,
+                    now,
+                    self._rules.thresholds,
+                )
+            )
+            revisions = {view.id: view.revision for view in views}
+            for changes in change_sets:
+                apply_change_set(connection, tenant_id, changes, revisions, now)
+            self._mark_compiled(connection, tenant_id, views)
+
+        superseded = sum(
+            change.to_status is MemoryStatus.SUPERSEDED
+            for changes in change_sets
+            for change in changes.status_changes
+        ) + sum(
+            memory.status is MemoryStatus.SUPERSEDED
+            for changes in change_sets
+            for memory in changes.memories_to_create
+        )
+        created = tuple(m for changes in change_sets for m in changes.memories_to_create)
+        return CompileResult(
+            subject_id=subject_id,
+            job_id=job_id,
+            episodes_compiled=len(views),
+            memories_created=len(created),
+            memories_superseded=superseded,
+            conflicts_opened=sum(len(changes.open_conflicts) for changes in change_sets),
+            memories=created,
+        )
+
+    def resolve_conflict(
+        self, tenant_id: str, conflict_id: uuid.UUID, keep_memory_id: uuid.UUID
+    ) -> ConflictResolution:
+        """A person keeps ``keep_memory_id``; the other memory is superseded (rule manual).
+
+        Raises ``ConflictNotFound`` for an unknown or already resolved conflict and
+        ``ValueError`` when the memory is not one of the conflict's two.
+        """
+        record = self._memories.conflict(tenant_id, conflict_id)
+        if record is None or record.status != "open":
+            raise ConflictNotFound(f"no open conflict {conflict_id}")
+        first, second = record.conflict.memory_ids
+        if keep_memory_id not in (first, second):
+            raise ValueError(
+                f"memory {keep_memory_id} is not part of conflict {conflict_id}; "
+                f"keep {first} or {second}"
+            )
+        rejected_id = second if keep_memory_id == first else first
+        with self._store.write() as connection:
+            self._lock_subject(connection, tenant_id, record.conflict.subject_id)
+            memories = {
+                memory.id: memory
+                for memory in load_for_resolution(
+                    connection, tenant_id, record.conflict.subject_id, record.conflict.memory_keys
+                )
+            }
+            now = self._clock.now()
+            changes = manual_resolution(
+                record.conflict,
+                memories[keep_memory_id],
+                memories[rejected_id],
+                job_id=f"manual-{uuid.uuid4()}",
+                now=now,
+            )
+            apply_change_set(connection, tenant_id, changes, {}, now)
+        return ConflictResolution(conflict_id, keep_memory_id, rejected_id)
+
+    def subjects_with_uncompiled(self, tenant_id: str) -> list[str]:
+        """Subjects that have episodes not yet compiled at their current revision."""
+        query = (
+            sa.select(_episodes.c.subject_id)
+            .where(
+                _episodes.c.tenant_id == tenant_id,
+                _episodes.c.compiled_revision < _episodes.c.revision,
+            )
+            .distinct()
+            .order_by(_episodes.c.subject_id)
+        )
+        with self._store.read() as connection:
+            return list(connection.execute(query).scalars())
+
+    # -- steps ---------------------------------------------------------------------------
+
+    def _lock_subject(self, connection: Connection, tenant_id: str, subject_id: str) -> None:
+        if self._store.is_postgresql:
+            connection.execute(
+                sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                {"key": _subject_lock_key(tenant_id, subject_id)},
+            )
+        # SQLite: the write transaction already holds the database write lock.
+
+    def _uncompiled(
+        self, connection: Connection, tenant_id: str, subject_id: str
+    ) -> list[tuple[EpisodeView, int]]:
+        query = (
+            sa.select(
+                _episodes.c.id,
+                _episodes.c.subject_id,
+                _episodes.c.source,
+                _episodes.c.type,
+                _episodes.c.payload,
+                _episodes.c.occurred_at,
+                _episodes.c.revision,
+                _episodes.c.content_hash,
+                _episodes.c.compiled_revision,
+            )
+            .where(
+                _episodes.c.tenant_id == tenant_id,
+                _episodes.c.subject_id == subject_id,
+                _episodes.c.compiled_revision < _episodes.c.revision,
+            )
+            .order_by(_episodes.c.occurred_at, _episodes.c.id)
+        )
+        return [
+            (
+                EpisodeView(
+                    id=row.id,
+                    subject_id=row.subject_id,
+                    source=row.source,
+                    type=row.type,
+                    payload=row.payload,
+                    occurred_at=row.occurred_at,
+                    revision=row.revision,
+                    content_hash=row.content_hash,
+                ),
+                row.compiled_revision,
+            )
+            for row in connection.execute(query)
+        ]
+
+    def _mark_compiled(
+        self, connection: Connection, tenant_id: str, views: Sequence[EpisodeView]
+    ) -> None:
+        # Marks the revision that was compiled, not the current one: an episode revised
+        # by a concurrent ingest since it was read stays behind and is compiled next time.
+        connection.execute(
+            _episodes.update()
+            .where(
+                _episodes.c.tenant_id == tenant_id,
+                _episodes.c.id == sa.bindparam("b_id"),
+                _episodes.c.revision == sa.bindparam("b_revision"),
+            )
+            .values(compiled_revision=sa.bindparam("b_revision")),
+            [{"b_id": view.id, "b_revision": view.revision} for view in views],
+        )
+
+
+def result_summary(result: CompileResult) -> dict[str, Any]:
+    return {
+        "subject_id": result.subject_id,
+        "job_id": result.job_id,
+        "episodes_compiled": result.episodes_compiled,
+        "memories_created": result.memories_created,
+        "memories_superseded": result.memories_superseded,
+        "conflicts_opened": result.conflicts_opened,
+    }
+
+
+def now_or(clock: Clock, as_of: datetime | None) -> datetime:
+    """``as_of`` when given (no clock read at all), else the clock's now."""
+    return as_of if as_of is not None else clock.now()

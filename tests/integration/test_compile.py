@@ -1,0 +1,275 @@
+"""The compile service: memories as a derivation, on both databases."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memsync.clock import FakeClock
+from memsync.compile.heuristic import HeuristicCompiler
+from memsync.compile.types import CandidateMemory, EpisodeView, MemoryStatus
+from memsync.episode import EpisodeDraft
+from memsync.runtime.compile import CompileService
+from memsync.runtime.ingest import IngestService
+from memsync.runtime.memories import MemoryRepository
+from memsync.runtime.storage import Base, Store
+
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def said(key: str, text: str, day: int, subject: str = "ana") -> EpisodeDraft:
+    return EpisodeDraft(
+        subject_id=subject,
+        source="chat",
+        type="message",
+        payload={"messages": [{"role": "user", "content": text}]},
+        idempotency_key=key,
+        occurred_at=START + timedelta(days=day),
+    )
+
+
+def snapshot(store: Store) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, sorted: equal snapshots mean an unchanged store."""
+    tables: dict[str, list[tuple[Any, ...]]] = {}
+    with store.read() as connection:
+        for table in Base.metadata.sorted_tables:
+            rows = connection.execute(sa.select(table)).all()
+            tables[table.name] = sorted(tuple(map(str, row)) for row in rows)
+    return tables
+
+
+def active(store: Store, tenant: str = "t1", subject: str = "ana") -> dict[str, str]:
+    memories = MemoryRepository(store).memories(tenant, subject)
+    return {memory.memory_key: memory.content for memory in memories}
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(START + timedelta(days=30))
+
+
+@pytest.fixture
+def ingest(store: Store, clock: FakeClock) -> IngestService:
+    return IngestService(store, clock)
+
+
+@pytest.fixture
+def compiler(store: Store, clock: FakeClock) -> CompileService:
+    return CompileService(store, clock=clock)
+
+
+EPISODES = [
+    said("m1", "My name is Ana. I live in Lisbon and I work at Acme.", 0),
+    said("m2", "I'm in Berlin this week for a conference.", 1),
+    said("m3", "I prefer Postgres. We decided to use Alembic for migrations.", 2),
+]
+
+
+def test_the_second_compile_creates_nothing_and_changes_nothing(
+    store: Store, ingest: IngestService, compiler: CompileService
+) -> None:
+    ingest.ingest("t1", EPISODES)
+    first = compiler.compile("t1", "ana")
+    before = snapshot(store)
+    second = compiler.compile("t1", "ana")
+
+    assert first.memories_created > 0
+    assert first.episodes_compiled == 3
+    assert (second.memories_created, second.episodes_compiled) == (0, 0)
+    assert snapshot(store) == before
+
+
+def test_re_ingesting_the_same_episodes_then_compiling_creates_nothing(
+    store: Store, ingest: IngestService, compiler: CompileService
+) -> None:
+    ingest.ingest("t1", EPISODES)
+    compiler.compile("t1", "ana")
+    before = snapshot(store)
+
+    ingest.ingest("t1", EPISODES)  # an overlapping re-read
+    ingest.ingest("t1", list(reversed(EPISODES)))  # a backfill of everything
+    again = compiler.compile("t1", "ana")
+
+    assert again.memories_created == 0
+    assert snapshot(store) == before
+
+
+def test_berlin_this_week_does_not_contradict_living_in_lisbon(
+    store: Store, ingest: IngestService, compiler: CompileService
+) -> None:
+    ingest.ingest("t1", EPISODES)
+    compiler.compile("t1", "ana")
+    contents = set(active(store).values())
+    assert "Lives in Lisbon" in contents
+    assert "Currently in Berlin" in contents
+
+
+def test_a_revised_episode_supersedes_what_only_it_supported(
+    store: Store, ingest: IngestService, compiler: CompileService
+) -> None:
+    ingest.ingest("t1", [said("m1", "I work at Acme.", 0), said("m2", "I live in Lisbon.", 1)])
+    compiler.compile("t1", "ana")
+    ingest.ingest("t1", [said("m1", "I work at Globex.", 0)])  # the message was edited
+    result = compiler.compile("t1", "ana")
+
+    memories = MemoryRepository(store).memories("t1", "ana", statuses=tuple(MemoryStatus))
+    by_content = {memory.content: memory for memory in memories}
+    assert by_content["Works at Acme"].status is MemoryStatus.SUPERSEDED
+    assert by_content["Works at Globex"].status is MemoryStatus.ACTIVE
+    assert by_content["Lives in Lisbon"].status is MemoryStatus.ACTIVE
+    assert result.episodes_compiled == 1
+    rules = {record.rule for record in MemoryRepository(store).supersessions("t1", "ana")}
+    assert "source_revised" in rules
+
+
+class ExplodingCompiler:
+    """A compiler that derives, then fails: the transaction must roll everything back."""
+
+    def compile(self, episodes: Sequence[EpisodeView]) -> list[CandidateMemory]:
+        HeuristicCompiler().compile(episodes)
+        raise RuntimeError("model went away")
+
+
+def test_a_failed_compile_consumes_nothing(
+    store: Store, ingest: IngestService, clock: FakeClock
+) -> None:
+    ingest.ingest("t1", EPISODES)
+    before = snapshot(store)
+    with pytest.raises(RuntimeError, match="model went away"):
+        CompileService(store, compiler=ExplodingCompiler(), clock=clock).compile("t1", "ana")
+    assert snapshot(store) == before
+
+    retried = CompileService(store, clock=clock).compile("t1", "ana")
+    assert retried.episodes_compiled == 3
+
+
+def test_two_concurrent_compiles_of_one_subject_never_duplicate(
+    store: Store, ingest: IngestService, clock: FakeClock
+) -> None:
+    ingest.ingest("t1", [said(f"m{i}", f"I like tool{i}. I live in Lisbon.", i) for i in range(40)])
+    start_together = threading.Barrier(2)
+    results = []
+
+    def compile_once() -> None:
+        start_together.wait(timeout=30)
+        results.append(CompileService(store, clock=clock).compile("t1", "ana"))
+
+    threads = [threading.Thread(target=compile_once) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert len(results) == 2
+    assert sorted(result.episodes_compiled for result in results) == [0, 40]
+    with store.read() as connection:
+        rows = connection.execute(
+            sa.text("SELECT count(*), count(DISTINCT memory_key) FROM memories")
+        )
+        total, distinct = rows.one()
+    assert total == distinct == sum(result.memories_created for result in results)
+
+
+def test_the_two_stripe_rates_are_flagged_not_overwritten(
+    store: Store, ingest: IngestService, compiler: CompileService
+) -> None:
+    ingest.ingest("t1", [said("r1", "Stripe charges 3.5% + 35¢ per card payment.", 0)])
+    compiler.compile("t1", "ana")
+    ingest.ingest("t1", [said("r2", "Stripe charges 2.9% + 30¢ per card payment.", 5)])
+    result = compiler.compile("t1", "ana")
+
+    assert result.conflicts_opened == 1
+    [conflict] = MemoryRepository(store).conflicts("t1", "ana")
+    assert conflict.conflict.rule.value == "lexical"
+    assert conflict.conflict.threshold == pytest.approx(0.6)
+    contents = set(active(store).values())
+    assert {
+        "Stripe charges 3.5% + 35¢ per card payment",
+        "Stripe charges 2.9% + 30¢ per card payment",
+    } <= contents
+
+
+def test_a_person_resolves_a_flagged_conflict(
+    store: Store, ingest: IngestService, compiler: CompileService
+) -> None:
+    ingest.ingest("t1", [said("r1", "Stripe charges 3.5% + 35¢ per card payment.", 0)])
+    ingest.ingest("t1", [said("r2", "Stripe charges 2.9% + 30¢ per card payment.", 5)])
+    compiler.compile("t1", "ana")
+    [record] = MemoryRepository(store).conflicts("t1", "ana")
+    keep, drop = record.conflict.memory_ids
+
+    resolution = compiler.resolve_conflict("t1", record.conflict.id, keep)
+
+    assert resolution.superseded_memory_id == drop
+    memories = MemoryRepository(store).get("t1", [keep, drop])
+    assert memories[keep].status is MemoryStatus.ACTIVE
+    assert memories[drop].status is MemoryStatus.SUPERSEDED
+    assert MemoryRepository(store).conflicts("t1", "ana") == []
+    assert compiler.compile("t1", "ana").memories_created == 0
+
+
+def test_compiles_are_tenant_scoped(
+    store: Store, ingest: IngestService, compiler: CompileService
+) -> None:
+    ingest.ingest("t1", [said("m1", "I live in Lisbon.", 0)])
+    ingest.ingest("t2", [said("m1", "I live in Porto.", 0)])
+    compiler.compile("t1", "ana")
+    compiler.compile("t2", "ana")
+    assert set(active(store, "t1").values()) >= {"Lives in Lisbon"}
+    assert "Lives in Porto" not in set(active(store, "t1").values())
+    assert set(active(store, "t2").values()) >= {"Lives in Porto"}
+
+
+# -- property: one pass or k batches gives the same active memories ----------------------
+
+SENTENCES = [
+    "I live in Lisbon.",
+    "I moved to Porto.",
+    "I work at Acme.",
+    "I now work at Globex.",
+    "I'm in Berlin this week.",
+    "I'm in Madrid this week.",
+    "I prefer tea.",
+    "I prefer coffee.",
+    "I use Postgres.",
+    "I don't use MySQL.",
+    "We decided to use Alembic.",
+    "The rate limit is 5000 requests per hour.",
+]
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    st.lists(st.sampled_from(SENTENCES), min_size=1, max_size=8),
+    st.lists(st.integers(1, 7), max_size=3),
+)
+def test_compiling_in_one_pass_or_in_batches_gives_the_same_active_memories(
+    store: Store, statements: list[str], cuts: list[int]
+) -> None:
+    clock = FakeClock(START + timedelta(days=60))
+    episodes = [said(f"e{i}", text, i) for i, text in enumerate(statements)]
+    one_pass, batched = f"one-{uuid.uuid4()}", f"batched-{uuid.uuid4()}"
+    ingest, compiler = IngestService(store, clock), CompileService(store, clock=clock)
+
+    ingest.ingest(one_pass, episodes)
+    compiler.compile(one_pass, "ana")
+
+    bounds = sorted({0, len(episodes), *(cut for cut in cuts if cut < len(episodes))})
+    for start, end in itertools.pairwise(bounds):
+        ingest.ingest(batched, episodes[start:end])
+        compiler.compile(batched, "ana")
+
+    assert active(store, batched) == active(store, one_pass)
