@@ -34,6 +34,7 @@ A loser's ``valid_to`` becomes the winner's start, or its own start when it neve
 
 from __future__ import annotations
 
+import bisect
 import uuid
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
@@ -244,10 +245,17 @@ def _from_candidate(candidate: CandidateMemory, now: datetime) -> StoredMemory:
 
 
 def _merge(memory: StoredMemory, candidate: CandidateMemory) -> StoredMemory:
-    episodes = tuple(sorted(set(memory.source_episode_ids) | set(candidate.source_episode_ids)))
+    known = set(memory.source_episode_ids)
+    merged = list(memory.source_episode_ids)
+    # A statement repeated by many episodes gains an id or two per merge: insert them
+    # in place (log n comparisons each) instead of re-sorting the whole provenance.
+    for episode in candidate.source_episode_ids:
+        if episode not in known:
+            bisect.insort(merged, episode)
+            known.add(episode)
     return replace(
         memory,
-        source_episode_ids=episodes,
+        source_episode_ids=tuple(merged),
         valid_from=min(memory.valid_from, candidate.valid_from),
         asserted_at=max(memory.last_asserted, candidate.valid_from),
         explicit_change=memory.explicit_change or candidate.explicit_change,

@@ -15,13 +15,19 @@ Score: Jaccard overlap of the two token *sets*, ``len(A & B) / len(A | B)``, 0.0
 empty. A pair matches when ``score >= threshold``, compared exactly as fractions so a
 threshold of 0.6 means three shared words out of five, not 0.6 ± rounding.
 
-Cost: ``LexicalIndex`` is an inverted index from token to memory, per kind, so a lookup
-scores only memories sharing at least one token with the newcomer; a compile costs in
-proportion to the new memories and their postings, never to the square of the store.
+Cost: ``LexicalIndex`` is an inverted index from token to memory, per kind, probed with
+*prefix filtering*: a stored set B can reach ``J(A, B) >= t`` only if it shares at least
+``ceil(t * |A|)`` tokens with the probe A, so it must contain one of A's
+``|A| - ceil(t * |A|) + 1`` rarest tokens (pigeonhole). Only those tokens' postings are
+read, and a length filter (``t * |A| <= |B| <= |A| / t``) drops the rest before any
+overlap is computed. Common tokens ("#", "service") therefore never make a lookup scan
+the whole kind: a compile costs in proportion to the new memories and the postings of
+rare tokens, not to the square of the store.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections import defaultdict
@@ -144,18 +150,36 @@ class LexicalIndex:
         """Return the highest-scoring entry of ``kind`` at or above ``threshold``.
 
         Ties are broken by the smaller key so the answer never depends on insertion
-        order. Only entries sharing a token with ``probe`` are scored.
+        order. Only entries that can reach the threshold are scored (see the module
+        docstring); the comparison is exact, in integers.
         """
-        excluded = set(exclude)
+        if not probe:
+            return None
+        limit = Fraction(str(threshold))
         postings = self._postings[kind]
-        shared: set[str] = set()
-        for token in probe:
-            shared.update(postings.get(token, ()))
-        best: tuple[Fraction, str] | None = None
-        for key in sorted(shared - excluded):
-            score = _overlap(probe, self._entries[key][1])
-            if score < Fraction(str(threshold)):
+        required = math.ceil(limit * len(probe))
+        rarest_first = sorted(probe, key=lambda token: (len(postings.get(token, ())), token))
+        candidates: set[str] = set()
+        for token in rarest_first[: len(probe) - required + 1]:
+            candidates.update(postings.get(token, ()))
+        candidates.difference_update(exclude)
+
+        shortest, longest = required, math.floor(len(probe) / limit)
+        best: tuple[int, int, str] | None = None  # (shared, union, key)
+        for key in candidates:
+            stored = self._entries[key][1]
+            if not shortest <= len(stored) <= longest:
                 continue
-            if best is None or score > best[0]:
-                best = (score, key)
-        return None if best is None else LexicalMatch(best[1], float(best[0]))
+            shared = len(probe & stored)
+            union = len(probe) + len(stored) - shared
+            if shared * limit.denominator < limit.numerator * union:
+                continue
+            if best is None or _better(shared, union, key, best):
+                best = (shared, union, key)
+        return None if best is None else LexicalMatch(best[2], best[0] / best[1])
+
+
+def _better(shared: int, union: int, key: str, best: tuple[int, int, str]) -> bool:
+    """Higher overlap wins (compared as exact fractions), then the smaller key."""
+    left, right = shared * best[1], best[0] * union
+    return left > right or (left == right and key < best[2])

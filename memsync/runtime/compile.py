@@ -269,14 +269,16 @@ class CompileService:
                 _episodes.c.revision,
                 _episodes.c.content_hash,
                 _episodes.c.compiled_revision,
-            )
-            .where(
+            ).where(
                 _episodes.c.tenant_id == tenant_id,
                 _episodes.c.subject_id == subject_id,
                 _episodes.c.compiled_revision < _episodes.c.revision,
             )
-            .order_by(_episodes.c.occurred_at, _episodes.c.id)
+            # No ORDER BY: sorting in SQL makes the planners prefer the timeline index
+            # (which scans every episode of the subject) over the partial index of the
+            # uncompiled ones, and the no-op recompile must not grow with the subject.
         )
+        rows = sorted(connection.execute(query), key=lambda row: (row.occurred_at, row.id))
         return [
             (
                 EpisodeView(
@@ -291,7 +293,7 @@ class CompileService:
                 ),
                 row.compiled_revision,
             )
-            for row in connection.execute(query)
+            for row in rows
         ]
 
     def _mark_compiled(

@@ -220,7 +220,10 @@ def _redact(value: Any, secrets: frozenset[str], at: str) -> Any:
         redacted: dict[str, Any] = {}
         for key, item in value.items():
             path = f"{at}.{key}" if at else str(key)
-            if item is not None and (path in secrets or _SECRET_NAMES.search(str(key))):
+            if path == "store" and isinstance(item, str):
+                # A store URL is worth seeing; only its password is secret.
+                redacted[key] = _redact_url_password(item)
+            elif item is not None and (path in secrets or _SECRET_NAMES.search(str(key))):
                 redacted[key] = REDACTED
             else:
                 redacted[key] = _redact(item, secrets, path)
@@ -229,8 +232,6 @@ def _redact(value: Any, secrets: frozenset[str], at: str) -> Any:
         return [_redact(item, secrets, f"{at}[{index}]") for index, item in enumerate(value)]
     if isinstance(value, str) and at in secrets:
         return REDACTED
-    if isinstance(value, str) and at == "store":
-        return _redact_url_password(value)
     return value
 
 

@@ -1,0 +1,198 @@
+"""Compile throughput, the no-op recompile, and context bundle latency.
+
+    python -m bench.compile [--db sqlite postgresql] [--sizes 1000 10000 100000]
+
+For each database and size N: ingest N episodes for one subject, compile (episodes/s),
+then compile again with nothing new (the no-op, which must stay flat as N grows). Then
+1,000 subjects x 100 episodes. Then context bundles over a subject with 10,000 active
+memories (p50/p99 of POST /v1/context's assembly, in process). Each scenario runs in its
+own interpreter against a throwaway store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench.common import machine, peak_rss_mib, print_table, run_child, throwaway_store
+from memsync.compile.bundle import assemble_bundle
+from memsync.episode import EpisodeDraft
+from memsync.runtime.compile import CompileService
+from memsync.runtime.ingest import IngestService
+from memsync.runtime.memories import MemoryRepository
+from memsync.runtime.storage import Store
+
+START = datetime(2025, 1, 1, tzinfo=UTC)
+TOOLS = ["Postgres", "Redis", "Kafka", "Terraform", "Rust", "Go", "Alembic", "Docker", "Nix"]
+CITIES = ["Lisbon", "Porto", "Berlin", "Madrid", "Paris", "Rome", "Oslo", "Vienna"]
+
+
+def statement(i: int) -> str:
+    """Varied, realistic sentences: claims that collide, preferences, facts, decisions.
+
+    Services are named like real ones (``svc-k12``): the tokeniser turns bare numbers
+    into ``#``, so "endpoint 5" and "endpoint 6" would be the same words.
+    """
+    tool, city, service = TOOLS[i % len(TOOLS)], CITIES[(i // 7) % len(CITIES)], f"svc-k{i}"
+    return [
+        f"I use {tool} at work.",
+        f"I'm in {city} this week for the {service} launch.",
+        f"We decided to use {tool} for {service}.",
+        f"{service} answers {100 + i % 900} requests per minute from {city} on {tool}.",
+        f"Deploys of {service} fail when the cache is cold.",
+    ][i % 5]
+
+
+def episodes(subject: str, count: int, offset: int = 0) -> list[EpisodeDraft]:
+    return [
+        EpisodeDraft(
+            subject_id=subject,
+            source="chat",
+            type="message",
+            payload={"messages": [{"role": "user", "content": statement(offset + i)}]},
+            idempotency_key=f"{subject}:{offset + i}",
+            occurred_at=START + timedelta(minutes=offset + i),
+        )
+        for i in range(count)
+    ]
+
+
+def one_subject(url: str, count: int) -> dict[str, Any]:
+    store = Store.from_url(url)
+    IngestService(store).ingest("bench", episodes("user:1", count))
+    compiler = CompileService(store)
+    started = time.perf_counter()
+    result = compiler.compile("bench", "user:1")
+    compile_seconds = time.perf_counter() - started
+    noop = []
+    for _ in range(5):
+        started = time.perf_counter()
+        again = compiler.compile("bench", "user:1")
+        noop.append(time.perf_counter() - started)
+        assert again.memories_created == 0
+    return {
+        "episodes_per_s": count / compile_seconds,
+        "memories": result.memories_created,
+        "noop_ms": statistics.median(noop) * 1000,
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def many_subjects(url: str, subjects: int, per_subject: int) -> dict[str, Any]:
+    store = Store.from_url(url)
+    drafts = [d for s in range(subjects) for d in episodes(f"user:{s}", per_subject)]
+    IngestService(store).ingest("bench", drafts)
+    compiler = CompileService(store)
+    started = time.perf_counter()
+    created = sum(
+        compiler.compile("bench", name).memories_created
+        for name in compiler.subjects_with_uncompiled("bench")
+    )
+    seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    noop = sum(compiler.compile("bench", f"user:{s}").memories_created for s in range(subjects))
+    noop_seconds = time.perf_counter() - started
+    assert noop == 0
+    return {
+        "episodes_per_s": subjects * per_subject / seconds,
+        "memories": created,
+        "noop_ms": noop_seconds * 1000 / subjects,
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def bundles(url: str, memories: int) -> dict[str, Any]:
+    store = Store.from_url(url)
+    # Every statement distinct, so each episode yields memories that all stay active.
+    drafts = [
+        EpisodeDraft(
+            subject_id="user:1",
+            source="note",
+            type="note",
+            payload={"text": f"Service svc-k{i} deploys with {TOOLS[i % 9]} in region r{i % 7}."},
+            idempotency_key=f"note:{i}",
+            occurred_at=START + timedelta(minutes=i),
+        )
+        for i in range(memories)
+    ]
+    IngestService(store).ingest("bench", drafts)
+    CompileService(store).compile("bench", "user:1")
+    repository = MemoryRepository(store)
+    as_of = START + timedelta(days=365)
+    active = len(repository.memories("bench", "user:1"))
+    timings = []
+    for i in range(60):
+        started = time.perf_counter()
+        loaded = repository.memories("bench", "user:1", as_of=as_of)
+        conflicts = [r.conflict for r in repository.conflicts("bench", "user:1", as_of=as_of)]
+        assemble_bundle("user:1", f"deploy service {i}", loaded, conflicts, [], 2000, as_of)
+        timings.append(time.perf_counter() - started)
+    timings.sort()
+    return {
+        "active": active,
+        "p50_ms": timings[len(timings) // 2] * 1000,
+        "p99_ms": timings[int(len(timings) * 0.99) - 1] * 1000,
+    }
+
+
+def child(backend: str, scenario: str, size: int) -> None:
+    with tempfile.TemporaryDirectory() as directory, throwaway_store(backend, directory) as url:
+        if scenario == "one":
+            result = one_subject(url, size)
+        elif scenario == "many":
+            result = many_subjects(url, size, 100)
+        else:
+            result = bundles(url, size)
+    print(json.dumps(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--db", nargs="+", default=["sqlite", "postgresql"])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[1_000, 10_000, 100_000])
+    parser.add_argument("--subjects", type=int, default=1_000)
+    parser.add_argument("--bundle-memories", type=int, default=10_000)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.child:
+        backend, scenario, size = arguments.child
+        child(backend, scenario, int(size))
+        return
+
+    print(f"compile benchmark; {machine()}")
+    rows = []
+    for backend in arguments.db:
+        scenarios = [("one", size, f"1 subject x {size:,}") for size in arguments.sizes]
+        scenarios.append(("many", arguments.subjects, f"{arguments.subjects:,} subjects x 100"))
+        for scenario, size, label in scenarios:
+            result = run_child("bench.compile", [backend, scenario, str(size)])
+            rows.append(
+                (
+                    backend,
+                    label,
+                    f"{result['episodes_per_s']:,.0f}",
+                    f"{result['memories']:,}",
+                    f"{result['noop_ms']:.1f}",
+                    f"{result['peak_rss_mib']:.0f}",
+                )
+            )
+    print_table(
+        ["db", "episodes", "compile episodes/s", "memories", "no-op recompile ms", "peak MiB"],
+        rows,
+    )
+    bundle_rows = []
+    for backend in arguments.db:
+        result = run_child("bench.compile", [backend, "bundle", str(arguments.bundle_memories)])
+        bundle_rows.append(
+            (backend, f"{result['active']:,}", f"{result['p50_ms']:.1f}", f"{result['p99_ms']:.1f}")
+        )
+    print_table(["db", "active memories", "bundle p50 ms", "bundle p99 ms"], bundle_rows)
+
+
+if __name__ == "__main__":
+    main()
