@@ -43,6 +43,8 @@ def test_built_in_connectors_are_registered_through_entry_points() -> None:
     policies = {info.type: info.key_policy for info in registry}
     assert policies == {
         "fake": KeyPolicy.IDENTITY,
+        "github": KeyPolicy.IDENTITY,
+        "slack": KeyPolicy.IDENTITY,
         "workspace": KeyPolicy.CONTENT,
         "zendesk": KeyPolicy.IDENTITY,
     }
