@@ -57,7 +57,8 @@ __all__ = [
 
 _PUBLIC_API = "https://slack.com/api/"
 _SOURCE = "slack"
-_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
+# Slack channel names are lower case, so an upper-case C/G/D… value is an id.
+_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]+$")
 
 #: Message subtypes that announce something rather than say something; they become
 #: :class:`SkipRecord` with the subtype as the reason.
