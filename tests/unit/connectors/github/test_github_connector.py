@@ -16,22 +16,10 @@ from memsync.connectors.errors import RateLimitExhausted, StopRun
 from memsync.connectors.github import GitHubConfig, GitHubConnector, GitHubRecord
 from memsync.connectors.testing import ConnectorConformanceSuite, SimulatedIngest
 from tests.fakes import FakeGitHub
-from tests.unit.connectors.sync_helpers import sync
+from tests.unit.connectors.sync_helpers import RecordedSleep, sync
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 END = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-class RecordedSleep:
-    """Records each wait and moves the clock by it, as a real sleep would."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-        self.waits: list[float] = []
-
-    def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.clock.advance(timedelta(seconds=seconds))
 
 
 @pytest.fixture

@@ -17,24 +17,12 @@ from memsync.connectors.slack import SlackConfig, SlackConnector, SlackMessage
 from memsync.connectors.slack.connector import slack_ts_to_datetime
 from memsync.connectors.testing import ConnectorConformanceSuite, SimulatedIngest
 from tests.fakes import FakeSlack
-from tests.unit.connectors.sync_helpers import sync
+from tests.unit.connectors.sync_helpers import RecordedSleep, sync
 
 START_TS = 1_700_000_000
 T0 = datetime.fromtimestamp(START_TS, UTC)
 END = T0 + timedelta(days=30)
 TEAM = "T12345678"
-
-
-class RecordedSleep:
-    """Records each wait and moves the clock by it, as a real sleep would."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-        self.waits: list[float] = []
-
-    def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.clock.advance(timedelta(seconds=seconds))
 
 
 @pytest.fixture
