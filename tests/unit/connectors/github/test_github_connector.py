@@ -354,3 +354,29 @@ class TestGitHubConformance(ConnectorConformanceSuite[GitHubRecord]):
 
     def edited_records(self) -> Sequence[GitHubRecord]:
         return _recorded(edit=True)
+
+
+def test_config_parses_through_the_registry_with_one_repo_or_many() -> None:
+    from memsync.connectors import load_registry
+
+    one, many = load_registry().parse_configs(
+        [
+            {"name": "a", "type": "github", "repo": "acme/api", "subject": "repo:{repository}"},
+            {
+                "name": "b",
+                "type": "github",
+                "repo": ["acme/api", "acme/web"],
+                "subject": "gh:{owner}",
+                "streams": ["issues", "issue_comments"],
+            },
+        ]
+    )
+    assert isinstance(one, GitHubConfig)
+    assert one.repo == ["acme/api"]
+    assert isinstance(many, GitHubConfig)
+    assert many.streams == {"issues", "issue_comments"}
+
+
+def test_a_repo_that_is_not_owner_slash_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="must be 'owner/name'"):
+        GitHubConfig(name="gh", repo="acme", subject="x")

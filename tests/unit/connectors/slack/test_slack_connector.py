@@ -284,3 +284,34 @@ class TestSlackConformance(ConnectorConformanceSuite[SlackMessage]):
 
     def edited_records(self) -> Sequence[SlackMessage]:
         return _recorded(edit=True)
+
+
+def test_config_parses_through_the_registry_and_checks_subject_fields() -> None:
+    from memsync.connectors import ConnectorConfigError, load_registry
+
+    (config,) = load_registry().parse_configs(
+        [
+            {
+                "name": "s",
+                "type": "slack",
+                "token": "xoxb-1",
+                "channels": ["general"],
+                "subject": "slack:{team}:{channel}",
+                "lookback": "3d",
+            }
+        ]
+    )
+    assert isinstance(config, SlackConfig)
+    assert config.lookback == timedelta(days=3)
+    with pytest.raises(ConnectorConfigError, match="ticket_id"):
+        load_registry().parse_configs(
+            [
+                {
+                    "name": "s",
+                    "type": "slack",
+                    "token": "xoxb-1",
+                    "channels": ["C1"],
+                    "subject": "t:{ticket_id}",
+                }
+            ]
+        )
