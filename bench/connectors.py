@@ -30,6 +30,7 @@ from tests.fakes import FakeGitHub, FakeSlack
 GITHUB_START = datetime(2024, 1, 1, tzinfo=UTC)
 SLACK_START_TS = 1_700_000_000
 END = datetime(2030, 1, 1, tzinfo=UTC)
+RUNS = ("first", "re-sync")
 
 
 def no_sleep(seconds: float) -> None:
@@ -61,6 +62,14 @@ def measure(
     }
 
 
+def first_and_resync(
+    label: str, make_connector: Callable[[], Connector[Any, Any]], request_count: Callable[[], int]
+) -> list[list[object]]:
+    """Two syncs of the same window into one store: the table rows for both."""
+    store = SimulatedIngest()
+    return [row(label, run, measure(make_connector, request_count, store)) for run in RUNS]
+
+
 def github_rows(issues: int, comments: int) -> list[list[object]]:
     with FakeGitHub(token="t", start=GITHUB_START) as fake:
         for number in range(1, issues + 1):
@@ -87,19 +96,12 @@ def github_rows(issues: int, comments: int) -> list[list[object]]:
             base_url=fake.base_url,
             subject="repo:{repository}",
         )
-        store = SimulatedIngest()
-        results = [
-            measure(
-                lambda: GitHubConnector(config, sleep=no_sleep, clock=FakeClock()),
-                fake.request_count,
-                store,
-            )
-            for _ in ("first", "again")
-        ]
-    label = f"GitHub: {issues:,} issues + {comments:,} comments"
-    return [
-        row(label, run, result) for run, result in zip(("first", "re-sync"), results, strict=True)
-    ]
+        label = f"GitHub: {issues:,} issues + {comments:,} comments"
+        return first_and_resync(
+            label,
+            lambda: GitHubConnector(config, sleep=no_sleep, clock=FakeClock()),
+            fake.request_count,
+        )
 
 
 def slack_rows(messages: int) -> list[list[object]]:
@@ -114,19 +116,11 @@ def slack_rows(messages: int) -> list[list[object]]:
             base_url=f"{fake.base_url}/api",
             subject="slack:{channel}",
         )
-        store = SimulatedIngest()
-        results = [
-            measure(
-                lambda: SlackConnector(config, sleep=no_sleep, clock=FakeClock()),
-                fake.request_count,
-                store,
-            )
-            for _ in ("first", "again")
-        ]
-    label = f"Slack: {messages:,} messages"
-    return [
-        row(label, run, result) for run, result in zip(("first", "re-sync"), results, strict=True)
-    ]
+        return first_and_resync(
+            f"Slack: {messages:,} messages",
+            lambda: SlackConnector(config, sleep=no_sleep, clock=FakeClock()),
+            fake.request_count,
+        )
 
 
 def row(label: str, run: str, result: dict[str, Any]) -> list[object]:
