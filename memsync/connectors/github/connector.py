@@ -454,6 +454,10 @@ class GitHubConnector(Connector[GitHubConfig, GitHubRecord]):
     # --- mapping --------------------------------------------------------------------------
 
     def idempotency_key(self, record: GitHubRecord) -> str:
+        """Ids only, repository lower-cased. Repeats: an item re-read in any window, by any
+        instance, gets the same key. Conflicts: issues and PRs share GitHub's number
+        space, so ``issue:{n}`` and ``pull:{n}`` never name two items; comment, event and
+        review ids are unique per repository."""
         prefix = record.repo.key_prefix
         if isinstance(record, GitHubIssue):
             kind = "pull" if record.is_pull_request else "issue"
@@ -465,6 +469,9 @@ class GitHubConnector(Connector[GitHubConfig, GitHubRecord]):
         return f"{prefix}:pull:{record.pull_number}:review:{record.review_id}"
 
     def record_cursor(self, record: GitHubRecord) -> datetime:
+        """The time the record was listed by: ``updated_at`` (issues, comments),
+        ``created_at`` (events), the pull request's ``updated_at`` (reviews). ``fetch``
+        yields records in this order."""
         if isinstance(record, GitHubIssue | GitHubComment):
             return record.updated_at
         if isinstance(record, GitHubIssueEvent):
@@ -505,6 +512,8 @@ class GitHubConnector(Connector[GitHubConfig, GitHubRecord]):
         return record.submitted_at
 
     def payload(self, record: GitHubRecord) -> JSONObject:
+        """What a reader cares about, chosen when parsing: an edit of a title, body or
+        state changes it (a revision); a new comment or reaction elsewhere does not."""
         return dict(record.data)
 
 

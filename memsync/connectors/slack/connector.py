@@ -360,9 +360,14 @@ class SlackConnector(Connector[SlackConfig, SlackMessage]):
     # --- mapping --------------------------------------------------------------------------
 
     def idempotency_key(self, record: SlackMessage) -> str:
+        """``slack:{team}:{channel}:{ts}``. Repeats: a message or reply re-read (overlap,
+        lookback, backfill) gets the same key. Conflicts: Slack never gives two messages
+        of one channel the same ts."""
         return f"{_SOURCE}:{record.team}:{record.channel}:{record.ts}"
 
     def record_cursor(self, record: SlackMessage) -> datetime:
+        """When the message last changed (its edit, else its post); ``fetch`` yields
+        records in this order."""
         return record.position
 
     def subject_values(self, record: SlackMessage) -> Mapping[str, SubjectTemplateField]:

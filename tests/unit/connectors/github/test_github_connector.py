@@ -380,3 +380,21 @@ def test_config_parses_through_the_registry_with_one_repo_or_many() -> None:
 def test_a_repo_that_is_not_owner_slash_name_is_refused() -> None:
     with pytest.raises(ValueError, match="must be 'owner/name'"):
         GitHubConfig(name="gh", repo="acme", subject="x")
+
+
+def test_public_surface_is_what_we_meant() -> None:
+    import memsync.connectors.github as package
+
+    assert sorted(package.__all__) == [
+        "DEFAULT_EVENT_TYPES",
+        "GitHubComment",
+        "GitHubConfig",
+        "GitHubConnector",
+        "GitHubIssue",
+        "GitHubIssueEvent",
+        "GitHubRecord",
+        "GitHubReview",
+        "GitHubStream",
+        "RepoRef",
+    ]
+    assert all(hasattr(package, name) for name in package.__all__)

@@ -315,3 +315,16 @@ def test_config_parses_through_the_registry_and_checks_subject_fields() -> None:
                 }
             ]
         )
+
+
+def test_public_surface_is_what_we_meant() -> None:
+    import memsync.connectors.slack as package
+
+    assert sorted(package.__all__) == [
+        "CONTENTLESS_SUBTYPES",
+        "SlackConfig",
+        "SlackConnector",
+        "SlackMessage",
+        "slack_ts_to_datetime",
+    ]
+    assert all(hasattr(package, name) for name in package.__all__)
