@@ -398,3 +398,14 @@ def test_public_surface_is_what_we_meant() -> None:
         "RepoRef",
     ]
     assert all(hasattr(package, name) for name in package.__all__)
+
+
+def test_a_public_repository_is_read_without_a_token() -> None:
+    with FakeGitHub(start=T0) as server:
+        server.add_issue("acme", "api", 1, "public")
+        config = GitHubConfig(
+            name="gh", repo="acme/api", base_url=server.base_url, subject="repo:{repository}"
+        )
+        records = list(GitHubConnector(config).fetch(Window(None, END), None))
+        assert len(records) == 1
+        assert all("authorization" not in r.headers for r in server.requests)
