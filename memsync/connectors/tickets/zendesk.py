@@ -25,6 +25,7 @@ import httpx
 from pydantic import Field, SecretStr
 
 from memsync.clock import Clock, SystemClock
+from memsync.connectors._parsing import optional_int, parse_iso_time, required_int
 from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
@@ -48,6 +49,7 @@ _EXPORT_MIN_AGE = timedelta(minutes=1)
 # the payload means they never produce a revision.
 _VOLATILE_TICKET_FIELDS = frozenset({"generated_timestamp", "url"})
 _BODY_SNIPPET_CHARS = 200
+_SOURCE = "zendesk"
 
 
 class ZendeskConfig(ConnectorConfig):
@@ -125,24 +127,11 @@ class _NotFound(StopRun):
 
 
 def _parse_time(value: object, what: str) -> datetime:
-    if not isinstance(value, str):
-        raise StopRun(f"zendesk: {what} is {value!r}, expected an ISO 8601 time")
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise StopRun(f"zendesk: {what} {value!r} is not an ISO 8601 time") from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _optional_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return parse_iso_time(value, what, source=_SOURCE)
 
 
 def _required_int(data: Mapping[str, Any], field: str, what: str) -> int:
-    value = _optional_int(data.get(field))
-    if value is None:
-        raise StopRun(f"zendesk: {what} has no integer '{field}': {data.get(field)!r}")
-    return value
+    return required_int(data, field, what, source=_SOURCE)
 
 
 class ZendeskConnector(Connector[ZendeskConfig, ZendeskRecord]):
@@ -249,11 +238,11 @@ class ZendeskConnector(Connector[ZendeskConfig, ZendeskRecord]):
         ref = TicketRef(
             id=_required_int(raw, "id", "ticket"),
             updated_at=_parse_time(raw.get("updated_at"), "ticket updated_at"),
-            organization_id=_optional_int(raw.get("organization_id")),
-            requester_id=_optional_int(raw.get("requester_id")),
-            assignee_id=_optional_int(raw.get("assignee_id")),
-            group_id=_optional_int(raw.get("group_id")),
-            brand_id=_optional_int(raw.get("brand_id")),
+            organization_id=optional_int(raw.get("organization_id")),
+            requester_id=optional_int(raw.get("requester_id")),
+            assignee_id=optional_int(raw.get("assignee_id")),
+            group_id=optional_int(raw.get("group_id")),
+            brand_id=optional_int(raw.get("brand_id")),
         )
         data = {k: v for k, v in raw.items() if k not in _VOLATILE_TICKET_FIELDS}
         return ZendeskTicket(ticket=ref, data=data)
@@ -288,7 +277,7 @@ class ZendeskConnector(Connector[ZendeskConfig, ZendeskRecord]):
                     created_at=_parse_time(audit.get("created_at"), "audit created_at"),
                     previous=_as_text(event.get("previous_value")),
                     value=_as_text(event.get("value")),
-                    author_id=_optional_int(audit.get("author_id")),
+                    author_id=optional_int(audit.get("author_id")),
                     channel=channel if isinstance(channel, str) else None,
                 )
 

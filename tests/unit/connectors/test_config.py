@@ -84,8 +84,9 @@ def test_every_mistake_is_reported_at_once_with_its_field() -> None:
         "connector 'a': retry.max_attempts: Input should be greater than or equal to 1",
         "connector 'a': bogus: unknown field (check the spelling)",
         "connector 'a': name 'a' is used by entries 1 and 2; connector names must be unique",
-        "connector 'b': type: unknown connector type 'jira'; known types: fake, workspace, zendesk",
-        "connector 'c': type: field required; known types: fake, workspace, zendesk",
+        "connector 'b': type: unknown connector type 'jira'; "
+        "known types: fake, github, slack, workspace, zendesk",
+        "connector 'c': type: field required; known types: fake, github, slack, workspace, zendesk",
         "connector 'Bad Name': name 'Bad Name' must be 1-64 lowercase letters, digits, '-', "
         "'_' or '.', starting with a letter or digit",
         "connector 'Bad Name': base_url 'ftp://example.com' must start with http:// or https://",

@@ -39,10 +39,12 @@ def _entry_point(name: str, target: str) -> EntryPoint:
 
 def test_built_in_connectors_are_registered_through_entry_points() -> None:
     registry = load_registry()
-    assert registry.types == ["fake", "workspace", "zendesk"]
+    assert registry.types == ["fake", "github", "slack", "workspace", "zendesk"]
     policies = {info.type: info.key_policy for info in registry}
     assert policies == {
         "fake": KeyPolicy.IDENTITY,
+        "github": KeyPolicy.IDENTITY,
+        "slack": KeyPolicy.IDENTITY,
         "workspace": KeyPolicy.CONTENT,
         "zendesk": KeyPolicy.IDENTITY,
     }
@@ -92,7 +94,7 @@ def test_registry_from_classes_refuses_duplicates_too() -> None:
 
 
 def test_unknown_type_lists_the_known_ones() -> None:
-    with pytest.raises(KeyError, match="known types: fake, workspace, zendesk"):
+    with pytest.raises(KeyError, match="known types: fake, github, slack, workspace, zendesk"):
         load_registry().get("jira")
 
 

@@ -1,0 +1,645 @@
+"""The GitHub connector: issues, pull requests, comments, reviews and issue events.
+
+What is read, per configured repository and window (through PyGithub, one request at
+a time, every page followed through the ``Link`` header):
+
+- ``GET /repos/{o}/{r}/issues?state=all&sort=updated&direction=asc&since=<start>``:
+  issues *and* pull requests updated since the window start (a pull request is an
+  issue item with a ``pull_request`` key, so recognising it costs no request);
+- for each pull request in that list, ``GET /repos/{o}/{r}/pulls/{n}/reviews``;
+- ``GET /repos/{o}/{r}/issues/comments?sort=updated&direction=asc&since=<start>``;
+- ``GET /repos/{o}/{r}/issues/events`` (newest first, no ``since`` on GitHub's side):
+  read until the first event older than the window start.
+
+The streams are merged in order of their position (``updated_at``, ``created_at``),
+so records come out oldest first across streams and repositories: the runner's cursor
+(the latest committed position) never passes a record that was not yet yielded.
+
+PyGithub is configured so that the connector, not the library, decides about waits:
+no urllib3 retries and no throttling sleeps (``retry=None``,
+``seconds_between_requests=None``); every page goes through the shared
+:class:`~memsync.connectors.retry.Retrier` with its injected sleep and clock.
+
+Conditional requests: not used. PyGithub sends ``If-None-Match`` only from
+``GithubObject.update()`` on a single, already fetched object, and its paginated lists
+never do; every item we map comes complete in a list page, so there is nothing to
+re-validate. A ``since`` poll that finds nothing costs one request per stream.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Literal, TypeVar
+
+import requests
+from github import Auth, Github, GithubException
+from github.GithubObject import NonCompletableGithubObject
+from github.PaginatedList import PaginatedList
+from pydantic import Field, SecretStr, field_validator
+
+from memsync.clock import Clock
+from memsync.connectors._parsing import optional_int, optional_str, parse_iso_time, required_int
+from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
+from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
+from memsync.connectors.errors import RateLimited, RetryableError, StopRun
+from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
+from memsync.episode import JSONObject
+
+__all__ = [
+    "DEFAULT_EVENT_TYPES",
+    "GitHubComment",
+    "GitHubConfig",
+    "GitHubConnector",
+    "GitHubIssue",
+    "GitHubIssueEvent",
+    "GitHubRecord",
+    "GitHubReview",
+    "GitHubStream",
+    "RepoRef",
+]
+
+GitHubStream = Literal["issues", "pull_requests", "issue_comments", "reviews", "issue_events"]
+_ALL_STREAMS: frozenset[GitHubStream] = frozenset(
+    {"issues", "pull_requests", "issue_comments", "reviews", "issue_events"}
+)
+
+#: Issue events that say something happened to the issue. ``subscribed``, ``mentioned``
+#: and ``referenced`` are left out: they are notifications, not changes.
+DEFAULT_EVENT_TYPES: frozenset[str] = frozenset(
+    {
+        "closed",
+        "reopened",
+        "labeled",
+        "unlabeled",
+        "assigned",
+        "unassigned",
+        "milestoned",
+        "demilestoned",
+        "renamed",
+        "merged",
+        "locked",
+        "unlocked",
+        "transferred",
+        "review_requested",
+        "review_request_removed",
+        "converted_to_draft",
+        "ready_for_review",
+    }
+)
+
+_PUBLIC_API = "https://api.github.com"
+# GitHub asks clients to wait at least a minute after a secondary limit that names no
+# wait ("wait for at least one minute before retrying", rate-limits docs).
+_SECONDARY_LIMIT_WAIT = 60.0
+_SOURCE = "github"
+
+
+class GitHubConfig(ConnectorConfig):
+    """Repositories, credentials and streams of one GitHub connector instance.
+
+    ``repo`` is ``owner/name`` or a list of them. ``token`` (a ``SecretStr``, never in
+    reprs, logs or messages) may be omitted for public repositories, at 60 requests an
+    hour. ``base_url`` defaults to ``https://api.github.com``; for GitHub Enterprise
+    Server use ``https://<host>/api/v3``. ``streams`` selects what is read;
+    ``event_types`` which issue events become episodes.
+    """
+
+    type: Literal["github"] = "github"
+    repo: list[str] = Field(min_length=1)
+    token: SecretStr | None = None
+    streams: frozenset[GitHubStream] = _ALL_STREAMS
+    event_types: frozenset[str] = DEFAULT_EVENT_TYPES
+    per_page: int = Field(default=100, ge=1, le=100)
+    timeout: Duration = timedelta(seconds=30)
+
+    @field_validator("repo", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("repo")
+    @classmethod
+    def _owner_slash_name(cls, value: list[str]) -> list[str]:
+        for full_name in value:
+            owner, _, name = full_name.partition("/")
+            if not owner or not name or "/" in name or full_name != full_name.strip():
+                raise ValueError(f"repo '{full_name}' must be 'owner/name', e.g. acme/api-server")
+        return value
+
+    @property
+    def api_base(self) -> str:
+        return self.base_url or _PUBLIC_API
+
+    @property
+    def repositories(self) -> list[RepoRef]:
+        return [RepoRef.parse(full_name) for full_name in self.repo]
+
+
+@dataclass(frozen=True, slots=True)
+class RepoRef:
+    """A repository as keys name it: lower-cased, since GitHub names are case-insensitive
+    (``Acme/API`` and ``acme/api`` are one repository and must give one key)."""
+
+    owner: str
+    name: str
+
+    @classmethod
+    def parse(cls, full_name: str) -> RepoRef:
+        owner, _, name = full_name.partition("/")
+        return cls(owner=owner.lower(), name=name.lower())
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    @property
+    def key_prefix(self) -> str:
+        return f"{_SOURCE}:{self.owner}:{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class GitHubIssue:
+    """An issue or a pull request in its latest state (from the issues list)."""
+
+    repo: RepoRef
+    number: int
+    is_pull_request: bool
+    created_at: datetime
+    updated_at: datetime
+    author: str | None
+    data: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class GitHubComment:
+    """A comment on an issue or on a pull request's conversation."""
+
+    repo: RepoRef
+    issue_number: int
+    comment_id: int
+    created_at: datetime
+    updated_at: datetime
+    author: str | None
+    data: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class GitHubIssueEvent:
+    """One issue event (``closed``, ``labeled``, …); events are never edited."""
+
+    repo: RepoRef
+    issue_number: int
+    event_id: int
+    event: str
+    created_at: datetime
+    actor: str | None
+    data: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class GitHubReview:
+    """A submitted review of a pull request. ``pull_updated_at`` is its pull request's
+    update time, the position the review was read at."""
+
+    repo: RepoRef
+    pull_number: int
+    review_id: int
+    submitted_at: datetime
+    pull_updated_at: datetime
+    author: str | None
+    data: JSONObject
+
+
+GitHubRecord = GitHubIssue | GitHubComment | GitHubIssueEvent | GitHubReview
+
+
+class _Item(NonCompletableGithubObject):
+    """A list item kept as the JSON GitHub sent.
+
+    PyGithub's own classes complete themselves lazily: reading an attribute the list
+    payload lacks (``Issue.pull_request`` on a plain issue) or ``raw_data`` costs one GET
+    per item. This class never completes, so a page is one request whatever we read.
+    """
+
+    def _initAttributes(self) -> None:
+        pass
+
+    def _useAttributes(self, attributes: dict[str, Any]) -> None:
+        pass
+
+
+_Page = TypeVar("_Page")
+
+
+class GitHubConnector(Connector[GitHubConfig, GitHubRecord]):
+    """Issues, pull requests, comments, reviews and issue events of GitHub repositories.
+
+    Repeats: every item updated in the window is re-read, and every review of an
+    updated pull request; overlapping windows and backfills repeat records and keys
+    make that free. Rate limits: primary (``x-ratelimit-remaining: 0``, wait until
+    ``x-ratelimit-reset``) and secondary (``retry-after``, else a minute) limits are
+    waited out within the ``retry`` caps, then :class:`RateLimitExhausted`; 5xx and
+    connection errors back off, then :class:`RetryableError`; 401, a 403 that is not a
+    rate limit, 404 and 422 raise :class:`StopRun`.
+    """
+
+    type = "github"
+    key_policy = KeyPolicy.IDENTITY
+    key_rationale = (
+        "Issues, pull requests, comments, reviews and events have numbers and ids that "
+        "GitHub never reuses within a repository and that survive edits, so keys are built "
+        "from the (lower-cased) owner, repository and ids, never from text: an edited title "
+        "or body is a new revision of the same episode, a closed issue gets its close event "
+        "once, and re-reading an unchanged item stores nothing."
+    )
+    config_model = GitHubConfig
+    example_key = "github:acme:api-server:issue:4471:opened"
+    subject_fields: ClassVar[frozenset[str]] = frozenset(
+        {"owner", "repo", "repository", "number", "author", "kind"}
+    )
+
+    def __init__(
+        self,
+        config: GitHubConfig,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(config)
+        self.retrier = Retrier(RetryPolicy.from_settings(config.retry), sleep=sleep, clock=clock)
+        self._client: Github | None = None
+
+    @property
+    def client(self) -> Github:
+        # Created on first use: mapping records (the conformance kit, a dry run) never
+        # needs a connection pool.
+        if self._client is None:
+            token = self.config.token
+            self._client = Github(
+                base_url=self.config.api_base,
+                auth=Auth.Token(token.get_secret_value()) if token is not None else None,
+                # The connector owns retries and waits (capped, injectable): PyGithub's
+                # default retry sleeps inside urllib3, uncapped for Retry-After.
+                retry=None,
+                seconds_between_requests=None,
+                seconds_between_writes=None,
+                per_page=self.config.per_page,
+                timeout=max(1, int(self.config.timeout.total_seconds())),
+            )
+        return self._client
+
+    def close(self) -> None:
+        """Close the HTTP session, if one was opened."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # --- reading --------------------------------------------------------------------------
+
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[GitHubRecord]:
+        """Yield every selected item of every repository updated in the window, oldest
+        position first. Items updated after ``window.end`` are left for the next run."""
+        since = window.start or self.config.start
+        streams: list[Iterator[GitHubRecord]] = []
+        wanted = self.config.streams
+        for repo in self.config.repositories:
+            if wanted & {"issues", "pull_requests", "reviews"}:
+                streams.append(self._issues(repo, since, window.end))
+            if "issue_comments" in wanted:
+                streams.append(self._comments(repo, since, window.end))
+            if "issue_events" in wanted:
+                streams.append(self._events(repo, since, window.end))
+        yield from heapq.merge(*streams, key=self.record_cursor)
+
+    def _issues(
+        self, repo: RepoRef, since: datetime | None, until: datetime
+    ) -> Iterator[GitHubRecord]:
+        params: dict[str, Any] = {"state": "all", "sort": "updated", "direction": "asc"}
+        if since is not None:
+            params["since"] = _github_time(since)
+        wanted = self.config.streams
+        for raw in self._list(repo, "/issues", params):
+            issue = _issue(repo, raw)
+            if issue.updated_at > until:
+                return  # ascending: everything after this was updated after the window
+            kind = "pull_requests" if issue.is_pull_request else "issues"
+            if kind in wanted:
+                yield issue
+            if issue.is_pull_request and "reviews" in wanted:
+                yield from self._reviews(issue)
+
+    def _reviews(self, pull: GitHubIssue) -> Iterator[GitHubReview]:
+        for raw in self._list(pull.repo, f"/pulls/{pull.number}/reviews", {}):
+            submitted = raw.get("submitted_at")
+            if submitted is None:
+                continue  # a pending review: not submitted, visible only to its author
+            yield GitHubReview(
+                repo=pull.repo,
+                pull_number=pull.number,
+                review_id=required_int(raw, "id", "review", source=_SOURCE),
+                submitted_at=parse_iso_time(submitted, "review submitted_at", source=_SOURCE),
+                pull_updated_at=pull.updated_at,
+                author=_login(raw.get("user")),
+                data={
+                    "id": raw.get("id"),
+                    "pull_number": pull.number,
+                    "state": raw.get("state"),
+                    "body": raw.get("body"),
+                    "author": _login(raw.get("user")),
+                    "commit_id": raw.get("commit_id"),
+                    "submitted_at": submitted,
+                    "html_url": raw.get("html_url"),
+                },
+            )
+
+    def _comments(
+        self, repo: RepoRef, since: datetime | None, until: datetime
+    ) -> Iterator[GitHubComment]:
+        params: dict[str, Any] = {"sort": "updated", "direction": "asc"}
+        if since is not None:
+            params["since"] = _github_time(since)
+        for raw in self._list(repo, "/issues/comments", params):
+            comment = _comment(repo, raw)
+            if comment.updated_at > until:
+                return
+            yield comment
+
+    def _events(
+        self, repo: RepoRef, since: datetime | None, until: datetime
+    ) -> Iterator[GitHubIssueEvent]:
+        # GitHub lists repository events newest first and has no ``since``: read until
+        # the first event older than the window, then hand them out oldest first.
+        newest_first: list[GitHubIssueEvent] = []
+        for raw in self._list(repo, "/issues/events", {}):
+            event = _event(repo, raw)
+            if since is not None and event.created_at < since:
+                break
+            if event.created_at <= until and event.event in self.config.event_types:
+                newest_first.append(event)
+        yield from reversed(newest_first)
+
+    def _list(self, repo: RepoRef, path: str, params: dict[str, Any]) -> Iterator[JSONObject]:
+        """Every item of a list endpoint, page by page, each page retried on its own."""
+        url = f"{self.config.api_base}/repos/{repo.owner}/{repo.name}{path}"
+        pages = PaginatedList(_Item, self.client.requester, url, params)
+        what = f"github '{self.name}': GET /repos/{repo.full_name}{path}"
+        # Page by page rather than ``for item in pages``: a failed page leaves PyGithub's
+        # next-page link untouched, so the retry asks for exactly that page again.
+        while pages._couldGrow():
+            items = self._call(pages._grow, what)
+            # PyGithub keeps every element it ever fetched; drop them, we keep none.
+            pages._clear()
+            for item in items:
+                if not isinstance(item.raw_data, dict):
+                    raise StopRun(f"{what}: a list item is not a JSON object: {item.raw_data!r}")
+                yield item.raw_data
+
+    # --- HTTP errors ----------------------------------------------------------------------
+
+    def _call(self, request: Callable[[], _Page], what: str) -> _Page:
+        def attempt() -> _Page:
+            try:
+                return request()
+            except GithubException as error:
+                raise self._classify(error, what) from error
+            except requests.RequestException as error:
+                raise RetryableError(f"{what} failed: {type(error).__name__}: {error}") from error
+
+        return self.retrier.call(attempt, what=what)
+
+    def _classify(self, error: GithubException, what: str) -> Exception:
+        status = error.status
+        headers = {str(k).lower(): str(v) for k, v in (error.headers or {}).items()}
+        message = _error_message(error)
+        wait = retry_after_from_headers(headers, self.retrier.clock.now())
+        if status in (403, 429):
+            if headers.get("x-ratelimit-remaining") == "0":
+                reset = headers.get("x-ratelimit-reset", "unknown")
+                return RateLimited(
+                    f"{what}: HTTP {status} primary rate limit exhausted (resets at epoch "
+                    f"{reset}): {message}",
+                    retry_after=wait,
+                )
+            if "retry-after" in headers or "secondary rate limit" in message.lower():
+                return RateLimited(
+                    f"{what}: HTTP {status} secondary rate limit: {message}",
+                    retry_after=wait if wait is not None else _SECONDARY_LIMIT_WAIT,
+                )
+            if status == 429:
+                return RateLimited(f"{what}: HTTP 429: {message}", retry_after=wait)
+            return StopRun(
+                f"{what}: HTTP 403 {message!r}: the token has no access to this repository "
+                "(or lacks the Issues/Pull requests read permission). Check the token's "
+                "scopes and repository access."
+            )
+        if status == 401:
+            return StopRun(
+                f"{what}: HTTP 401 {message!r}: GitHub refused the token. Create a new token "
+                "and update the connector's 'token'."
+            )
+        if status == 404:
+            return StopRun(
+                f"{what}: HTTP 404: not found. Check the repository name, that the token can "
+                f"see it (private repositories answer 404 without access), and base_url "
+                f"{self.config.api_base}"
+            )
+        if status >= 500:
+            return RetryableError(f"{what}: HTTP {status}: {message}", retry_after=wait)
+        return StopRun(f"{what}: HTTP {status}: {message}")
+
+    # --- mapping --------------------------------------------------------------------------
+
+    def idempotency_key(self, record: GitHubRecord) -> str:
+        """Ids only, repository lower-cased. Repeats: an item re-read in any window, by any
+        instance, gets the same key. Conflicts: issues and PRs share GitHub's number
+        space, so ``issue:{n}`` and ``pull:{n}`` never name two items; comment, event and
+        review ids are unique per repository."""
+        prefix = record.repo.key_prefix
+        if isinstance(record, GitHubIssue):
+            kind = "pull" if record.is_pull_request else "issue"
+            return f"{prefix}:{kind}:{record.number}:opened"
+        if isinstance(record, GitHubComment):
+            return f"{prefix}:issue:{record.issue_number}:comment:{record.comment_id}"
+        if isinstance(record, GitHubIssueEvent):
+            return f"{prefix}:issue:{record.issue_number}:event:{record.event_id}"
+        return f"{prefix}:pull:{record.pull_number}:review:{record.review_id}"
+
+    def record_cursor(self, record: GitHubRecord) -> datetime:
+        """The time the record was listed by: ``updated_at`` (issues, comments),
+        ``created_at`` (events), the pull request's ``updated_at`` (reviews). ``fetch``
+        yields records in this order."""
+        if isinstance(record, GitHubIssue | GitHubComment):
+            return record.updated_at
+        if isinstance(record, GitHubIssueEvent):
+            return record.created_at
+        # Reviews are read because their pull request was updated.
+        return record.pull_updated_at
+
+    def subject_values(self, record: GitHubRecord) -> Mapping[str, SubjectTemplateField]:
+        if isinstance(record, GitHubIssue):
+            number, kind, author = record.number, _issue_kind(record), record.author
+        elif isinstance(record, GitHubComment):
+            number, kind, author = record.issue_number, "issue_comment", record.author
+        elif isinstance(record, GitHubIssueEvent):
+            number, kind, author = record.issue_number, "issue_event", record.actor
+        else:
+            number, kind, author = record.pull_number, "review", record.author
+        return {
+            "owner": record.repo.owner,
+            "repo": record.repo.name,
+            "repository": record.repo.full_name,
+            "number": number,
+            "author": author,
+            "kind": kind,
+        }
+
+    def episode_type(self, record: GitHubRecord) -> str:
+        if isinstance(record, GitHubIssue):
+            return f"github.{_issue_kind(record)}"
+        if isinstance(record, GitHubComment):
+            return "github.issue_comment"
+        if isinstance(record, GitHubIssueEvent):
+            return "github.issue_event"
+        return "github.review"
+
+    def occurred_at(self, record: GitHubRecord) -> datetime:
+        if isinstance(record, GitHubIssue | GitHubComment | GitHubIssueEvent):
+            return record.created_at
+        return record.submitted_at
+
+    def payload(self, record: GitHubRecord) -> JSONObject:
+        """What a reader cares about, chosen when parsing: an edit of a title, body or
+        state changes it (a revision); a new comment or reaction elsewhere does not."""
+        return dict(record.data)
+
+
+# --- parsing list items ---------------------------------------------------------------------
+
+
+def _issue(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubIssue:
+    is_pull = isinstance(raw.get("pull_request"), dict)
+    pull = raw.get("pull_request") if is_pull else None
+    author = _login(raw.get("user"))
+    # updated_at and the comment count are left out: a new comment bumps both, and
+    # must be one new comment episode, not also a revision of its issue.
+    data: JSONObject = {
+        "number": raw.get("number"),
+        "title": raw.get("title"),
+        "body": raw.get("body"),
+        "state": raw.get("state"),
+        "state_reason": raw.get("state_reason"),
+        "author": author,
+        "labels": sorted(_names(raw.get("labels"), "name")),
+        "assignees": sorted(_names(raw.get("assignees"), "login")),
+        "milestone": _name(raw.get("milestone"), "title"),
+        "locked": raw.get("locked"),
+        "created_at": raw.get("created_at"),
+        "closed_at": raw.get("closed_at"),
+        "html_url": raw.get("html_url"),
+        "is_pull_request": is_pull,
+    }
+    if isinstance(pull, dict):
+        data["merged_at"] = pull.get("merged_at")
+    return GitHubIssue(
+        repo=repo,
+        number=required_int(raw, "number", "issue", source=_SOURCE),
+        is_pull_request=is_pull,
+        created_at=parse_iso_time(raw.get("created_at"), "issue created_at", source=_SOURCE),
+        updated_at=parse_iso_time(raw.get("updated_at"), "issue updated_at", source=_SOURCE),
+        author=author,
+        data=data,
+    )
+
+
+def _comment(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubComment:
+    # The comment names its issue only through issue_url (…/issues/{number}).
+    issue_url = optional_str(raw.get("issue_url")) or ""
+    number = issue_url.rstrip("/").rsplit("/", 1)[-1]
+    if not number.isdigit():
+        raise StopRun(f"{_SOURCE}: comment {raw.get('id')!r} has no issue_url: {issue_url!r}")
+    author = _login(raw.get("user"))
+    return GitHubComment(
+        repo=repo,
+        issue_number=int(number),
+        comment_id=required_int(raw, "id", "comment", source=_SOURCE),
+        created_at=parse_iso_time(raw.get("created_at"), "comment created_at", source=_SOURCE),
+        updated_at=parse_iso_time(raw.get("updated_at"), "comment updated_at", source=_SOURCE),
+        author=author,
+        data={
+            "id": raw.get("id"),
+            "issue_number": int(number),
+            "body": raw.get("body"),
+            "author": author,
+            "created_at": raw.get("created_at"),
+            "html_url": raw.get("html_url"),
+        },
+    )
+
+
+def _event(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubIssueEvent:
+    issue = raw.get("issue")
+    number = optional_int(issue.get("number")) if isinstance(issue, dict) else None
+    if number is None:
+        raise StopRun(f"{_SOURCE}: issue event {raw.get('id')!r} names no issue number")
+    event = optional_str(raw.get("event")) or "unknown"
+    actor = _login(raw.get("actor"))
+    data: JSONObject = {
+        "id": raw.get("id"),
+        "issue_number": number,
+        "event": event,
+        "actor": actor,
+        "created_at": raw.get("created_at"),
+        "commit_id": raw.get("commit_id"),
+    }
+    # Only what the event type carries, so a labeled event says which label.
+    if isinstance(raw.get("label"), dict):
+        data["label"] = _name(raw.get("label"), "name")
+    if isinstance(raw.get("assignee"), dict):
+        data["assignee"] = _login(raw.get("assignee"))
+    if isinstance(raw.get("milestone"), dict):
+        data["milestone"] = _name(raw.get("milestone"), "title")
+    if isinstance(raw.get("rename"), dict):
+        data["rename"] = raw.get("rename")
+    return GitHubIssueEvent(
+        repo=repo,
+        issue_number=number,
+        event_id=required_int(raw, "id", "issue event", source=_SOURCE),
+        event=event,
+        created_at=parse_iso_time(raw.get("created_at"), "event created_at", source=_SOURCE),
+        actor=actor,
+        data=data,
+    )
+
+
+def _issue_kind(issue: GitHubIssue) -> str:
+    return "pull_request" if issue.is_pull_request else "issue"
+
+
+def _login(user: object) -> str | None:
+    return _name(user, "login")
+
+
+def _name(value: object, field: str) -> str | None:
+    return optional_str(value.get(field)) if isinstance(value, dict) else None
+
+
+def _names(values: object, field: str) -> list[str]:
+    if not isinstance(values, list):
+        return []
+    return [name for value in values if (name := _name(value, field)) is not None]
+
+
+def _github_time(moment: datetime) -> str:
+    # GitHub's ``since`` takes whole seconds; truncating moves it earlier, never later.
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _error_message(error: GithubException) -> str:
+    data = error.data
+    if isinstance(data, dict) and isinstance(data.get("message"), str):
+        return str(data["message"])
+    return str(data)[:200] if data else "(no body)"

@@ -1,0 +1,442 @@
+"""The Slack connector: messages and thread replies of configured channels.
+
+What is read, per run (through slack-sdk's ``WebClient``, one request at a time):
+
+- ``auth.test`` once: the team id every key starts with (and a token check);
+- ``conversations.list`` (cursor pagination) only if a channel is given by name;
+- per channel, ``conversations.history`` with ``oldest = window.start - lookback``,
+  ``latest = window.end``, ``inclusive``, following ``response_metadata.next_cursor``;
+- ``conversations.replies`` for every thread parent in that range whose
+  ``latest_reply`` lies in the window: a reply posted today to a parent up to
+  ``lookback`` old is found although the parent is older than the window.
+
+A top-level message or reply becomes a record when it was posted in the window or
+edited in it (``edited.ts``); older, unchanged messages of the lookback range are read
+but not handed out. An edit keeps the key and changes the payload: a revision.
+
+Order: ``conversations.history`` is newest first, and the runner's cursor is the
+latest committed position, so a run cut short after its newest records would skip the
+older ones for good. A fetch therefore reads its whole range first and yields records
+oldest position first; a failure while reading commits nothing and the next run reads
+the same window again. Memory is one window of messages.
+
+slack-sdk is configured with ``retry_handlers=[]``: its rate-limit handler would sleep
+``Retry-After`` plus jitter itself, uncapped; here each call goes through the shared
+:class:`~memsync.connectors.retry.Retrier` (injected sleep and clock, capped), per
+method, resuming from the page's cursor.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, SecretStr
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from memsync.clock import Clock
+from memsync.connectors._parsing import optional_str
+from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
+from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
+from memsync.connectors.errors import RateLimited, RetryableError, SkipRecord, StopRun
+from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
+from memsync.episode import JSONObject
+
+__all__ = [
+    "CONTENTLESS_SUBTYPES",
+    "SlackConfig",
+    "SlackConnector",
+    "SlackMessage",
+    "slack_ts_to_datetime",
+]
+
+_PUBLIC_API = "https://slack.com/api/"
+_SOURCE = "slack"
+# Slack channel names are lower case, so an upper-case C/G/D… value is an id.
+_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]+$")
+
+#: Message subtypes that announce something rather than say something; they become
+#: :class:`SkipRecord` with the subtype as the reason.
+CONTENTLESS_SUBTYPES: frozenset[str] = frozenset(
+    {
+        "channel_join",
+        "channel_leave",
+        "group_join",
+        "group_leave",
+        "channel_archive",
+        "channel_unarchive",
+        "group_archive",
+        "group_unarchive",
+        "pinned_item",
+        "unpinned_item",
+        "ekm_access_denied",
+    }
+)
+
+# Errors after which retrying cannot help: a person has to fix the token, the scopes,
+# the channel list or the bot's membership.
+_FATAL_ERRORS = {
+    "invalid_auth": "Slack refused the token",
+    "not_authed": "no token was sent",
+    "account_inactive": "the token's user or bot was deactivated",
+    "token_revoked": "the token was revoked",
+    "token_expired": "the token expired",
+    "missing_scope": "the token lacks a scope (channels:history, groups:history, "
+    "channels:read, groups:read)",
+    "not_in_channel": "the bot is not a member of the channel; invite it",
+    "channel_not_found": "the channel does not exist or the token cannot see it",
+}
+_TRANSIENT_ERRORS = {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+
+
+class SlackConfig(ConnectorConfig):
+    """Credentials and channels of one Slack connector instance.
+
+    ``token`` (a bot token ``xoxb-…``; a ``SecretStr``, never in reprs, logs or
+    messages) needs ``channels:history`` and ``channels:read`` (``groups:*`` for private
+    channels). ``channels`` are ids (``C024BE91L``) or names (``general``,
+    ``#general``), names resolved through ``conversations.list``. ``lookback`` is how
+    far before the window start the history is scanned for edits and new thread
+    replies; ``overlap`` re-reads the edge of the previous window as usual.
+    """
+
+    type: Literal["slack"] = "slack"
+    token: SecretStr
+    channels: list[str] = Field(min_length=1)
+    lookback: Duration = timedelta(days=7)
+    include_threads: bool = True
+    page_size: int = Field(default=200, ge=1, le=999)
+    timeout: Duration = timedelta(seconds=30)
+
+    @property
+    def api_base(self) -> str:
+        return f"{self.base_url}/" if self.base_url else _PUBLIC_API
+
+
+@dataclass(frozen=True, slots=True)
+class SlackMessage:
+    """A top-level message or a thread reply, as the API returned it."""
+
+    team: str
+    channel: str
+    channel_name: str | None
+    ts: str
+    thread_ts: str | None
+    edited_ts: str | None
+    subtype: str | None
+    user: str | None
+    data: JSONObject
+
+    @property
+    def is_reply(self) -> bool:
+        return self.thread_ts is not None and self.thread_ts != self.ts
+
+    @property
+    def position(self) -> datetime:
+        """When the message last changed: its edit, else its post."""
+        posted = slack_ts_to_datetime(self.ts)
+        if self.edited_ts is None:
+            return posted
+        return max(posted, slack_ts_to_datetime(self.edited_ts))
+
+
+def slack_ts_to_datetime(ts: str) -> datetime:
+    """``"1512085950.000216"`` as an aware UTC datetime, exact to the microsecond."""
+    seconds, _, fraction = ts.partition(".")
+    if not seconds.isdigit() or not (fraction == "" or fraction.isdigit()):
+        raise StopRun(f"{_SOURCE}: {ts!r} is not a Slack timestamp")
+    micros = int(fraction.ljust(6, "0")[:6]) if fraction else 0
+    return datetime.fromtimestamp(int(seconds), UTC) + timedelta(microseconds=micros)
+
+
+def _datetime_to_slack_ts(moment: datetime) -> str:
+    epoch = moment.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
+    micros = max(0, epoch // timedelta(microseconds=1))
+    return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Channel:
+    id: str
+    name: str | None
+
+
+class SlackConnector(Connector[SlackConfig, SlackMessage]):
+    """Messages and thread replies of Slack channels.
+
+    Repeats: the overlap and the lookback re-read messages; keys make that free. An
+    edited message (``edited.ts``) is a revision of the same episode. Contentless
+    subtypes (joins, leaves, pins…) are yielded and then refused by the mapping with
+    :class:`SkipRecord`, so the runner counts them. Rate limits: a 429 waits
+    ``Retry-After`` per call within the ``retry`` caps, then
+    :class:`RateLimitExhausted`; token and channel errors raise :class:`StopRun`.
+    """
+
+    type = "slack"
+    key_policy = KeyPolicy.IDENTITY
+    key_rationale = (
+        "A Slack message is identified by its channel and its ts, which Slack assigns once "
+        "and never changes (an edit adds edited.ts, a reply has its own ts), so the key is "
+        "team, channel and ts, never the text: an edited message is a new revision of the "
+        "same episode and re-reading an unchanged one stores nothing."
+    )
+    config_model = SlackConfig
+    example_key = "slack:T024BE7LD:C123ABC:1712345678.000200"
+    subject_fields: ClassVar[frozenset[str]] = frozenset(
+        {"team", "channel", "channel_name", "user", "thread_ts"}
+    )
+
+    def __init__(
+        self,
+        config: SlackConfig,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(config)
+        self.retrier = Retrier(RetryPolicy.from_settings(config.retry), sleep=sleep, clock=clock)
+        self._client: WebClient | None = None
+
+    @property
+    def client(self) -> WebClient:
+        if self._client is None:
+            self._client = WebClient(
+                base_url=self.config.api_base,
+                token=self.config.token.get_secret_value(),
+                timeout=max(1, int(self.config.timeout.total_seconds())),
+                # No library retries: rate limits are waited out by the Retrier.
+                retry_handlers=[],
+            )
+        return self._client
+
+    # --- reading --------------------------------------------------------------------------
+
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[SlackMessage]:
+        """Yield messages and replies posted or edited in the window, oldest position
+        first, after reading the whole range (see the module docstring for why)."""
+        start = window.start or self.config.start
+        team = self._team()
+        records: list[SlackMessage] = []
+        for channel in self._channels():
+            records.extend(self._channel_records(team, channel, start, window.end))
+        records.sort(key=lambda record: record.position)
+        yield from records
+
+    def _channel_records(
+        self, team: str, channel: _Channel, start: datetime | None, end: datetime
+    ) -> Iterator[SlackMessage]:
+        params: dict[str, Any] = {
+            "channel": channel.id,
+            "latest": _datetime_to_slack_ts(end),
+            "inclusive": True,
+            "limit": self.config.page_size,
+        }
+        if start is not None:
+            params["oldest"] = _datetime_to_slack_ts(start - self.config.lookback)
+        threads: list[str] = []
+        for raw in self._pages("conversations.history", params, "messages"):
+            message = _message(team, channel, raw)
+            if _changed_since(message, start):
+                yield message
+            latest_reply = optional_str(raw.get("latest_reply"))
+            if (
+                self.config.include_threads
+                and raw.get("reply_count")
+                and latest_reply is not None
+                and (start is None or slack_ts_to_datetime(latest_reply) >= start)
+            ):
+                threads.append(message.ts)
+        for parent_ts in threads:
+            yield from self._replies(team, channel, parent_ts, start, end)
+
+    def _replies(
+        self, team: str, channel: _Channel, parent_ts: str, start: datetime | None, end: datetime
+    ) -> Iterator[SlackMessage]:
+        params: dict[str, Any] = {
+            "channel": channel.id,
+            "ts": parent_ts,
+            "latest": _datetime_to_slack_ts(end),
+            "inclusive": True,
+            "limit": self.config.page_size,
+        }
+        try:
+            for raw in self._pages("conversations.replies", params, "messages"):
+                reply = _message(team, channel, raw)
+                # The parent comes first in every thread; history already handled it.
+                if reply.is_reply and _changed_since(reply, start):
+                    yield reply
+        except _ThreadGone:
+            return  # the parent was deleted while we read: no replies to keep
+
+    def _team(self) -> str:
+        data = self._call("auth.test", {})
+        team = optional_str(data.get("team_id"))
+        if team is None:
+            raise StopRun(f"slack '{self.name}': auth.test returned no team_id")
+        return team
+
+    def _channels(self) -> list[_Channel]:
+        wanted = [name.removeprefix("#") for name in self.config.channels]
+        names = [name for name in wanted if not _CHANNEL_ID.match(name)]
+        by_name: dict[str, str] = {}
+        if names:
+            params = {"types": "public_channel,private_channel", "limit": 1000}
+            for raw in self._pages("conversations.list", params, "channels"):
+                name, ident = optional_str(raw.get("name")), optional_str(raw.get("id"))
+                if name is not None and ident is not None:
+                    by_name[name] = ident
+        unknown = [name for name in names if name not in by_name]
+        if unknown:
+            raise StopRun(
+                f"slack '{self.name}': no channel named {', '.join(unknown)} is visible to "
+                "the token (conversations.list); check the name or use the channel id"
+            )
+        return [
+            _Channel(id=by_name[item], name=item) if item in by_name else _Channel(item, None)
+            for item in wanted
+        ]
+
+    def _pages(
+        self, method: str, params: Mapping[str, Any], items_key: str
+    ) -> Iterator[dict[str, Any]]:
+        """Items of every page of a cursor-paginated method; each page retried alone."""
+        page_params = dict(params)
+        seen: set[str] = set()
+        while True:
+            data = self._call(method, page_params)
+            items = data.get(items_key)
+            if not isinstance(items, list):
+                raise StopRun(f"slack '{self.name}': {method} returned no '{items_key}' list")
+            yield from (item for item in items if isinstance(item, dict))
+            metadata = data.get("response_metadata")
+            next_cursor = metadata.get("next_cursor") if isinstance(metadata, dict) else None
+            if not isinstance(next_cursor, str) or not next_cursor:
+                return
+            if next_cursor in seen:
+                raise StopRun(f"slack '{self.name}': {method} repeats cursor {next_cursor!r}")
+            seen.add(next_cursor)
+            page_params["cursor"] = next_cursor
+
+    # --- HTTP errors ----------------------------------------------------------------------
+
+    def _call(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        what = f"slack '{self.name}': {method}"
+
+        def attempt() -> dict[str, Any]:
+            try:
+                response = self.client.api_call(method, params=dict(params))
+            except SlackApiError as error:
+                raise self._classify(error, what) from error
+            except OSError as error:  # URLError, timeouts, resets: urllib's errors
+                raise RetryableError(f"{what} failed: {type(error).__name__}: {error}") from error
+            data = response.data
+            if not isinstance(data, dict):
+                raise StopRun(f"{what}: the response is not a JSON object; is base_url Slack's?")
+            return data
+
+        return self.retrier.call(attempt, what=what)
+
+    def _classify(self, error: SlackApiError, what: str) -> Exception:
+        response = error.response
+        status = response.status_code
+        code = str(response.get("error") or "") if isinstance(response.data, dict) else ""
+        headers = {str(k): str(v) for k, v in (response.headers or {}).items()}
+        wait = retry_after_from_headers(headers, self.retrier.clock.now())
+        if status == 429 or code == "ratelimited":
+            return RateLimited(f"{what}: rate limited (HTTP {status})", retry_after=wait)
+        if code == "thread_not_found":
+            return _ThreadGone(f"{what}: thread_not_found")
+        if code in _FATAL_ERRORS:
+            return StopRun(f"{what}: {code}: {_FATAL_ERRORS[code]}")
+        if status >= 500 or code in _TRANSIENT_ERRORS:
+            return RetryableError(f"{what}: {code or f'HTTP {status}'}", retry_after=wait)
+        return StopRun(f"{what}: {code or f'HTTP {status}'}")
+
+    # --- mapping --------------------------------------------------------------------------
+
+    def idempotency_key(self, record: SlackMessage) -> str:
+        """``slack:{team}:{channel}:{ts}``. Repeats: a message or reply re-read (overlap,
+        lookback, backfill) gets the same key. Conflicts: Slack never gives two messages
+        of one channel the same ts."""
+        return f"{_SOURCE}:{record.team}:{record.channel}:{record.ts}"
+
+    def record_cursor(self, record: SlackMessage) -> datetime:
+        """When the message last changed (its edit, else its post); ``fetch`` yields
+        records in this order."""
+        return record.position
+
+    def subject_values(self, record: SlackMessage) -> Mapping[str, SubjectTemplateField]:
+        return {
+            "team": record.team,
+            "channel": record.channel,
+            "channel_name": record.channel_name,
+            "user": record.user,
+            "thread_ts": record.thread_ts,
+        }
+
+    def episode_type(self, record: SlackMessage) -> str:
+        return "slack.reply" if record.is_reply else "slack.message"
+
+    def occurred_at(self, record: SlackMessage) -> datetime:
+        return slack_ts_to_datetime(record.ts)
+
+    def payload(self, record: SlackMessage) -> JSONObject:
+        """The message's content. Raises :class:`SkipRecord` for contentless subtypes."""
+        if record.subtype in CONTENTLESS_SUBTYPES:
+            raise SkipRecord(
+                f"{self.idempotency_key(record)}: subtype '{record.subtype}' carries no content"
+            )
+        return dict(record.data)
+
+
+class _ThreadGone(StopRun):
+    """``thread_not_found``: fatal for nothing but that thread (deleted meanwhile)."""
+
+
+def _changed_since(message: SlackMessage, start: datetime | None) -> bool:
+    return start is None or message.position >= start
+
+
+def _message(team: str, channel: _Channel, raw: Mapping[str, Any]) -> SlackMessage:
+    ts = optional_str(raw.get("ts"))
+    if ts is None:
+        raise StopRun(f"{_SOURCE}: a message in {channel.id} has no ts: {dict(raw)!r}")
+    slack_ts_to_datetime(ts)  # refuse a malformed ts here, not when mapping
+    edited = raw.get("edited")
+    edited_ts = optional_str(edited.get("ts")) if isinstance(edited, dict) else None
+    thread_ts = optional_str(raw.get("thread_ts"))
+    user = optional_str(raw.get("user"))
+    # reply_count, latest_reply, reply_users and reactions are left out: they change
+    # when others reply or react, which must not revise this message.
+    data: JSONObject = {
+        "ts": ts,
+        "text": raw.get("text"),
+        "user": user,
+        "subtype": optional_str(raw.get("subtype")),
+        # Only a reply's thread_ts says something; a parent gets its own ts as
+        # thread_ts when the first reply arrives, which is not an edit of the parent.
+        "thread_ts": thread_ts if thread_ts != ts else None,
+        "bot_id": optional_str(raw.get("bot_id")),
+        "username": optional_str(raw.get("username")),
+        "files": [
+            {k: f.get(k) for k in ("id", "name", "title", "mimetype")}
+            for f in raw.get("files") or []
+            if isinstance(f, dict)
+        ],
+    }
+    return SlackMessage(
+        team=team,
+        channel=channel.id,
+        channel_name=channel.name,
+        ts=ts,
+        thread_ts=thread_ts,
+        edited_ts=edited_ts,
+        subtype=optional_str(raw.get("subtype")),
+        user=user,
+        data=data,
+    )

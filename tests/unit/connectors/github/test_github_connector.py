@@ -1,0 +1,411 @@
+"""The GitHub connector through PyGithub against FakeGitHub: what is read, the keys,
+repeats and edits, pagination, rate limits and errors. Time is a FakeClock; sleeping
+is recorded, never done."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from memsync.clock import FakeClock
+from memsync.connectors.base import Window
+from memsync.connectors.errors import RateLimitExhausted, StopRun
+from memsync.connectors.github import GitHubConfig, GitHubConnector, GitHubRecord
+from memsync.connectors.testing import ConnectorConformanceSuite, SimulatedIngest
+from tests.fakes import FakeGitHub
+from tests.unit.connectors.sync_helpers import RecordedSleep, sync
+
+T0 = datetime(2024, 3, 1, tzinfo=UTC)
+END = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGitHub]:
+    with FakeGitHub(token="t", start=T0) as server:
+        yield server
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(datetime(2026, 1, 1, tzinfo=UTC))
+
+
+@pytest.fixture
+def sleep(clock: FakeClock) -> RecordedSleep:
+    return RecordedSleep(clock)
+
+
+def connector(
+    fake: FakeGitHub,
+    sleep: RecordedSleep | None = None,
+    *,
+    token: str = "t",
+    **overrides: Any,
+) -> GitHubConnector:
+    config = GitHubConfig(
+        name="gh",
+        repo=overrides.pop("repo", "acme/api"),
+        token=token,
+        base_url=fake.base_url,
+        subject="repo:{repository}",
+        **overrides,
+    )
+    if sleep is None:
+        return GitHubConnector(config, sleep=_never_sleep, clock=FakeClock())
+    return GitHubConnector(config, sleep=sleep, clock=sleep.clock)
+
+
+def _never_sleep(seconds: float) -> None:
+    raise AssertionError(f"unexpected sleep of {seconds}s")
+
+
+def keys(conn: GitHubConnector, records: Sequence[GitHubRecord]) -> list[str]:
+    return [conn.idempotency_key(record) for record in records]
+
+
+def script_repository(fake: FakeGitHub) -> None:
+    fake.add_issue("acme", "api", 1, "Webhooks ignore Retry-After", "steps…")
+    fake.add_issue("acme", "api", 2, "Honour Retry-After", "fix", is_pull_request=True)
+    fake.add_comment("acme", "api", 1, "seen it too")
+    fake.add_event("acme", "api", 1, "labeled", label="bug")
+    fake.add_review("acme", "api", 2, "APPROVED", "lgtm")
+
+
+# -- what is read, and the keys --------------------------------------------------------------
+
+
+def test_reads_issues_pulls_comments_reviews_and_events_oldest_first(fake: FakeGitHub) -> None:
+    script_repository(fake)
+    conn = connector(fake)
+
+    records = list(conn.fetch(Window(None, END), None))
+
+    assert sorted(keys(conn, records)) == [
+        "github:acme:api:issue:1:comment:1",
+        "github:acme:api:issue:1:event:1",
+        "github:acme:api:issue:1:opened",
+        "github:acme:api:pull:2:opened",
+        "github:acme:api:pull:2:review:1",
+    ]
+    positions = [conn.record_cursor(record) for record in records]
+    assert positions == sorted(positions)
+    types = {conn.to_episode(r).type for r in records}
+    assert types == {
+        "github.issue",
+        "github.pull_request",
+        "github.issue_comment",
+        "github.issue_event",
+        "github.review",
+    }
+
+
+def test_pull_requests_in_the_issues_list_cost_no_extra_request(fake: FakeGitHub) -> None:
+    for n in range(1, 11):
+        fake.add_issue("acme", "api", n, f"item {n}", is_pull_request=n % 2 == 0)
+    conn = connector(fake, streams={"issues", "pull_requests"})
+
+    records = list(conn.fetch(Window(None, END), None))
+
+    assert keys(conn, records)[:2] == [
+        "github:acme:api:issue:1:opened",
+        "github:acme:api:pull:2:opened",
+    ]
+    assert fake.request_count() == 1  # one page of issues, no per-item GET
+
+
+def test_owner_and_repository_case_do_not_change_keys(fake: FakeGitHub) -> None:
+    fake.add_issue("acme", "api", 7, "case")
+    lower = connector(fake, repo="acme/api")
+    upper = connector(fake, repo="Acme/API")
+    (record,) = lower.fetch(Window(None, END), None)
+    assert upper.idempotency_key(record) == "github:acme:api:issue:7:opened"
+
+
+def test_the_window_end_leaves_later_updates_for_the_next_run(fake: FakeGitHub) -> None:
+    fake.add_issue("acme", "api", 1, "early", updated_at=T0)
+    fake.add_issue("acme", "api", 2, "late", updated_at=T0 + timedelta(days=2))
+    conn = connector(fake, streams={"issues"})
+
+    records = list(conn.fetch(Window(None, T0 + timedelta(days=1)), None))
+
+    assert keys(conn, records) == ["github:acme:api:issue:1:opened"]
+
+
+def test_only_configured_event_types_become_records(fake: FakeGitHub) -> None:
+    fake.add_issue("acme", "api", 1, "x")
+    fake.add_event("acme", "api", 1, "subscribed")
+    fake.add_event("acme", "api", 1, "closed")
+    conn = connector(fake, streams={"issue_events"})
+
+    records = list(conn.fetch(Window(None, END), None))
+
+    assert [conn.to_episode(r).payload["event"] for r in records] == ["closed"]
+
+
+# -- repeats and edits ------------------------------------------------------------------------
+
+
+def test_two_overlapping_windows_store_every_item_once(fake: FakeGitHub) -> None:
+    script_repository(fake)
+    store = SimulatedIngest()
+    first_end = T0 + timedelta(hours=1)
+    first = sync(connector(fake), store, None, first_end)
+    fake.add_comment("acme", "api", 2, "merged soon")
+    fake.add_event("acme", "api", 1, "closed", T0 + timedelta(hours=2))
+
+    second = sync(connector(fake), store, first_end - timedelta(hours=2), T0 + timedelta(hours=3))
+
+    assert first == {"created": 5}
+    # issue 1 is re-read because it was closed (a revision: its state changed); pull 2 and
+    # its review because of the new comment (duplicates); the old comment and the
+    # labeled event fall in the overlap (duplicates).
+    assert second == {"created": 2, "duplicate": 4, "revised": 1}
+    assert len(store.hashes) == 7
+
+
+def test_an_edited_title_is_a_revision_a_comment_new_and_a_close_event_recorded_once(
+    fake: FakeGitHub,
+) -> None:
+    fake.add_issue("acme", "api", 1, "Retry-After ignored", "body")
+    store = SimulatedIngest()
+    start = T0
+    end = T0 + timedelta(hours=1)
+    assert sync(connector(fake), store, None, end) == {"created": 1}
+
+    fake.edit_issue("acme", "api", 1, title="Retry-After ignored on 429")
+    assert sync(connector(fake), store, start, end) == {"revised": 1}
+
+    fake.add_comment("acme", "api", 1, "here is a trace")
+    assert sync(connector(fake), store, start, end) == {"created": 1, "duplicate": 1}
+
+    fake.add_event("acme", "api", 1, "closed")
+    closing = sync(connector(fake), store, start, end)
+    again = sync(connector(fake), store, start, end)
+
+    assert closing == {"created": 1, "revised": 1, "duplicate": 1}  # event, issue state
+    assert again == {"duplicate": 3}
+    assert sum(":event:" in key for _, key in store.hashes) == 1
+
+
+# -- pagination ------------------------------------------------------------------------------
+
+
+def test_every_page_is_followed_through_the_link_header(fake: FakeGitHub) -> None:
+    for n in range(1, 251):
+        fake.add_issue("acme", "api", n, f"issue {n}", updated_at=T0 + timedelta(minutes=n))
+    for n in range(1, 131):
+        fake.add_comment(
+            "acme", "api", n, f"comment {n}", created_at=T0 + timedelta(hours=5, minutes=n)
+        )
+    conn = connector(fake, streams={"issues", "issue_comments"})
+
+    records = list(conn.fetch(Window(None, END), None))
+
+    assert len(records) == 380
+    repo_id = fake.repo_id("acme", "api")
+    assert fake.request_count("/repos/acme/api/issues") == 1
+    assert fake.request_count(f"/repositories/{repo_id}/issues") == 2
+    assert fake.request_count("/repos/acme/api/issues/comments") == 1
+    assert fake.request_count(f"/repositories/{repo_id}/issues/comments") == 1
+    assert fake.request_count() == 5
+
+
+def test_events_stop_paging_at_the_first_event_older_than_the_window(fake: FakeGitHub) -> None:
+    fake.add_issue("acme", "api", 1, "x", updated_at=T0)
+    for minute in range(250):
+        fake.add_event("acme", "api", 1, "labeled", T0 + timedelta(minutes=minute), label="a")
+    conn = connector(fake, streams={"issue_events"})
+
+    records = list(conn.fetch(Window(T0 + timedelta(minutes=200), END), None))
+
+    assert len(records) == 50
+    assert fake.request_count() == 1  # the newest 100 already reach past the window start
+
+
+# -- rate limits and errors ------------------------------------------------------------------
+
+
+def test_a_secondary_limit_with_retry_after_mid_run_is_waited_out(
+    fake: FakeGitHub, sleep: RecordedSleep
+) -> None:
+    for n in range(1, 251):
+        fake.add_issue("acme", "api", n, f"issue {n}")
+    fake.script_rate_limit("secondary", on_request_number=2, retry_after=30)
+    conn = connector(fake, sleep, streams={"issues"})
+
+    records = list(conn.fetch(Window(None, END), None))
+
+    assert len(records) == 250
+    assert sleep.waits == [30.0]
+    assert fake.request_count() == 4  # page 2 was asked twice
+
+
+def test_a_secondary_limit_without_retry_after_waits_a_minute(
+    fake: FakeGitHub, sleep: RecordedSleep
+) -> None:
+    fake.add_issue("acme", "api", 1, "x")
+    fake.script_rate_limit("secondary")
+    records = list(connector(fake, sleep, streams={"issues"}).fetch(Window(None, END), None))
+    assert len(records) == 1
+    assert sleep.waits == [60.0]
+
+
+def test_a_limit_past_the_cap_ends_the_fetch_with_rate_limit_exhausted(
+    fake: FakeGitHub, sleep: RecordedSleep
+) -> None:
+    fake.add_issue("acme", "api", 1, "x")
+    fake.script_rate_limit("secondary", retry_after=30, times=10)
+    conn = connector(fake, sleep, streams={"issues"}, retry={"max_attempts": 5, "max_wait": "1m"})
+
+    with pytest.raises(RateLimitExhausted, match="secondary rate limit") as caught:
+        list(conn.fetch(Window(None, END), None))
+
+    assert sleep.waits == [30.0, 30.0]
+    assert caught.value.attempts == 3
+    assert caught.value.retry_after == 30.0
+
+
+@pytest.mark.parametrize("status", [403, 429])
+def test_a_primary_limit_waits_until_the_reset_header(
+    fake: FakeGitHub, sleep: RecordedSleep, status: int
+) -> None:
+    fake.add_issue("acme", "api", 1, "x")
+    reset = int(sleep.clock.now().timestamp()) + 45
+    fake.script_rate_limit("primary", reset_at=reset, status=status)  # type: ignore[arg-type]
+
+    records = list(connector(fake, sleep, streams={"issues"}).fetch(Window(None, END), None))
+
+    assert len(records) == 1
+    assert sleep.waits == [45.0]
+
+
+def test_a_primary_limit_resetting_after_the_cap_is_exhausted_at_once(
+    fake: FakeGitHub, sleep: RecordedSleep
+) -> None:
+    fake.add_issue("acme", "api", 1, "x")
+    fake.script_rate_limit("primary", reset_at=int(sleep.clock.now().timestamp()) + 3600)
+
+    with pytest.raises(RateLimitExhausted, match="primary rate limit"):
+        list(connector(fake, sleep, streams={"issues"}).fetch(Window(None, END), None))
+    assert sleep.waits == []
+
+
+def test_bad_credentials_stop_the_run_without_retrying(fake: FakeGitHub) -> None:
+    fake.add_issue("acme", "api", 1, "x")
+    with pytest.raises(StopRun, match="HTTP 401") as caught:
+        list(connector(fake, token="wrong").fetch(Window(None, END), None))
+    assert "wrong" not in str(caught.value)
+    assert fake.request_count() == 1
+
+
+def test_a_403_that_is_not_a_rate_limit_stops_the_run(fake: FakeGitHub) -> None:
+    fake.add_issue("acme", "api", 1, "x")
+    fake.script_error(403)
+    with pytest.raises(StopRun, match="no access"):
+        list(connector(fake, streams={"issues"}).fetch(Window(None, END), None))
+
+
+def test_an_unknown_repository_stops_the_run(fake: FakeGitHub) -> None:
+    fake.add_issue("acme", "api", 1, "x")
+    with pytest.raises(StopRun, match="HTTP 404"):
+        list(connector(fake, repo="acme/nope").fetch(Window(None, END), None))
+
+
+def test_a_server_error_is_retried_with_backoff(fake: FakeGitHub, sleep: RecordedSleep) -> None:
+    fake.add_issue("acme", "api", 1, "x")
+    fake.script_error(502, times=2)
+    records = list(connector(fake, sleep, streams={"issues"}).fetch(Window(None, END), None))
+    assert len(records) == 1
+    assert sleep.waits == [1.0, 2.0]
+
+
+def test_the_token_never_appears_in_the_config_repr() -> None:
+    config = GitHubConfig(name="gh", repo="acme/api", token="ghp_secret", subject="x")
+    assert "ghp_secret" not in repr(config)
+
+
+# -- conformance -----------------------------------------------------------------------------
+
+
+def _recorded(edit: bool) -> list[GitHubRecord]:
+    with FakeGitHub(start=T0) as server:
+        script_repository(server)
+        if edit:
+            server.edit_issue("acme", "api", 1, title="renamed")
+            server.edit_comment("acme", "api", 1, "seen it too, twice")
+        records = list(connector(server).fetch(Window(None, END), None))
+    if not edit:
+        return records
+    conn = connector(server)
+    edited = {"github:acme:api:issue:1:opened", "github:acme:api:issue:1:comment:1"}
+    return [record for record in records if conn.idempotency_key(record) in edited]
+
+
+class TestGitHubConformance(ConnectorConformanceSuite[GitHubRecord]):
+    def make_connector(self) -> GitHubConnector:
+        config = GitHubConfig(name="gh", repo="acme/api", subject="repo:{repository}")
+        return GitHubConnector(config)
+
+    def recorded_records(self) -> Sequence[GitHubRecord]:
+        return _recorded(edit=False)
+
+    def edited_records(self) -> Sequence[GitHubRecord]:
+        return _recorded(edit=True)
+
+
+def test_config_parses_through_the_registry_with_one_repo_or_many() -> None:
+    from memsync.connectors import load_registry
+
+    one, many = load_registry().parse_configs(
+        [
+            {"name": "a", "type": "github", "repo": "acme/api", "subject": "repo:{repository}"},
+            {
+                "name": "b",
+                "type": "github",
+                "repo": ["acme/api", "acme/web"],
+                "subject": "gh:{owner}",
+                "streams": ["issues", "issue_comments"],
+            },
+        ]
+    )
+    assert isinstance(one, GitHubConfig)
+    assert one.repo == ["acme/api"]
+    assert isinstance(many, GitHubConfig)
+    assert many.streams == {"issues", "issue_comments"}
+
+
+def test_a_repo_that_is_not_owner_slash_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="must be 'owner/name'"):
+        GitHubConfig(name="gh", repo="acme", subject="x")
+
+
+def test_public_surface_is_what_we_meant() -> None:
+    import memsync.connectors.github as package
+
+    assert sorted(package.__all__) == [
+        "DEFAULT_EVENT_TYPES",
+        "GitHubComment",
+        "GitHubConfig",
+        "GitHubConnector",
+        "GitHubIssue",
+        "GitHubIssueEvent",
+        "GitHubRecord",
+        "GitHubReview",
+        "GitHubStream",
+        "RepoRef",
+    ]
+    assert all(hasattr(package, name) for name in package.__all__)
+
+
+def test_a_public_repository_is_read_without_a_token() -> None:
+    with FakeGitHub(start=T0) as server:
+        server.add_issue("acme", "api", 1, "public")
+        config = GitHubConfig(
+            name="gh", repo="acme/api", base_url=server.base_url, subject="repo:{repository}"
+        )
+        records = list(GitHubConnector(config).fetch(Window(None, END), None))
+        assert len(records) == 1
+        assert all("authorization" not in r.headers for r in server.requests)

@@ -1,0 +1,330 @@
+"""The Slack connector through slack-sdk against FakeSlack: history and threads, keys,
+edits, skipped subtypes, pagination, rate limits and errors. Time is a FakeClock;
+sleeping is recorded, never done."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from memsync.clock import FakeClock
+from memsync.connectors.base import Window
+from memsync.connectors.errors import RateLimitExhausted, SkipRecord, StopRun
+from memsync.connectors.slack import SlackConfig, SlackConnector, SlackMessage
+from memsync.connectors.slack.connector import slack_ts_to_datetime
+from memsync.connectors.testing import ConnectorConformanceSuite, SimulatedIngest
+from tests.fakes import FakeSlack
+from tests.unit.connectors.sync_helpers import RecordedSleep, sync
+
+START_TS = 1_700_000_000
+T0 = datetime.fromtimestamp(START_TS, UTC)
+END = T0 + timedelta(days=30)
+TEAM = "T12345678"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeSlack]:
+    with FakeSlack(token="xoxb-test", start_ts=START_TS) as server:
+        server.add_channel("C1", "general")
+        yield server
+
+
+@pytest.fixture
+def sleep() -> RecordedSleep:
+    return RecordedSleep(FakeClock(datetime(2026, 1, 1, tzinfo=UTC)))
+
+
+def connector(
+    fake: FakeSlack, sleep: RecordedSleep | None = None, **overrides: Any
+) -> SlackConnector:
+    config = SlackConfig(
+        name="sl",
+        token=overrides.pop("token", "xoxb-test"),
+        channels=overrides.pop("channels", ["C1"]),
+        base_url=f"{fake.base_url}/api",
+        subject=overrides.pop("subject", "slack:{channel}"),
+        **overrides,
+    )
+    recorder = sleep or RecordedSleep(FakeClock())
+    return SlackConnector(config, sleep=recorder, clock=recorder.clock)
+
+
+def at(seconds: float) -> datetime:
+    """The fake's clock: message n (1-based, one per second) is posted at at(n)."""
+    return T0 + timedelta(seconds=seconds)
+
+
+def fetch(conn: SlackConnector, start: datetime | None, end: datetime = END) -> list[str]:
+    return [conn.idempotency_key(r) for r in conn.fetch(Window(start, end), None)]
+
+
+# -- what is read, and the keys --------------------------------------------------------------
+
+
+def test_messages_and_replies_are_keyed_by_team_channel_and_ts(fake: FakeSlack) -> None:
+    parent = fake.post_message("C1", "deploy at 5?")
+    reply = fake.post_reply("C1", parent.ts, "yes")
+    later = fake.post_message("C1", "deployed")
+    conn = connector(fake)
+
+    records = list(conn.fetch(Window(None, END), None))
+
+    assert [conn.idempotency_key(r) for r in records] == [
+        f"slack:{TEAM}:C1:{parent.ts}",
+        f"slack:{TEAM}:C1:{reply.ts}",
+        f"slack:{TEAM}:C1:{later.ts}",
+    ]
+    assert [conn.to_episode(r).type for r in records] == [
+        "slack.message",
+        "slack.reply",
+        "slack.message",
+    ]
+
+
+def test_channel_names_are_resolved_through_conversations_list(fake: FakeSlack) -> None:
+    fake.add_channel("C2", "random")
+    message = fake.post_message("C2", "hello")
+    conn = connector(fake, channels=["#random"], subject="slack:{channel_name}")
+
+    (record,) = conn.fetch(Window(None, END), None)
+
+    assert conn.idempotency_key(record) == f"slack:{TEAM}:C2:{message.ts}"
+    assert conn.to_episode(record).subject_id == "slack:random"
+    assert fake.method_count("conversations.list") == 1
+
+
+def test_an_unknown_channel_name_stops_the_run(fake: FakeSlack) -> None:
+    with pytest.raises(StopRun, match="no channel named nope"):
+        fetch(connector(fake, channels=["nope"]), None)
+
+
+def test_contentless_subtypes_are_skipped_with_a_reason(fake: FakeSlack) -> None:
+    fake.add_join("C1", "U3")
+    fake.post_message("C1", "hi")
+    conn = connector(fake)
+    store = SimulatedIngest()
+
+    join = next(iter(conn.fetch(Window(None, END), None)))
+    with pytest.raises(SkipRecord, match="channel_join"):
+        conn.to_episode(join)
+    assert sync(conn, store, None, END) == {"skipped": 1, "created": 1}
+
+
+# -- repeats, edits and threads --------------------------------------------------------------
+
+
+def test_two_overlapping_windows_store_every_message_and_reply_once(fake: FakeSlack) -> None:
+    first = [fake.post_message("C1", f"m{i}") for i in range(5)]
+    fake.post_reply("C1", first[0].ts, "r1")
+    store = SimulatedIngest()
+    assert sync(connector(fake), store, None, at(10)) == {"created": 6}
+    for i in range(3):
+        fake.post_message("C1", f"n{i}", ts=f"{START_TS + 20 + i}.000000")
+
+    second = sync(connector(fake), store, at(4), at(30))
+
+    # m3, m4 (posted at 4 s and 5 s) and r1 (6 s, a reply to m0, found through the
+    # lookback) fall in the overlap and are duplicates; m0-m2 are read but not handed out.
+    assert second == {"created": 3, "duplicate": 3}
+    assert len(store.hashes) == 9
+
+
+def test_a_reply_to_an_old_thread_is_found_by_the_next_sync(fake: FakeSlack) -> None:
+    parent = fake.post_message("C1", "old question", ts=f"{START_TS}.000000")
+    store = SimulatedIngest()
+    assert sync(connector(fake), store, None, at(60)) == {"created": 1}
+    reply = fake.post_reply("C1", parent.ts, "late answer", ts=f"{START_TS + 3 * 86400}.000000")
+
+    window_start = at(2 * 86400)  # two days after the parent
+    conn = connector(fake)
+    records = list(conn.fetch(Window(window_start, at(4 * 86400)), None))
+
+    assert [conn.idempotency_key(r) for r in records] == [f"slack:{TEAM}:C1:{reply.ts}"]
+    assert sync(conn, store, window_start, at(4 * 86400)) == {"created": 1}
+
+
+def test_a_thread_older_than_the_lookback_is_not_read(fake: FakeSlack) -> None:
+    parent = fake.post_message("C1", "ancient", ts=f"{START_TS}.000000")
+    fake.post_reply("C1", parent.ts, "late", ts=f"{START_TS + 10 * 86400}.000000")
+    conn = connector(fake, lookback="7d")
+
+    assert fetch(conn, at(9 * 86400)) == []
+    assert fake.method_count("conversations.replies") == 0
+
+
+def test_an_edited_message_is_a_revision(fake: FakeSlack) -> None:
+    message = fake.post_message("C1", "deploy at 5", ts=f"{START_TS}.000000")
+    store = SimulatedIngest()
+    sync(connector(fake), store, None, at(60))
+    fake.edit_message("C1", message.ts, "deploy at 6", edited_ts=f"{START_TS + 3600}.000000")
+
+    outcome = sync(connector(fake), store, at(1800), at(7200))
+
+    assert outcome == {"revised": 1}
+    assert len(store.hashes) == 1
+
+
+def test_a_new_reply_does_not_revise_its_parent(fake: FakeSlack) -> None:
+    parent = fake.post_message("C1", "question", ts=f"{START_TS}.000000")
+    store = SimulatedIngest()
+    sync(connector(fake), store, None, at(60))
+    fake.post_reply("C1", parent.ts, "first answer", ts=f"{START_TS + 30}.000000")
+
+    assert sync(connector(fake), store, None, at(60)) == {"duplicate": 1, "created": 1}
+
+
+# -- pagination ------------------------------------------------------------------------------
+
+
+def test_history_and_replies_follow_next_cursor_across_pages(fake: FakeSlack) -> None:
+    messages = [fake.post_message("C1", f"m{i}") for i in range(450)]
+    for i in range(250):
+        fake.post_reply("C1", messages[0].ts, f"r{i}")
+    conn = connector(fake, page_size=100)
+
+    keys = fetch(conn, None)
+
+    assert len(keys) == 700
+    assert len(set(keys)) == 700
+    assert fake.method_count("conversations.history") == 5
+    assert fake.method_count("conversations.replies") == 3  # 251 thread messages, 100 a page
+    assert fake.method_count("auth.test") == 1
+
+
+# -- rate limits and errors ------------------------------------------------------------------
+
+
+def test_a_429_is_waited_out_per_method_and_the_page_asked_again(
+    fake: FakeSlack, sleep: RecordedSleep
+) -> None:
+    parent = fake.post_message("C1", "q")
+    fake.post_reply("C1", parent.ts, "a")
+    fake.script_rate_limit("conversations.history", retry_after=3)
+    fake.script_rate_limit("conversations.replies", retry_after=7, times=2)
+
+    keys = fetch(connector(fake, sleep), None)
+
+    assert len(keys) == 2
+    assert sleep.waits == [3.0, 7.0, 7.0]
+    assert fake.method_count("conversations.history") == 2
+    assert fake.method_count("conversations.replies") == 3
+
+
+def test_a_429_past_the_cap_is_rate_limit_exhausted(fake: FakeSlack, sleep: RecordedSleep) -> None:
+    fake.post_message("C1", "q")
+    fake.script_rate_limit("conversations.history", retry_after=40, times=5)
+    conn = connector(fake, sleep, retry={"max_attempts": 5, "max_wait": "1m"})
+
+    with pytest.raises(RateLimitExhausted, match=r"conversations\.history") as caught:
+        fetch(conn, None)
+
+    assert sleep.waits == [40.0]
+    assert caught.value.retry_after == 40.0
+
+
+@pytest.mark.parametrize(
+    ("token", "error"), [("xoxb-wrong", "invalid_auth"), ("xoxb-test", "account_inactive")]
+)
+def test_token_errors_stop_the_run(fake: FakeSlack, token: str, error: str) -> None:
+    if error == "account_inactive":
+        fake.script_error("auth.test", error)
+    with pytest.raises(StopRun, match=error) as caught:
+        fetch(connector(fake, token=token), None)
+    assert token not in str(caught.value)
+
+
+def test_a_transient_slack_error_is_retried(fake: FakeSlack, sleep: RecordedSleep) -> None:
+    fake.post_message("C1", "q")
+    fake.script_error("conversations.history", "internal_error")
+    assert len(fetch(connector(fake, sleep), None)) == 1
+    assert sleep.waits == [1.0]
+
+
+def test_an_unknown_channel_id_stops_the_run(fake: FakeSlack) -> None:
+    with pytest.raises(StopRun, match="channel_not_found"):
+        fetch(connector(fake, channels=["C999"]), None)
+
+
+def test_slack_timestamps_convert_exactly() -> None:
+    assert slack_ts_to_datetime("1512085950.000216") == datetime(
+        2017, 11, 30, 23, 52, 30, 216, tzinfo=UTC
+    )
+
+
+# -- conformance -----------------------------------------------------------------------------
+
+
+def _recorded(edit: bool) -> list[SlackMessage]:
+    with FakeSlack(start_ts=START_TS) as server:
+        server.add_channel("C1", "general")
+        parent = server.post_message("C1", "question")
+        reply = server.post_reply("C1", parent.ts, "answer")
+        server.post_message(
+            "C1", "bot says", user=None, subtype="bot_message", extra={"bot_id": "B1"}
+        )
+        if edit:
+            server.edit_message("C1", parent.ts, "question, edited")
+            server.edit_message("C1", reply.ts, "answer, edited")
+        records = list(connector(server).fetch(Window(None, END), None))
+    if edit:
+        return [r for r in records if r.ts in (parent.ts, reply.ts)]
+    return records
+
+
+class TestSlackConformance(ConnectorConformanceSuite[SlackMessage]):
+    def make_connector(self) -> SlackConnector:
+        config = SlackConfig(name="sl", token="xoxb-x", channels=["C1"], subject="slack:{team}")
+        return SlackConnector(config)
+
+    def recorded_records(self) -> Sequence[SlackMessage]:
+        return _recorded(edit=False)
+
+    def edited_records(self) -> Sequence[SlackMessage]:
+        return _recorded(edit=True)
+
+
+def test_config_parses_through_the_registry_and_checks_subject_fields() -> None:
+    from memsync.connectors import ConnectorConfigError, load_registry
+
+    (config,) = load_registry().parse_configs(
+        [
+            {
+                "name": "s",
+                "type": "slack",
+                "token": "xoxb-1",
+                "channels": ["general"],
+                "subject": "slack:{team}:{channel}",
+                "lookback": "3d",
+            }
+        ]
+    )
+    assert isinstance(config, SlackConfig)
+    assert config.lookback == timedelta(days=3)
+    with pytest.raises(ConnectorConfigError, match="ticket_id"):
+        load_registry().parse_configs(
+            [
+                {
+                    "name": "s",
+                    "type": "slack",
+                    "token": "xoxb-1",
+                    "channels": ["C1"],
+                    "subject": "t:{ticket_id}",
+                }
+            ]
+        )
+
+
+def test_public_surface_is_what_we_meant() -> None:
+    import memsync.connectors.slack as package
+
+    assert sorted(package.__all__) == [
+        "CONTENTLESS_SUBTYPES",
+        "SlackConfig",
+        "SlackConnector",
+        "SlackMessage",
+        "slack_ts_to_datetime",
+    ]
+    assert all(hasattr(package, name) for name in package.__all__)
