@@ -21,7 +21,7 @@ from rich.table import Table
 
 from memsync.compile.types import MemoryStatus
 from memsync.runtime.api.schemas import CreateEpisodeRequest
-from memsync.runtime.compile import CompileRules, CompileService, ConflictNotFound, result_summary
+from memsync.runtime.compile import CompileService, ConflictNotFound, result_summary
 from memsync.runtime.config import ConfigError, Settings, hash_api_key, load_settings, redacted_dump
 from memsync.runtime.episodes import EpisodeRepository
 from memsync.runtime.ingest import IngestService, IngestSummary
@@ -242,7 +242,7 @@ app.add_typer(conflicts_app, name="conflicts")
 
 
 def _compile_service(store: Store, settings: Settings) -> CompileService:
-    return CompileService(store, rules=CompileRules.from_mapping(settings.compile))
+    return CompileService.from_settings(store, settings.compile)
 
 
 @app.command("compile")

@@ -15,14 +15,18 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
+import httpx
 import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from memsync.clock import Clock, SystemClock
 from memsync.compile.claims import ClaimRegistry
 from memsync.compile.heuristic import HeuristicCompiler
+from memsync.compile.llm import LLMCompiler
 from memsync.compile.policy import PolicyTable
 from memsync.compile.resolve import (
     ChangeSet,
@@ -40,17 +44,52 @@ from memsync.runtime.memories import (
     memories_citing,
 )
 from memsync.runtime.storage.engine import Store
-from memsync.runtime.storage.schema import EpisodeRow
+from memsync.runtime.storage.schema import EpisodeRow, LLMExtractionRow
 
 __all__ = [
     "CompileResult",
     "CompileRules",
     "CompileService",
+    "CompileSettings",
     "ConflictNotFound",
     "ConflictResolution",
+    "LLMSettings",
+    "SqlExtractionRecorder",
 ]
 
 _episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
+_extractions: sa.Table = LLMExtractionRow.__table__  # type: ignore[assignment]
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LLMSettings(_Settings):
+    """An OpenAI-compatible chat-completions endpoint for ``compile.compiler: llm``."""
+
+    base_url: str = Field(min_length=1, description="e.g. https://api.openai.com/v1")
+    model: str = Field(min_length=1)
+    api_key: SecretStr = Field(description="e.g. ${OPENAI_API_KEY}")
+    batch_size: int = Field(default=8, ge=1, le=64)
+    timeout_seconds: float = Field(default=60.0, gt=0, le=600)
+
+
+class CompileSettings(_Settings):
+    """The compile engine: which compiler, and the claim keys, policies and thresholds
+    the resolver uses (see docs/compile.md)."""
+
+    compiler: Literal["heuristic", "llm"] = "heuristic"
+    llm: LLMSettings | None = None
+    claims: dict[str, dict[str, str]] = Field(default_factory=dict)
+    policies: dict[str, str] = Field(default_factory=dict)
+    thresholds: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _llm_needs_its_endpoint(self) -> CompileSettings:
+        if self.compiler == "llm" and self.llm is None:
+            raise ValueError("compiler 'llm' needs an llm: section (base_url, model, api_key)")
+        return self
 
 
 @dataclass(frozen=True)
@@ -62,13 +101,16 @@ class CompileRules:
     thresholds: SimilarityThresholds = field(default_factory=SimilarityThresholds)
 
     @classmethod
-    def from_mapping(cls, config: dict[str, Any]) -> CompileRules:
-        """Build from the ``compile:`` section of the configuration file."""
-        thresholds = config.get("thresholds") or {}
+    def from_settings(cls, settings: CompileSettings) -> CompileRules:
+        """Build from the ``compile:`` section of the configuration file.
+
+        Raises ``ValueError`` naming the unknown kind, policy or claim key.
+        """
+        thresholds = settings.thresholds
         default_threshold = thresholds.get("default")
         return cls(
-            registry=ClaimRegistry.default().extended(config.get("claims") or {}),
-            policies=PolicyTable.from_mapping(config.get("policies") or {}),
+            registry=ClaimRegistry.default().extended(settings.claims),
+            policies=PolicyTable.from_mapping(settings.policies),
             thresholds=SimilarityThresholds(
                 **({"default": float(default_threshold)} if default_threshold is not None else {}),
                 per_kind={
@@ -91,6 +133,42 @@ class CompileResult:
     memories_superseded: int
     conflicts_opened: int
     memories: tuple[StoredMemory, ...]
+
+
+class SqlExtractionRecorder:
+    """An ``ExtractionRecorder`` in the ``llm_extractions`` table, scoped to one tenant.
+
+    Each ``put`` commits on its own, before and outside the compile transaction: an
+    answer the model gave is kept even when the compile that asked for it fails, so a
+    retry replays it instead of paying for it twice. First record of a key wins.
+    """
+
+    def __init__(self, store: Store, tenant_id: str, clock: Clock) -> None:
+        self._store = store
+        self._tenant_id = tenant_id
+        self._clock = clock
+
+    def get(self, key: str) -> str | None:
+        query = sa.select(_extractions.c.extraction).where(
+            _extractions.c.tenant_id == self._tenant_id, _extractions.c.extraction_key == key
+        )
+        with self._store.read() as connection:
+            found: str | None = connection.execute(query).scalar_one_or_none()
+            return found
+
+    def put(self, key: str, extraction_json: str) -> None:
+        dialect_insert = postgresql.insert if self._store.is_postgresql else sqlite.insert
+        statement = dialect_insert(_extractions).on_conflict_do_nothing()
+        with self._store.write() as connection:
+            connection.execute(
+                statement,
+                {
+                    "tenant_id": self._tenant_id,
+                    "extraction_key": key,
+                    "extraction": extraction_json,
+                    "recorded_at": self._clock.now(),
+                },
+            )
 
 
 class ConflictNotFound(LookupError):
@@ -125,26 +203,75 @@ class CompileService:
         compiler: Compiler | None = None,
         rules: CompileRules | None = None,
         clock: Clock | None = None,
+        llm: LLMSettings | None = None,
+        http: httpx.Client | None = None,
     ) -> None:
+        """``compiler`` overrides everything; else ``llm`` selects the LLM compiler (its
+        extractions recorded per tenant in the store); else the heuristic compiler."""
         self._store = store
         self._rules = rules or CompileRules()
-        self._compiler = compiler or HeuristicCompiler(self._rules.registry)
         self._clock = clock or SystemClock()
         self._memories = MemoryRepository(store)
+        self._compiler = compiler
+        self._llm = llm if compiler is None else None
+        self._http = http
+        if self._llm is not None and self._http is None:
+            self._http = httpx.Client(timeout=self._llm.timeout_seconds)
+
+    @classmethod
+    def from_settings(
+        cls, store: Store, settings: CompileSettings, clock: Clock | None = None
+    ) -> CompileService:
+        """The service the configuration file describes."""
+        return cls(
+            store,
+            rules=CompileRules.from_settings(settings),
+            clock=clock,
+            llm=settings.llm if settings.compiler == "llm" else None,
+        )
+
+    def _compiler_for(self, tenant_id: str) -> Compiler:
+        if self._compiler is not None:
+            return self._compiler
+        if self._llm is not None and self._http is not None:
+            return LLMCompiler(
+                self._http,
+                base_url=self._llm.base_url,
+                model=self._llm.model,
+                api_key=self._llm.api_key.get_secret_value(),
+                recorder=SqlExtractionRecorder(self._store, tenant_id, self._clock),
+                registry=self._rules.registry,
+                batch_size=self._llm.batch_size,
+            )
+        return HeuristicCompiler(self._rules.registry)
 
     def compile(
         self, tenant_id: str, subject_id: str, *, job_id: str | None = None
     ) -> CompileResult:
         """Compile ``subject_id``'s uncompiled episodes; see the class docstring."""
         job_id = job_id or f"compile-{uuid.uuid4()}"
+        compiler = self._compiler_for(tenant_id)
+        prepared: set[tuple[uuid.UUID, int]] | None = None
+        if isinstance(compiler, LLMCompiler):
+            # Ask the model before taking the subject's lock and the write transaction:
+            # extraction is slow network I/O and is recorded, so the compile below
+            # replays it without a request.
+            with self._store.read() as connection:
+                pending = [view for view, _ in self._uncompiled(connection, tenant_id, subject_id)]
+            compiler.compile(pending)
+            prepared = {(view.id, view.revision) for view in pending}
         with self._store.write() as connection:
             self._lock_subject(connection, tenant_id, subject_id)
             now = self._clock.now()
             episodes = self._uncompiled(connection, tenant_id, subject_id)
+            if prepared is not None:
+                # Whatever arrived since the extraction waits for the next compile, so
+                # the model is never called while the write lock is held.
+                episodes = [e for e in episodes if (e[0].id, e[0].revision) in prepared]
             if not episodes:
                 return CompileResult(subject_id, job_id, 0, 0, 0, 0, ())
             views = [view for view, _ in episodes]
-            candidates = self._compiler.compile(views)
+            candidates = compiler.compile(views)
             derived_keys = {candidate.memory_key for candidate in candidates}
             existing = load_for_resolution(connection, tenant_id, subject_id, derived_keys)
 

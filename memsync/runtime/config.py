@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memsync.runtime.compile import CompileRules
+from memsync.runtime.compile import CompileRules, CompileSettings
 
 __all__ = [
     "ApiKey",
@@ -116,8 +116,7 @@ class Settings(_Strict):
     # Connector instances stay raw here; the connector registry validates each one
     # against its own type's model, so errors still name the file and the field.
     connectors: list[dict[str, Any]] = Field(default_factory=list)
-    # claims / policies / thresholds for the compile engine; see docs/compile.md.
-    compile: dict[str, Any] = Field(default_factory=dict)
+    compile: CompileSettings = Field(default_factory=CompileSettings)
 
     source_path: Path | None = Field(default=None, exclude=True)
     secret_paths: frozenset[str] = Field(default_factory=frozenset, exclude=True)
@@ -157,7 +156,7 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     except ValidationError as error:
         raise ConfigError(_describe(label, error)) from None
     try:
-        CompileRules.from_mapping(settings.compile)
+        CompileRules.from_settings(settings.compile)
     except (ValueError, TypeError) as error:
         raise ConfigError(f"{label}: compile: {error}") from None
     for api_key in settings.api.keys:

@@ -9,7 +9,7 @@ from fastapi import Depends, Header, Request
 
 from memsync.clock import Clock, SystemClock
 from memsync.runtime.api.auth import Authenticator, Caller
-from memsync.runtime.compile import CompileRules, CompileService
+from memsync.runtime.compile import CompileService
 from memsync.runtime.config import Settings
 from memsync.runtime.episodes import EpisodeRepository
 from memsync.runtime.ingest import IngestService
@@ -42,9 +42,7 @@ class Services:
             ingest=IngestService(store, clock),
             episodes=EpisodeRepository(store),
             memories=MemoryRepository(store),
-            compiler=CompileService(
-                store, rules=CompileRules.from_mapping(settings.compile), clock=clock
-            ),
+            compiler=CompileService.from_settings(store, settings.compile, clock),
             authenticator=Authenticator(settings.api),
         )
 

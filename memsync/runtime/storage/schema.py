@@ -234,3 +234,20 @@ class ConflictRow(Base):
         sa.Index("ix_conflicts_subject_status", "tenant_id", "subject_id", "status"),
         sa.CheckConstraint("status IN ('open', 'resolved')", name="status_known"),
     )
+
+
+class LLMExtractionRow(Base):
+    """A recorded model extraction, replayed instead of asking the model again.
+
+    Keyed per tenant by ``extraction_key`` (prompt version, model, episode content
+    hash); the first record of a key wins.
+    """
+
+    __tablename__ = "llm_extractions"
+
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
+    extraction_key: Mapped[str] = mapped_column(
+        identifier(IDEMPOTENCY_KEY_LENGTH), primary_key=True
+    )
+    extraction: Mapped[str] = mapped_column(sa.Text)
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -1,4 +1,5 @@
-"""Memories (a set per subject), their provenance, supersession records and conflicts.
+"""Memories (a set per subject), their provenance, supersession records, conflicts and
+recorded LLM extractions.
 
 Revision ID: 0003
 Revises: 0001
@@ -135,8 +136,18 @@ def upgrade() -> None:
             "ix_memory_sources_episode", ["tenant_id", "episode_id"], unique=False
         )
 
+    op.create_table(
+        "llm_extractions",
+        sa.Column("tenant_id", identifier(64), nullable=False),
+        sa.Column("extraction_key", identifier(512), nullable=False),
+        sa.Column("extraction", sa.Text(), nullable=False),
+        sa.Column("recorded_at", UTCDateTime(), nullable=False),
+        sa.PrimaryKeyConstraint("tenant_id", "extraction_key", name=op.f("pk_llm_extractions")),
+    )
+
 
 def downgrade() -> None:
+    op.drop_table("llm_extractions")
     with op.batch_alter_table("memory_sources", schema=None) as batch_op:
         batch_op.drop_index("ix_memory_sources_episode")
 
