@@ -32,19 +32,34 @@ TOOLS = ["Postgres", "Redis", "Kafka", "Terraform", "Rust", "Go", "Alembic", "Do
 CITIES = ["Lisbon", "Porto", "Berlin", "Madrid", "Paris", "Rome", "Oslo", "Vienna"]
 
 
-def statement(i: int) -> str:
-    """Varied, realistic sentences: claims that collide, preferences, facts, decisions.
+_WORD_TEXT = (
+    "alpha amber anchor apex arbor atlas aurora basalt beacon birch blaze bolt "
+    "breeze canyon cedar cinder citadel cobalt comet coral crest crystal cypress "
+    "delta dune echo ember falcon fern fjord flint forge frost galaxy garnet glacier "
+    "granite grove harbor hazel helix heron horizon indigo iris ivory jade jasper "
+    "juniper kestrel lagoon lantern lava lilac linden lotus lumen lynx magma maple "
+    "marble meadow mesa meteor mist monsoon moss nebula nectar nova oak oasis "
+    "obsidian onyx opal orbit orchid osprey pebble pepper pine plume polar prairie "
+    "prism quartz quill raven reef ridge river robin ruby saffron sage sapphire "
+    "sequoia shale sierra silver slate solstice sparrow spruce summit tango tempest "
+    "thistle thunder topaz tundra umber valley velvet vertex violet willow zenith "
+    "zephyr "
+)
+WORDS = tuple(_WORD_TEXT.split())
 
-    Services are named like real ones (``svc-k12``): the tokeniser turns bare numbers
-    into ``#``, so "endpoint 5" and "endpoint 6" would be the same words.
-    """
-    tool, city, service = TOOLS[i % len(TOOLS)], CITIES[(i // 7) % len(CITIES)], f"svc-k{i}"
+
+def statement(i: int) -> str:
+    """Varied sentences: claims that collide (home, employer, this week), preferences,
+    decisions and facts with figures, over a vocabulary wide enough that unrelated
+    statements do not look alike to the lexical matcher (as in real text)."""
+    pick = [WORDS[(i * 7919 + k * 104729) % len(WORDS)] for k in range(4)]
+    tool, city = TOOLS[i % len(TOOLS)], CITIES[(i // 7) % len(CITIES)]
     return [
         f"I use {tool} at work.",
-        f"I'm in {city} this week for the {service} launch.",
-        f"We decided to use {tool} for {service}.",
-        f"{service} answers {100 + i % 900} requests per minute from {city} on {tool}.",
-        f"Deploys of {service} fail when the cache is cold.",
+        f"I'm in {city} this week for the {pick[0]} {pick[1]} launch.",
+        f"We decided to use {tool} for the {pick[0]} {pick[2]} service.",
+        f"The {pick[0]} {pick[1]} {pick[3]} gateway answers {100 + i % 900} requests per minute.",
+        f"Deploys of {pick[2]} {pick[3]} fail when the {pick[1]} cache is cold.",
     ][i % 5]
 
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Row
 
 from memsync.runtime.memories import delete_subject_memories
@@ -26,6 +27,8 @@ __all__ = [
 ]
 
 _episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
+# Ids per statement: well under SQLite's bound-parameter limit whatever the batch size.
+_LOOKUP_CHUNK = 1000
 _revisions: sa.Table = EpisodeRevisionRow.__table__  # type: ignore[assignment]
 
 
@@ -125,13 +128,23 @@ class EpisodeRepository:
 
     def get_many(self, tenant_id: str, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, EpisodeRecord]:
         """The episodes with these ids (missing ids are simply absent)."""
-        if not ids:
-            return {}
-        query = sa.select(_episodes).where(
-            _episodes.c.tenant_id == tenant_id, _episodes.c.id.in_(set(ids))
-        )
+        wanted = list(set(ids))
+        found: dict[uuid.UUID, EpisodeRecord] = {}
         with self._store.read() as connection:
-            return {row.id: EpisodeRecord.from_row(row) for row in connection.execute(query)}
+            for start in range(0, len(wanted), _LOOKUP_CHUNK):
+                chunk = wanted[start : start + _LOOKUP_CHUNK]
+                if self._store.is_postgresql:
+                    # One array parameter, not one bind parameter per id.
+                    matches = _episodes.c.id == sa.any_(
+                        sa.bindparam("ids", chunk, type_=postgresql.ARRAY(sa.Uuid))
+                    )
+                else:
+                    matches = _episodes.c.id.in_(chunk)
+                query = sa.select(_episodes).where(_episodes.c.tenant_id == tenant_id, matches)
+                found.update(
+                    (row.id, EpisodeRecord.from_row(row)) for row in connection.execute(query)
+                )
+        return found
 
     def revisions(self, tenant_id: str, episode_id: uuid.UUID) -> list[RevisionRecord]:
         """Earlier revisions of one episode, oldest first (the current one is not here)."""

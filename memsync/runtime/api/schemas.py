@@ -54,10 +54,13 @@ class CreateEpisodeRequest(_Request):
     @field_validator("payload", "metadata", "provenance")
     @classmethod
     def _plain_json(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            canonical_json(value)
-        except ValueError:
-            raise ValueError("NaN and Infinity are not valid JSON numbers") from None
+        # Python's JSON parser accepts NaN and Infinity; the store's canonical JSON
+        # does not, so they are refused here, as a validation error on the field.
+        if value:
+            try:
+                canonical_json(value)
+            except ValueError:
+                raise ValueError("NaN and Infinity are not valid JSON numbers") from None
         return value
 
     @model_validator(mode="after")
@@ -109,7 +112,8 @@ class EpisodeResponse(BaseModel):
 
     @classmethod
     def of(cls, record: EpisodeRecord, outcome: IngestStatus | None = None) -> EpisodeResponse:
-        return cls(
+        # Stored rows are valid by construction: skip re-validating them field by field.
+        return cls.model_construct(
             id=record.id,
             subject_id=record.subject_id,
             source=record.source,
