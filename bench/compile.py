@@ -51,15 +51,17 @@ WORDS = tuple(_WORD_TEXT.split())
 def statement(i: int) -> str:
     """Varied sentences: claims that collide (home, employer, this week), preferences,
     decisions and facts with figures, over a vocabulary wide enough that unrelated
-    statements do not look alike to the lexical matcher (as in real text)."""
-    pick = [WORDS[(i * 7919 + k * 104729) % len(WORDS)] for k in range(4)]
+    statements do not look alike to the lexical matcher, as in real text. (Templated
+    text where every fact shares most of its words is the lexical matcher's worst case:
+    see docs/benchmarks.md.)"""
+    pick = [WORDS[(i * 7919 + k * 104729) % len(WORDS)] for k in range(6)]
     tool, city = TOOLS[i % len(TOOLS)], CITIES[(i // 7) % len(CITIES)]
     return [
         f"I use {tool} at work.",
         f"I'm in {city} this week for the {pick[0]} {pick[1]} launch.",
-        f"We decided to use {tool} for the {pick[0]} {pick[2]} service.",
-        f"The {pick[0]} {pick[1]} {pick[3]} gateway answers {100 + i % 900} requests per minute.",
-        f"Deploys of {pick[2]} {pick[3]} fail when the {pick[1]} cache is cold.",
+        f"We decided to move {pick[0]} {pick[2]} onto {tool}.",
+        f"The {pick[0]} {pick[1]} {pick[3]} {pick[4]} gateway answers {100 + i % 900} calls.",
+        f"Deploys of {pick[2]} {pick[3]} stall when {pick[1]} {pick[5]} is cold.",
     ][i % 5]
 
 

@@ -164,15 +164,21 @@ class LexicalIndex:
             candidates.update(postings.get(token, ()))
         candidates.difference_update(exclude)
 
-        shortest, longest = required, math.floor(len(probe) / limit)
+        size = len(probe)
+        shortest, longest = required, math.floor(size / limit)
+        # Plain ints in the loop: it runs once per candidate, and Fraction attribute
+        # access costs more than the set intersection it guards.
+        numerator, denominator = limit.numerator, limit.denominator
+        entries = self._entries
         best: tuple[int, int, str] | None = None  # (shared, union, key)
         for key in candidates:
-            stored = self._entries[key][1]
-            if not shortest <= len(stored) <= longest:
+            stored = entries[key][1]
+            stored_size = len(stored)
+            if stored_size < shortest or stored_size > longest:
                 continue
             shared = len(probe & stored)
-            union = len(probe) + len(stored) - shared
-            if shared * limit.denominator < limit.numerator * union:
+            union = size + stored_size - shared
+            if shared * denominator < numerator * union:
                 continue
             if best is None or _better(shared, union, key, best):
                 best = (shared, union, key)
