@@ -18,6 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from memsync.runtime import cli_sync
 from memsync.runtime.api.schemas import CreateEpisodeRequest
 from memsync.runtime.config import ConfigError, Settings, hash_api_key, load_settings, redacted_dump
 from memsync.runtime.episodes import EpisodeRepository
@@ -218,6 +219,10 @@ def demo(
                 episode.idempotency_key or "-",
             )
     console.print(table)
+    cli_sync.print_run(cli_sync.sync_bundled_workspace(store, tenant))
+
+
+cli_sync.register(app, _settings, _open_store)
 
 
 def main() -> None:
