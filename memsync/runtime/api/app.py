@@ -98,6 +98,9 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
+    from memsync.runtime.api.runs import router as runs_router  # it imports this module
+
+    app.include_router(runs_router)
 
     @app.get("/v1/health")
     def health(services: ServicesDep) -> dict[str, str]:
