@@ -35,6 +35,7 @@ from memsync.connectors.base import Connector
 from memsync.runtime.config import Settings
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunInProgress, RunRecord, RunStatus, SyncRunner
+from memsync.runtime.sync.records import COUNTERS
 
 __all__ = ["EXIT_FOR_STATUS", "print_run", "register", "sync_bundled_workspace"]
 
@@ -257,8 +258,7 @@ def register(
             console.print_json(json.dumps([record.to_json() for record in records]))
             return
         table = Table(title=f"sync runs of tenant {tenant!r}")
-        columns = ("id", "connector", "kind", "status", "started", "fetched", "created")
-        for column in (*columns, "dupl.", "revised", "skipped", "errors"):
+        for column in ("id", "connector", "kind", "status", "started", *COUNTERS):
             table.add_column(column)
         for record in records:
             table.add_row(
@@ -267,17 +267,7 @@ def register(
                 record.kind.value,
                 record.status.value,
                 record.started_at.isoformat(timespec="seconds"),
-                *(
-                    str(value)
-                    for value in (
-                        record.fetched,
-                        record.created,
-                        record.duplicates,
-                        record.revised,
-                        record.skipped,
-                        record.errors,
-                    )
-                ),
+                *(str(count) for count in record.counts().values()),
             )
         console.print(table)
 

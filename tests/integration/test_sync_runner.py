@@ -124,27 +124,26 @@ def test_a_rate_limit_mid_run_is_partial_keeps_the_committed_cursor_and_the_next
     assert stored_keys(store) == sorted(f"fake:src:record:r{i:04d}" for i in range(25))
 
 
-def test_stop_run_fails_the_run_and_leaves_the_cursor_alone(store: Store) -> None:
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (StopRun("HTTP 401: bad token"), "stopped: HTTP 401: bad token"),
+        (RetryableError("HTTP 503 five times"), "RetryableError: HTTP 503 five times"),
+    ],
+    ids=["stop-run", "retryable-with-nothing-committed"],
+)
+def test_a_run_that_committed_nothing_fails_and_leaves_the_cursor_alone(
+    store: Store, error: Exception, expected: str
+) -> None:
     clock = FakeClock(T0 + timedelta(days=1))
     connector = FakeConnector(config(), records(5))
-    connector.fail_at("r0000", StopRun("HTTP 401: bad token"))
+    connector.fail_at("r0000", error)
 
     record = runner(store, clock).sync(connector)
 
     assert record.status is RunStatus.FAILED
-    assert record.error == "stopped: HTTP 401: bad token"
+    assert record.error == expected
     assert runner(store, clock).repository.cursor("default", "src") is None
-
-
-def test_a_retryable_error_with_nothing_committed_is_failed_not_partial(store: Store) -> None:
-    clock = FakeClock(T0 + timedelta(days=1))
-    connector = FakeConnector(config(), records(3))
-    connector.fail_at("r0000", RetryableError("HTTP 503 five times"))
-
-    record = runner(store, clock).sync(connector)
-
-    assert record.status is RunStatus.FAILED
-    assert record.error == "RetryableError: HTTP 503 five times"
 
 
 def test_skipped_records_are_counted_with_their_reason_and_the_run_succeeds(store: Store) -> None:

@@ -7,11 +7,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from memsync.runtime.ingest import IngestSummary
 from memsync.runtime.sync.policy import RunKind, RunStatus
 
-__all__ = ["MAX_SKIPPED_REASONS", "RunRecord", "Tally"]
+__all__ = ["COUNTERS", "MAX_SKIPPED_REASONS", "RunRecord", "Tally"]
 
+#: The counters of a run, in the order records, logs and tables show them.
+COUNTERS = ("fetched", "created", "duplicates", "revised", "skipped", "errors")
 #: Skip reasons kept per run: enough to diagnose, bounded for a source full of bad records.
 MAX_SKIPPED_REASONS = 20
 
@@ -44,15 +48,8 @@ class Tally:
 
     def columns(self) -> dict[str, Any]:
         """The counters as ``sync_runs`` column values."""
-        return {
-            "fetched": self.fetched,
-            "created": self.created,
-            "duplicates": self.duplicates,
-            "revised": self.revised,
-            "skipped": self.skipped,
-            "errors": self.errors,
-            "skipped_reasons": list(self.skipped_reasons),
-        }
+        columns: dict[str, Any] = {name: getattr(self, name) for name in COUNTERS}
+        return {**columns, "skipped_reasons": list(self.skipped_reasons)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,27 +102,14 @@ class RunRecord:
             duration_seconds=row.duration_seconds,
         )
 
+    def counts(self) -> dict[str, int]:
+        """The counters by name, in :data:`COUNTERS` order."""
+        return {name: getattr(self, name) for name in COUNTERS}
+
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values, as ``--json`` and the API print them."""
-        return {
-            "id": str(self.id),
-            "tenant_id": self.tenant_id,
-            "connector": self.connector,
-            "connector_type": self.connector_type,
-            "kind": self.kind.value,
-            "window_start": self.window_start.isoformat() if self.window_start else None,
-            "window_end": self.window_end.isoformat(),
-            "status": self.status.value,
-            "fetched": self.fetched,
-            "created": self.created,
-            "duplicates": self.duplicates,
-            "revised": self.revised,
-            "skipped": self.skipped,
-            "errors": self.errors,
-            "error": self.error,
-            "skipped_reasons": list(self.skipped_reasons),
-            "backfill_id": str(self.backfill_id) if self.backfill_id else None,
-            "started_at": self.started_at.isoformat(),
-            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
-            "duration_seconds": self.duration_seconds,
-        }
+        dumped: dict[str, Any] = _RUN_RECORD.dump_python(self, mode="json")
+        return dumped
+
+
+_RUN_RECORD: TypeAdapter[RunRecord] = TypeAdapter(RunRecord)

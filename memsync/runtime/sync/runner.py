@@ -261,17 +261,11 @@ class SyncRunner:
             finished_backfill=decided.backfill_id if error is None else None,
         )
         log.info(
-            "run finished connector=%s run=%s status=%s fetched=%d created=%d duplicates=%d "
-            "revised=%d skipped=%d errors=%d",
+            "run finished connector=%s run=%s status=%s %s",
             config.name,
             run_id,
             record.status.value,
-            record.fetched,
-            record.created,
-            record.duplicates,
-            record.revised,
-            record.skipped,
-            record.errors,
+            " ".join(f"{name}={count}" for name, count in record.counts().items()),
         )
         if isinstance(error, KeyboardInterrupt):
             raise error
