@@ -34,7 +34,7 @@ from memsync.connectors import (
 from memsync.connectors.base import Connector
 from memsync.runtime.config import Settings
 from memsync.runtime.storage import Store
-from memsync.runtime.sync import RunInProgress, RunRecord, RunStatus, SyncRunner
+from memsync.runtime.sync import RunInProgress, RunLost, RunRecord, RunStatus, SyncRunner
 from memsync.runtime.sync.records import COUNTERS
 
 __all__ = ["EXIT_FOR_STATUS", "print_run", "register", "sync_bundled_workspace"]
@@ -173,7 +173,7 @@ def register(
         store = open_store(loaded)
         try:
             record = action(SyncRunner(store), connector)
-        except RunInProgress as error:
+        except (RunInProgress, RunLost) as error:
             errors.print(str(error), markup=False)
             raise typer.Exit(EXIT_FAILED) from None
         finally:
