@@ -38,6 +38,9 @@ __all__ = ["DEFAULT_BATCH_SIZE", "IngestOutcome", "IngestService", "IngestSummar
 
 DEFAULT_BATCH_SIZE = 1000
 ANALYZE_AFTER_CREATED = 50_000
+# The first ANALYZE comes early: once the planner has seen that keys are unique it
+# keeps the key index as the table grows (n_distinct is stored as a fraction).
+FIRST_ANALYZE_AFTER_CREATED = 1_000
 
 _episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
 _revisions: sa.Table = EpisodeRevisionRow.__table__  # type: ignore[assignment]
@@ -100,6 +103,7 @@ class IngestService:
         # (look up first, write nothing). The last batch's mix decides the next.
         self._expect_new = True
         self._created_since_analyze = 0
+        self._analyzed = False
 
     def ingest(self, tenant_id: str, drafts: Sequence[EpisodeDraft]) -> list[IngestOutcome]:
         """Ingest ``drafts`` for ``tenant_id``; return one outcome per draft, in order.
@@ -121,14 +125,17 @@ class IngestService:
 
         Until autovacuum gets to it, a freshly loaded table still looks tiny to the
         planner, which then probes the timeline index instead of the key index and
-        makes the very next re-sync several times slower.
+        makes the very next re-sync several times slower. With a single subject (a
+        workspace) that fallback reads every episode of the subject per key.
         """
         if not self._store.is_postgresql:
             return
         self._created_since_analyze += sum(o.status is IngestStatus.CREATED for o in outcomes)
-        if self._created_since_analyze < ANALYZE_AFTER_CREATED:
+        threshold = ANALYZE_AFTER_CREATED if self._analyzed else FIRST_ANALYZE_AFTER_CREATED
+        if self._created_since_analyze < threshold:
             return
         self._created_since_analyze = 0
+        self._analyzed = True
         with self._store.write() as connection:
             connection.exec_driver_sql("ANALYZE episodes")
 
@@ -226,16 +233,15 @@ class IngestService:
                 {"tenant_id": tenant_id, "wanted": json.dumps(refs, ensure_ascii=False)},
             )
             return {(row[0], row[1]): _Stored(row[2], row[3], row[4]) for row in rows}
-        query = sa.select(*columns).where(
-            sa.tuple_(_episodes.c.subject_id, _episodes.c.idempotency_key).in_(refs)
-        )
-        # Restating the partial index's predicate lets SQLite's planner use it.
-        query = query.where(
-            _episodes.c.tenant_id == tenant_id, _episodes.c.idempotency_key.is_not(None)
+        # One probe of the key index per wanted key: a row-value IN list would only
+        # seek on tenant_id and scan the tenant's episodes (SQLite's planner).
+        rows = connection.execute(
+            _SQLITE_LOOKUP.columns(*columns),
+            {"tenant_id": tenant_id, "wanted": json.dumps(refs, ensure_ascii=False)},
         )
         return {
             (row.subject_id, row.idempotency_key): _Stored(row.id, row.content_hash, row.revision)
-            for row in connection.execute(query)
+            for row in rows
         }
 
     def _insert(
@@ -461,6 +467,17 @@ _PG_LOOKUP = (
     'AND e.subject_id = (wanted.ref->>0) COLLATE "C" '
     'AND e.idempotency_key = (wanted.ref->>1) COLLATE "C" '
     "AND e.idempotency_key IS NOT NULL LIMIT 1) AS found"
+)
+
+
+_SQLITE_LOOKUP = sa.text(
+    "SELECT e.subject_id, e.idempotency_key, e.id, e.content_hash, e.revision "
+    "FROM json_each(:wanted) AS wanted CROSS JOIN episodes AS e "
+    "WHERE e.tenant_id = :tenant_id "
+    "AND e.subject_id = json_extract(wanted.value, '$[0]') "
+    "AND e.idempotency_key = json_extract(wanted.value, '$[1]') "
+    # Restating the partial index's predicate lets SQLite's planner use it.
+    "AND e.idempotency_key IS NOT NULL"
 )
 
 
