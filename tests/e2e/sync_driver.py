@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memsync.clock import FakeClock
+from memsync.clock import FakeClock, SystemClock
 from memsync.connectors import Cursor, Window
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.storage import Store
@@ -63,10 +63,14 @@ def main() -> None:
     parser.add_argument("--gate-at", required=True)
     parser.add_argument("--gate", type=Path, required=True)
     parser.add_argument("--marker", type=Path, required=True)
+    parser.add_argument(
+        "--real-clock", action="store_true", help="stamp runs with the wall clock (default: NOW)"
+    )
     arguments = parser.parse_args()
     records = generated(arguments.count, timedelta(minutes=arguments.every_minutes))
     connector = GatedConnector(records, arguments.gate_at, arguments.gate, arguments.marker)
-    runner = SyncRunner(Store.from_url(arguments.store_url), clock=FakeClock(NOW), batch_size=BATCH)
+    clock = SystemClock() if arguments.real_clock else FakeClock(NOW)
+    runner = SyncRunner(Store.from_url(arguments.store_url), clock=clock, batch_size=BATCH)
     if arguments.mode == "sync":
         runner.sync(connector)
     else:

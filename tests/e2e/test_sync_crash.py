@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,16 +24,25 @@ from memsync.runtime.storage.schema import EpisodeRevisionRow, EpisodeRow
 from memsync.runtime.sync import RunKind, RunStatus, SyncRunner
 from tests.e2e import sync_driver
 from tests.e2e.sync_driver import BATCH, NOW, T0, fake_config, generated
+from tests.e2e.test_cli import memsync
 
 pytestmark = pytest.mark.slow
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
 
-def kill_at_gate(
-    tmp_path: Path, mode: str, store_url: str, *, count: int, every: int, gate_at: int
-) -> None:
-    """Run the driver until it blocks at record ``gate_at``, then SIGKILL it."""
+@contextmanager
+def blocked_at_gate(
+    tmp_path: Path,
+    mode: str,
+    store_url: str,
+    *,
+    count: int,
+    every: int,
+    gate_at: int,
+    real_clock: bool = False,
+) -> Iterator[None]:
+    """Run the driver until it blocks at record ``gate_at``; SIGKILL it on exit."""
     gate, marker = tmp_path / "gate", tmp_path / "reached"
     os.mkfifo(gate)
     process = subprocess.Popen(
@@ -39,6 +50,7 @@ def kill_at_gate(
             sys.executable, "-m", sync_driver.__name__, mode, store_url,
             "--count", str(count), "--every-minutes", str(every),
             "--gate-at", f"r{gate_at:05d}", "--gate", str(gate), "--marker", str(marker),
+            *(["--real-clock"] if real_clock else []),
         ],
         cwd=REPOSITORY,
         stderr=subprocess.PIPE,
@@ -51,11 +63,19 @@ def kill_at_gate(
             if time.monotonic() > deadline:
                 raise AssertionError("driver never reached the gate")
             time.sleep(0.02)  # polling a process with a deadline, not waiting for time
+        yield
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=60)
         assert process.stderr is not None
         process.stderr.close()
+
+
+def kill_at_gate(
+    tmp_path: Path, mode: str, store_url: str, *, count: int, every: int, gate_at: int
+) -> None:
+    with blocked_at_gate(tmp_path, mode, store_url, count=count, every=every, gate_at=gate_at):
+        pass
 
 
 def stored(store: Store) -> dict[str, tuple[str, int]]:
@@ -136,3 +156,24 @@ def test_a_killed_backfill_resumes_from_its_last_completed_slice(
     assert stored(store) == clean_run(count, every)
     assert revisions(store) == 0
     assert runner.repository.cursor("default", "src") is None  # backfill never moves it
+
+
+def test_a_second_sync_of_a_running_connector_fails_fast_with_exit_1(
+    tmp_path: Path, store_url: str, store: Store
+) -> None:
+    config = tmp_path / "memsync.yaml"
+    config.write_text(
+        f"store: {store_url}\nconnectors:\n  - name: src\n    type: fake\n"
+        "    subject: 'thing:{id}'\n"
+    )
+    # The wall clock, as the CLI uses: a heartbeat stamped with a fake date would look
+    # months old to it, and rightly be reclaimed as abandoned.
+    with blocked_at_gate(
+        tmp_path, "sync", store_url, count=300, every=1, gate_at=150, real_clock=True
+    ):
+        second = memsync("--config", str(config), "sync", "src", cwd=tmp_path)
+        running = SyncRunner(store).repository.list_runs("default")
+
+    assert second.returncode == 1
+    assert "connector 'src' (tenant 'default') is already running" in second.stderr
+    assert [run.status for run in running] == [RunStatus.RUNNING]  # the refused run left no row
