@@ -218,30 +218,20 @@ class IngestService:
     def _lookup(
         self, connection: Connection, tenant_id: str, refs: Sequence[_KeyRef]
     ) -> dict[_KeyRef, _Stored]:
-        """One statement: the stored hash and revision of each existing key."""
-        columns = (
-            _episodes.c.subject_id,
-            _episodes.c.idempotency_key,
-            _episodes.c.id,
-            _episodes.c.content_hash,
-            _episodes.c.revision,
-        )
+        """One statement: the stored hash and revision of each existing key.
+
+        The wanted keys travel as one JSON array that the database unpacks, and the
+        statement is shaped so that each key is one probe of the key index, never a
+        scan of the tenant's episodes.
+        """
+        wanted = {"tenant_id": tenant_id, "wanted": json.dumps(refs, ensure_ascii=False)}
         if self._store.is_postgresql:
             # Raw driver rows: this runs for every key of every re-sync.
-            rows = connection.exec_driver_sql(
-                _PG_LOOKUP,
-                {"tenant_id": tenant_id, "wanted": json.dumps(refs, ensure_ascii=False)},
-            )
+            rows = connection.exec_driver_sql(_PG_LOOKUP, wanted)
             return {(row[0], row[1]): _Stored(row[2], row[3], row[4]) for row in rows}
-        # One probe of the key index per wanted key: a row-value IN list would only
-        # seek on tenant_id and scan the tenant's episodes (SQLite's planner).
-        rows = connection.execute(
-            _SQLITE_LOOKUP.columns(*columns),
-            {"tenant_id": tenant_id, "wanted": json.dumps(refs, ensure_ascii=False)},
-        )
         return {
             (row.subject_id, row.idempotency_key): _Stored(row.id, row.content_hash, row.revision)
-            for row in rows
+            for row in connection.execute(_SQLITE_LOOKUP, wanted)
         }
 
     def _insert(
@@ -470,14 +460,22 @@ _PG_LOOKUP = (
 )
 
 
+# SQLite: CROSS JOIN fixes the join order (the wanted keys outside, the key index
+# probed inside); a row-value IN list would instead be planned as a scan of the
+# tenant's primary-key range.
 _SQLITE_LOOKUP = sa.text(
     "SELECT e.subject_id, e.idempotency_key, e.id, e.content_hash, e.revision "
     "FROM json_each(:wanted) AS wanted CROSS JOIN episodes AS e "
     "WHERE e.tenant_id = :tenant_id "
     "AND e.subject_id = json_extract(wanted.value, '$[0]') "
     "AND e.idempotency_key = json_extract(wanted.value, '$[1]') "
-    # Restating the partial index's predicate lets SQLite's planner use it.
     "AND e.idempotency_key IS NOT NULL"
+).columns(
+    sa.column("subject_id", sa.String),
+    sa.column("idempotency_key", sa.String),
+    sa.column("id", sa.Uuid),
+    sa.column("content_hash", sa.String),
+    sa.column("revision", sa.Integer),
 )
 
 

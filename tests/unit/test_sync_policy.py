@@ -112,3 +112,22 @@ def test_a_run_is_stale_after_its_lease_or_when_its_process_on_this_host_is_gone
     assert not is_stale(holder, now=NOW, lease=lease, this_host="b", pid_alive=dead)
     later = NOW + timedelta(minutes=11)
     assert is_stale(holder, now=later, lease=lease, this_host="b", pid_alive=alive)
+
+
+def test_the_sync_package_exports_what_runners_and_callers_use() -> None:
+    import memsync.runtime.sync as sync
+
+    assert sorted(sync.__all__) == [
+        "DEFAULT_LEASE",
+        "DEFAULT_SLICE",
+        "RunInProgress",
+        "RunKind",
+        "RunLost",
+        "RunRecord",
+        "RunStatus",
+        "SyncRepository",
+        "SyncRunner",
+        "Tally",
+        "pid_alive",
+    ]
+    assert all(hasattr(sync, name) for name in sync.__all__)
