@@ -151,6 +151,10 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
     example_key: ClassVar[str]
     #: The fields a record offers to the subject template (checked when config loads).
     subject_fields: ClassVar[frozenset[str]] = frozenset()
+    #: Whether ``fetch`` yields records in non-decreasing :meth:`record_cursor` order.
+    #: Only then may the runner checkpoint its cursor in the middle of a run; otherwise
+    #: a record with an earlier position could still be on its way when a run stops.
+    ordered_by_cursor: ClassVar[bool] = False
 
     def __init__(self, config: ConfigT) -> None:
         self.config = config

@@ -291,7 +291,8 @@ class ConnectorConfig(BaseModel):
     the connector class; ``subject`` is the template the subject id is rendered from;
     ``overlap`` is how far each window reaches back before the cursor, so a record
     updated while the previous run was reading is read again (ingest recognises it);
-    ``start`` is where the first run (and a backfill) begins.
+    ``start`` is where the first run (and a backfill) begins; ``tenant`` is the tenant
+    the instance's episodes, cursor and run records belong to.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -304,6 +305,8 @@ class ConnectorConfig(BaseModel):
     start: datetime | None = None
     base_url: str | None = None
     retry: RetrySettings = RetrySettings()
+    # The same alphabet the API accepts in X-Tenant-ID, so a synced tenant is reachable.
+    tenant: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 
     @field_validator("name")
     @classmethod

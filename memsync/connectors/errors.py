@@ -3,7 +3,7 @@
 ============================  ===============================================================
 error                         what the runner does
 ============================  ===============================================================
-:class:`SkipRecord`           skips one record, counts it under ``errors`` with the reason,
+:class:`SkipRecord`           skips one record, counts it under ``skipped`` with the reason,
                               and carries on with the next record
 :class:`RetryableError`       a transient failure the retry helper could not outlast (or
                               that a connector chose not to retry): the run ends ``partial``

@@ -55,6 +55,7 @@ class FakeConnector(Connector[FakeConfig, FakeRecord]):
     config_model = FakeConfig
     example_key = "fake:demo:record:r1"
     subject_fields: ClassVar[frozenset[str]] = frozenset({"id", "group"})
+    ordered_by_cursor = True  # fetch sorts by (updated_at, id)
 
     def __init__(self, config: FakeConfig, records: Iterable[FakeRecord] = ()) -> None:
         super().__init__(config)

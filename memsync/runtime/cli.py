@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memsync.compile.types import MemoryStatus
+from memsync.runtime import cli_sync
 from memsync.runtime.api.schemas import CreateEpisodeRequest
 from memsync.runtime.compile import CompileService, ConflictNotFound, result_summary
 from memsync.runtime.config import ConfigError, Settings, hash_api_key, load_settings, redacted_dump
@@ -235,6 +236,10 @@ def _print_store_summary(store: Store, tenant: str) -> None:
             str(len(memories.conflicts(tenant, subject.subject_id))),
         )
     console.print(table)
+    cli_sync.print_run(cli_sync.sync_bundled_workspace(store, tenant))
+
+
+cli_sync.register(app, _settings, _open_store)
 
 
 conflicts_app = typer.Typer(help="Conflicts flagged between memories.", no_args_is_help=True)

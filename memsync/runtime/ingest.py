@@ -38,6 +38,9 @@ __all__ = ["DEFAULT_BATCH_SIZE", "IngestOutcome", "IngestService", "IngestSummar
 
 DEFAULT_BATCH_SIZE = 1000
 ANALYZE_AFTER_CREATED = 50_000
+# The first ANALYZE comes early: once the planner has seen that keys are unique it
+# keeps the key index as the table grows (n_distinct is stored as a fraction).
+FIRST_ANALYZE_AFTER_CREATED = 1_000
 
 _episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
 _revisions: sa.Table = EpisodeRevisionRow.__table__  # type: ignore[assignment]
@@ -100,6 +103,7 @@ class IngestService:
         # (look up first, write nothing). The last batch's mix decides the next.
         self._expect_new = True
         self._created_since_analyze = 0
+        self._analyzed = False
 
     def ingest(self, tenant_id: str, drafts: Sequence[EpisodeDraft]) -> list[IngestOutcome]:
         """Ingest ``drafts`` for ``tenant_id``; return one outcome per draft, in order.
@@ -121,14 +125,17 @@ class IngestService:
 
         Until autovacuum gets to it, a freshly loaded table still looks tiny to the
         planner, which then probes the timeline index instead of the key index and
-        makes the very next re-sync several times slower.
+        makes the very next re-sync several times slower. With a single subject (a
+        workspace) that fallback reads every episode of the subject per key.
         """
         if not self._store.is_postgresql:
             return
         self._created_since_analyze += sum(o.status is IngestStatus.CREATED for o in outcomes)
-        if self._created_since_analyze < ANALYZE_AFTER_CREATED:
+        threshold = ANALYZE_AFTER_CREATED if self._analyzed else FIRST_ANALYZE_AFTER_CREATED
+        if self._created_since_analyze < threshold:
             return
         self._created_since_analyze = 0
+        self._analyzed = True
         with self._store.write() as connection:
             connection.exec_driver_sql("ANALYZE episodes")
 

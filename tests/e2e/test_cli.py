@@ -38,6 +38,17 @@ def test_demo_stores_the_sample_once_and_a_rerun_stores_nothing(tmp_path: Path) 
     assert (tmp_path / "memsync.db").exists()
 
 
+def test_demo_syncs_the_bundled_workspace_and_a_rerun_creates_nothing(tmp_path: Path) -> None:
+    first = memsync("demo", cwd=tmp_path)
+    second = memsync("demo", cwd=tmp_path)
+
+    # Four text files (the .gitignore is one) and one snapshot of the scan.
+    assert "of demo-workspace (workspace, tenant default): succeeded; fetched 5, created 5" in (
+        first.stdout
+    )
+    assert "succeeded; fetched 5, created 0, duplicates 5, revised 0" in second.stdout
+
+
 def test_invalid_config_exits_2_naming_file_and_field(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text("api:\n  port: soon\n")

@@ -17,8 +17,8 @@ import memsync
 from memsync.compile.bundle import memory_to_dict
 from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
-from memsync.runtime.api import memories
-from memsync.runtime.api.deps import CallerDep, Services, ServicesDep
+from memsync.runtime.api import memories, runs
+from memsync.runtime.api.deps import MAX_PAGE, CallerDep, Services, ServicesDep
 from memsync.runtime.api.errors import ApiError, BodySizeLimit, install_error_handlers
 from memsync.runtime.api.schemas import (
     BatchCreateResponse,
@@ -35,8 +35,6 @@ from memsync.runtime.api.schemas import (
 from memsync.runtime.ingest import IngestOutcome, IngestSummary
 
 __all__ = ["Services", "create_app"]
-
-MAX_PAGE = 200
 
 
 def _responses(
@@ -63,6 +61,7 @@ def create_app(services: Services) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
     app.include_router(memories.router)
+    app.include_router(runs.router)
 
     @app.get("/v1/health")
     def health(services: ServicesDep) -> dict[str, str]:

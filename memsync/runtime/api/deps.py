@@ -16,7 +16,10 @@ from memsync.runtime.ingest import IngestService
 from memsync.runtime.memories import MemoryRepository
 from memsync.runtime.storage.engine import Store
 
-__all__ = ["CallerDep", "Services", "ServicesDep"]
+__all__ = ["MAX_PAGE", "CallerDep", "Services", "ServicesDep"]
+
+# The largest page any list endpoint returns.
+MAX_PAGE = 200
 
 
 @dataclass(frozen=True)

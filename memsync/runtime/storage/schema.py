@@ -17,7 +17,15 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from memsync.runtime.storage.types import JSONDocument, UTCDateTime, identifier
 
-__all__ = ["Base", "EpisodeRevisionRow", "EpisodeRow"]
+__all__ = [
+    "BackfillRow",
+    "BackfillSliceRow",
+    "Base",
+    "ConnectorCursorRow",
+    "EpisodeRevisionRow",
+    "EpisodeRow",
+    "SyncRunRow",
+]
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -31,6 +39,7 @@ TENANT_ID_LENGTH = 64
 SUBJECT_ID_LENGTH = 255
 LABEL_LENGTH = 255
 IDEMPOTENCY_KEY_LENGTH = 512
+CONNECTOR_NAME_LENGTH = 64
 
 
 class Base(DeclarativeBase):
@@ -251,3 +260,130 @@ class LLMExtractionRow(Base):
     )
     extraction: Mapped[str] = mapped_column(sa.Text)
     recorded_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ConnectorCursorRow(Base):
+    """Where a connector instance's incremental sync has committed up to.
+
+    One row per (tenant, connector). ``position`` mirrors ``cursor["position"]`` as a
+    column so the database itself refuses to move it backwards (the upsert only
+    applies when the new position is later).
+    """
+
+    __tablename__ = "connector_cursors"
+
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
+    connector: Mapped[str] = mapped_column(identifier(CONNECTOR_NAME_LENGTH), primary_key=True)
+    position: Mapped[datetime] = mapped_column(UTCDateTime)
+    cursor: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    run_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SyncRunRow(Base):
+    """One sync or backfill run of one connector instance, and what it did.
+
+    At most one run per (tenant, connector) is ``running``: a partial unique index
+    says so, so a second run cannot start however it is launched. A run whose
+    process died is recognised by its stale heartbeat (or its dead pid on this host)
+    and marked ``failed`` before another may start.
+    """
+
+    __tablename__ = "sync_runs"
+
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    connector: Mapped[str] = mapped_column(identifier(CONNECTOR_NAME_LENGTH))
+    connector_type: Mapped[str] = mapped_column(identifier(LABEL_LENGTH))
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    window_start: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    window_end: Mapped[datetime] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(sa.String(16))
+    fetched: Mapped[int] = mapped_column(sa.Integer, default=0)
+    created: Mapped[int] = mapped_column(sa.Integer, default=0)
+    duplicates: Mapped[int] = mapped_column(sa.Integer, default=0)
+    revised: Mapped[int] = mapped_column(sa.Integer, default=0)
+    skipped: Mapped[int] = mapped_column(sa.Integer, default=0)
+    errors: Mapped[int] = mapped_column(sa.Integer, default=0)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    skipped_reasons: Mapped[list[str]] = mapped_column(JSONDocument)
+    backfill_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    host: Mapped[str] = mapped_column(sa.String(LABEL_LENGTH))
+    pid: Mapped[int] = mapped_column(sa.Integer)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    duration_seconds: Mapped[float | None] = mapped_column(sa.Float)
+
+    __table_args__ = (
+        sa.Index(
+            "uq_sync_runs_one_running",
+            "tenant_id",
+            "connector",
+            unique=True,
+            sqlite_where=sa.text("status = 'running'"),
+            postgresql_where=sa.text("status = 'running'"),
+        ),
+        sa.Index("ix_sync_runs_connector_started", "tenant_id", "connector", "started_at"),
+        sa.CheckConstraint("kind IN ('incremental', 'backfill')", name="kind_known"),
+        sa.CheckConstraint(
+            "status IN ('running', 'succeeded', 'partial', 'failed')", name="status_known"
+        ),
+    )
+
+
+class BackfillRow(Base):
+    """A manual re-read of ``[since, until]`` in slices of ``slice_seconds``.
+
+    At most one backfill per (tenant, connector) is ``open`` (partial unique index);
+    re-running the same command resumes it from its first slice not yet done.
+    """
+
+    __tablename__ = "backfills"
+
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    connector: Mapped[str] = mapped_column(identifier(CONNECTOR_NAME_LENGTH))
+    since: Mapped[datetime] = mapped_column(UTCDateTime)
+    until: Mapped[datetime] = mapped_column(UTCDateTime)
+    slice_seconds: Mapped[int] = mapped_column(sa.Integer)
+    status: Mapped[str] = mapped_column(sa.String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        sa.Index(
+            "uq_backfills_one_open",
+            "tenant_id",
+            "connector",
+            unique=True,
+            sqlite_where=sa.text("status = 'open'"),
+            postgresql_where=sa.text("status = 'open'"),
+        ),
+        sa.CheckConstraint("status IN ('open', 'finished', 'abandoned')", name="status_known"),
+        sa.CheckConstraint("slice_seconds > 0", name="slice_positive"),
+        sa.CheckConstraint("since < until", name="range_not_empty"),
+    )
+
+
+class BackfillSliceRow(Base):
+    """One slice ``[slice_start, slice_end]`` of a backfill; ``done_at`` is set only
+    after every episode read in it was committed."""
+
+    __tablename__ = "backfill_slices"
+
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
+    backfill_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    slice_start: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    slice_end: Mapped[datetime] = mapped_column(UTCDateTime)
+    done_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    run_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+
+    __table_args__ = (
+        sa.ForeignKeyConstraint(
+            ["tenant_id", "backfill_id"],
+            ["backfills.tenant_id", "backfills.id"],
+            ondelete="CASCADE",
+        ),
+        sa.CheckConstraint("slice_start < slice_end", name="slice_not_empty"),
+    )

@@ -14,8 +14,7 @@ from alembic import op
 from memsync.runtime.storage.types import JSONDocument, UTCDateTime, identifier
 
 revision = "0003"
-# 0002 holds the sync runner's tables (cursors, runs, backfill slices).
-down_revision = "0001"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 

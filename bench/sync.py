@@ -1,0 +1,162 @@
+"""Sync throughput through the runner: a local fake source and a workspace tree.
+
+Scenarios, each in its own interpreter against a throwaway store:
+
+- ``fake``: N fake records (ordered by cursor, batches of 1000): a first sync (all
+  new), then a full re-read of the same window (all duplicates). The re-read's time per
+  record is the overhead a scheduled re-sync pays for a record it already has.
+- ``workspace``: a generated tree of F small text files: a first sync, then a re-sync
+  of the unchanged tree (every file hashed again, every key already stored).
+
+Prints a Markdown table; see docs/benchmarks.md.
+
+    python -m bench.sync [--records 100000] [--files 20000] [--db sqlite postgresql]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.common import machine, peak_rss_mib, print_table, run_child, throwaway_store
+from memsync.clock import FakeClock
+from memsync.connectors import load_registry
+from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.runtime.storage import Store
+from memsync.runtime.sync import RunRecord, RunStatus, SyncRunner
+
+BATCH = 1000
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+NOW = T0 + timedelta(days=400)
+
+
+def timed(action: Any) -> tuple[RunRecord, float]:
+    started = time.perf_counter()
+    record: RunRecord = action()
+    elapsed = time.perf_counter() - started
+    assert record.status is RunStatus.SUCCEEDED, record
+    return record, elapsed
+
+
+def fake_source(url: str, count: int, _directory: str) -> dict[str, Any]:
+    """A first sync, then a re-read of the same window as one backfill slice."""
+    records = [
+        FakeRecord(
+            id=f"{i:07d}",
+            updated_at=T0 + timedelta(seconds=i * 300),
+            body="Webhook retries ignore Retry-After; steps: send 429 with Retry-After: 30. " * 4,
+            fields={"group": f"team-{i % 50}"},
+        )
+        for i in range(count)
+    ]
+    config = FakeConfig.model_validate({"name": "bench", "subject": "team:{group}"})
+    connector = FakeConnector(config, records)
+    runner = SyncRunner(Store.from_url(url), clock=FakeClock(NOW), batch_size=BATCH)
+    first, first_s = timed(lambda: runner.sync(connector))
+    again, again_s = timed(
+        lambda: runner.backfill(
+            connector, since=T0 - timedelta(seconds=1), until=NOW, slice_length=NOW - T0
+        )
+    )
+    assert (first.created, again.duplicates, again.created) == (count, count, 0)
+    return {"first": first_s, "again": again_s, "items": count, "peak_rss_mib": peak_rss_mib()}
+
+
+def workspace_tree(root: Path, files: int) -> None:
+    per_directory = 100
+    for i in range(files):
+        directory = root / f"pkg{i // per_directory:04d}"
+        if i % per_directory == 0:
+            directory.mkdir(parents=True)
+        (directory / f"module_{i:05d}.py").write_text(
+            f'"""Module {i}."""\n\n\ndef handler_{i}(event):\n    return event.get("id") == {i}\n'
+        )
+
+
+def workspace(url: str, files: int, directory: str) -> dict[str, Any]:
+    root = Path(directory) / "tree"
+    workspace_tree(root, files)
+    registry = load_registry()
+    [config] = registry.parse_configs(
+        [
+            {
+                "name": "bench-ws",
+                "type": "workspace",
+                "subject": "ws:{workspace_id}",
+                "root": str(root),
+            }
+        ]
+    )
+    connector = registry.build(config)
+    runner = SyncRunner(Store.from_url(url), batch_size=BATCH)
+    first, first_s = timed(lambda: runner.sync(connector))
+    again, again_s = timed(lambda: runner.sync(connector))
+    # Every file plus one snapshot; the unchanged snapshot is a duplicate too.
+    assert (first.created, again.created, again.duplicates) == (files + 1, 0, files + 1)
+    return {"first": first_s, "again": again_s, "items": files + 1, "peak_rss_mib": peak_rss_mib()}
+
+
+SCENARIOS = {"fake": fake_source, "workspace": workspace}
+
+
+def child(backend: str, scenario: str, count: int) -> None:
+    with tempfile.TemporaryDirectory() as directory, throwaway_store(backend, directory) as url:
+        result = SCENARIOS[scenario](url, count, directory)
+    print(json.dumps(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--db", nargs="+", default=["sqlite", "postgresql"])
+    parser.add_argument("--child", nargs=3, metavar=("DB", "SCENARIO", "N"), help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.child:
+        backend, scenario, count = arguments.child
+        child(backend, scenario, int(count))
+        return
+
+    print(
+        f"sync benchmark: {arguments.records:,} fake records, {arguments.files:,}-file "
+        f"workspace, batches of {BATCH}; {machine()}"
+    )
+    rows = []
+    for backend in arguments.db:
+        for scenario, size in (("fake", arguments.records), ("workspace", arguments.files)):
+            result = run_child("bench.sync", [backend, scenario, str(size)])
+            items = result["items"]
+            rows.append(
+                (
+                    backend,
+                    f"{scenario} ({size:,})",
+                    f"{items / result['first']:,.0f}",
+                    f"{result['first']:.1f}",
+                    f"{items / result['again']:,.0f}",
+                    f"{result['again']:.1f}",
+                    f"{result['again'] / items * 1e6:,.0f}",
+                    f"{result['peak_rss_mib']:.0f}",
+                )
+            )
+    print_table(
+        [
+            "db",
+            "source",
+            "first sync rec/s",
+            "first s",
+            "re-read rec/s",
+            "re-read s",
+            "re-read µs/rec",
+            "peak RSS MiB",
+        ],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()

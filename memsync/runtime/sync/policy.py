@@ -1,0 +1,152 @@
+"""The decisions of a sync run, as pure functions of time, config and counts.
+
+Nothing here reads the clock or the database: the runner passes ``now``, the stored
+cursor and the counts in, so every rule is tested without a store or a sleep.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from memsync.connectors import Cursor, RateLimitExhausted, StopRun, Window
+
+__all__ = [
+    "Holder",
+    "RunKind",
+    "RunStatus",
+    "checkpoint_position",
+    "describe_error",
+    "incremental_window",
+    "is_stale",
+    "plan_slices",
+    "status_after",
+]
+
+
+class RunKind(enum.StrEnum):
+    """An ``incremental`` run reads from the cursor; a ``backfill`` re-reads a range."""
+
+    INCREMENTAL = "incremental"
+    BACKFILL = "backfill"
+
+
+class RunStatus(enum.StrEnum):
+    """How a run ended (``running`` while it has not)."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    FAILED = "failed"
+
+
+def incremental_window(
+    cursor: Cursor | None, overlap: timedelta, configured_start: datetime | None, now: datetime
+) -> Window:
+    """``[cursor - overlap, now]``; a first run starts at ``configured_start`` (``None``:
+    from the beginning).
+
+    A cursor ahead of ``now`` (another host's clock ran ahead) still gives a valid
+    window: its start is clamped to ``now``.
+    """
+    start = configured_start if cursor is None else cursor.position - overlap
+    if start is not None and start > now:
+        start = now
+    return Window(start=start, end=now)
+
+
+def checkpoint_position(
+    *, committed_high: datetime | None, window: Window, ordered: bool, complete: bool
+) -> datetime | None:
+    """Where the cursor may move after a commit, or ``None`` for "not yet".
+
+    - A window read to its end (``complete``) is covered up to its end, the run start.
+    - Mid-run, only a connector whose fetch is ordered by cursor may checkpoint, at the
+      highest committed position: every record before it was yielded, hence committed,
+      earlier. Records tied at that position are read again because the next window
+      starts at or before it (both ends of a window are inclusive).
+    - Otherwise a record with an earlier position could still be on its way, so the
+      cursor waits for the end of the window.
+
+    The result never lies past ``window.end``; the store never moves a cursor backwards.
+    """
+    if complete:
+        return window.end
+    if ordered and committed_high is not None:
+        return min(committed_high, window.end)
+    return None
+
+
+def status_after(error: BaseException | None, committed: int) -> RunStatus:
+    """The status of a run that ended with ``error`` (``None``: read everything).
+
+    :class:`StopRun` is ``failed`` (nothing will change until a person acts). Any other
+    error that cut the run short is ``partial`` when some episodes were committed, else
+    ``failed``. Skipped records do not make a run partial: each is counted with its
+    reason, and retrying would skip it again.
+    """
+    if error is None:
+        return RunStatus.SUCCEEDED
+    if isinstance(error, StopRun) or committed == 0:
+        return RunStatus.FAILED
+    return RunStatus.PARTIAL
+
+
+def describe_error(error: BaseException) -> str:
+    """The run record's ``error`` text: the kind of failure, then the message."""
+    if isinstance(error, RateLimitExhausted):
+        kind = "rate limit exhausted"
+    elif isinstance(error, StopRun):
+        kind = "stopped"
+    else:
+        kind = type(error).__name__
+    return f"{kind}: {error}"
+
+
+def plan_slices(
+    since: datetime, until: datetime, length: timedelta
+) -> list[tuple[datetime, datetime]]:
+    """Consecutive ``[start, end]`` slices covering ``[since, until]``; the last may be
+    shorter. Neighbours share their boundary, so a record exactly on it is read twice
+    (a duplicate), never zero times."""
+    if length <= timedelta(0):
+        raise ValueError("a backfill slice must be a positive duration")
+    if since >= until:
+        raise ValueError(f"backfill range is empty: {since.isoformat()} .. {until.isoformat()}")
+    slices: list[tuple[datetime, datetime]] = []
+    start = since
+    while start < until:
+        end = min(start + length, until)
+        slices.append((start, end))
+        start = end
+    return slices
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who holds a connector's run: for deciding whether that run is still alive."""
+
+    host: str
+    pid: int
+    heartbeat_at: datetime
+
+
+def is_stale(
+    holder: Holder,
+    *,
+    now: datetime,
+    lease: timedelta,
+    this_host: str,
+    pid_alive: Callable[[int], bool],
+) -> bool:
+    """Whether a ``running`` run was abandoned by a process that died.
+
+    Stale when its heartbeat is older than ``lease`` (any host), or when it ran on this
+    host and its process no longer exists (a killed ``memsync sync`` is recovered at
+    once instead of after the lease).
+    """
+    if now - holder.heartbeat_at > lease:
+        return True
+    return holder.host == this_host and not pid_alive(holder.pid)

@@ -1,0 +1,193 @@
+"""``memsync sync``, ``runs`` and ``connectors`` as a user runs them.
+
+Most tests run the command in a subprocess. The rate-limit test runs the same typer
+app in-process, because respx can only answer the HTTP calls of this process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import respx
+from typer.testing import CliRunner
+
+from memsync.runtime.cli import app
+from memsync.runtime.storage import Store
+from memsync.runtime.sync import SyncRepository
+from tests.e2e.test_cli import memsync
+
+pytestmark = pytest.mark.slow
+
+
+def write_config(directory: Path, store_url: str, connectors: str) -> Path:
+    config = directory / "memsync.yaml"
+    config.write_text(f"store: {store_url}\nconnectors:\n{connectors}")
+    return config
+
+
+def workspace_config(tmp_path: Path, store_url: str) -> Path:
+    root = tmp_path / "workspace"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "adr-001.md").write_text("We use PostgreSQL in production.\n")
+    (root / "notes.txt").write_text("Retry webhooks with backoff.\n")
+    return write_config(
+        tmp_path,
+        store_url,
+        f"  - name: ws\n    type: workspace\n    subject: 'workspace:{{workspace_id}}'\n"
+        f"    root: {root}\n",
+    )
+
+
+def test_sync_prints_the_run_record_and_a_second_sync_creates_nothing(
+    tmp_path: Path, store_url: str
+) -> None:
+    config = workspace_config(tmp_path, store_url)
+
+    first = memsync("--config", str(config), "sync", "ws", "--json", cwd=tmp_path)
+    second = memsync("--config", str(config), "sync", "ws", "--json", cwd=tmp_path)
+
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0, second.stderr
+    one, two = json.loads(first.stdout), json.loads(second.stdout)
+    assert (one["status"], one["fetched"], one["created"]) == ("succeeded", 3, 3)
+    assert (two["created"], two["duplicates"]) == (0, 3)
+    assert "run finished connector=ws" in first.stderr  # key=value logs off a terminal
+
+    listed = memsync("--config", str(config), "runs", "list", "--json", cwd=tmp_path)
+    shown = memsync("--config", str(config), "runs", "show", one["id"], cwd=tmp_path)
+    assert [run["id"] for run in json.loads(listed.stdout)] == [two["id"], one["id"]]
+    assert "succeeded; fetched 3, created 3, duplicates 0" in shown.stdout
+
+
+def test_backfill_reads_the_range_in_slices_and_exits_0(tmp_path: Path, store_url: str) -> None:
+    config = workspace_config(tmp_path, store_url)
+    result = memsync(
+        "--config", str(config), "backfill", "ws", "--since", "2026-01-01",
+        "--until", "2026-01-04", "--slice", "1d", "--json", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert (record["kind"], record["status"]) == ("backfill", "succeeded")
+    assert record["fetched"] == 9  # the workspace connector scans everything per slice
+    assert "slices_done=3 slices_total=3" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        (
+            "  - name: gh\n    type: jira\n    subject: x\n",
+            "connector 'gh' in {config}: type: unknown connector type 'jira'",
+        ),
+        (
+            "  - name: zd\n    type: zendesk\n    subject: x\n    subdomain: acme\n"
+            "    email: a@b.c\n",
+            "connector 'zd' in {config}: token: field required",
+        ),
+        (
+            "  - name: gh\n    type: workspace\n    subject: x\n    root: /tmp\n"
+            "    overlap: soon\n",
+            "connector 'gh' in {config}: overlap 'soon' is not a duration (e.g. 2h, 30m, 7d)",
+        ),
+    ],
+    ids=["unknown-type", "missing-field", "bad-duration"],
+)
+def test_invalid_connector_config_exits_2_naming_the_file_and_the_field(
+    tmp_path: Path, store_url: str, entry: str, expected: str
+) -> None:
+    config = write_config(tmp_path, store_url, entry)
+    result = memsync("--config", str(config), "sync", "gh", cwd=tmp_path)
+    assert result.returncode == 2
+    assert expected.format(config=config) in result.stderr
+
+
+def test_an_unknown_connector_name_exits_2_listing_the_configured_ones(
+    tmp_path: Path, store_url: str
+) -> None:
+    config = workspace_config(tmp_path, store_url)
+    result = memsync("--config", str(config), "sync", "nope", cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"no connector named 'nope' in {config} (connectors configured: ws)" in result.stderr
+
+
+def test_connectors_list_shows_each_type_with_its_key_policy_and_rationale(
+    tmp_path: Path,
+) -> None:
+    result = memsync("connectors", "list", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    listed = {entry["type"]: entry for entry in json.loads(result.stdout)}
+    assert {"fake", "workspace", "zendesk"} <= set(listed)
+    assert listed["zendesk"]["key_policy"] == "identity"
+    assert listed["workspace"]["example_key"].startswith("workspace:")
+    assert listed["zendesk"]["key_rationale"]
+
+
+# -- rate limited mid-run, in-process --------------------------------------------------
+
+BASE = "https://acme.zendesk.com"
+EXPORT = "/api/v2/incremental/tickets/cursor.json"
+
+
+def ticket(ticket_id: int) -> dict[str, Any]:
+    return {
+        "id": ticket_id,
+        "updated_at": f"2026-01-0{ticket_id}T10:00:00Z",
+        "organization_id": 7,
+        "subject": f"ticket {ticket_id}",
+        "status": "open",
+    }
+
+
+@pytest.fixture
+def zendesk() -> Iterator[respx.MockRouter]:
+    with respx.mock(base_url=BASE, assert_all_called=False) as mock:
+        mock.get(url__regex=r"/api/v2/tickets/\d+/comments\.json").respond(json={"comments": []})
+        mock.get(url__regex=r"/api/v2/tickets/\d+/audits\.json").respond(json={"audits": []})
+        yield mock
+
+
+def test_a_rate_limit_mid_run_exits_3_and_the_next_run_completes_without_duplicates(
+    tmp_path: Path, store_url: str, store: Store, zendesk: respx.MockRouter
+) -> None:
+    config = write_config(
+        tmp_path,
+        store_url,
+        "  - name: zd\n    type: zendesk\n    subject: 'org:{organization_id}'\n"
+        "    subdomain: acme\n    email: agent@acme.test\n    token: t0ken\n"
+        f"    base_url: {BASE}\n    retry: {{max_attempts: 1}}\n",
+    )
+    first_page = {"tickets": [ticket(1), ticket(2)], "end_of_stream": False, "after_cursor": "c2"}
+    last_page = {"tickets": [ticket(3)], "end_of_stream": True, "after_cursor": "c3"}
+    export = zendesk.get(EXPORT)
+    export.side_effect = [
+        httpx.Response(200, json=first_page),
+        httpx.Response(429, headers={"Retry-After": "3600"}, json={"error": "slow down"}),
+        httpx.Response(200, json=first_page),
+        httpx.Response(200, json=last_page),
+    ]
+    cli = CliRunner()
+
+    partial = cli.invoke(app, ["--config", str(config), "sync", "zd", "--json"])
+    cursor_after_partial = SyncRepository(store).cursor("default", "zd")
+    complete = cli.invoke(app, ["--config", str(config), "sync", "zd", "--json"])
+
+    assert partial.exit_code == 3, partial.output
+    first = json.loads(partial.stdout)
+    assert first["status"] == "partial"
+    assert "rate limit exhausted" in first["error"]
+    assert "HTTP 429" in first["error"]
+    assert first["created"] == 2
+    # Zendesk does not promise cursor order, so the last safe committed point is the
+    # cursor before the run: nothing is skipped, the tickets read are read again.
+    assert cursor_after_partial is None
+    assert complete.exit_code == 0, complete.output
+    second = json.loads(complete.stdout)
+    assert (second["created"], second["duplicates"]) == (1, 2)
+    with store.read() as connection:
+        keys = connection.exec_driver_sql("SELECT idempotency_key FROM episodes").scalars().all()
+    assert sorted(keys) == [f"zendesk:acme:ticket:{i}" for i in (1, 2, 3)]
