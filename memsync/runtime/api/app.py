@@ -16,7 +16,7 @@ import memsync
 from memsync.compile.bundle import memory_to_dict
 from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
-from memsync.runtime.api import memories
+from memsync.runtime.api import jobs, memories
 from memsync.runtime.api.deps import CallerDep, Services, ServicesDep
 from memsync.runtime.api.errors import ApiError, BodySizeLimit, install_error_handlers
 from memsync.runtime.api.schemas import (
@@ -56,6 +56,7 @@ def create_app(services: Services) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
     app.include_router(memories.router)
+    app.include_router(jobs.router)
 
     @app.get("/v1/health")
     def health(services: ServicesDep) -> dict[str, str]:
