@@ -86,15 +86,19 @@ def test_sdk_sees_only_its_tenant(base_url: str) -> None:
         assert acme.list_subjects().total == 1
 
 
+def tell_lisbon_and_tea(client: StatewaveClient) -> None:
+    client.create_episode(
+        "ana",
+        "chat",
+        "message",
+        {"messages": [{"role": "user", "content": "I live in Lisbon and I prefer tea."}]},
+        idempotency_key="c1",
+    )
+
+
 def test_sdk_compile_search_and_context(base_url: str) -> None:
     with sdk(base_url, "acme") as client:
-        client.create_episode(
-            "ana",
-            "chat",
-            "message",
-            {"messages": [{"role": "user", "content": "I live in Lisbon and I prefer tea."}]},
-            idempotency_key="c1",
-        )
+        tell_lisbon_and_tea(client)
         compiled = client.compile_memories("ana")
         assert compiled.memories_created == len(compiled.memories) > 0
         assert client.compile_memories("ana").memories_created == 0
@@ -129,13 +133,7 @@ def served_with_worker(store: Store) -> Iterator[str]:
 
 def test_sdk_async_compile_round_trip_with_a_worker(served_with_worker: str) -> None:
     with sdk(served_with_worker, "acme") as client:
-        client.create_episode(
-            "ana",
-            "chat",
-            "message",
-            {"messages": [{"role": "user", "content": "I live in Lisbon and I prefer tea."}]},
-            idempotency_key="c1",
-        )
+        tell_lisbon_and_tea(client)
         submitted = client.compile_memories_async("ana")
         assert submitted.status in ("pending", "running", "completed")
         assert submitted.subject_id == "ana"
