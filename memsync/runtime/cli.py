@@ -19,14 +19,17 @@ from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from memsync.clock import SystemClock
 from memsync.compile.types import MemoryStatus
 from memsync.runtime import cli_sync
 from memsync.runtime.api.schemas import CreateEpisodeRequest
+from memsync.runtime.cli_jobs import register as register_job_commands
 from memsync.runtime.compile import CompileService, ConflictNotFound, result_summary
 from memsync.runtime.config import ConfigError, Settings, hash_api_key, load_settings, redacted_dump
 from memsync.runtime.episodes import EpisodeRepository
-from memsync.runtime.ingest import IngestService, IngestSummary
+from memsync.runtime.ingest import IngestSummary
 from memsync.runtime.inspector import conflict_to_dict, inspect_subject, render_inspection
+from memsync.runtime.jobs import COMPILE, JobQueue, ingest_service
 from memsync.runtime.memories import MemoryRepository
 from memsync.runtime.storage import Store, current_revision, head_revision, upgrade
 
@@ -122,17 +125,8 @@ def config_show() -> None:
     console.print_json(json.dumps(redacted_dump(_settings())))
 
 
-@app.command()
-def serve(
-    host: Annotated[str | None, typer.Option(help="interface (default: api.host)")] = None,
-    port: Annotated[int | None, typer.Option(help="port (default: api.port, 8100)")] = None,
-) -> None:
-    """Serve the HTTP API (Statewave v1 compatible)."""
-    import uvicorn
-
-    from memsync.runtime.api.app import create_app
-    from memsync.runtime.api.deps import Services
-
+def _serving_settings(host: str | None, port: int | None) -> Settings:
+    """Settings with --host/--port applied; refuses a public interface without keys."""
     settings = _settings()
     api = settings.api.model_copy(
         update={key: value for key, value in {"host": host, "port": port}.items() if value}
@@ -149,7 +143,23 @@ def serve(
         errors.print(
             f"no API keys configured: accepting unauthenticated requests on {api.host} only"
         )
+    return settings
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="interface (default: api.host)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (default: api.port, 8100)")] = None,
+) -> None:
+    """Serve the HTTP API (Statewave v1 compatible)."""
+    import uvicorn
+
+    from memsync.runtime.api.app import create_app
+    from memsync.runtime.api.deps import Services
+
+    settings = _serving_settings(host, port)
     store = _open_store(settings)
+    api = settings.api
     uvicorn.run(create_app(Services.build(settings, store)), host=api.host, port=api.port)
 
 
@@ -172,9 +182,10 @@ def _read_episodes(path: Path) -> list[CreateEpisodeRequest]:
         raise typer.Exit(EXIT_USAGE) from None
 
 
-def _ingest_file(store: Store, tenant: str, path: Path) -> IngestSummary:
+def _ingest_file(store: Store, settings: Settings, tenant: str, path: Path) -> IngestSummary:
     requests = _read_episodes(path)
-    outcomes = IngestService(store).ingest(tenant, [request.to_draft() for request in requests])
+    service = ingest_service(store, settings.jobs, JobQueue.from_settings(store, settings.jobs))
+    outcomes = service.ingest(tenant, [request.to_draft() for request in requests])
     return IngestSummary.of(outcomes)
 
 
@@ -184,8 +195,9 @@ def ingest(
     tenant: Annotated[str, typer.Option(help="tenant to ingest for")] = "default",
 ) -> None:
     """Ingest episodes from a file, exactly as POST /v1/episodes/batch would."""
-    store = _open_store(_settings())
-    summary = _ingest_file(store, tenant, path)
+    settings = _settings()
+    store = _open_store(settings)
+    summary = _ingest_file(store, settings, tenant, path)
     console.print(
         f"created {summary.created}, duplicates {summary.duplicates}, revised {summary.revised}"
     )
@@ -201,7 +213,7 @@ def demo(
     store = _open_store(settings)
     sample = resources.files("memsync.runtime") / "samples" / "episodes.json"
     with resources.as_file(sample) as sample_path:
-        summary = _ingest_file(store, tenant, sample_path)
+        summary = _ingest_file(store, settings, tenant, sample_path)
     console.print(f"store: {settings.store}")
     console.print(
         f"ingested the bundled sample: created {summary.created}, "
@@ -258,8 +270,11 @@ def compile_command(
     ] = False,
     tenant: Annotated[str, typer.Option(help="tenant")] = "default",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    async_: Annotated[
+        bool, typer.Option("--async", help="enqueue a compile job; print its id")
+    ] = False,
 ) -> None:
-    """Compile episodes into memories now. A second run creates nothing."""
+    """Compile episodes into memories now (or enqueue it). A second run creates nothing."""
     if (subject is None) == (not all_subjects):
         errors.print("name one SUBJECT or pass --all")
         raise typer.Exit(EXIT_USAGE)
@@ -267,6 +282,12 @@ def compile_command(
     store = _open_store(settings)
     service = _compile_service(store, settings)
     subjects = service.subjects_with_uncompiled(tenant) if all_subjects else [subject or ""]
+    if async_:
+        queue = JobQueue.from_settings(store, settings.jobs)
+        for name in subjects:
+            job, _ = queue.enqueue(tenant, COMPILE, name, now=SystemClock().now())
+            typer.echo(str(job.id))
+        return
     results = [result_summary(service.compile(tenant, name)) for name in subjects]
     if as_json:
         typer.echo(json.dumps(results, indent=2))
@@ -344,6 +365,9 @@ def conflicts_resolve(
         errors.print(str(error))
         raise typer.Exit(EXIT_FAILED) from None
     console.print(f"kept {resolution.kept_memory_id}; superseded {resolution.superseded_memory_id}")
+
+
+register_job_commands(app, _settings, _open_store, _serving_settings)
 
 
 def main() -> None:

@@ -33,6 +33,8 @@ from memsync.connectors import (
 )
 from memsync.connectors.base import Connector
 from memsync.runtime.config import Settings
+from memsync.runtime.jobs.queue import JobQueue
+from memsync.runtime.jobs.triggers import ingest_service
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunInProgress, RunLost, RunRecord, RunStatus, SyncRunner
 from memsync.runtime.sync.records import COUNTERS
@@ -171,8 +173,10 @@ def register(
         loaded = settings()
         connector = _build_connector(load_registry(), loaded, name)
         store = open_store(loaded)
+        queue = JobQueue.from_settings(store, loaded.jobs)
+        runner = SyncRunner(store, ingest=ingest_service(store, loaded.jobs, queue))
         try:
-            record = action(SyncRunner(store), connector)
+            record = action(runner, connector)
         except (RunInProgress, RunLost) as error:
             errors.print(str(error), markup=False)
             raise typer.Exit(EXIT_FAILED) from None

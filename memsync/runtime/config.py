@@ -25,6 +25,7 @@ __all__ = [
     "ApiKey",
     "ApiSettings",
     "ConfigError",
+    "JobsSettings",
     "Settings",
     "hash_api_key",
     "load_settings",
@@ -108,6 +109,53 @@ class ApiSettings(_Strict):
             return False
 
 
+class JobsSettings(_Strict):
+    """Background jobs: triggers, leases, retries and the nightly schedule.
+
+    ``compile_every_n_episodes``: enqueue a compile of a subject once it has this many
+    uncompiled episodes (0: off). ``nightly_compile``: a crontab line (in
+    ``timezone``) at which every subject with uncompiled episodes gets a compile job
+    (empty: off). See docs/operations.md for leases, retries and misfires.
+    """
+
+    compile_every_n_episodes: int = Field(default=0, ge=0)
+    nightly_compile: str | None = None
+    timezone: str = "UTC"
+    lease_seconds: float = Field(default=60.0, gt=0)
+    poll_seconds: float = Field(default=1.0, gt=0)
+    max_attempts: int = Field(default=5, ge=1)
+    retry_backoff_seconds: float = Field(default=10.0, ge=0)
+    retry_backoff_max_seconds: float = Field(default=600.0, ge=0)
+    misfire_grace_seconds: int = Field(default=3600, ge=1)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (e.g. UTC, Europe/Lisbon)") from None
+        return value
+
+    @field_validator("nightly_compile")
+    @classmethod
+    def _valid_crontab(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        from apscheduler.triggers.cron import CronTrigger
+
+        try:
+            CronTrigger.from_crontab(value)
+        except ValueError as error:
+            raise ValueError(
+                f"{value!r} is not a crontab line (minute hour day month weekday, "
+                f"e.g. '0 3 * * *'): {error}"
+            ) from None
+        return value
+
+
 class Settings(_Strict):
     """The whole configuration file."""
 
@@ -117,6 +165,7 @@ class Settings(_Strict):
     # against its own type's model, so errors still name the file and the field.
     connectors: list[dict[str, Any]] = Field(default_factory=list)
     compile: CompileSettings = Field(default_factory=CompileSettings)
+    jobs: JobsSettings = Field(default_factory=JobsSettings)
 
     source_path: Path | None = Field(default=None, exclude=True)
     secret_paths: frozenset[str] = Field(default_factory=frozenset, exclude=True)

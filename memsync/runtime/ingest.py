@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -34,7 +34,13 @@ from memsync.episode import EpisodeDraft, IngestStatus, canonical_json, classify
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.schema import EpisodeRevisionRow, EpisodeRow
 
-__all__ = ["DEFAULT_BATCH_SIZE", "IngestOutcome", "IngestService", "IngestSummary"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "BatchCommitted",
+    "IngestOutcome",
+    "IngestService",
+    "IngestSummary",
+]
 
 DEFAULT_BATCH_SIZE = 1000
 ANALYZE_AFTER_CREATED = 50_000
@@ -79,6 +85,11 @@ class _Stored(NamedTuple):
     revision: int
 
 
+BatchCommitted = Callable[[str, frozenset[str]], None]
+"""Called after each committed batch with the tenant and the subjects that got new or
+revised episodes in it (never with duplicates only): the hook for triggers."""
+
+
 class IngestService:
     """Stores episode drafts idempotently.
 
@@ -91,13 +102,18 @@ class IngestService:
     """
 
     def __init__(
-        self, store: Store, clock: Clock | None = None, batch_size: int = DEFAULT_BATCH_SIZE
+        self,
+        store: Store,
+        clock: Clock | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        on_batch_committed: BatchCommitted | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self._store = store
         self._clock = clock or SystemClock()
         self._batch_size = batch_size
+        self._on_batch_committed = on_batch_committed
         # Which statement goes first is a matter of speed, never of correctness: a
         # first sync is mostly new keys (insert first), a re-sync mostly known keys
         # (look up first, write nothing). The last batch's mix decides the next.
@@ -115,7 +131,16 @@ class IngestService:
         for start in range(0, len(drafts), self._batch_size):
             batch = drafts[start : start + self._batch_size]
             with self._store.write() as connection:
-                outcomes.extend(self._ingest_batch(connection, tenant_id, batch))
+                batch_outcomes = self._ingest_batch(connection, tenant_id, batch)
+            outcomes.extend(batch_outcomes)
+            if self._on_batch_committed is not None:
+                changed = frozenset(
+                    draft.subject_id
+                    for draft, outcome in zip(batch, batch_outcomes, strict=True)
+                    if outcome.status is not IngestStatus.DUPLICATE
+                )
+                if changed:
+                    self._on_batch_committed(tenant_id, changed)
         self._refresh_statistics_after_bulk_load(outcomes)
         return outcomes
 

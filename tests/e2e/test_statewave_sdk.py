@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
 from statewave import StatewaveClient
 from statewave.client import NO_RETRY
 
+from memsync.clock import FakeClock
 from memsync.runtime.config import ApiKey, ApiSettings
 from memsync.runtime.storage import Store
 from tests.helpers import build_app, live_server
+from tests.jobs_support import worker
 
 API_KEY = "ms_sdk_test_key"
 
@@ -83,15 +86,19 @@ def test_sdk_sees_only_its_tenant(base_url: str) -> None:
         assert acme.list_subjects().total == 1
 
 
+def tell_lisbon_and_tea(client: StatewaveClient) -> None:
+    client.create_episode(
+        "ana",
+        "chat",
+        "message",
+        {"messages": [{"role": "user", "content": "I live in Lisbon and I prefer tea."}]},
+        idempotency_key="c1",
+    )
+
+
 def test_sdk_compile_search_and_context(base_url: str) -> None:
     with sdk(base_url, "acme") as client:
-        client.create_episode(
-            "ana",
-            "chat",
-            "message",
-            {"messages": [{"role": "user", "content": "I live in Lisbon and I prefer tea."}]},
-            idempotency_key="c1",
-        )
+        tell_lisbon_and_tea(client)
         compiled = client.compile_memories("ana")
         assert compiled.memories_created == len(compiled.memories) > 0
         assert client.compile_memories("ana").memories_created == 0
@@ -106,3 +113,38 @@ def test_sdk_compile_search_and_context(base_url: str) -> None:
         timeline = client.get_timeline("ana")
         assert {memory.id for memory in timeline.memories} == {m.id for m in compiled.memories}
         assert client.list_subjects().subjects[0].memory_count == len(compiled.memories)
+
+
+@pytest.fixture
+def served_with_worker(store: Store) -> Iterator[str]:
+    """A live server and one worker thread sharing a store and a (fake) clock."""
+    clock = FakeClock()
+    api = ApiSettings(keys=[ApiKey(name="sdk", key=API_KEY, tenants=["acme"])])
+    stop = threading.Event()
+    thread = threading.Thread(target=worker(store, clock).run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        with live_server(build_app(store, api, clock)) as url:
+            yield url
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def test_sdk_async_compile_round_trip_with_a_worker(served_with_worker: str) -> None:
+    with sdk(served_with_worker, "acme") as client:
+        tell_lisbon_and_tea(client)
+        submitted = client.compile_memories_async("ana")
+        assert submitted.status in ("pending", "running", "completed")
+        assert submitted.subject_id == "ana"
+
+        waited = client.compile_memories_wait("ana", poll_interval=0.05, timeout=30)
+        status = client.get_compile_status(submitted.job_id)
+
+        assert status.status == "completed"
+        assert status.error is None
+        assert status.memories_created == len(status.memories) > 0
+        assert "Lives in Lisbon" in {memory.content for memory in status.memories}
+        # The second job found nothing new: compile is a set.
+        assert waited.status == "completed"
+        assert waited.memories_created == 0 or waited.job_id == submitted.job_id

@@ -62,11 +62,6 @@ def test_compile_then_compile_again_creates_nothing(client: TestClient) -> None:
     assert second["memories"] == []
 
 
-def test_async_compile_is_refused_until_jobs_exist(client: TestClient) -> None:
-    response = client.post("/v1/memories/compile", json={"subject_id": "ana", "async": True})
-    assert response.status_code == 501
-
-
 def test_search_finds_active_memories_by_words_and_kind(client: TestClient) -> None:
     say(client, "m1", "I live in Lisbon. I prefer green tea.", 1)
     compile_subject(client)

@@ -17,7 +17,7 @@ import memsync
 from memsync.compile.bundle import memory_to_dict
 from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
-from memsync.runtime.api import memories, runs
+from memsync.runtime.api import jobs, memories, runs
 from memsync.runtime.api.deps import MAX_PAGE, CallerDep, Services, ServicesDep
 from memsync.runtime.api.errors import ApiError, BodySizeLimit, install_error_handlers
 from memsync.runtime.api.schemas import (
@@ -62,6 +62,7 @@ def create_app(services: Services) -> FastAPI:
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
     app.include_router(memories.router)
     app.include_router(runs.router)
+    app.include_router(jobs.router)
 
     @app.get("/v1/health")
     def health(services: ServicesDep) -> dict[str, str]:

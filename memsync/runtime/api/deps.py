@@ -13,6 +13,7 @@ from memsync.runtime.compile import CompileService
 from memsync.runtime.config import Settings
 from memsync.runtime.episodes import EpisodeRepository
 from memsync.runtime.ingest import IngestService
+from memsync.runtime.jobs import JobQueue, ingest_service
 from memsync.runtime.memories import MemoryRepository
 from memsync.runtime.storage.engine import Store
 
@@ -34,19 +35,23 @@ class Services:
     memories: MemoryRepository
     compiler: CompileService
     authenticator: Authenticator
+    jobs: JobQueue
 
     @classmethod
     def build(cls, settings: Settings, store: Store, clock: Clock | None = None) -> Services:
         clock = clock or SystemClock()
+        jobs = JobQueue.from_settings(store, settings.jobs)
         return cls(
             settings=settings,
             store=store,
             clock=clock,
-            ingest=IngestService(store, clock),
+            # The every-N-episodes compile trigger rides on the one ingest path.
+            ingest=ingest_service(store, settings.jobs, jobs, clock),
             episodes=EpisodeRepository(store),
             memories=MemoryRepository(store),
             compiler=CompileService.from_settings(store, settings.compile, clock),
             authenticator=Authenticator(settings.api),
+            jobs=jobs,
         )
 
 

@@ -15,6 +15,7 @@ from memsync.compile.types import EpisodeView, MemoryKind
 from memsync.episode import canonical_json
 from memsync.runtime.api.deps import CallerDep, ServicesDep
 from memsync.runtime.api.errors import ApiError
+from memsync.runtime.api.jobs import enqueue_compile
 from memsync.runtime.compile import ConflictNotFound
 from memsync.runtime.inspector import conflict_to_dict, inspect_subject
 from memsync.runtime.storage.schema import SUBJECT_ID_LENGTH
@@ -49,19 +50,16 @@ class ResolveConflictRequest(_Request):
 
 @router.post("/v1/memories/compile")
 def compile_memories(
-    body: CompileRequest, services: ServicesDep, caller: CallerDep
+    body: CompileRequest, response: Response, services: ServicesDep, caller: CallerDep
 ) -> dict[str, Any]:
     """Compile a subject's new and revised episodes into memories, as a set.
 
-    A second call with nothing new creates nothing (``memories_created`` 0).
+    A second call with nothing new creates nothing (``memories_created`` 0). With
+    ``"async": true`` it answers 202 with a compile job to poll instead.
     """
     if body.async_:
-        raise ApiError(
-            501,
-            "not_implemented",
-            "async compile jobs are not available in this version; "
-            'call without "async" to compile synchronously',
-        )
+        response.status_code = 202
+        return enqueue_compile(services, caller.tenant_id, body.subject_id)
     result = services.compiler.compile(caller.tenant_id, body.subject_id)
     return {
         "subject_id": result.subject_id,

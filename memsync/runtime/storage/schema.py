@@ -24,6 +24,8 @@ __all__ = [
     "ConnectorCursorRow",
     "EpisodeRevisionRow",
     "EpisodeRow",
+    "JobRow",
+    "LLMExtractionRow",
     "SyncRunRow",
 ]
 
@@ -386,4 +388,88 @@ class BackfillSliceRow(Base):
             ondelete="CASCADE",
         ),
         sa.CheckConstraint("slice_start < slice_end", name="slice_not_empty"),
+    )
+
+
+JOB_STATUSES = ("pending", "running", "completed", "failed")
+
+
+class JobRow(Base):
+    """A durable unit of background work (a compile now; syncs and backfills later).
+
+    ``target`` is what the job acts on (a subject for compile, a connector for sync).
+    Two partial unique indexes are the queue's invariants:
+
+    - ``uq_jobs_pending_target``: at most one *pending* job per (tenant, kind,
+      target), so triggers that fire again while a job waits coalesce into it;
+    - ``uq_jobs_dedup_key``: a job that carries a ``dedup_key`` (a schedule id and the
+      scheduled fire time) exists once per target, so two scheduler replicas firing
+      the same tick enqueue it once.
+
+    ``attempts`` counts claims; a worker holds a job while ``lease_expires_at`` is in
+    the future and renews it with heartbeats. An expired lease makes the job claimable
+    again. Finished jobs are kept (they are the audit trail and the dedup record).
+    """
+
+    __tablename__ = "jobs"
+
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
+    kind: Mapped[str] = mapped_column(identifier(32))
+    target: Mapped[str] = mapped_column(identifier(SUBJECT_ID_LENGTH))
+    status: Mapped[str] = mapped_column(identifier(16))
+    trigger: Mapped[str] = mapped_column(identifier(64))
+    dedup_key: Mapped[str | None] = mapped_column(identifier(LABEL_LENGTH))
+    attempts: Mapped[int] = mapped_column(sa.Integer)
+    max_attempts: Mapped[int] = mapped_column(sa.Integer)
+    lease_owner: Mapped[str | None] = mapped_column(sa.String(LABEL_LENGTH))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    run_after: Mapped[datetime] = mapped_column(UTCDateTime)
+    queued_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+
+    __table_args__ = (
+        sa.Index(
+            "uq_jobs_pending_target",
+            "tenant_id",
+            "kind",
+            "target",
+            unique=True,
+            sqlite_where=sa.text("status = 'pending'"),
+            postgresql_where=sa.text("status = 'pending'"),
+        ),
+        sa.Index(
+            "uq_jobs_dedup_key",
+            "tenant_id",
+            "kind",
+            "target",
+            "dedup_key",
+            unique=True,
+            sqlite_where=sa.text("dedup_key IS NOT NULL"),
+            postgresql_where=sa.text("dedup_key IS NOT NULL"),
+        ),
+        # The claim reads the queue across tenants in run_after order; only waiting
+        # jobs are in this index, so it stays as small as the backlog.
+        sa.Index(
+            "ix_jobs_ready",
+            "run_after",
+            sqlite_where=sa.text("status = 'pending'"),
+            postgresql_where=sa.text("status = 'pending'"),
+        ),
+        # Reclaiming looks for running jobs whose lease has expired.
+        sa.Index(
+            "ix_jobs_leases",
+            "lease_expires_at",
+            sqlite_where=sa.text("status = 'running'"),
+            postgresql_where=sa.text("status = 'running'"),
+        ),
+        sa.Index("ix_jobs_listing", "tenant_id", "queued_at"),
+        sa.CheckConstraint(
+            "status IN ('pending', 'running', 'completed', 'failed')", name="status_known"
+        ),
+        sa.CheckConstraint("attempts >= 0 AND max_attempts >= 1", name="attempts_bounded"),
     )

@@ -1,0 +1,45 @@
+"""Durable jobs: the queue in the database, workers, triggers and schedules."""
+
+from __future__ import annotations
+
+from memsync.runtime.jobs.queue import COMPILE, Job, JobQueue, JobStatus, RetryPolicy
+from memsync.runtime.jobs.schedules import (
+    NIGHTLY_COMPILE,
+    Schedule,
+    ScheduleFirer,
+    Scheduler,
+    fire_key,
+    schedules_from_settings,
+)
+from memsync.runtime.jobs.triggers import EveryNEpisodes, enqueue_uncompiled, ingest_service
+from memsync.runtime.jobs.worker import (
+    JobHandler,
+    PermanentJobError,
+    Worker,
+    compile_handler,
+    run_workers,
+    worker_name,
+)
+
+__all__ = [
+    "COMPILE",
+    "NIGHTLY_COMPILE",
+    "EveryNEpisodes",
+    "Job",
+    "JobHandler",
+    "JobQueue",
+    "JobStatus",
+    "PermanentJobError",
+    "RetryPolicy",
+    "Schedule",
+    "ScheduleFirer",
+    "Scheduler",
+    "Worker",
+    "compile_handler",
+    "enqueue_uncompiled",
+    "fire_key",
+    "ingest_service",
+    "run_workers",
+    "schedules_from_settings",
+    "worker_name",
+]

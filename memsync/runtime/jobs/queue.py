@@ -1,0 +1,485 @@
+"""The job queue, in the database.
+
+Every state change is one short write transaction; the invariants are indexes:
+at most one pending job per (tenant, kind, target) and one job per schedule fire
+and target (see :class:`~memsync.runtime.storage.schema.JobRow`). Workers claim with
+``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so any number of them share the queue
+without waiting on each other; on SQLite the claim runs inside the database write
+lock (``BEGIN IMMEDIATE``), the single-writer equivalent.
+
+Nothing here reads the clock: every method takes ``now``.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Row
+from sqlalchemy.exc import IntegrityError
+
+from memsync.runtime.config import JobsSettings
+from memsync.runtime.storage.engine import Store
+from memsync.runtime.storage.schema import JobRow
+
+__all__ = ["COMPILE", "Job", "JobQueue", "JobStatus", "RetryPolicy"]
+
+COMPILE = "compile"
+
+_jobs: sa.Table = JobRow.__table__  # type: ignore[assignment]
+
+
+class JobStatus(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One job as stored. ``attempts`` counts claims, including the current one."""
+
+    tenant_id: str
+    id: uuid.UUID
+    kind: str
+    target: str
+    status: JobStatus
+    trigger: str
+    dedup_key: str | None
+    attempts: int
+    max_attempts: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    heartbeat_at: datetime | None
+    run_after: datetime
+    queued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    result: dict[str, Any] | None
+    error: str | None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (JobStatus.COMPLETED, JobStatus.FAILED)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The job as JSON-ready data (the body of ``GET /v1/jobs/{id}``)."""
+
+        def when(moment: datetime | None) -> str | None:
+            return moment.isoformat() if moment is not None else None
+
+        return {
+            "id": str(self.id),
+            "kind": self.kind,
+            "target": self.target,
+            "status": self.status.value,
+            "trigger": self.trigger,
+            "dedup_key": self.dedup_key,
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "lease_owner": self.lease_owner,
+            "lease_expires_at": when(self.lease_expires_at),
+            "heartbeat_at": when(self.heartbeat_at),
+            "run_after": when(self.run_after),
+            "queued_at": when(self.queued_at),
+            "started_at": when(self.started_at),
+            "finished_at": when(self.finished_at),
+            "result": self.result,
+            "error": self.error,
+        }
+
+
+def _job(row: Row[Any]) -> Job:
+    values = row._mapping
+    return Job(
+        tenant_id=values["tenant_id"],
+        id=values["id"],
+        kind=values["kind"],
+        target=values["target"],
+        status=JobStatus(values["status"]),
+        trigger=values["trigger"],
+        dedup_key=values["dedup_key"],
+        attempts=values["attempts"],
+        max_attempts=values["max_attempts"],
+        lease_owner=values["lease_owner"],
+        lease_expires_at=values["lease_expires_at"],
+        heartbeat_at=values["heartbeat_at"],
+        run_after=values["run_after"],
+        queued_at=values["queued_at"],
+        started_at=values["started_at"],
+        finished_at=values["finished_at"],
+        result=values["result"],
+        error=values["error"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often a job is tried and how long it waits between tries.
+
+    The n-th retry waits ``backoff * 2**(n-1)``, capped at ``backoff_max``.
+    """
+
+    max_attempts: int = 5
+    backoff: timedelta = timedelta(seconds=10)
+    backoff_max: timedelta = timedelta(minutes=10)
+
+    def delay(self, attempts: int) -> timedelta:
+        delay: timedelta = self.backoff * (2 ** max(attempts - 1, 0))
+        return min(delay, self.backoff_max)
+
+
+class JobQueue:
+    """Enqueue, claim, renew and finish jobs.
+
+    Repeats: enqueueing a (tenant, kind, target) that already has a pending job
+    returns that job and inserts nothing (coalescing); enqueueing with a
+    ``dedup_key`` that an earlier job of the target carried returns that job, in any
+    status (a schedule tick is enqueued once, however many schedulers fire it).
+    Conflicts: two workers never hold the same job; a worker that lost its lease
+    (it expired and another worker claimed the job) cannot complete or fail it.
+    """
+
+    def __init__(self, store: Store, retry: RetryPolicy | None = None) -> None:
+        self._store = store
+        self.retry = retry or RetryPolicy()
+
+    @classmethod
+    def from_settings(cls, store: Store, settings: JobsSettings) -> JobQueue:
+        return cls(
+            store,
+            RetryPolicy(
+                max_attempts=settings.max_attempts,
+                backoff=timedelta(seconds=settings.retry_backoff_seconds),
+                backoff_max=timedelta(seconds=settings.retry_backoff_max_seconds),
+            ),
+        )
+
+    # -- enqueue ---------------------------------------------------------------------
+
+    def _insert(self) -> Any:
+        # No conflict target: a clash on either partial unique index (a pending job
+        # of the target, or the same schedule fire) means "already enqueued".
+        dialect_insert = postgresql.insert if self._store.is_postgresql else sqlite.insert
+        return dialect_insert(_jobs).on_conflict_do_nothing().returning(_jobs.c.id)
+
+    def _row(
+        self,
+        tenant_id: str,
+        kind: str,
+        target: str,
+        *,
+        now: datetime,
+        trigger: str,
+        dedup_key: str | None,
+    ) -> dict[str, Any]:
+        return {
+            "tenant_id": tenant_id,
+            "id": uuid.uuid4(),
+            "kind": kind,
+            "target": target,
+            "status": JobStatus.PENDING.value,
+            "trigger": trigger,
+            "dedup_key": dedup_key,
+            "attempts": 0,
+            "max_attempts": self.retry.max_attempts,
+            "lease_owner": None,
+            "lease_expires_at": None,
+            "heartbeat_at": None,
+            "run_after": now,
+            "queued_at": now,
+            "started_at": None,
+            "finished_at": None,
+            "result": None,
+            "error": None,
+        }
+
+    def enqueue(
+        self,
+        tenant_id: str,
+        kind: str,
+        target: str,
+        *,
+        now: datetime,
+        trigger: str = "manual",
+        dedup_key: str | None = None,
+    ) -> tuple[Job, bool]:
+        """Enqueue a job; return it and whether it is new (see the class docstring).
+
+        The returned job is the pending one of the target when the request coalesced,
+        or the job that already carried ``dedup_key``.
+        """
+        row = self._row(tenant_id, kind, target, now=now, trigger=trigger, dedup_key=dedup_key)
+        existing = sa.select(_jobs).where(
+            _jobs.c.tenant_id == tenant_id,
+            _jobs.c.kind == kind,
+            _jobs.c.target == target,
+            sa.or_(
+                _jobs.c.status == JobStatus.PENDING.value,
+                _jobs.c.dedup_key == dedup_key if dedup_key is not None else sa.false(),
+            ),
+        )
+        # The pending job that blocked the insert can be claimed before we read it;
+        # then the insert goes through on the next round.
+        for _ in range(3):
+            with self._store.write() as connection:
+                inserted = connection.execute(self._insert(), [row]).first()
+                if inserted is not None:
+                    return _job(connection.execute(self._by_id(tenant_id, row["id"])).one()), True
+                found = connection.execute(existing).first()
+                if found is not None:
+                    return _job(found), False
+        raise RuntimeError(f"could not enqueue {kind} {target!r} for {tenant_id!r}")
+
+    def enqueue_many(
+        self,
+        kind: str,
+        targets: Collection[tuple[str, str]],
+        *,
+        now: datetime,
+        trigger: str,
+        dedup_key: str | None = None,
+        connection: Connection | None = None,
+    ) -> int:
+        """Enqueue one job per (tenant, target) with coalescing; return how many are new.
+
+        With a ``dedup_key``, a target whose job coalesced into one already pending
+        (and carrying no key) has the key stamped on that job, so a second scheduler
+        firing the same tick later finds the tick done even if that job ran already.
+        """
+        if not targets:
+            return 0
+        if connection is None:
+            with self._store.write() as own:
+                return self.enqueue_many(
+                    kind, targets, now=now, trigger=trigger, dedup_key=dedup_key, connection=own
+                )
+        rows = [
+            self._row(tenant, kind, target, now=now, trigger=trigger, dedup_key=dedup_key)
+            for tenant, target in sorted(targets)  # one insertion order for every writer
+        ]
+        created = len(connection.execute(self._insert(), rows).all())
+        if dedup_key is not None and created < len(rows):
+            already = (
+                sa.select(sa.literal(1))
+                .select_from(_other := _jobs.alias("other"))
+                .where(
+                    _other.c.tenant_id == _jobs.c.tenant_id,
+                    _other.c.kind == _jobs.c.kind,
+                    _other.c.target == _jobs.c.target,
+                    _other.c.dedup_key == dedup_key,
+                )
+            )
+            connection.execute(
+                _jobs.update()
+                .where(
+                    sa.tuple_(_jobs.c.tenant_id, _jobs.c.target).in_(sorted(targets)),
+                    _jobs.c.kind == kind,
+                    _jobs.c.status == JobStatus.PENDING.value,
+                    _jobs.c.dedup_key.is_(None),
+                    ~sa.exists(already),
+                )
+                .values(dedup_key=dedup_key)
+            )
+        return created
+
+    # -- claim, renew, finish --------------------------------------------------------
+
+    def claim(
+        self,
+        owner: str,
+        *,
+        now: datetime,
+        lease: timedelta,
+        kinds: Collection[str] | None = None,
+    ) -> Job | None:
+        """Claim the next ready job for ``owner`` until ``now + lease``; None if none.
+
+        A running job whose lease expired is reclaimed first (its worker died; the
+        attempt counter grows). One whose lease expired on its last attempt is failed
+        instead, with the error kept. Pending jobs are taken in ``run_after`` order.
+        """
+        with self._store.write() as connection:
+            self._fail_exhausted(connection, now)
+            for expired in (True, False):
+                job = self._claim_one(connection, owner, now, lease, kinds, expired=expired)
+                if job is not None:
+                    return job
+        return None
+
+    def _fail_exhausted(self, connection: Connection, now: datetime) -> None:
+        connection.execute(
+            _jobs.update()
+            .where(
+                _jobs.c.status == JobStatus.RUNNING.value,
+                _jobs.c.lease_expires_at < now,
+                _jobs.c.attempts >= _jobs.c.max_attempts,
+            )
+            .values(
+                status=JobStatus.FAILED.value,
+                error="the worker running the last attempt stopped (its lease expired)",
+                finished_at=now,
+                lease_owner=None,
+                lease_expires_at=None,
+            )
+        )
+
+    def _claim_one(
+        self,
+        connection: Connection,
+        owner: str,
+        now: datetime,
+        lease: timedelta,
+        kinds: Collection[str] | None,
+        *,
+        expired: bool,
+    ) -> Job | None:
+        if expired:
+            ready = [
+                _jobs.c.status == JobStatus.RUNNING.value,
+                _jobs.c.lease_expires_at < now,
+                _jobs.c.attempts < _jobs.c.max_attempts,
+            ]
+            order = _jobs.c.lease_expires_at
+        else:
+            ready = [_jobs.c.status == JobStatus.PENDING.value, _jobs.c.run_after <= now]
+            order = _jobs.c.run_after
+        if kinds is not None:
+            ready.append(_jobs.c.kind.in_(list(kinds)))
+        pick = sa.select(_jobs.c.tenant_id, _jobs.c.id).where(*ready).order_by(order).limit(1)
+        if self._store.is_postgresql:
+            # Rows another worker is claiming are skipped, not waited for.
+            pick = pick.with_for_update(skip_locked=True)
+        picked = pick.cte("picked")
+        statement = (
+            _jobs.update()
+            .where(_jobs.c.tenant_id == picked.c.tenant_id, _jobs.c.id == picked.c.id)
+            .values(
+                status=JobStatus.RUNNING.value,
+                attempts=_jobs.c.attempts + 1,
+                lease_owner=owner,
+                lease_expires_at=now + lease,
+                heartbeat_at=now,
+                started_at=now,
+            )
+            .returning(*_jobs.c)
+        )
+        row = connection.execute(statement).first()
+        return _job(row) if row is not None else None
+
+    def _held(self, job: Job, owner: str) -> list[sa.ColumnElement[bool]]:
+        """The job is still ours: running, our lease, the attempt we claimed."""
+        return [
+            _jobs.c.tenant_id == job.tenant_id,
+            _jobs.c.id == job.id,
+            _jobs.c.status == JobStatus.RUNNING.value,
+            _jobs.c.lease_owner == owner,
+            _jobs.c.attempts == job.attempts,
+        ]
+
+    def heartbeat(self, job: Job, owner: str, *, now: datetime, lease: timedelta) -> bool:
+        """Extend ``owner``'s lease on ``job`` to ``now + lease``; False if it was lost."""
+        with self._store.write() as connection:
+            updated = connection.execute(
+                _jobs.update()
+                .where(*self._held(job, owner))
+                .values(lease_expires_at=now + lease, heartbeat_at=now)
+            )
+        return updated.rowcount == 1
+
+    def complete(self, job: Job, owner: str, result: Mapping[str, Any], *, now: datetime) -> bool:
+        """Record success; False (and nothing written) if ``owner`` lost the lease."""
+        with self._store.write() as connection:
+            updated = connection.execute(
+                _jobs.update()
+                .where(*self._held(job, owner))
+                .values(
+                    status=JobStatus.COMPLETED.value,
+                    result=dict(result),
+                    error=None,
+                    finished_at=now,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                )
+            )
+        return updated.rowcount == 1
+
+    def fail(
+        self, job: Job, owner: str, error: str, *, now: datetime, retryable: bool
+    ) -> JobStatus | None:
+        """Record a failed attempt; return the job's new status (None: lease lost).
+
+        A retryable error with attempts left puts the job back to ``pending`` after
+        the backoff; otherwise it is ``failed`` with ``error`` kept. If another job of
+        the same target was enqueued meanwhile, that pending job is the retry (the
+        pending index allows one) and this one is ``failed``, saying so.
+        """
+        failed = {
+            "status": JobStatus.FAILED.value,
+            "error": error,
+            "finished_at": now,
+            "lease_owner": None,
+            "lease_expires_at": None,
+        }
+        with self._store.write() as connection:
+            if retryable and job.attempts < job.max_attempts:
+                try:
+                    with connection.begin_nested():
+                        updated = connection.execute(
+                            _jobs.update()
+                            .where(*self._held(job, owner))
+                            .values(
+                                status=JobStatus.PENDING.value,
+                                error=error,
+                                run_after=now + self.retry.delay(job.attempts),
+                                lease_owner=None,
+                                lease_expires_at=None,
+                            )
+                        )
+                    return JobStatus.PENDING if updated.rowcount == 1 else None
+                except IntegrityError:
+                    failed["error"] = (
+                        f"{error} (not retried: a newer job of {job.target!r} is pending)"
+                    )
+            updated = connection.execute(
+                _jobs.update().where(*self._held(job, owner)).values(failed)
+            )
+        return JobStatus.FAILED if updated.rowcount == 1 else None
+
+    # -- reads -----------------------------------------------------------------------
+
+    @staticmethod
+    def _by_id(tenant_id: str, job_id: uuid.UUID) -> sa.Select[Any]:
+        return sa.select(_jobs).where(_jobs.c.tenant_id == tenant_id, _jobs.c.id == job_id)
+
+    def get(self, tenant_id: str, job_id: uuid.UUID) -> Job | None:
+        """The job with that id in this tenant, or None."""
+        with self._store.read() as connection:
+            row = connection.execute(self._by_id(tenant_id, job_id)).first()
+        return _job(row) if row is not None else None
+
+    def list(
+        self,
+        tenant_id: str,
+        *,
+        statuses: Sequence[JobStatus] | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[Job]:
+        """The tenant's jobs, newest first."""
+        query = sa.select(_jobs).where(_jobs.c.tenant_id == tenant_id)
+        if statuses:
+            query = query.where(_jobs.c.status.in_([status.value for status in statuses]))
+        if kind is not None:
+            query = query.where(_jobs.c.kind == kind)
+        query = query.order_by(_jobs.c.queued_at.desc(), _jobs.c.id).limit(limit).offset(offset)
+        with self._store.read() as connection:
+            return [_job(row) for row in connection.execute(query)]

@@ -1,0 +1,310 @@
+"""The job queue, workers, retries and triggers, on both databases, with a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from memsync.clock import FakeClock
+from memsync.episode import EpisodeDraft
+from memsync.runtime.config import JobsSettings
+from memsync.runtime.ingest import IngestService
+from memsync.runtime.jobs import (
+    COMPILE,
+    NIGHTLY_COMPILE,
+    Job,
+    JobQueue,
+    JobStatus,
+    PermanentJobError,
+    RetryPolicy,
+    Schedule,
+    ScheduleFirer,
+    fire_key,
+    ingest_service,
+    schedules_from_settings,
+)
+from memsync.runtime.storage import Store
+from memsync.runtime.storage.schema import JobRow
+from tests.jobs_support import LEASE, drafts, scalar, worker
+
+START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(START)
+
+
+def test_a_second_compile_request_coalesces_into_the_pending_job(store: Store) -> None:
+    queue = JobQueue(store)
+    first, first_new = queue.enqueue("acme", COMPILE, "ana", now=START)
+    again, again_new = queue.enqueue("acme", COMPILE, "ana", now=START + timedelta(seconds=1))
+    other, _ = queue.enqueue("acme", COMPILE, "bob", now=START)
+    elsewhere, _ = queue.enqueue("globex", COMPILE, "ana", now=START)
+
+    assert (first_new, again_new) == (True, False)
+    assert again.id == first.id
+    assert len({first.id, other.id, elsewhere.id}) == 3
+    assert scalar(store, "SELECT count(*) FROM jobs") == 3
+
+
+def test_the_database_refuses_a_second_pending_job_for_a_subject(store: Store) -> None:
+    queue = JobQueue(store)
+    queue.enqueue("acme", COMPILE, "ana", now=START)
+    row = queue._row("acme", COMPILE, "ana", now=START, trigger="manual", dedup_key=None)
+    with pytest.raises(sa.exc.IntegrityError), store.write() as connection:
+        connection.execute(sa.insert(JobRow.__table__), [row])
+
+
+def test_a_worker_compiles_with_the_job_id_on_what_it_writes(
+    store: Store, clock: FakeClock
+) -> None:
+    IngestService(store, clock).ingest("acme", drafts("ana", 3))
+    job, _ = JobQueue(store).enqueue("acme", COMPILE, "ana", now=clock.now())
+
+    ran = worker(store, clock).run_once()
+
+    assert ran is not None
+    assert ran.id == job.id
+    done = JobQueue(store).get("acme", job.id)
+    assert done is not None
+    assert done.status is JobStatus.COMPLETED
+    assert (done.attempts, done.error) == (1, None)
+    assert done.result is not None
+    assert done.result["memories_created"] > 0
+    assert done.result["job_id"] == str(job.id)
+    created = scalar(store, "SELECT count(*) FROM memories")
+    assert created == done.result["memories_created"] == len(done.result["memory_ids"])
+    assert worker(store, clock).run_once() is None
+
+
+def said(subject: str, key: str, text: str) -> list[EpisodeDraft]:
+    payload = {"messages": [{"role": "user", "content": text}]}
+    return [EpisodeDraft(subject, "chat", "message", payload, idempotency_key=key)]
+
+
+def test_a_supersession_decided_by_a_job_records_the_job_id(store: Store, clock: FakeClock) -> None:
+    queue, ingest = JobQueue(store), IngestService(store, clock)
+    ingest.ingest("acme", said("ana", "m1", "I live in Lisbon."))
+    queue.enqueue("acme", COMPILE, "ana", now=clock.now())
+    worker(store, clock, queue=queue).run_once()
+    clock.advance(timedelta(days=1))
+    ingest.ingest("acme", said("ana", "m2", "I moved to Berlin, I live in Berlin now."))
+    job, _ = queue.enqueue("acme", COMPILE, "ana", now=clock.now())
+    worker(store, clock, queue=queue).run_once()
+
+    recorded = scalar(store, "SELECT job_id FROM supersessions")
+    assert recorded == str(job.id)
+
+
+def test_a_job_whose_lease_expired_is_reclaimed_and_the_late_worker_cannot_finish_it(
+    store: Store, clock: FakeClock
+) -> None:
+    queue = JobQueue(store)
+    IngestService(store, clock).ingest("acme", drafts("ana", 2))
+    queue.enqueue("acme", COMPILE, "ana", now=clock.now())
+    lost = queue.claim("worker-a", now=clock.now(), lease=LEASE)
+    assert lost is not None
+    assert lost.attempts == 1
+    assert queue.claim("worker-b", now=clock.now() + LEASE / 2, lease=LEASE) is None
+
+    clock.advance(LEASE + timedelta(seconds=1))
+    reclaimed = worker(store, clock, name="worker-b").run_once()
+
+    assert reclaimed is not None
+    assert reclaimed.id == lost.id
+    assert reclaimed.attempts == 2
+    assert queue.complete(lost, "worker-a", {"late": True}, now=clock.now()) is False
+    done = queue.get("acme", lost.id)
+    assert done is not None
+    assert done.status is JobStatus.COMPLETED
+    assert done.attempts == 2
+    assert done.result is not None
+    assert "late" not in done.result
+    assert scalar(store, "SELECT count(*) FROM memories") == done.result["memories_created"] > 0
+
+
+def test_a_lease_lost_on_the_last_attempt_fails_the_job_with_the_reason(
+    store: Store, clock: FakeClock
+) -> None:
+    queue = JobQueue(store, RetryPolicy(max_attempts=1))
+    job, _ = queue.enqueue("acme", COMPILE, "ana", now=clock.now())
+    assert queue.claim("worker-a", now=clock.now(), lease=LEASE) is not None
+
+    assert queue.claim("worker-b", now=clock.now() + LEASE * 2, lease=LEASE) is None
+
+    failed = queue.get("acme", job.id)
+    assert failed is not None
+    assert failed.status is JobStatus.FAILED
+    assert failed.error is not None
+    assert "lease expired" in failed.error
+
+
+def flaky(failures: int, calls: list[Job]) -> Any:
+    def handle(job: Job) -> Mapping[str, Any]:
+        calls.append(job)
+        if len(calls) <= failures:
+            raise ConnectionError(f"source unavailable (call {len(calls)})")
+        return {"ok": True}
+
+    return handle
+
+
+def test_transient_errors_are_retried_with_backoff_then_fail_keeping_the_error(
+    store: Store, clock: FakeClock
+) -> None:
+    policy = RetryPolicy(max_attempts=3, backoff=timedelta(seconds=10))
+    queue = JobQueue(store, policy)
+    job, _ = queue.enqueue("acme", "test", "x", now=clock.now())
+    calls: list[Job] = []
+    retrying = worker(store, clock, {"test": flaky(99, calls)}, queue=queue)
+
+    assert retrying.run_once() is not None
+    first = queue.get("acme", job.id)
+    assert first is not None
+    assert first.status is JobStatus.PENDING
+    assert first.run_after == clock.now() + timedelta(seconds=10)
+    assert first.error == "ConnectionError: source unavailable (call 1)"
+
+    assert retrying.run_once() is None  # backing off
+    clock.advance(timedelta(seconds=10))
+    assert retrying.run_once() is not None
+    second = queue.get("acme", job.id)
+    assert second is not None
+    assert second.run_after == clock.now() + timedelta(seconds=20)
+
+    clock.advance(timedelta(seconds=20))
+    assert retrying.run_once() is not None
+    final = queue.get("acme", job.id)
+    assert final is not None
+    assert final.status is JobStatus.FAILED
+    assert (final.attempts, final.error) == (3, "ConnectionError: source unavailable (call 3)")
+    assert len(calls) == 3
+
+
+def test_a_retry_that_succeeds_completes_the_job(store: Store, clock: FakeClock) -> None:
+    queue = JobQueue(store, RetryPolicy(max_attempts=3, backoff=timedelta(seconds=5)))
+    job, _ = queue.enqueue("acme", "test", "x", now=clock.now())
+    retrying = worker(store, clock, {"test": flaky(1, [])}, queue=queue)
+    retrying.run_once()
+    clock.advance(timedelta(seconds=5))
+    retrying.run_once()
+    done = queue.get("acme", job.id)
+    assert done is not None
+    assert done.status is JobStatus.COMPLETED
+    assert (done.attempts, done.error, done.result) == (2, None, {"ok": True})
+
+
+def test_a_permanent_error_fails_at_once(store: Store, clock: FakeClock) -> None:
+    queue = JobQueue(store)
+
+    def broken(_job: Job) -> Mapping[str, Any]:
+        raise PermanentJobError("connector 'gh' is not configured")
+
+    job, _ = queue.enqueue("acme", "test", "x", now=clock.now())
+    worker(store, clock, {"test": broken}, queue=queue).run_once()
+    failed = queue.get("acme", job.id)
+    assert failed is not None
+    assert failed.status is JobStatus.FAILED
+    assert failed.attempts == 1
+    assert failed.error == "PermanentJobError: connector 'gh' is not configured"
+
+
+def test_every_n_new_episodes_enqueue_one_coalesced_compile(store: Store, clock: FakeClock) -> None:
+    queue = JobQueue(store)
+    ingest = ingest_service(store, JobsSettings(compile_every_n_episodes=3), queue, clock)
+
+    ingest.ingest("acme", drafts("ana", 2))
+    assert queue.list("acme") == []
+
+    ingest.ingest("acme", drafts("ana", 1, start=2) + drafts("bob", 1))
+    [job] = queue.list("acme")
+    assert (job.target, job.status, job.trigger) == ("ana", JobStatus.PENDING, "every_n_episodes")
+
+    ingest.ingest("acme", drafts("ana", 3, start=3))  # still pending: coalesced
+    ingest.ingest("acme", drafts("ana", 6))  # duplicates only: nothing to count
+    assert [j.id for j in queue.list("acme")] == [job.id]
+
+    worker(store, clock, queue=queue).run_once()
+    ingest.ingest("acme", drafts("ana", 2, start=6))
+    assert len(queue.list("acme", statuses=[JobStatus.PENDING])) == 0
+    ingest.ingest("acme", drafts("ana", 1, start=8))
+    assert len(queue.list("acme", statuses=[JobStatus.PENDING])) == 1
+
+
+def test_every_n_is_off_at_zero(store: Store, clock: FakeClock) -> None:
+    queue = JobQueue(store)
+    ingest_service(store, JobsSettings(), queue, clock).ingest("acme", drafts("ana", 500))
+    assert queue.list("acme") == []
+
+
+def test_the_nightly_schedule_fires_at_local_time_across_daylight_saving() -> None:
+    [nightly] = schedules_from_settings(
+        JobsSettings(nightly_compile="0 3 * * *", timezone="Europe/Lisbon")
+    )
+    assert (nightly.id, nightly.job_kind) == (NIGHTLY_COMPILE, COMPILE)
+    lookback = timedelta(days=1)
+    winter = nightly.latest_fire_time(datetime(2026, 1, 10, 12, tzinfo=UTC), lookback)
+    summer = nightly.latest_fire_time(datetime(2026, 7, 10, 12, tzinfo=UTC), lookback)
+    assert winter == datetime(2026, 1, 10, 3, tzinfo=UTC)
+    assert summer == datetime(2026, 7, 10, 2, tzinfo=UTC)
+    before = datetime(2026, 7, 10, 1, tzinfo=UTC)
+    assert nightly.latest_fire_time(before, timedelta(hours=1)) is None
+
+
+def test_a_nightly_tick_compiles_every_subject_with_news_in_every_tenant_once(
+    store: Store, clock: FakeClock
+) -> None:
+    ingest = IngestService(store, clock)
+    ingest.ingest("acme", drafts("ana", 2) + drafts("bob", 1))
+    ingest.ingest("globex", drafts("carol", 1))
+    queue = JobQueue(store)
+    firer = ScheduleFirer(store, queue)
+    nightly = Schedule(NIGHTLY_COMPILE, COMPILE, "0 3 * * *", "Europe/Lisbon")
+    clock.set(datetime(2026, 3, 2, 3, 0, 5, tzinfo=UTC))
+    tick = nightly.latest_fire_time(clock.now(), timedelta(hours=1))
+    assert tick == datetime(2026, 3, 2, 3, 0, tzinfo=UTC)
+
+    assert firer.fire(NIGHTLY_COMPILE, COMPILE, tick, now=clock.now()) == 3
+    assert firer.fire(NIGHTLY_COMPILE, COMPILE, tick, now=clock.now()) == 0
+    every = queue.list("acme") + queue.list("globex")
+    assert sorted(job.target for job in every) == ["ana", "bob", "carol"]
+    assert {job.dedup_key for job in every} == {fire_key(NIGHTLY_COMPILE, tick)}
+    assert {job.trigger for job in every} == {"schedule:nightly-compile"}
+
+    run = worker(store, clock, queue=queue)
+    while run.run_once() is not None:
+        pass
+    # A late replica firing the same tick after the jobs ran enqueues nothing.
+    assert firer.fire(NIGHTLY_COMPILE, COMPILE, tick, now=clock.now()) == 0
+    assert scalar(store, "SELECT count(*) FROM jobs") == 3
+
+
+def test_a_tick_coalesced_into_a_pending_job_is_not_enqueued_again_later(
+    store: Store, clock: FakeClock
+) -> None:
+    IngestService(store, clock).ingest("acme", drafts("ana", 2))
+    queue = JobQueue(store)
+    manual, _ = queue.enqueue("acme", COMPILE, "ana", now=clock.now())
+    firer = ScheduleFirer(store, queue)
+
+    assert firer.fire(NIGHTLY_COMPILE, COMPILE, START, now=clock.now()) == 0
+    stamped = queue.get("acme", manual.id)
+    assert stamped is not None
+    assert stamped.dedup_key == fire_key(NIGHTLY_COMPILE, START)
+
+    IngestService(store, clock).ingest("acme", drafts("ana", 1, start=5))
+    worker(store, clock, queue=queue).run_once()
+    IngestService(store, clock).ingest("acme", drafts("ana", 1, start=9))
+    assert firer.fire(NIGHTLY_COMPILE, COMPILE, START, now=clock.now()) == 0
+    later = START + timedelta(days=1)
+    assert firer.fire(NIGHTLY_COMPILE, COMPILE, later, now=clock.now()) == 1
+
+
+def test_a_schedule_of_a_kind_nobody_runs_is_refused(store: Store) -> None:
+    with pytest.raises(ValueError, match="no worker runs jobs of kind 'sync'"):
+        ScheduleFirer(store, JobQueue(store)).fire("gh-hourly", "sync", START, now=START)

@@ -1,0 +1,205 @@
+"""Workers and schedulers as separate processes sharing one database.
+
+No test sleeps for real time: processes are awaited by polling the database with a
+deadline, and lease expiry is reached by giving the rescuing worker a clock that is
+past the lease (a FakeClock), not by waiting for it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from memsync.clock import FakeClock
+from memsync.runtime.compile import CompileService
+from memsync.runtime.ingest import IngestService
+from memsync.runtime.jobs import (
+    COMPILE,
+    NIGHTLY_COMPILE,
+    JobQueue,
+    JobStatus,
+    ScheduleFirer,
+    fire_key,
+)
+from memsync.runtime.storage import Store
+from tests.jobs_support import (
+    BLOCKING_KIND,
+    blocking_handler,
+    drafts,
+    scalar,
+    wait_until,
+    worker,
+)
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = ("-m", "memsync.runtime.cli")
+
+
+def spawn(*args: str, store_url: str) -> subprocess.Popen[str]:
+    """``python ARGS`` from the repository root, with ``$MEMSYNC_STORE`` set."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
+    environment["MEMSYNC_STORE"] = store_url
+    return subprocess.Popen(
+        [sys.executable, *args],
+        cwd=REPO,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture
+def fast_config(tmp_path: Path) -> Path:
+    config = tmp_path / "memsync.yaml"
+    config.write_text("jobs:\n  poll_seconds: 0.05\n")
+    return config
+
+
+def stop(process: subprocess.Popen[str]) -> tuple[int, str]:
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    return process.returncode, stderr
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)
+
+
+def test_a_worker_killed_mid_job_is_replaced_after_its_lease_and_nothing_is_duplicated(
+    store: Store, store_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    IngestService(store).ingest("acme", drafts("ana", 5))
+    queue = JobQueue(store)
+    job, _ = queue.enqueue("acme", BLOCKING_KIND, "ana", now=datetime.now(UTC))
+    release = tmp_path / "release"
+
+    doomed = spawn("-m", "tests.jobs_child", store_url, str(release), store_url=store_url)
+    processes.append(doomed)
+    wait_until(
+        lambda: scalar(store, "SELECT attempts FROM jobs WHERE status = 'running'") == 1,
+        what="the doomed worker to claim the job",
+    )
+    doomed.kill()  # SIGKILL: no cleanup, the lease stays
+    doomed.communicate(timeout=30)
+    release.touch()
+
+    claimed = queue.get("acme", job.id)
+    assert claimed is not None
+    assert claimed.lease_owner == "doomed"
+    assert claimed.lease_expires_at is not None
+    after_lease = FakeClock(claimed.lease_expires_at + timedelta(seconds=1))
+    handlers = {BLOCKING_KIND: blocking_handler(CompileService(store), release)}
+    rescuer = worker(store, after_lease, handlers, name="rescuer")
+    assert worker(store, FakeClock(claimed.lease_expires_at), handlers).run_once() is None
+    assert rescuer.run_once() is not None
+
+    done = queue.get("acme", job.id)
+    assert done is not None
+    assert (done.status, done.attempts, done.lease_owner) == (JobStatus.COMPLETED, 2, None)
+    assert done.result is not None
+    memories = scalar(store, "SELECT count(*) FROM memories")
+    distinct = scalar(store, "SELECT count(DISTINCT memory_key) FROM memories")
+    assert memories == distinct == done.result["memories_created"] > 0
+    assert CompileService(store).compile("acme", "ana").memories_created == 0
+
+
+def fire_together(firers: list[ScheduleFirer], tick: datetime) -> list[int]:
+    """Every firer fires ``tick`` at the same moment, each from its own thread."""
+    together = threading.Barrier(len(firers))
+    created: list[int] = []
+
+    def fire(firer: ScheduleFirer) -> None:
+        together.wait(timeout=30)
+        created.append(firer.fire(NIGHTLY_COMPILE, COMPILE, tick, now=tick))
+
+    threads = [threading.Thread(target=fire, args=(firer,)) for firer in firers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return created
+
+
+def test_two_schedulers_and_two_worker_processes_enqueue_each_tick_once_and_run_each_job_once(
+    store: Store,
+    store_url: str,
+    fast_config: Path,
+    processes: list[subprocess.Popen[str]],
+) -> None:
+    for _ in range(2):
+        processes.append(spawn(*CLI, "--config", str(fast_config), "worker", store_url=store_url))
+    ingest, queue = IngestService(store), JobQueue(store)
+    firers = [ScheduleFirer(store, queue), ScheduleFirer(Store.from_url(store_url), queue)]
+    ticks = [datetime(2026, 5, 1, 3, tzinfo=UTC) + timedelta(days=day) for day in range(6)]
+    subjects = {tick: [f"day{i}-user{j}" for j in range(3)] for i, tick in enumerate(ticks)}
+
+    for tick in ticks:
+        for subject in subjects[tick]:
+            ingest.ingest("acme", drafts(subject, 2))
+        # Which replica wins each target is a race; that the tick lands once is not.
+        assert sum(fire_together(firers, tick)) >= len(subjects[tick])
+
+    # A generous deadline: two worker processes start and compile 18 subjects, and CI
+    # runs this on two cores next to PostgreSQL.
+    wait_until(
+        lambda: scalar(store, "SELECT count(*) FROM jobs WHERE status <> 'completed'") == 0,
+        timeout=240,
+        what="the workers to finish every job",
+    )
+    for process in processes:
+        returncode, stderr = stop(process)
+        assert returncode == 0, stderr
+
+    for tick in ticks:
+        key = fire_key(NIGHTLY_COMPILE, tick)
+        with store.read() as connection:
+            rows = connection.execute(
+                sa.text("SELECT target FROM jobs WHERE dedup_key = :k ORDER BY target"),
+                {"k": key},
+            ).all()
+        tick_targets = [row.target for row in rows]
+        assert set(subjects[tick]) <= set(tick_targets)
+        assert len(tick_targets) == len(set(tick_targets))
+    assert scalar(store, "SELECT max(attempts) FROM jobs") == 1
+    assert scalar(store, "SELECT count(*) FROM episodes WHERE compiled_revision < revision") == 0
+    assert scalar(store, "SELECT count(*) FROM memories") == scalar(
+        store, "SELECT count(DISTINCT memory_key || subject_id) FROM memories"
+    )
+
+
+def test_the_scheduler_process_catches_up_the_latest_tick_and_exits_0_on_sigterm(
+    store: Store, store_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    IngestService(store).ingest("acme", drafts("ana", 2) + drafts("bob", 2))
+    config = tmp_path / "memsync.yaml"
+    config.write_text("jobs:\n  nightly_compile: '* * * * *'\n  timezone: Europe/Lisbon\n")
+    scheduler = spawn(*CLI, "--config", str(config), "scheduler", store_url=store_url)
+    processes.append(scheduler)
+
+    wait_until(
+        lambda: scalar(store, "SELECT count(*) FROM jobs") == 2,
+        what="the scheduler to enqueue the missed tick",
+    )
+    returncode, stderr = stop(scheduler)
+
+    assert returncode == 0, stderr
+    assert scalar(store, "SELECT count(DISTINCT dedup_key) FROM jobs") == 1
+    assert scalar(store, "SELECT min(trigger) FROM jobs") == "schedule:nightly-compile"
