@@ -207,14 +207,16 @@ def ingest(
 def demo(
     tenant: Annotated[str, typer.Option(help="tenant to use")] = "default",
 ) -> None:
-    """The main job on the embedded default: create the store, ingest a bundled sample,
-    compile it, print what is stored. Run it twice: the second run creates nothing."""
+    """The main job on the embedded default: sync the workspace connector over a bundled
+    example workspace, ingest a bundled sample, compile everything, print what is stored.
+    Run it twice: the second run creates nothing."""
     settings = _settings()
     store = _open_store(settings)
+    console.print(f"store: {settings.store}")
+    cli_sync.print_run(cli_sync.sync_bundled_workspace(store, tenant))
     sample = resources.files("memsync.runtime") / "samples" / "episodes.json"
     with resources.as_file(sample) as sample_path:
         summary = _ingest_file(store, settings, tenant, sample_path)
-    console.print(f"store: {settings.store}")
     console.print(
         f"ingested the bundled sample: created {summary.created}, "
         f"duplicates {summary.duplicates}, revised {summary.revised}"
@@ -248,7 +250,6 @@ def _print_store_summary(store: Store, tenant: str) -> None:
             str(len(memories.conflicts(tenant, subject.subject_id))),
         )
     console.print(table)
-    cli_sync.print_run(cli_sync.sync_bundled_workspace(store, tenant))
 
 
 cli_sync.register(app, _settings, _open_store)

@@ -27,26 +27,26 @@ def memsync(
     )
 
 
-def test_demo_stores_the_sample_once_and_a_rerun_stores_nothing(tmp_path: Path) -> None:
+def test_demo_syncs_ingests_and_compiles_once_and_a_rerun_creates_nothing(
+    tmp_path: Path,
+) -> None:
     first = memsync("demo", cwd=tmp_path)
     second = memsync("demo", cwd=tmp_path)
 
     assert first.returncode == 0, first.stderr
-    assert "created 5, duplicates 0, revised 0" in first.stdout
     assert second.returncode == 0, second.stderr
-    assert "created 0, duplicates 5, revised 0" in second.stdout
     assert (tmp_path / "memsync.db").exists()
-
-
-def test_demo_syncs_the_bundled_workspace_and_a_rerun_creates_nothing(tmp_path: Path) -> None:
-    first = memsync("demo", cwd=tmp_path)
-    second = memsync("demo", cwd=tmp_path)
-
     # Four text files (the .gitignore is one) and one snapshot of the scan.
     assert "of demo-workspace (workspace, tenant default): succeeded; fetched 5, created 5" in (
         first.stdout
     )
+    assert "ingested the bundled sample: created 5, duplicates 0, revised 0" in first.stdout
+    assert "compiled 10 episodes: memories created" in first.stdout
+    assert "compiled 10 episodes: memories created 0" not in first.stdout
+
     assert "succeeded; fetched 5, created 0, duplicates 5, revised 0" in second.stdout
+    assert "ingested the bundled sample: created 0, duplicates 5, revised 0" in second.stdout
+    assert "compiled 0 episodes: memories created 0, superseded 0" in second.stdout
 
 
 def test_invalid_config_exits_2_naming_file_and_field(tmp_path: Path) -> None:
