@@ -32,8 +32,13 @@ test: lint
 	  $(BIN)/pytest --db=$$db $(PYTEST_ARGS) || exit $$?; \
 	done
 
+# Benchmarks print Markdown tables; results and method live in docs/benchmarks.md.
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench.ingest
+	$(BIN)/python -m bench.compile
+	$(BIN)/python -m bench.sync
+	$(BIN)/python -m bench.connectors
+	$(BIN)/python -m bench.jobs
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -5,7 +5,7 @@ connector (PyGithub). Slack: 50,000 messages in one channel, read by the Slack c
 (slack-sdk). Each is fetched twice over the same window: a first sync, then a re-sync.
 Every record goes through ``to_episode`` and the conformance kit's simulated ingest, so
 the table shows that the re-sync creates nothing. Prints a Markdown table; see
-docs/benchmarks-connectors.md.
+docs/benchmarks.md ("Connectors").
 
     python -m bench.connectors [--issues 10000] [--comments 30000] [--messages 50000]
 """

@@ -1,0 +1,85 @@
+"""`memsync sync` with the GitHub connector, end to end: the CLI in a subprocess, PyGithub
+against the fake GitHub on loopback, the real store. A secondary rate limit past the
+retry cap ends the run partial (exit 3); the next run completes it without duplicates."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from memsync.runtime.storage import Store
+from tests.fakes import FakeGitHub
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGitHub]:
+    with FakeGitHub(token="t", start=datetime(2024, 3, 1, tzinfo=UTC)) as server:
+        for number in range(1, 251):
+            server.add_issue("acme", "api", number, f"Issue {number}", "body")
+        server.add_comment("acme", "api", 7, "seen it too")
+        yield server
+
+
+def sync(config: Path, store_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
+    environment["MEMSYNC_STORE"] = store_url
+    return subprocess.run(
+        [sys.executable, "-m", "memsync.runtime.cli", "--config", str(config), "sync", "gh"],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def episode_keys(store_url: str) -> list[str]:
+    store = Store.from_url(store_url)
+    try:
+        with store.read() as connection:
+            rows = connection.execute(sa.text("SELECT idempotency_key FROM episodes"))
+            return [row[0] for row in rows]
+    finally:
+        store.dispose()
+
+
+def test_a_rate_limit_past_the_cap_is_partial_and_the_next_run_completes(
+    fake: FakeGitHub, store_url: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "memsync.yaml"
+    config.write_text(
+        "connectors:\n"
+        "  - name: gh\n"
+        "    type: github\n"
+        "    repo: acme/api\n"
+        "    token: t\n"
+        f"    base_url: {fake.base_url}\n"
+        '    subject: "repo:{repository}"\n'
+        "    retry:\n"
+        "      max_attempts: 2\n"
+    )
+    # The third page of issues answers "secondary rate limit" more times than the cap.
+    limit = fake.script_rate_limit(
+        "secondary", path=r"/issues$", on_request_number=4, times=3, retry_after=0
+    )
+
+    cut_short = sync(config, store_url, tmp_path)
+    assert cut_short.returncode == 3, cut_short.stdout + cut_short.stderr
+    assert "partial" in cut_short.stdout
+    stored_after_partial = episode_keys(store_url)
+    assert 0 < len(stored_after_partial) < 251
+
+    completed = sync(config, store_url, tmp_path)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert limit.served == 3
+    keys = episode_keys(store_url)
+    assert len(keys) == len(set(keys)) == 251  # 250 issues and one comment, each once
