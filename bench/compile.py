@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -188,6 +189,7 @@ def main() -> None:
         scenarios.append(("many", arguments.subjects, f"{arguments.subjects:,} subjects x 100"))
         for scenario, size, label in scenarios:
             result = run_child("bench.compile", [backend, scenario, str(size)])
+            print(backend, label, json.dumps(result), file=sys.stderr, flush=True)
             rows.append(
                 (
                     backend,

@@ -45,6 +45,7 @@ from memsync.runtime.memories import (
 )
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.schema import EpisodeRow, LLMExtractionRow
+from memsync.runtime.storage.statistics import StatisticsRefresher
 
 __all__ = [
     "CompileResult",
@@ -213,6 +214,9 @@ class CompileService:
         self._clock = clock or SystemClock()
         self._memories = MemoryRepository(store)
         self._compiler = compiler
+        # Without fresh statistics, the cached plan of memory_sources' foreign-key check
+        # keeps scanning a memories table that grew from empty, once per inserted row.
+        self._statistics = StatisticsRefresher(store, ["memories", "memory_sources"])
         self._llm = llm if compiler is None else None
         self._http = http
         if self._llm is not None and self._http is None:
@@ -311,6 +315,7 @@ class CompileService:
             for memory in changes.memories_to_create
         )
         created = tuple(m for changes in change_sets for m in changes.memories_to_create)
+        self._statistics.added(len(created))
         return CompileResult(
             subject_id=subject_id,
             job_id=job_id,

@@ -33,6 +33,7 @@ from memsync.clock import Clock, SystemClock, utc
 from memsync.episode import EpisodeDraft, IngestStatus, canonical_json, classify
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.schema import EpisodeRevisionRow, EpisodeRow
+from memsync.runtime.storage.statistics import StatisticsRefresher
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -43,10 +44,6 @@ __all__ = [
 ]
 
 DEFAULT_BATCH_SIZE = 1000
-ANALYZE_AFTER_CREATED = 50_000
-# The first ANALYZE comes early: once the planner has seen that keys are unique it
-# keeps the key index as the table grows (n_distinct is stored as a fraction).
-FIRST_ANALYZE_AFTER_CREATED = 1_000
 
 _episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
 _revisions: sa.Table = EpisodeRevisionRow.__table__  # type: ignore[assignment]
@@ -118,8 +115,9 @@ class IngestService:
         # first sync is mostly new keys (insert first), a re-sync mostly known keys
         # (look up first, write nothing). The last batch's mix decides the next.
         self._expect_new = True
-        self._created_since_analyze = 0
-        self._analyzed = False
+        # A freshly loaded table looks tiny to PostgreSQL's planner, which then probes
+        # the timeline index instead of the key index on the next re-sync.
+        self._statistics = StatisticsRefresher(store, ["episodes"])
 
     def ingest(self, tenant_id: str, drafts: Sequence[EpisodeDraft]) -> list[IngestOutcome]:
         """Ingest ``drafts`` for ``tenant_id``; return one outcome per draft, in order.
@@ -141,28 +139,8 @@ class IngestService:
                 )
                 if changed:
                     self._on_batch_committed(tenant_id, changed)
-        self._refresh_statistics_after_bulk_load(outcomes)
+        self._statistics.added(sum(o.status is IngestStatus.CREATED for o in outcomes))
         return outcomes
-
-    def _refresh_statistics_after_bulk_load(self, outcomes: Sequence[IngestOutcome]) -> None:
-        """ANALYZE the episodes table on PostgreSQL after a large load, as PostgreSQL's
-        own guidance for bulk loading says.
-
-        Until autovacuum gets to it, a freshly loaded table still looks tiny to the
-        planner, which then probes the timeline index instead of the key index and
-        makes the very next re-sync several times slower. With a single subject (a
-        workspace) that fallback reads every episode of the subject per key.
-        """
-        if not self._store.is_postgresql:
-            return
-        self._created_since_analyze += sum(o.status is IngestStatus.CREATED for o in outcomes)
-        threshold = ANALYZE_AFTER_CREATED if self._analyzed else FIRST_ANALYZE_AFTER_CREATED
-        if self._created_since_analyze < threshold:
-            return
-        self._created_since_analyze = 0
-        self._analyzed = True
-        with self._store.write() as connection:
-            connection.exec_driver_sql("ANALYZE episodes")
 
     # -- one batch, one transaction -------------------------------------------------
 

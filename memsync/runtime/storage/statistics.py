@@ -1,0 +1,59 @@
+"""Planner statistics after bulk loads (PostgreSQL).
+
+A table that grew from empty inside one process still looks tiny to PostgreSQL's
+planner until autovacuum analyses it, and plans made in that state stick: a key lookup
+probes the wrong index, and the cached plan of a foreign-key check scans the whole
+referenced table for every inserted row. PostgreSQL's own advice for bulk loads is to
+run ANALYZE afterwards; this does so, early once and then every so often, counted per
+process. ANALYZE also invalidates cached plans on the table in every session.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from memsync.runtime.storage.engine import Store
+
+__all__ = ["ANALYZE_EVERY", "FIRST_ANALYZE_AFTER", "StatisticsRefresher"]
+
+# The first ANALYZE comes early: once the planner has seen that keys are unique it
+# keeps the key index as the table grows (n_distinct is stored as a fraction).
+FIRST_ANALYZE_AFTER = 1_000
+ANALYZE_EVERY = 50_000
+
+
+class StatisticsRefresher:
+    """Counts rows a process added to some tables and ANALYZEs them past a threshold.
+
+    A no-op on SQLite. Thread-safe; at most one thread runs the ANALYZE for a crossing.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        tables: Sequence[str],
+        *,
+        first_after: int = FIRST_ANALYZE_AFTER,
+        every: int = ANALYZE_EVERY,
+    ) -> None:
+        self._store = store
+        self._statement = "ANALYZE " + ", ".join(tables)
+        self._first_after = first_after
+        self._every = every
+        self._added = 0
+        self._analyzed = False
+        self._lock = threading.Lock()
+
+    def added(self, rows: int) -> None:
+        """Record ``rows`` new rows; analyse when the running count crosses the threshold."""
+        if not self._store.is_postgresql or rows <= 0:
+            return
+        with self._lock:
+            self._added += rows
+            if self._added < (self._every if self._analyzed else self._first_after):
+                return
+            self._added = 0
+            self._analyzed = True
+        with self._store.write() as connection:
+            connection.exec_driver_sql(self._statement)
