@@ -122,6 +122,9 @@ def register(
         settings = load_settings()
         store = open_store(settings)
         stop = _stop_on_signals()
+        # Said once the signal handlers are in place: from here SIGTERM means "finish
+        # the job in hand, then exit 0" (supervisors and tests wait for this line).
+        errors.print(f"worker ready: {concurrency} job(s) at once; SIGTERM stops it")
         run_workers(_worker_factory(store, settings), concurrency, stop)
         store.dispose()
 

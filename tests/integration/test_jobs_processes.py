@@ -60,6 +60,15 @@ def spawn(*args: str, store_url: str) -> subprocess.Popen[str]:
     )
 
 
+def wait_for_line(process: subprocess.Popen[str], text: str) -> None:
+    """Read the process's stderr until a line contains ``text`` (EOF: it died)."""
+    assert process.stderr is not None
+    for line in process.stderr:
+        if text in line:
+            return
+    raise AssertionError(f"the process exited before saying {text!r}")
+
+
 @pytest.fixture
 def fast_config(tmp_path: Path) -> Path:
     config = tmp_path / "memsync.yaml"
@@ -146,6 +155,9 @@ def test_two_schedulers_and_two_worker_processes_enqueue_each_tick_once_and_run_
 ) -> None:
     for _ in range(2):
         processes.append(spawn(*CLI, "--config", str(fast_config), "worker", store_url=store_url))
+    for process in processes:
+        # SIGTERM before the handlers are installed would kill the process outright.
+        wait_for_line(process, "worker ready")
     ingest, queue = IngestService(store), JobQueue(store)
     firers = [ScheduleFirer(store, queue), ScheduleFirer(Store.from_url(store_url), queue)]
     ticks = [datetime(2026, 5, 1, 3, tzinfo=UTC) + timedelta(days=day) for day in range(6)]
