@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -25,6 +24,7 @@ from memsync.runtime.sync import RunKind, RunStatus, SyncRunner
 from tests.e2e import sync_driver
 from tests.e2e.sync_driver import BATCH, NOW, T0, fake_config, generated
 from tests.e2e.test_cli import memsync
+from tests.jobs_support import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -56,13 +56,13 @@ def blocked_at_gate(
         stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
+
+        def at_gate() -> bool:
             if process.poll() is not None:
                 raise AssertionError(f"driver exited early: {process.stderr.read()!r}")  # type: ignore[union-attr]
-            if time.monotonic() > deadline:
-                raise AssertionError("driver never reached the gate")
-            time.sleep(0.02)  # polling a process with a deadline, not waiting for time
+            return marker.exists()
+
+        wait_until(at_gate, timeout=60, what="the driver to reach the gate")
         yield
     finally:
         process.send_signal(signal.SIGKILL)
