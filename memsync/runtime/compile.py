@@ -14,7 +14,6 @@ import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal
 
 import httpx
@@ -454,8 +453,3 @@ def result_summary(result: CompileResult) -> dict[str, Any]:
         "memories_superseded": result.memories_superseded,
         "conflicts_opened": result.conflicts_opened,
     }
-
-
-def now_or(clock: Clock, as_of: datetime | None) -> datetime:
-    """``as_of`` when given (no clock read at all), else the clock's now."""
-    return as_of if as_of is not None else clock.now()

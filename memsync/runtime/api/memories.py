@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from memsync.clock import utc
 from memsync.compile.bundle import assemble_bundle, memory_to_dict
@@ -16,6 +16,7 @@ from memsync.episode import canonical_json
 from memsync.runtime.api.deps import CallerDep, ServicesDep
 from memsync.runtime.api.errors import ApiError
 from memsync.runtime.api.jobs import enqueue_compile
+from memsync.runtime.api.schemas import RequestBody
 from memsync.runtime.compile import ConflictNotFound
 from memsync.runtime.inspector import conflict_to_dict, inspect_subject
 from memsync.runtime.storage.schema import SUBJECT_ID_LENGTH
@@ -28,23 +29,19 @@ MAX_BUNDLE_TOKENS = 200_000
 BUNDLE_EPISODES = 20
 
 
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class CompileRequest(_Request):
+class CompileRequest(RequestBody):
     subject_id: str = Field(min_length=1, max_length=SUBJECT_ID_LENGTH)
     async_: bool = Field(default=False, alias="async")
 
 
-class ContextRequest(_Request):
+class ContextRequest(RequestBody):
     subject_id: str = Field(min_length=1, max_length=SUBJECT_ID_LENGTH)
     task: str = Field(max_length=10_000)
     max_tokens: int = Field(default=1000, ge=1, le=MAX_BUNDLE_TOKENS)
     as_of: datetime | None = None
 
 
-class ResolveConflictRequest(_Request):
+class ResolveConflictRequest(RequestBody):
     keep_memory_id: uuid.UUID
 
 

@@ -27,16 +27,19 @@ __all__ = [
     "CreateEpisodeRequest",
     "DeleteSubjectResponse",
     "EpisodeResponse",
+    "RequestBody",
     "SubjectsResponse",
     "TimelineResponse",
 ]
 
 
-class _Request(BaseModel):
+class RequestBody(BaseModel):
+    """Base of request bodies: unknown fields are ignored, wrong types are not."""
+
     model_config = ConfigDict(extra="ignore")
 
 
-class CreateEpisodeRequest(_Request):
+class CreateEpisodeRequest(RequestBody):
     """One episode. ``metadata.idempotency_key`` is used when the top-level key is absent."""
 
     subject_id: str = Field(min_length=1, max_length=SUBJECT_ID_LENGTH)
@@ -89,7 +92,7 @@ class CreateEpisodeRequest(_Request):
         )
 
 
-class BatchEpisodesRequest(_Request):
+class BatchEpisodesRequest(RequestBody):
     episodes: list[CreateEpisodeRequest]
 
 
