@@ -245,14 +245,14 @@ def _from_candidate(candidate: CandidateMemory, now: datetime) -> StoredMemory:
 
 
 def _merge(memory: StoredMemory, candidate: CandidateMemory) -> StoredMemory:
-    known = set(memory.source_episode_ids)
     merged = list(memory.source_episode_ids)
-    # A statement repeated by many episodes gains an id or two per merge: insert them
-    # in place (log n comparisons each) instead of re-sorting the whole provenance.
+    # A statement repeated by many episodes gains an id or two per merge: look each up
+    # and insert it in place (log n comparisons) instead of hashing or re-sorting the
+    # whole provenance, which made merges quadratic in a memory's evidence.
     for episode in candidate.source_episode_ids:
-        if episode not in known:
-            bisect.insort(merged, episode)
-            known.add(episode)
+        at = bisect.bisect_left(merged, episode)
+        if at == len(merged) or merged[at] != episode:
+            merged.insert(at, episode)
     return replace(
         memory,
         source_episode_ids=tuple(merged),
@@ -487,7 +487,12 @@ class _Resolution:
                 loser_memory_key=loser.memory_key,
                 loser_memory_id=loser.id if isinstance(loser, StoredMemory) else None,
                 winner_episode_ids=winner.source_episode_ids,
-                loser_episode_ids=tuple(sorted(set(loser.source_episode_ids))),
+                # A stored memory's provenance is already sorted and unique.
+                loser_episode_ids=(
+                    loser.source_episode_ids
+                    if isinstance(loser, StoredMemory)
+                    else tuple(sorted(set(loser.source_episode_ids)))
+                ),
                 job_id=self.job_id,
                 decided_at=self.now,
             )

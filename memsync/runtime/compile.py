@@ -1,11 +1,12 @@
 """The compile service: episodes not yet compiled at their revision → memories, as a set.
 
-One call compiles one subject in one transaction: it reads the subject's uncompiled
-episodes, derives candidates, lets the pure resolver decide, applies the change set
-and advances the compile markers together. A failure rolls all of it back, so it
-consumes nothing. Concurrent compiles of one subject are serialised by a lock (a
-transaction-scoped advisory lock on PostgreSQL, the database write lock on SQLite):
-the second waits, then finds nothing left to compile.
+One call compiles one subject: it lists the subject's uncompiled episodes and works
+through them in time-ordered chunks, one transaction each. A chunk derives candidates,
+lets the pure resolver decide, applies the change set and advances the compile markers
+together; a failure rolls the chunk back, so it consumes nothing of it, and the chunks
+before it stay compiled. Concurrent compiles of one subject are serialised per chunk by
+a lock (a transaction-scoped advisory lock on PostgreSQL, the database write lock on
+SQLite): the second waits, then finds the episodes compiled and skips them.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ __all__ = [
     "SqlExtractionRecorder",
 ]
 
+DEFAULT_CHUNK_EPISODES = 2_000
+"""Episodes per compile transaction: large enough that per-transaction costs (the lock,
+loading the subject's active memories) are spread thin, small enough that one subject
+with 100,000 uncompiled episodes does not hold them all, and their change sets, at once."""
+
 _episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
 _extractions: sa.Table = LLMExtractionRow.__table__  # type: ignore[assignment]
 
@@ -81,6 +87,12 @@ class CompileSettings(_Settings):
 
     compiler: Literal["heuristic", "llm"] = "heuristic"
     llm: LLMSettings | None = None
+    chunk_episodes: int = Field(
+        default=DEFAULT_CHUNK_EPISODES,
+        ge=1,
+        le=100_000,
+        description="episodes compiled per transaction; bounds a compile's memory",
+    )
     claims: dict[str, dict[str, str]] = Field(default_factory=dict)
     policies: dict[str, str] = Field(default_factory=dict)
     thresholds: dict[str, float] = Field(default_factory=dict)
@@ -182,6 +194,70 @@ class ConflictResolution:
     superseded_memory_id: uuid.UUID
 
 
+@dataclass(frozen=True, slots=True)
+class _ChunkOutcome:
+    """What one chunk's transaction did, kept after its change sets are let go."""
+
+    episodes_compiled: int
+    created: tuple[StoredMemory, ...]
+    superseded: int
+    conflicts_opened: int
+    memories_loaded: int
+
+    @property
+    def memories_created(self) -> int:
+        return len(self.created)
+
+    @classmethod
+    def of(
+        cls, episodes_compiled: int, change_sets: Sequence[ChangeSet], *, memories_loaded: int
+    ) -> _ChunkOutcome:
+        # A memory can be created already superseded (it lost on arrival): count it.
+        superseded = sum(
+            change.to_status is MemoryStatus.SUPERSEDED
+            for changes in change_sets
+            for change in changes.status_changes
+        ) + sum(
+            memory.status is MemoryStatus.SUPERSEDED
+            for changes in change_sets
+            for memory in changes.memories_to_create
+        )
+        return cls(
+            episodes_compiled=episodes_compiled,
+            created=tuple(m for changes in change_sets for m in changes.memories_to_create),
+            superseded=superseded,
+            conflicts_opened=sum(len(changes.open_conflicts) for changes in change_sets),
+            memories_loaded=memories_loaded,
+        )
+
+
+@dataclass(slots=True)
+class _Tally:
+    """The sum of a compile's chunks."""
+
+    episodes_compiled: int = 0
+    created: list[StoredMemory] = field(default_factory=list)
+    superseded: int = 0
+    conflicts_opened: int = 0
+
+    def add(self, outcome: _ChunkOutcome) -> None:
+        self.episodes_compiled += outcome.episodes_compiled
+        self.created.extend(outcome.created)
+        self.superseded += outcome.superseded
+        self.conflicts_opened += outcome.conflicts_opened
+
+    def result(self, subject_id: str, job_id: str) -> CompileResult:
+        return CompileResult(
+            subject_id=subject_id,
+            job_id=job_id,
+            episodes_compiled=self.episodes_compiled,
+            memories_created=len(self.created),
+            memories_superseded=self.superseded,
+            conflicts_opened=self.conflicts_opened,
+            memories=tuple(self.created),
+        )
+
+
 def _subject_lock_key(tenant_id: str, subject_id: str) -> int:
     digest = hashlib.sha256(f"memsync-compile\0{tenant_id}\0{subject_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
@@ -205,10 +281,15 @@ class CompileService:
         clock: Clock | None = None,
         llm: LLMSettings | None = None,
         http: httpx.Client | None = None,
+        chunk_episodes: int = DEFAULT_CHUNK_EPISODES,
     ) -> None:
         """``compiler`` overrides everything; else ``llm`` selects the LLM compiler (its
-        extractions recorded per tenant in the store); else the heuristic compiler."""
+        extractions recorded per tenant in the store); else the heuristic compiler.
+        ``chunk_episodes`` is how many episodes one transaction compiles."""
+        if chunk_episodes < 1:
+            raise ValueError(f"chunk_episodes must be at least 1, not {chunk_episodes}")
         self._store = store
+        self._chunk_episodes = chunk_episodes
         self._rules = rules or CompileRules()
         self._clock = clock or SystemClock()
         self._memories = MemoryRepository(store)
@@ -231,6 +312,7 @@ class CompileService:
             rules=CompileRules.from_settings(settings),
             clock=clock,
             llm=settings.llm if settings.compiler == "llm" else None,
+            chunk_episodes=settings.chunk_episodes,
         )
 
     def _compiler_for(self, tenant_id: str) -> Compiler:
@@ -251,32 +333,64 @@ class CompileService:
     def compile(
         self, tenant_id: str, subject_id: str, *, job_id: str | None = None
     ) -> CompileResult:
-        """Compile ``subject_id``'s uncompiled episodes; see the class docstring."""
+        """Compile ``subject_id``'s uncompiled episodes; see the class docstring.
+
+        The episodes are compiled in time order, ``chunk_episodes`` at a time, one
+        transaction per chunk. A failure rolls back the chunk it happens in; the chunks
+        before it stay compiled (memories and markers together), so a retry carries on
+        where this call stopped.
+        """
         job_id = job_id or f"compile-{uuid.uuid4()}"
         compiler = self._compiler_for(tenant_id)
+        with self._store.read() as connection:
+            pending = self._pending(connection, tenant_id, subject_id)
+        total = _Tally()
+        position, size = 0, self._chunk_episodes
+        while position < len(pending):
+            chunk = pending[position : position + size]
+            outcome = self._compile_chunk(compiler, tenant_id, subject_id, chunk, job_id)
+            total.add(outcome)
+            position += len(chunk)
+            # Every chunk loads the subject's active memories again; a chunk at least
+            # that large keeps the reload at most one memory per episode compiled, so a
+            # compile stays linear however large the subject grows.
+            size = max(self._chunk_episodes, outcome.memories_loaded)
+        return total.result(subject_id, job_id)
+
+    def _compile_chunk(
+        self,
+        compiler: Compiler,
+        tenant_id: str,
+        subject_id: str,
+        chunk: Sequence[uuid.UUID],
+        job_id: str,
+    ) -> _ChunkOutcome:
         prepared: set[tuple[uuid.UUID, int]] | None = None
         if isinstance(compiler, LLMCompiler):
             # Ask the model before taking the subject's lock and the write transaction:
             # extraction is slow network I/O and is recorded, so the compile below
             # replays it without a request.
             with self._store.read() as connection:
-                pending = [view for view, _ in self._uncompiled(connection, tenant_id, subject_id)]
+                pending = [view for view, _ in self._uncompiled(connection, tenant_id, chunk)]
             compiler.compile(pending)
             prepared = {(view.id, view.revision) for view in pending}
         with self._store.write() as connection:
             self._lock_subject(connection, tenant_id, subject_id)
             now = self._clock.now()
-            episodes = self._uncompiled(connection, tenant_id, subject_id)
+            # Read again under the lock: a concurrent compile may have taken some of
+            # these episodes since they were listed, and ingest may have revised some.
+            episodes = self._uncompiled(connection, tenant_id, chunk)
             if prepared is not None:
-                # Whatever arrived since the extraction waits for the next compile, so
-                # the model is never called while the write lock is held.
+                # Whatever was revised since the extraction waits for the next compile,
+                # so the model is never called while the write lock is held.
                 episodes = [e for e in episodes if (e[0].id, e[0].revision) in prepared]
             if not episodes:
-                return CompileResult(subject_id, job_id, 0, 0, 0, 0, ())
+                return _ChunkOutcome.of(0, [], memories_loaded=0)
             views = [view for view, _ in episodes]
             candidates = compiler.compile(views)
             derived_keys = {candidate.memory_key for candidate in candidates}
             existing = load_for_resolution(connection, tenant_id, subject_id, derived_keys)
+            memories_loaded = len(existing)
 
             change_sets: list[ChangeSet] = []
             revised = [view.id for view, compiled in episodes if compiled > 0]
@@ -303,27 +417,9 @@ class CompileService:
             for changes in change_sets:
                 apply_change_set(connection, tenant_id, changes, revisions, now)
             self._mark_compiled(connection, tenant_id, views)
-
-        superseded = sum(
-            change.to_status is MemoryStatus.SUPERSEDED
-            for changes in change_sets
-            for change in changes.status_changes
-        ) + sum(
-            memory.status is MemoryStatus.SUPERSEDED
-            for changes in change_sets
-            for memory in changes.memories_to_create
-        )
-        created = tuple(m for changes in change_sets for m in changes.memories_to_create)
-        self._statistics.added(len(created))
-        return CompileResult(
-            subject_id=subject_id,
-            job_id=job_id,
-            episodes_compiled=len(views),
-            memories_created=len(created),
-            memories_superseded=superseded,
-            conflicts_opened=sum(len(changes.open_conflicts) for changes in change_sets),
-            memories=created,
-        )
+        outcome = _ChunkOutcome.of(len(views), change_sets, memories_loaded=memories_loaded)
+        self._statistics.added(outcome.memories_created)
+        return outcome
 
     def resolve_conflict(
         self, tenant_id: str, conflict_id: uuid.UUID, keep_memory_id: uuid.UUID
@@ -386,28 +482,38 @@ class CompileService:
             )
         # SQLite: the write transaction already holds the database write lock.
 
+    def _pending(self, connection: Connection, tenant_id: str, subject_id: str) -> list[uuid.UUID]:
+        """The ids of the subject's uncompiled episodes, in time order."""
+        query = sa.select(_episodes.c.id, _episodes.c.occurred_at).where(
+            _episodes.c.tenant_id == tenant_id,
+            _episodes.c.subject_id == subject_id,
+            _episodes.c.compiled_revision < _episodes.c.revision,
+        )
+        # No ORDER BY: sorting in SQL makes the planners prefer the timeline index
+        # (which scans every episode of the subject) over the partial index of the
+        # uncompiled ones, and the no-op recompile must not grow with the subject.
+        rows = sorted(connection.execute(query), key=lambda row: (row.occurred_at, row.id))
+        return [row.id for row in rows]
+
     def _uncompiled(
-        self, connection: Connection, tenant_id: str, subject_id: str
+        self, connection: Connection, tenant_id: str, episode_ids: Sequence[uuid.UUID]
     ) -> list[tuple[EpisodeView, int]]:
-        query = (
-            sa.select(
-                _episodes.c.id,
-                _episodes.c.subject_id,
-                _episodes.c.source,
-                _episodes.c.type,
-                _episodes.c.payload,
-                _episodes.c.occurred_at,
-                _episodes.c.revision,
-                _episodes.c.content_hash,
-                _episodes.c.compiled_revision,
-            ).where(
-                _episodes.c.tenant_id == tenant_id,
-                _episodes.c.subject_id == subject_id,
-                _episodes.c.compiled_revision < _episodes.c.revision,
-            )
-            # No ORDER BY: sorting in SQL makes the planners prefer the timeline index
-            # (which scans every episode of the subject) over the partial index of the
-            # uncompiled ones, and the no-op recompile must not grow with the subject.
+        """Those of ``episode_ids`` still uncompiled, with their compiled revision, in
+        time order."""
+        query = sa.select(
+            _episodes.c.id,
+            _episodes.c.subject_id,
+            _episodes.c.source,
+            _episodes.c.type,
+            _episodes.c.payload,
+            _episodes.c.occurred_at,
+            _episodes.c.revision,
+            _episodes.c.content_hash,
+            _episodes.c.compiled_revision,
+        ).where(
+            _episodes.c.tenant_id == tenant_id,
+            _episodes.c.id.in_(episode_ids),
+            _episodes.c.compiled_revision < _episodes.c.revision,
         )
         rows = sorted(connection.execute(query), key=lambda row: (row.occurred_at, row.id))
         return [

@@ -33,6 +33,7 @@ __all__ = [
     "memories_citing",
 ]
 
+_SUPERSESSIONS_PER_STATEMENT = 200
 _memories: sa.Table = MemoryRow.__table__  # type: ignore[assignment]
 _sources: sa.Table = MemorySourceRow.__table__  # type: ignore[assignment]
 _supersessions: sa.Table = SupersessionRow.__table__  # type: ignore[assignment]
@@ -241,7 +242,10 @@ def apply_change_set(
                 for change in changes.status_changes
             ],
         )
-    if changes.supersessions:
+    # A record lists both sides' evidence, which for a long-lived memory is thousands
+    # of ids: rendering every record's lists at once is what dominated a large
+    # compile's memory, so they are written a slice at a time.
+    for start in range(0, len(changes.supersessions), _SUPERSESSIONS_PER_STATEMENT):
         connection.execute(
             _supersessions.insert(),
             [
@@ -262,7 +266,7 @@ def apply_change_set(
                     "job_id": record.job_id,
                     "decided_at": record.decided_at,
                 }
-                for record in changes.supersessions
+                for record in changes.supersessions[start : start + _SUPERSESSIONS_PER_STATEMENT]
             ],
         )
     if changes.open_conflicts:

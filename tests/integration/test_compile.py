@@ -152,8 +152,85 @@ def test_a_failed_compile_consumes_nothing(
     assert retried.episodes_compiled == 3
 
 
-def test_two_concurrent_compiles_of_one_subject_never_duplicate(
+class FailsOnCall:
+    """The heuristic compiler, except that its ``failing_call``-th call raises."""
+
+    def __init__(self, failing_call: int) -> None:
+        self.calls = 0
+        self.failing_call = failing_call
+
+    def compile(self, episodes: Sequence[EpisodeView]) -> list[CandidateMemory]:
+        self.calls += 1
+        if self.calls == self.failing_call:
+            raise RuntimeError("model went away")
+        return HeuristicCompiler().compile(episodes)
+
+
+def compiled_marks(store: Store) -> list[tuple[str, int]]:
+    """(idempotency key, compiled revision) of every episode."""
+    with store.read() as connection:
+        rows = connection.execute(
+            sa.text("SELECT idempotency_key, compiled_revision FROM episodes ORDER BY 1")
+        )
+        return [(key, compiled) for key, compiled in rows]
+
+
+def test_a_failure_in_a_later_chunk_keeps_the_chunks_before_it(
     store: Store, ingest: IngestService, clock: FakeClock
+) -> None:
+    ingest.ingest("t1", EPISODES)  # m1, m2, m3 in time order
+    failing = CompileService(store, compiler=FailsOnCall(2), clock=clock, chunk_episodes=2)
+
+    with pytest.raises(RuntimeError, match="model went away"):
+        failing.compile("t1", "ana")
+
+    assert compiled_marks(store) == [("m1", 1), ("m2", 1), ("m3", 0)]
+    kept = active(store)
+    assert any("Lisbon" in content for content in kept.values())
+    retried = CompileService(store, clock=clock).compile("t1", "ana")
+    assert retried.episodes_compiled == 1
+    assert compiled_marks(store) == [("m1", 1), ("m2", 1), ("m3", 1)]
+
+
+@pytest.mark.parametrize("chunk_episodes", [1, 3, 7])
+def test_compiling_in_chunks_gives_what_one_pass_gives(
+    store: Store, clock: FakeClock, chunk_episodes: int
+) -> None:
+    lines = [
+        "I live in Lisbon.",
+        "I'm in Berlin this week.",
+        "I prefer tea.",
+        "I moved to Porto.",
+        "I prefer coffee.",
+        "The rate limit is 5000 requests per hour.",
+        "I'm in Madrid this week.",
+        "The rate limit is 6000 requests per hour.",
+        "I use Postgres.",
+        "We decided to use Alembic.",
+    ] * 2
+    episodes = [said(f"e{i}", text, i) for i, text in enumerate(lines)]
+    IngestService(store, clock).ingest("one-pass", episodes)
+    IngestService(store, clock).ingest("chunked", episodes)
+
+    whole = CompileService(store, clock=clock).compile("one-pass", "ana")
+    chunked = CompileService(store, clock=clock, chunk_episodes=chunk_episodes).compile(
+        "chunked", "ana"
+    )
+
+    assert chunked.episodes_compiled == whole.episodes_compiled == len(episodes)
+    assert chunked.memories_created == whole.memories_created
+    assert active(store, "chunked") == active(store, "one-pass")
+    assert CompileService(store, clock=clock).compile("chunked", "ana").memories_created == 0
+
+
+def test_a_chunk_size_below_one_is_refused(store: Store) -> None:
+    with pytest.raises(ValueError, match="chunk_episodes must be at least 1"):
+        CompileService(store, chunk_episodes=0)
+
+
+@pytest.mark.parametrize("chunk_episodes", [2_000, 7])
+def test_two_concurrent_compiles_of_one_subject_never_duplicate(
+    store: Store, ingest: IngestService, clock: FakeClock, chunk_episodes: int
 ) -> None:
     ingest.ingest("t1", [said(f"m{i}", f"I like tool{i}. I live in Lisbon.", i) for i in range(40)])
     start_together = threading.Barrier(2)
@@ -161,7 +238,8 @@ def test_two_concurrent_compiles_of_one_subject_never_duplicate(
 
     def compile_once() -> None:
         start_together.wait(timeout=30)
-        results.append(CompileService(store, clock=clock).compile("t1", "ana"))
+        service = CompileService(store, clock=clock, chunk_episodes=chunk_episodes)
+        results.append(service.compile("t1", "ana"))
 
     threads = [threading.Thread(target=compile_once) for _ in range(2)]
     for thread in threads:
@@ -170,7 +248,10 @@ def test_two_concurrent_compiles_of_one_subject_never_duplicate(
         thread.join(timeout=120)
 
     assert len(results) == 2
-    assert sorted(result.episodes_compiled for result in results) == [0, 40]
+    # Chunks of the two compiles may interleave; each episode is compiled by one.
+    assert sum(result.episodes_compiled for result in results) == 40
+    if chunk_episodes >= 40:
+        assert sorted(result.episodes_compiled for result in results) == [0, 40]
     with store.read() as connection:
         rows = connection.execute(
             sa.text("SELECT count(*), count(DISTINCT memory_key) FROM memories")
