@@ -218,6 +218,10 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
         Under ``content`` the payload must be a function of the key alone.
         """
 
+    def close(self) -> None:
+        """Release what the connector holds (an HTTP session). The runtime calls it once
+        after each run; closing twice is harmless. The default holds nothing."""
+
     # --- what the framework owns --------------------------------------------------------
 
     @final

@@ -151,16 +151,16 @@ def serve(
     host: Annotated[str | None, typer.Option(help="interface (default: api.host)")] = None,
     port: Annotated[int | None, typer.Option(help="port (default: api.port, 8100)")] = None,
 ) -> None:
-    """Serve the HTTP API (Statewave v1 compatible)."""
-    import uvicorn
-
+    """Serve the HTTP API (Statewave v1 compatible) until SIGTERM/SIGINT, then exit 0."""
     from memsync.runtime.api.app import create_app
     from memsync.runtime.api.deps import Services
+    from memsync.runtime.api.server import serve_until_stopped
 
     settings = _serving_settings(host, port)
     store = _open_store(settings)
     api = settings.api
-    uvicorn.run(create_app(Services.build(settings, store)), host=api.host, port=api.port)
+    serve_until_stopped(create_app(Services.build(settings, store)), api.host, api.port)
+    store.dispose()
 
 
 def _read_episodes(path: Path) -> list[CreateEpisodeRequest]:

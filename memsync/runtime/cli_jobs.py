@@ -22,21 +22,27 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from memsync.connectors import load_registry
+from memsync.runtime.cli_sync import connector_configs
 from memsync.runtime.compile import CompileService
 from memsync.runtime.config import Settings
 from memsync.runtime.jobs import (
     COMPILE,
+    SYNC,
     JobQueue,
     JobStatus,
     ScheduleFirer,
     Scheduler,
     Worker,
     compile_handler,
+    ingest_service,
     run_workers,
     schedules_from_settings,
+    sync_handler,
     worker_name,
 )
 from memsync.runtime.storage import Store
+from memsync.runtime.sync import SyncRunner
 
 __all__ = ["register"]
 
@@ -69,14 +75,26 @@ def _logging() -> None:
 
 
 def _worker_factory(store: Store, settings: Settings) -> Callable[[int], Worker]:
+    """Workers for both job kinds: compile, and sync of the configured connectors.
+
+    Exits 2 naming the file and field when the connectors section is invalid.
+    """
     queue = JobQueue.from_settings(store, settings.jobs)
     compiler = CompileService.from_settings(store, settings.compile)
+    registry = load_registry()
+    connectors = connector_configs(registry, settings)
     process = worker_name()
 
     def make(index: int) -> Worker:
+        # One runner per worker thread: each holds its own ingest service and the
+        # every-N trigger, so synced episodes trigger compiles as the API's do.
+        runner = SyncRunner(store, ingest=ingest_service(store, settings.jobs, queue))
         return Worker(
             queue,
-            {COMPILE: compile_handler(compiler)},
+            {
+                COMPILE: compile_handler(compiler),
+                SYNC: sync_handler(runner, connectors, registry.build),
+            },
             lease=timedelta(seconds=settings.jobs.lease_seconds),
             poll_interval=settings.jobs.poll_seconds,
             name=f"{process}/{index}",
@@ -86,10 +104,12 @@ def _worker_factory(store: Store, settings: Settings) -> Callable[[int], Worker]
 
 
 def _scheduler(store: Store, settings: Settings) -> Scheduler:
+    """The nightly compile and every connector's sync schedule, from the configuration."""
     queue = JobQueue.from_settings(store, settings.jobs)
+    connectors = connector_configs(load_registry(), settings)
     return Scheduler(
         ScheduleFirer(store, queue),
-        schedules_from_settings(settings.jobs),
+        schedules_from_settings(settings.jobs, connectors),
         misfire_grace=timedelta(seconds=settings.jobs.misfire_grace_seconds),
     )
 
@@ -146,11 +166,14 @@ def register(
         host: Annotated[str | None, typer.Option(help="interface (default: api.host)")] = None,
         port: Annotated[int | None, typer.Option(help="port (default: api.port)")] = None,
     ) -> None:
-        """One machine, all in one: the HTTP API, the scheduler and one worker thread."""
-        import uvicorn
+        """One machine, all in one: the HTTP API, the scheduler and one worker thread.
 
+        SIGTERM/SIGINT: the API shuts down gracefully, the worker finishes the job in
+        hand, the scheduler stops; exit 0.
+        """
         from memsync.runtime.api.app import create_app
         from memsync.runtime.api.deps import Services
+        from memsync.runtime.api.server import serve_until_stopped
 
         _logging()
         settings = serving_settings(host, port)
@@ -163,11 +186,9 @@ def register(
         )
         worker_thread.start()
         try:
-            # uvicorn owns SIGTERM/SIGINT here; when it returns, the rest stops too.
-            uvicorn.run(
-                create_app(Services.build(settings, store)),
-                host=settings.api.host,
-                port=settings.api.port,
+            # The server owns SIGTERM/SIGINT here; when it returns, the rest stops too.
+            serve_until_stopped(
+                create_app(Services.build(settings, store)), settings.api.host, settings.api.port
             )
         finally:
             stop.set()

@@ -32,6 +32,7 @@ from memsync.connectors import (
     parse_duration,
 )
 from memsync.connectors.base import Connector
+from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.config import Settings
 from memsync.runtime.jobs.queue import JobQueue
 from memsync.runtime.jobs.triggers import ingest_service
@@ -39,7 +40,13 @@ from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunInProgress, RunLost, RunRecord, RunStatus, SyncRunner
 from memsync.runtime.sync.records import COUNTERS
 
-__all__ = ["EXIT_FOR_STATUS", "print_run", "register", "sync_bundled_workspace"]
+__all__ = [
+    "EXIT_FOR_STATUS",
+    "connector_configs",
+    "print_run",
+    "register",
+    "sync_bundled_workspace",
+]
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -67,18 +74,23 @@ def _source_label(settings: Settings) -> str:
     return str(settings.source_path) if settings.source_path else "the configuration"
 
 
-def _build_connector(registry: ConnectorRegistry, settings: Settings, name: str) -> AnyConnector:
-    """The configured connector called ``name``; exit 2 naming the file and field if the
-    connectors section is invalid or has no such name."""
-    source = _source_label(settings)
+def connector_configs(registry: ConnectorRegistry, settings: Settings) -> list[ConnectorConfig]:
+    """The configured connectors, validated; exit 2 naming the file, connector and field
+    of every problem if the connectors section is invalid."""
     try:
-        configs = registry.parse_configs(settings.connectors, source=source)
+        return registry.parse_configs(settings.connectors, source=_source_label(settings))
     except ConnectorConfigError as error:
         raise _usage_error("configuration error\n" + "\n".join(error.problems)) from None
+
+
+def _build_connector(registry: ConnectorRegistry, settings: Settings, name: str) -> AnyConnector:
+    """The configured connector called ``name``; exit 2 if there is none."""
+    configs = connector_configs(registry, settings)
     for config in configs:
         if config.name == name:
             return registry.build(config)
     known = ", ".join(config.name for config in configs) or "none"
+    source = _source_label(settings)
     raise _usage_error(f"no connector named '{name}' in {source} (connectors configured: {known})")
 
 
@@ -94,13 +106,6 @@ def _parse_moment(text: str, option: str) -> datetime:
             f"{option} '{text}' is not a date (e.g. 2026-01-31 or 2026-01-31T12:00:00Z)"
         ) from None
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def _close(connector: AnyConnector) -> None:
-    # Connectors that hold a client (Zendesk's httpx pool) offer close(); others do not.
-    close = getattr(connector, "close", None)
-    if callable(close):
-        close()
 
 
 def _log_unless_interactive() -> bool:
@@ -181,7 +186,7 @@ def register(
             errors.print(str(error), markup=False)
             raise typer.Exit(EXIT_FAILED) from None
         finally:
-            _close(connector)
+            connector.close()
             store.dispose()
         print_run(record, as_json=as_json)
         raise typer.Exit(EXIT_FOR_STATUS[record.status])

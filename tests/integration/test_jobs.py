@@ -32,6 +32,7 @@ from memsync.runtime.storage.schema import JobRow
 from tests.jobs_support import LEASE, drafts, scalar, worker
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+NIGHTLY = Schedule(NIGHTLY_COMPILE, COMPILE, "0 3 * * *")
 
 
 @pytest.fixture
@@ -269,8 +270,8 @@ def test_a_nightly_tick_compiles_every_subject_with_news_in_every_tenant_once(
     tick = nightly.latest_fire_time(clock.now(), timedelta(hours=1))
     assert tick == datetime(2026, 3, 2, 3, 0, tzinfo=UTC)
 
-    assert firer.fire(NIGHTLY_COMPILE, COMPILE, tick, now=clock.now()) == 3
-    assert firer.fire(NIGHTLY_COMPILE, COMPILE, tick, now=clock.now()) == 0
+    assert firer.fire(nightly, tick, now=clock.now()) == 3
+    assert firer.fire(nightly, tick, now=clock.now()) == 0
     every = queue.list("acme") + queue.list("globex")
     assert sorted(job.target for job in every) == ["ana", "bob", "carol"]
     assert {job.dedup_key for job in every} == {fire_key(NIGHTLY_COMPILE, tick)}
@@ -280,7 +281,7 @@ def test_a_nightly_tick_compiles_every_subject_with_news_in_every_tenant_once(
     while run.run_once() is not None:
         pass
     # A late replica firing the same tick after the jobs ran enqueues nothing.
-    assert firer.fire(NIGHTLY_COMPILE, COMPILE, tick, now=clock.now()) == 0
+    assert firer.fire(nightly, tick, now=clock.now()) == 0
     assert scalar(store, "SELECT count(*) FROM jobs") == 3
 
 
@@ -292,7 +293,7 @@ def test_a_tick_coalesced_into_a_pending_job_is_not_enqueued_again_later(
     manual, _ = queue.enqueue("acme", COMPILE, "ana", now=clock.now())
     firer = ScheduleFirer(store, queue)
 
-    assert firer.fire(NIGHTLY_COMPILE, COMPILE, START, now=clock.now()) == 0
+    assert firer.fire(NIGHTLY, START, now=clock.now()) == 0
     stamped = queue.get("acme", manual.id)
     assert stamped is not None
     assert stamped.dedup_key == fire_key(NIGHTLY_COMPILE, START)
@@ -300,11 +301,14 @@ def test_a_tick_coalesced_into_a_pending_job_is_not_enqueued_again_later(
     IngestService(store, clock).ingest("acme", drafts("ana", 1, start=5))
     worker(store, clock, queue=queue).run_once()
     IngestService(store, clock).ingest("acme", drafts("ana", 1, start=9))
-    assert firer.fire(NIGHTLY_COMPILE, COMPILE, START, now=clock.now()) == 0
+    assert firer.fire(NIGHTLY, START, now=clock.now()) == 0
     later = START + timedelta(days=1)
-    assert firer.fire(NIGHTLY_COMPILE, COMPILE, later, now=clock.now()) == 1
+    assert firer.fire(NIGHTLY, later, now=clock.now()) == 1
 
 
 def test_a_schedule_of_a_kind_nobody_runs_is_refused(store: Store) -> None:
-    with pytest.raises(ValueError, match="no worker runs jobs of kind 'sync'"):
-        ScheduleFirer(store, JobQueue(store)).fire("gh-hourly", "sync", START, now=START)
+    firer = ScheduleFirer(store, JobQueue(store))
+    with pytest.raises(ValueError, match="no worker runs jobs of kind 'backfill'"):
+        firer.fire(Schedule("gh-weekly", "backfill", "0 4 * * 0"), START, now=START)
+    with pytest.raises(ValueError, match="kind 'sync' without a target"):
+        firer.fire(Schedule("gh-hourly", "sync", "every 1h"), START, now=START)

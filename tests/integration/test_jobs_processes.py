@@ -27,6 +27,7 @@ from memsync.runtime.jobs import (
     NIGHTLY_COMPILE,
     JobQueue,
     JobStatus,
+    Schedule,
     ScheduleFirer,
     fire_key,
 )
@@ -130,6 +131,9 @@ def test_a_worker_killed_mid_job_is_replaced_after_its_lease_and_nothing_is_dupl
     assert CompileService(store).compile("acme", "ana").memories_created == 0
 
 
+NIGHTLY = Schedule(NIGHTLY_COMPILE, COMPILE, "0 3 * * *")
+
+
 def fire_together(firers: list[ScheduleFirer], tick: datetime) -> list[int]:
     """Every firer fires ``tick`` at the same moment, each from its own thread."""
     together = threading.Barrier(len(firers))
@@ -137,7 +141,7 @@ def fire_together(firers: list[ScheduleFirer], tick: datetime) -> list[int]:
 
     def fire(firer: ScheduleFirer) -> None:
         together.wait(timeout=30)
-        created.append(firer.fire(NIGHTLY_COMPILE, COMPILE, tick, now=tick))
+        created.append(firer.fire(NIGHTLY, tick, now=tick))
 
     threads = [threading.Thread(target=fire, args=(firer,)) for firer in firers]
     for thread in threads:

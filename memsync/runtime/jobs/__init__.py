@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memsync.runtime.jobs.queue import COMPILE, Job, JobQueue, JobStatus, RetryPolicy
+from memsync.runtime.jobs.queue import COMPILE, SYNC, Job, JobQueue, JobStatus, RetryPolicy
 from memsync.runtime.jobs.schedules import (
     NIGHTLY_COMPILE,
     Schedule,
@@ -10,20 +10,24 @@ from memsync.runtime.jobs.schedules import (
     Scheduler,
     fire_key,
     schedules_from_settings,
+    sync_schedule_id,
 )
 from memsync.runtime.jobs.triggers import EveryNEpisodes, enqueue_uncompiled, ingest_service
 from memsync.runtime.jobs.worker import (
     JobHandler,
     PermanentJobError,
+    SyncRunFailed,
     Worker,
     compile_handler,
     run_workers,
+    sync_handler,
     worker_name,
 )
 
 __all__ = [
     "COMPILE",
     "NIGHTLY_COMPILE",
+    "SYNC",
     "EveryNEpisodes",
     "Job",
     "JobHandler",
@@ -34,6 +38,7 @@ __all__ = [
     "Schedule",
     "ScheduleFirer",
     "Scheduler",
+    "SyncRunFailed",
     "Worker",
     "compile_handler",
     "enqueue_uncompiled",
@@ -41,5 +46,7 @@ __all__ = [
     "ingest_service",
     "run_workers",
     "schedules_from_settings",
+    "sync_handler",
+    "sync_schedule_id",
     "worker_name",
 ]

@@ -28,9 +28,12 @@ from memsync.runtime.config import JobsSettings
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.schema import JobRow
 
-__all__ = ["COMPILE", "Job", "JobQueue", "JobStatus", "RetryPolicy"]
+__all__ = ["COMPILE", "SYNC", "Job", "JobQueue", "JobStatus", "RetryPolicy"]
 
 COMPILE = "compile"
+"""Compile one subject (the job's target)."""
+SYNC = "sync"
+"""Run one incremental sync of a connector (the job's target is its name)."""
 
 _jobs: sa.Table = JobRow.__table__  # type: ignore[assignment]
 

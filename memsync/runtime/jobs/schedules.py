@@ -1,8 +1,13 @@
-"""Schedules: cron triggers from the configuration that only ever enqueue jobs.
+"""Schedules: triggers from the configuration that only ever enqueue jobs.
 
-The decision of a tick is :meth:`ScheduleFirer.fire` (schedule id, job kind, the
-scheduled fire time): a pure-ish, idempotent function of the store that tests call
-directly with any time they like. The jobs of a tick carry the dedup key
+Two kinds come from the configuration: the nightly compile (``jobs.nightly_compile``,
+a crontab line in ``jobs.timezone``), and one sync schedule per connector (its
+``schedule``: a crontab line, or ``every 15m``, whose ticks are counted from the Unix
+epoch so every replica computes the same fire times).
+
+The decision of a tick is :meth:`ScheduleFirer.fire` (the schedule and the scheduled
+fire time): a pure-ish, idempotent function of the store that tests call directly
+with any time they like. The jobs of a tick carry the dedup key
 ``<schedule id>@<fire time, UTC ISO>``, unique per target, so any number of
 scheduler replicas firing the same tick enqueue it once.
 
@@ -10,23 +15,28 @@ APScheduler 3 (:class:`Scheduler`) only decides *when*. Schedules are rebuilt fr
 the configuration at every start, with stable ids. Misfire policy: a tick missed
 while no scheduler ran is coalesced into one run when a scheduler starts, if it is
 within ``misfire_grace_seconds`` (older ticks are skipped; the next tick catches up
-anyway, since compile takes whatever is uncompiled). A tick that is merely late
-while the scheduler runs is handled the same way by APScheduler (coalesce=True).
+anyway, since compile takes whatever is uncompiled and a sync reads from its cursor).
+A tick that is merely late while the scheduler runs is handled the same way by
+APScheduler (coalesce=True).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
 
 from memsync.clock import Clock, SystemClock, utc
+from memsync.connectors.config import ConnectorConfig, parse_schedule
 from memsync.runtime.config import JobsSettings
-from memsync.runtime.jobs.queue import COMPILE, JobQueue
+from memsync.runtime.jobs.queue import COMPILE, SYNC, JobQueue
 from memsync.runtime.jobs.triggers import enqueue_uncompiled
 from memsync.runtime.storage.engine import Store
 
@@ -37,24 +47,40 @@ __all__ = [
     "Scheduler",
     "fire_key",
     "schedules_from_settings",
+    "sync_schedule_id",
 ]
 
 NIGHTLY_COMPILE = "nightly-compile"
+# Interval schedules tick at epoch + k * interval, whoever computes them.
+_INTERVAL_ORIGIN = datetime(1970, 1, 1, tzinfo=UTC)
 
 logger = logging.getLogger("memsync.scheduler")
 
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A configured cron schedule: its stable id, the job kind it enqueues, and when."""
+    """A configured schedule: its stable id, the job kind it enqueues, and when.
+
+    ``expression`` is a crontab line (read in ``timezone``) or ``every <duration>``.
+    ``target`` is the (tenant, connector) a sync schedule runs; a compile schedule
+    has none (it compiles every subject with uncompiled episodes).
+    """
 
     id: str
     job_kind: str
-    crontab: str
+    expression: str
     timezone: str = "UTC"
+    target: tuple[str, str] | None = None
 
-    def trigger(self) -> CronTrigger:
-        return CronTrigger.from_crontab(self.crontab, timezone=ZoneInfo(self.timezone))
+    def trigger(self) -> BaseTrigger:
+        spec = parse_schedule(self.expression)
+        if spec.interval is not None:
+            return IntervalTrigger(
+                seconds=int(spec.interval.total_seconds()),
+                start_date=_INTERVAL_ORIGIN,
+                timezone=ZoneInfo("UTC"),
+            )
+        return CronTrigger.from_crontab(spec.expression, timezone=ZoneInfo(self.timezone))
 
     def latest_fire_time(self, now: datetime, lookback: timedelta) -> datetime | None:
         """The last scheduled fire time in ``(now - lookback, now]``, or None."""
@@ -63,17 +89,34 @@ class Schedule:
         moment = trigger.get_next_fire_time(None, now - lookback)
         while moment is not None and moment <= now:
             latest = moment
-            moment = trigger.get_next_fire_time(moment, moment)
+            moment = trigger.get_next_fire_time(moment, moment + timedelta(microseconds=1))
         return utc(latest) if latest is not None else None
 
 
-def schedules_from_settings(settings: JobsSettings) -> list[Schedule]:
-    """The schedules the configuration asks for (connector syncs join once they run)."""
+def sync_schedule_id(connector: ConnectorConfig) -> str:
+    return f"sync:{connector.tenant}:{connector.name}"
+
+
+def schedules_from_settings(
+    settings: JobsSettings, connectors: Sequence[ConnectorConfig] = ()
+) -> list[Schedule]:
+    """The schedules the configuration asks for: the nightly compile (if set) and one
+    sync schedule per connector. Ids are stable across restarts and replicas."""
     schedules = []
     if settings.nightly_compile:
         schedules.append(
             Schedule(NIGHTLY_COMPILE, COMPILE, settings.nightly_compile, settings.timezone)
         )
+    schedules.extend(
+        Schedule(
+            sync_schedule_id(connector),
+            SYNC,
+            str(connector.schedule),
+            settings.timezone,
+            target=(connector.tenant, connector.name),
+        )
+        for connector in connectors
+    )
     return schedules
 
 
@@ -88,21 +131,29 @@ class ScheduleFirer:
         self._store = store
         self._queue = queue
 
-    def fire(self, schedule_id: str, job_kind: str, fire_time: datetime, *, now: datetime) -> int:
-        """Enqueue the jobs of the tick at ``fire_time``; return how many are new.
+    def fire(self, schedule: Schedule, fire_time: datetime, *, now: datetime) -> int:
+        """Enqueue the jobs of ``schedule``'s tick at ``fire_time``; return how many are new.
 
         Repeats: firing the same (schedule, fire time) again, from this process or
         another replica, at the same moment or later, enqueues nothing new for the
         targets it already enqueued. Conflicts: a target with a pending job of the
-        same kind coalesces into it (the tick is stamped on that job).
+        same kind coalesces into it (the tick is stamped on that job), so a connector
+        whose sync is still waiting does not queue a second one.
         """
-        trigger = f"schedule:{schedule_id}"
-        key = fire_key(schedule_id, fire_time)
-        if job_kind == COMPILE:
+        trigger = f"schedule:{schedule.id}"
+        key = fire_key(schedule.id, fire_time)
+        if schedule.job_kind == COMPILE:
             return enqueue_uncompiled(
                 self._store, self._queue, now=now, trigger=trigger, dedup_key=key
             )
-        raise ValueError(f"schedule {schedule_id!r}: no worker runs jobs of kind {job_kind!r}")
+        if schedule.job_kind == SYNC and schedule.target is not None:
+            return self._queue.enqueue_many(
+                SYNC, [schedule.target], now=now, trigger=trigger, dedup_key=key
+            )
+        raise ValueError(
+            f"schedule {schedule.id!r}: no worker runs jobs of kind {schedule.job_kind!r}"
+            + (" without a target" if schedule.job_kind == SYNC else "")
+        )
 
 
 class Scheduler:
@@ -130,7 +181,7 @@ class Scheduler:
         if fire_time is None:
             return
         try:
-            created = self._firer.fire(schedule.id, schedule.job_kind, fire_time, now=now)
+            created = self._firer.fire(schedule, fire_time, now=now)
         except Exception:
             logger.exception("schedule %s: firing %s failed", schedule.id, fire_time)
             return

@@ -12,20 +12,26 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
 from memsync.clock import Clock, SystemClock
+from memsync.connectors.base import Connector
+from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.compile import CompileService, result_summary
 from memsync.runtime.jobs.queue import Job, JobQueue
+from memsync.runtime.sync import RunStatus, SyncRunner
+from memsync.runtime.sync.records import COUNTERS
 
 __all__ = [
     "JobHandler",
     "PermanentJobError",
+    "SyncRunFailed",
     "Worker",
     "compile_handler",
     "run_workers",
+    "sync_handler",
     "worker_name",
 ]
 
@@ -60,6 +66,50 @@ def compile_handler(compiler: CompileService) -> JobHandler:
         return {
             **result_summary(result),
             "memory_ids": [str(memory.id) for memory in result.memories],
+        }
+
+    return handle
+
+
+class SyncRunFailed(Exception):
+    """The sync run a job started ended ``failed`` (its record says why); the job is
+    retried with backoff, as a source that is down for a while usually comes back."""
+
+
+def sync_handler(
+    runner: SyncRunner,
+    connectors: Iterable[ConnectorConfig],
+    build: Callable[[ConnectorConfig], Connector[Any, Any]],
+) -> JobHandler:
+    """Sync jobs: one incremental sync of the connector the job names, in its tenant.
+
+    The result is the run's id, status and counters. A ``partial`` run completes the
+    job (what was read is stored; the run record lists the errors); a ``failed`` run,
+    or another run of the connector still going, fails the attempt, to be retried. A
+    connector no longer in the configuration fails the job for good. Re-running is
+    safe: the window overlaps the last one on purpose and ingest recognises repeats.
+    """
+    configured = {(config.tenant, config.name): config for config in connectors}
+
+    def handle(job: Job) -> Mapping[str, Any]:
+        config = configured.get((job.tenant_id, job.target))
+        if config is None:
+            raise PermanentJobError(
+                f"no connector named {job.target!r} for tenant {job.tenant_id!r} "
+                "in this worker's configuration"
+            )
+        connector = build(config)
+        try:
+            record = runner.sync(connector)
+        finally:
+            connector.close()
+        if record.status is RunStatus.FAILED:
+            raise SyncRunFailed(f"sync run {record.id} failed: {record.error}")
+        return {
+            "run_id": str(record.id),
+            "run_status": record.status.value,
+            **{counter: getattr(record, counter) for counter in COUNTERS},
+            "error": record.error,
         }
 
     return handle

@@ -1,0 +1,183 @@
+"""Connector schedules enqueue sync jobs; workers run them through the sync runner."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from memsync.clock import FakeClock
+from memsync.connectors import RetryableError
+from memsync.connectors.config import ConnectorConfig
+from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.runtime.config import JobsSettings
+from memsync.runtime.jobs import (
+    COMPILE,
+    NIGHTLY_COMPILE,
+    SYNC,
+    JobQueue,
+    JobStatus,
+    RetryPolicy,
+    Schedule,
+    ScheduleFirer,
+    Worker,
+    fire_key,
+    schedules_from_settings,
+    sync_handler,
+)
+from memsync.runtime.storage import Store
+from memsync.runtime.sync import RunStatus, SyncRunner
+from tests.jobs_support import scalar, worker
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def config(name: str = "notes", tenant: str = "acme", schedule: str = "every 15m") -> FakeConfig:
+    return FakeConfig.model_validate(
+        {"name": name, "subject": "thing:{id}", "tenant": tenant, "schedule": schedule}
+    )
+
+
+def records(count: int) -> list[FakeRecord]:
+    return [
+        FakeRecord(id=f"r{i}", updated_at=T0 + timedelta(minutes=i), body=f"v{i}")
+        for i in range(count)
+    ]
+
+
+def sync_worker(
+    store: Store, clock: FakeClock, connector: FakeConnector, queue: JobQueue
+) -> Worker:
+    """A worker whose sync jobs run ``connector`` (the fake stands in for the registry)."""
+    runner = SyncRunner(store, clock=clock, heartbeat_every=None)
+
+    def build(built_from: ConnectorConfig) -> FakeConnector:
+        assert built_from == connector.config
+        return connector
+
+    handlers = {SYNC: sync_handler(runner, [connector.config], build)}
+    return worker(store, clock, handlers, queue=queue)
+
+
+def test_every_connector_gets_a_sync_schedule_with_a_stable_id() -> None:
+    jobs = JobsSettings(nightly_compile="0 3 * * *", timezone="Europe/Lisbon")
+    connectors = [config("notes"), config("tickets", tenant="globex", schedule="*/5 * * * *")]
+
+    schedules = schedules_from_settings(jobs, connectors)
+
+    assert schedules == schedules_from_settings(jobs, connectors)
+    assert [(s.id, s.job_kind, s.expression, s.target) for s in schedules] == [
+        (NIGHTLY_COMPILE, COMPILE, "0 3 * * *", None),
+        ("sync:acme:notes", SYNC, "every 15m", ("acme", "notes")),
+        ("sync:globex:tickets", SYNC, "*/5 * * * *", ("globex", "tickets")),
+    ]
+
+
+def test_interval_schedules_tick_on_the_same_grid_for_every_replica() -> None:
+    every_15m = Schedule("sync:acme:notes", SYNC, "every 15m", target=("acme", "notes"))
+    now = datetime(2026, 3, 1, 10, 7, 30, tzinfo=UTC)
+
+    assert every_15m.latest_fire_time(now, timedelta(hours=1)) == datetime(
+        2026, 3, 1, 10, 0, tzinfo=UTC
+    )
+    assert every_15m.latest_fire_time(now, timedelta(minutes=5)) is None
+    on_the_tick = datetime(2026, 3, 1, 10, 15, tzinfo=UTC)
+    assert every_15m.latest_fire_time(on_the_tick, timedelta(hours=1)) == on_the_tick
+
+
+def test_a_sync_tick_is_enqueued_once_however_many_schedulers_fire_it(store: Store) -> None:
+    queue = JobQueue(store)
+    schedule = schedules_from_settings(JobsSettings(), [config()])[0]
+    tick = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    replicas = [ScheduleFirer(store, queue), ScheduleFirer(store, queue)]
+
+    assert [firer.fire(schedule, tick, now=tick) for firer in replicas] == [1, 0]
+    [job] = queue.list("acme")
+    assert (job.kind, job.target, job.trigger) == (SYNC, "notes", "schedule:sync:acme:notes")
+    assert job.dedup_key == fire_key(schedule.id, tick)
+
+    # The next tick, while the first job still waits, coalesces into it: a slow
+    # connector never has two syncs queued.
+    later = tick + timedelta(minutes=15)
+    assert replicas[0].fire(schedule, later, now=later) == 0
+    assert len(queue.list("acme")) == 1
+
+
+def test_a_worker_runs_a_sync_job_and_a_rerun_stores_nothing_new(store: Store) -> None:
+    clock = FakeClock(T0 + timedelta(hours=1))
+    queue = JobQueue(store)
+    connector = FakeConnector(config(), records(5))
+    run = sync_worker(store, clock, connector, queue)
+
+    first, _ = queue.enqueue("acme", SYNC, "notes", now=clock.now())
+    assert run.run_once() is not None
+    clock.advance(timedelta(minutes=15))
+    second, _ = queue.enqueue("acme", SYNC, "notes", now=clock.now())
+    assert run.run_once() is not None
+
+    done = [queue.get("acme", job.id) for job in (first, second)]
+    assert [job.status for job in done if job] == [JobStatus.COMPLETED] * 2
+    results = [job.result for job in done if job and job.result]
+    assert [(r["run_status"], r["created"], r["duplicates"]) for r in results] == [
+        (RunStatus.SUCCEEDED.value, 5, 0),
+        (RunStatus.SUCCEEDED.value, 0, 5),
+    ]
+    assert scalar(store, "SELECT count(*) FROM episodes") == 5
+    assert scalar(store, "SELECT count(*) FROM sync_runs WHERE status = 'succeeded'") == 2
+
+
+def test_a_failed_run_fails_the_attempt_and_the_job_is_retried_until_it_succeeds(
+    store: Store,
+) -> None:
+    clock = FakeClock(T0 + timedelta(hours=1))
+    queue = JobQueue(store, RetryPolicy(max_attempts=3, backoff=timedelta(seconds=30)))
+    connector = FakeConnector(config(), records(3))
+    connector.fail_at("r0", RetryableError("source answered 503"), times=100)
+    run = sync_worker(store, clock, connector, queue)
+    job, _ = queue.enqueue("acme", SYNC, "notes", now=clock.now())
+
+    run.run_once()
+    retrying = queue.get("acme", job.id)
+    assert retrying is not None
+    assert retrying.status is JobStatus.PENDING
+    assert retrying.error is not None
+    assert retrying.error.startswith("SyncRunFailed: sync run ")
+    assert "503" in retrying.error
+    assert scalar(store, "SELECT count(*) FROM sync_runs WHERE status = 'failed'") == 1
+
+    connector.fail_at("r0", RetryableError("source answered 503"), times=0)
+    clock.advance(timedelta(seconds=31))
+    run.run_once()
+    done = queue.get("acme", job.id)
+    assert done is not None
+    assert (done.status, done.attempts) == (JobStatus.COMPLETED, 2)
+    assert done.result is not None
+    assert done.result["created"] == 3
+
+
+def test_a_job_for_a_connector_no_longer_configured_fails_for_good(store: Store) -> None:
+    clock = FakeClock(T0)
+    queue = JobQueue(store)
+    run = sync_worker(store, clock, FakeConnector(config("notes")), queue)
+    job, _ = queue.enqueue("acme", SYNC, "removed", now=clock.now())
+
+    run.run_once()
+
+    failed = queue.get("acme", job.id)
+    assert failed is not None
+    assert (failed.status, failed.attempts) == (JobStatus.FAILED, 1)
+    assert failed.error is not None
+    assert "no connector named 'removed' for tenant 'acme'" in failed.error
+
+
+def test_a_sync_job_runs_the_connector_of_its_own_tenant_only(store: Store) -> None:
+    tenant = "globex"
+    clock = FakeClock(T0)
+    queue = JobQueue(store)
+    run = sync_worker(store, clock, FakeConnector(config("notes", tenant="acme")), queue)
+    job, _ = queue.enqueue(tenant, SYNC, "notes", now=clock.now())
+
+    run.run_once()
+
+    failed = queue.get(tenant, job.id)
+    assert failed is not None
+    assert failed.status is JobStatus.FAILED
+    assert scalar(store, "SELECT count(*) FROM sync_runs") == 0
