@@ -89,6 +89,8 @@ def inspect_subject(
                 "loser_memory_id": str(record.loser_memory_id) if record.loser_memory_id else None,
                 "winner_episode_ids": record.winner_episode_ids,
                 "loser_episode_ids": record.loser_episode_ids,
+                "winner_episode_count": record.winner_episode_count,
+                "loser_episode_count": record.loser_episode_count,
                 "job_id": record.job_id,
                 "decided_at": record.decided_at.isoformat(),
             }
@@ -132,7 +134,8 @@ def render_inspection(console: Console, report: dict[str, Any]) -> None:
             )
         console.print(table)
     records = Table(title=f"{subject}: supersession records")
-    for column in ("decided at", "rule", "claim key", "score", "threshold", "winner", "loser"):
+    columns = ("decided at", "rule", "claim key", "score", "threshold", "winner", "loser")
+    for column in (*columns, "episodes (winner/loser)"):
         records.add_column(column, overflow="fold")
     for record in report["supersessions"]:
         records.add_row(
@@ -143,6 +146,7 @@ def render_inspection(console: Console, report: dict[str, Any]) -> None:
             "-" if record["threshold"] is None else f"{record['threshold']:.2f}",
             record["winner_memory_id"] or "-",
             record["loser_memory_id"] or "-",
+            f"{record['winner_episode_count']}/{record['loser_episode_count']}",
         )
     console.print(records)
     conflicts = Table(title=f"{subject}: conflicts")

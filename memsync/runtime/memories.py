@@ -34,6 +34,17 @@ __all__ = [
 ]
 
 _SUPERSESSIONS_PER_STATEMENT = 200
+RECORDED_EPISODES_PER_SIDE = 64
+"""How many source episode ids a supersession record lists per side (the first, in id
+order). Listing all of them made each record as long as a memory's whole evidence, and
+a claim that flips often made the table grow with the square of it; the record keeps
+the counts, and ``memory_sources`` keeps every id of both memories."""
+
+
+def _recorded(episode_ids: Sequence[uuid.UUID]) -> list[str]:
+    return [str(episode_id) for episode_id in episode_ids[:RECORDED_EPISODES_PER_SIDE]]
+
+
 _memories: sa.Table = MemoryRow.__table__  # type: ignore[assignment]
 _sources: sa.Table = MemorySourceRow.__table__  # type: ignore[assignment]
 _supersessions: sa.Table = SupersessionRow.__table__  # type: ignore[assignment]
@@ -242,9 +253,8 @@ def apply_change_set(
                 for change in changes.status_changes
             ],
         )
-    # A record lists both sides' evidence, which for a long-lived memory is thousands
-    # of ids: rendering every record's lists at once is what dominated a large
-    # compile's memory, so they are written a slice at a time.
+    # Records are written a slice at a time: a compile of many thousand episodes can
+    # make as many records, and rendering them all at once costs memory for nothing.
     for start in range(0, len(changes.supersessions), _SUPERSESSIONS_PER_STATEMENT):
         connection.execute(
             _supersessions.insert(),
@@ -261,8 +271,10 @@ def apply_change_set(
                     "winner_memory_key": record.winner_memory_key,
                     "loser_memory_id": record.loser_memory_id,
                     "loser_memory_key": record.loser_memory_key,
-                    "winner_episode_ids": [str(e) for e in record.winner_episode_ids],
-                    "loser_episode_ids": [str(e) for e in record.loser_episode_ids],
+                    "winner_episode_ids": _recorded(record.winner_episode_ids),
+                    "loser_episode_ids": _recorded(record.loser_episode_ids),
+                    "winner_episode_count": len(record.winner_episode_ids),
+                    "loser_episode_count": len(record.loser_episode_ids),
                     "job_id": record.job_id,
                     "decided_at": record.decided_at,
                 }
@@ -335,6 +347,8 @@ class SupersessionRecord:
     loser_memory_id: uuid.UUID | None
     winner_episode_ids: list[str]
     loser_episode_ids: list[str]
+    winner_episode_count: int
+    loser_episode_count: int
     job_id: str | None
     decided_at: datetime
 
@@ -526,6 +540,8 @@ class MemoryRepository:
                     loser_memory_id=row.loser_memory_id,
                     winner_episode_ids=list(row.winner_episode_ids),
                     loser_episode_ids=list(row.loser_episode_ids),
+                    winner_episode_count=row.winner_episode_count,
+                    loser_episode_count=row.loser_episode_count,
                     job_id=row.job_id,
                     decided_at=row.decided_at,
                 )

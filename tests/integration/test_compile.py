@@ -20,7 +20,7 @@ from memsync.compile.types import CandidateMemory, EpisodeView, MemoryStatus
 from memsync.episode import EpisodeDraft
 from memsync.runtime.compile import CompileService
 from memsync.runtime.ingest import IngestService
-from memsync.runtime.memories import MemoryRepository
+from memsync.runtime.memories import RECORDED_EPISODES_PER_SIDE, MemoryRepository
 from memsync.runtime.storage import Base, Store
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -129,6 +129,27 @@ def test_a_revised_episode_supersedes_what_only_it_supported(
     assert result.episodes_compiled == 1
     rules = {record.rule for record in MemoryRepository(store).supersessions("t1", "ana")}
     assert "source_revised" in rules
+
+
+def test_a_record_lists_a_bounded_sample_of_each_side_and_counts_all(
+    store: Store, ingest: IngestService, compiler: CompileService
+) -> None:
+    ingest.ingest("t1", [said(f"home{i}", "I live in Lisbon.", i) for i in range(100)])
+    ingest.ingest("t1", [said("moved", "I moved to Porto.", 200)])
+    compiler.compile("t1", "ana")
+
+    [record] = [
+        record
+        for record in MemoryRepository(store).supersessions("t1", "ana")
+        if record.rule == "claim_contradiction"
+    ]
+    assert (record.winner_episode_count, record.loser_episode_count) == (1, 100)
+    assert len(record.winner_episode_ids) == 1
+    assert len(record.loser_episode_ids) == RECORDED_EPISODES_PER_SIDE
+    every = MemoryRepository(store).memories("t1", "ana", statuses=None)
+    [lisbon] = [memory for memory in every if memory.content == "Lives in Lisbon"]
+    assert len(lisbon.source_episode_ids) == 100  # the full provenance is kept
+    assert set(record.loser_episode_ids) <= {str(e) for e in lisbon.source_episode_ids}
 
 
 class ExplodingCompiler:

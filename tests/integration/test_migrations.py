@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from memsync.runtime.storage import Base, Store, current_revision, head_revision, upgrade
+from memsync.runtime.storage.migrate import downgrade
 
 
 def test_migrations_at_head_match_the_models(store: Store) -> None:
@@ -19,3 +24,40 @@ def test_upgrade_is_idempotent(store: Store) -> None:
     upgrade(store)
     upgrade(store)
     assert current_revision(store) == head_revision()
+
+
+def test_records_written_before_0005_get_their_episode_counts(store: Store) -> None:
+    downgrade(store, "0004")
+    listed = {
+        "winner": [str(uuid.uuid4()) for _ in range(3)],
+        "loser": [str(uuid.uuid4()) for _ in range(70)],
+    }
+    old_table = sa.table(
+        "supersessions",
+        *(sa.column(name) for name in ("tenant_id", "id", "subject_id", "rule")),
+        *(sa.column(name) for name in ("loser_memory_key", "job_id", "decided_at")),
+        sa.column("winner_episode_ids", sa.JSON),
+        sa.column("loser_episode_ids", sa.JSON),
+    )
+    with store.write() as connection:
+        connection.execute(
+            old_table.insert().values(
+                tenant_id="t1",
+                id=uuid.uuid4().hex if store.engine.dialect.name == "sqlite" else uuid.uuid4(),
+                subject_id="ana",
+                rule="lexical",
+                loser_memory_key="k",
+                job_id="j",
+                decided_at=datetime(2026, 1, 1, tzinfo=UTC),
+                winner_episode_ids=listed["winner"],
+                loser_episode_ids=listed["loser"],
+            )
+        )
+
+    upgrade(store)
+
+    with store.read() as connection:
+        counts = connection.execute(
+            sa.text("SELECT winner_episode_count, loser_episode_count FROM supersessions")
+        ).one()
+    assert tuple(counts) == (3, 70)

@@ -11,7 +11,7 @@ from alembic.script import ScriptDirectory
 
 from memsync.runtime.storage.engine import Store
 
-__all__ = ["current_revision", "head_revision", "upgrade"]
+__all__ = ["current_revision", "downgrade", "head_revision", "upgrade"]
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -28,6 +28,14 @@ def upgrade(store: Store, target: str = "head") -> None:
     with store.write() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, target)
+
+
+def downgrade(store: Store, target: str) -> None:
+    """Take the schema back to ``target`` (a revision id); data in dropped columns is lost."""
+    config = _alembic_config()
+    with store.write() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, target)
 
 
 def head_revision() -> str | None:

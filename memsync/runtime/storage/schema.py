@@ -202,8 +202,12 @@ class SupersessionRow(Base):
     winner_memory_key: Mapped[str | None] = mapped_column(identifier(64))
     loser_memory_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
     loser_memory_key: Mapped[str] = mapped_column(identifier(64))
+    # At most RECORDED_EPISODES_PER_SIDE ids per side; the counts say how many the
+    # memories had when the decision was made (memory_sources keeps them all).
     winner_episode_ids: Mapped[list[str]] = mapped_column(JSONDocument)
     loser_episode_ids: Mapped[list[str]] = mapped_column(JSONDocument)
+    winner_episode_count: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
+    loser_episode_count: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
     job_id: Mapped[str | None] = mapped_column(sa.String(64))
     decided_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
