@@ -110,13 +110,14 @@ _CRON_ITEM = re.compile(r"(\*|\d+|[a-z]{3})(?:-(\d+|[a-z]{3}))?(?:/(\d+))?")
 
 @dataclass(frozen=True, slots=True)
 class ScheduleSpec:
-    """A validated schedule: either a 5-field cron expression or a fixed interval.
+    """A validated schedule: a 5-field cron expression, a fixed interval, or ``manual``
+    (never scheduled: only ``memsync sync``, backfills and API calls run it).
 
     ``expression`` is the text as configured; ``interval`` is set only for ``every …``.
     The runtime hands cron expressions to its scheduler as they are.
     """
 
-    kind: Literal["cron", "interval"]
+    kind: Literal["cron", "interval", "manual"]
     expression: str
     interval: timedelta | None = None
 
@@ -144,9 +145,12 @@ def _check_cron_field(name: str, low: int, high: int, text: str) -> None:
 
 
 def parse_schedule(text: str) -> ScheduleSpec:
-    """Parse ``every 15m`` (any :func:`parse_duration` value) or a 5-field cron expression."""
+    """Parse ``every 15m`` (any :func:`parse_duration` value), a 5-field cron expression,
+    or ``manual``."""
     expression = " ".join(text.split())
     lowered = expression.lower()
+    if lowered == "manual":
+        return ScheduleSpec(kind="manual", expression=lowered)
     if lowered.startswith("every "):
         interval = parse_duration(lowered.removeprefix("every "), field="schedule interval")
         if interval <= timedelta(0):
@@ -155,8 +159,8 @@ def parse_schedule(text: str) -> ScheduleSpec:
     fields = lowered.split(" ")
     if len(fields) != len(_CRON_FIELDS):
         raise ValueError(
-            f"schedule '{text}' is neither 'every <duration>' (e.g. every 15m) nor a "
-            "5-field cron expression (e.g. '0 3 * * *')"
+            f"schedule '{text}' is neither 'every <duration>' (e.g. every 15m), a "
+            "5-field cron expression (e.g. '0 3 * * *') nor 'manual'"
         )
     for (name, low, high), value in zip(_CRON_FIELDS, fields, strict=True):
         _check_cron_field(name, low, high, value)
@@ -179,7 +183,7 @@ Schedule = Annotated[
     PlainValidator(_validate_schedule),
     PlainSerializer(str, return_type=str),
 ]
-"""A :class:`ScheduleSpec` written in config as ``every 15m`` or ``0 3 * * *``."""
+"""A :class:`ScheduleSpec` written in config as ``every 15m``, ``0 3 * * *`` or ``manual``."""
 
 
 # --- subject templates ---------------------------------------------------------------------

@@ -59,7 +59,11 @@ def sync_worker(
 
 def test_every_connector_gets_a_sync_schedule_with_a_stable_id() -> None:
     jobs = JobsSettings(nightly_compile="0 3 * * *", timezone="Europe/Lisbon")
-    connectors = [config("notes"), config("tickets", tenant="globex", schedule="*/5 * * * *")]
+    connectors = [
+        config("notes"),
+        config("tickets", tenant="globex", schedule="*/5 * * * *"),
+        config("archive", schedule="manual"),  # never scheduled
+    ]
 
     schedules = schedules_from_settings(jobs, connectors)
 

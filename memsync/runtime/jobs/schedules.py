@@ -101,7 +101,8 @@ def schedules_from_settings(
     settings: JobsSettings, connectors: Sequence[ConnectorConfig] = ()
 ) -> list[Schedule]:
     """The schedules the configuration asks for: the nightly compile (if set) and one
-    sync schedule per connector. Ids are stable across restarts and replicas."""
+    sync schedule per connector whose schedule is not ``manual``. Ids are stable across
+    restarts and replicas."""
     schedules = []
     if settings.nightly_compile:
         schedules.append(
@@ -116,6 +117,7 @@ def schedules_from_settings(
             target=(connector.tenant, connector.name),
         )
         for connector in connectors
+        if connector.schedule.kind != "manual"
     )
     return schedules
 

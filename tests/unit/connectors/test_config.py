@@ -55,10 +55,12 @@ def test_overlap_that_is_not_a_duration_names_the_field_and_the_file() -> None:
     ]
 
 
-def test_schedule_accepts_every_and_cron() -> None:
+def test_schedule_accepts_every_cron_and_manual() -> None:
     assert parse_schedule("every 15m").interval == timedelta(minutes=15)
     cron = parse_schedule("*/5 3 * * mon-fri")
     assert (cron.kind, cron.expression) == ("cron", "*/5 3 * * mon-fri")
+    manual = parse_schedule(" Manual ")
+    assert (manual.kind, manual.expression, manual.interval) == ("manual", "manual", None)
 
 
 @pytest.mark.parametrize("text", ["soon", "every soon", "61 * * * *", "* * * *", "*/0 * * * *"])
