@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 from memsync.clock import FakeClock
@@ -25,6 +26,7 @@ from memsync.runtime.jobs import (
 )
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunStatus, SyncRunner
+from tests.integration.test_sync_runner import BlockingConnector
 from tests.jobs_support import scalar, worker
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -185,3 +187,33 @@ def test_a_sync_job_runs_the_connector_of_its_own_tenant_only(store: Store) -> N
     assert failed is not None
     assert failed.status is JobStatus.FAILED
     assert scalar(store, "SELECT count(*) FROM sync_runs") == 0
+
+
+def test_a_sync_job_waits_while_another_run_of_the_connector_is_going(store: Store) -> None:
+    clock = FakeClock(T0 + timedelta(hours=1))
+    queue = JobQueue(store, RetryPolicy(max_attempts=3, backoff=timedelta(seconds=30)))
+    manual = BlockingConnector(config(), records(3), block_at="r1")
+    manual_run = threading.Thread(
+        target=SyncRunner(store, clock=clock, heartbeat_every=None).sync, args=(manual,)
+    )
+    manual_run.start()
+    try:
+        assert manual.reached.wait(timeout=60)
+        run = sync_worker(store, clock, FakeConnector(config(), records(3)), queue)
+        job, _ = queue.enqueue("acme", SYNC, "notes", now=clock.now())
+        run.run_once()
+        waiting = queue.get("acme", job.id)
+        assert waiting is not None
+        assert waiting.status is JobStatus.PENDING
+        assert waiting.error is not None
+        assert waiting.error.startswith("RunInProgress: connector 'notes'")
+    finally:
+        manual.release.set()
+        manual_run.join(timeout=60)
+
+    clock.advance(timedelta(seconds=31))
+    run.run_once()
+    done = queue.get("acme", job.id)
+    assert done is not None
+    assert (done.status, done.attempts) == (JobStatus.COMPLETED, 2)
+    assert scalar(store, "SELECT count(*) FROM sync_runs WHERE status = 'running'") == 0
