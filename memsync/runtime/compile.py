@@ -63,6 +63,7 @@ DEFAULT_CHUNK_EPISODES = 2_000
 loading the subject's active memories) are spread thin, small enough that one subject
 with 100,000 uncompiled episodes does not hold them all, and their change sets, at once."""
 
+_IDS_PER_STATEMENT = 10_000
 _episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
 _extractions: sa.Table = LLMExtractionRow.__table__  # type: ignore[assignment]
 
@@ -500,7 +501,7 @@ class CompileService:
     ) -> list[tuple[EpisodeView, int]]:
         """Those of ``episode_ids`` still uncompiled, with their compiled revision, in
         time order."""
-        query = sa.select(
+        columns = sa.select(
             _episodes.c.id,
             _episodes.c.subject_id,
             _episodes.c.source,
@@ -510,12 +511,18 @@ class CompileService:
             _episodes.c.revision,
             _episodes.c.content_hash,
             _episodes.c.compiled_revision,
-        ).where(
-            _episodes.c.tenant_id == tenant_id,
-            _episodes.c.id.in_(episode_ids),
-            _episodes.c.compiled_revision < _episodes.c.revision,
         )
-        rows = sorted(connection.execute(query), key=lambda row: (row.occurred_at, row.id))
+        rows: list[sa.Row[Any]] = []
+        # A chunk can outgrow what one statement may bind (SQLite allows 32,766
+        # parameters, PostgreSQL 65,535): read it a slice of ids at a time.
+        for start in range(0, len(episode_ids), _IDS_PER_STATEMENT):
+            query = columns.where(
+                _episodes.c.tenant_id == tenant_id,
+                _episodes.c.id.in_(episode_ids[start : start + _IDS_PER_STATEMENT]),
+                _episodes.c.compiled_revision < _episodes.c.revision,
+            )
+            rows.extend(connection.execute(query))
+        rows.sort(key=lambda row: (row.occurred_at, row.id))
         return [
             (
                 EpisodeView(

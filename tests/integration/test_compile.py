@@ -18,6 +18,7 @@ from memsync.clock import FakeClock
 from memsync.compile.heuristic import HeuristicCompiler
 from memsync.compile.types import CandidateMemory, EpisodeView, MemoryStatus
 from memsync.episode import EpisodeDraft
+from memsync.runtime import compile as compile_service
 from memsync.runtime.compile import CompileService
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.memories import RECORDED_EPISODES_PER_SIDE, MemoryRepository
@@ -242,6 +243,18 @@ def test_compiling_in_chunks_gives_what_one_pass_gives(
     assert chunked.memories_created == whole.memories_created
     assert active(store, "chunked") == active(store, "one-pass")
     assert CompileService(store, clock=clock).compile("chunked", "ana").memories_created == 0
+
+
+def test_a_chunk_larger_than_one_statement_may_bind_is_read_in_slices(
+    store: Store, ingest: IngestService, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(compile_service, "_IDS_PER_STATEMENT", 2)
+    ingest.ingest("t1", [said(f"m{i}", f"I like tool{i}.", i) for i in range(5)])
+
+    result = CompileService(store, clock=clock).compile("t1", "ana")
+
+    assert result.episodes_compiled == 5
+    assert compiled_marks(store) == [(f"m{i}", 1) for i in range(5)]
 
 
 def test_a_chunk_size_below_one_is_refused(store: Store) -> None:
