@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from memsync.clock import SystemClock
 from memsync.connectors import (
     ConnectorConfigError,
     ConnectorRegistry,
@@ -34,7 +35,7 @@ from memsync.connectors import (
 from memsync.connectors.base import Connector
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.config import Settings
-from memsync.runtime.jobs.queue import JobQueue
+from memsync.runtime.jobs.queue import SYNC, JobQueue
 from memsync.runtime.jobs.triggers import ingest_service
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunInProgress, RunLost, RunRecord, RunStatus, SyncRunner
@@ -83,15 +84,20 @@ def connector_configs(registry: ConnectorRegistry, settings: Settings) -> list[C
         raise _usage_error("configuration error\n" + "\n".join(error.problems)) from None
 
 
-def _build_connector(registry: ConnectorRegistry, settings: Settings, name: str) -> AnyConnector:
-    """The configured connector called ``name``; exit 2 if there is none."""
+def _configured(registry: ConnectorRegistry, settings: Settings, name: str) -> ConnectorConfig:
+    """The configuration of the connector called ``name``; exit 2 if there is none."""
     configs = connector_configs(registry, settings)
     for config in configs:
         if config.name == name:
-            return registry.build(config)
+            return config
     known = ", ".join(config.name for config in configs) or "none"
     source = _source_label(settings)
     raise _usage_error(f"no connector named '{name}' in {source} (connectors configured: {known})")
+
+
+def _build_connector(registry: ConnectorRegistry, settings: Settings, name: str) -> AnyConnector:
+    """The configured connector called ``name``; exit 2 if there is none."""
+    return registry.build(_configured(registry, settings, name))
 
 
 def _parse_moment(text: str, option: str) -> datetime:
@@ -197,14 +203,33 @@ def register(
         as_json: Annotated[
             bool, typer.Option("--json", help="print the run record as JSON")
         ] = False,
+        async_: Annotated[
+            bool, typer.Option("--async", help="enqueue a sync job for a worker; print its id")
+        ] = False,
     ) -> None:
         """Run one incremental sync of a connector now and print its run record.
 
         Exit 0 succeeded, 3 partial, 1 failed (or the connector is already running:
-        a second run fails fast instead of waiting), 2 bad configuration.
+        a second run fails fast instead of waiting), 2 bad configuration. With
+        ``--async``: enqueue it as a job (joining one already pending) and print its id.
         """
+        if async_:
+            enqueue_sync(name)
+            return
         _log_unless_interactive()
         run_to_exit(lambda runner, connector: runner.sync(connector), name, as_json)
+
+    def enqueue_sync(name: str) -> None:
+        loaded = settings()
+        config = _configured(load_registry(), loaded, name)
+        store = open_store(loaded)
+        try:
+            job, _ = JobQueue.from_settings(store, loaded.jobs).enqueue(
+                config.tenant, SYNC, name, now=SystemClock().now()
+            )
+        finally:
+            store.dispose()
+        typer.echo(str(job.id))
 
     @app.command("backfill")
     def backfill_command(

@@ -416,7 +416,7 @@ class CompileService:
             )
             revisions = {view.id: view.revision for view in views}
             for changes in change_sets:
-                apply_change_set(connection, tenant_id, changes, revisions, now)
+                apply_change_set(connection, tenant_id, changes, revisions, now, job_id)
             self._mark_compiled(connection, tenant_id, views)
         outcome = _ChunkOutcome.of(len(views), change_sets, memories_loaded=memories_loaded)
         self._statistics.added(outcome.memories_created)

@@ -135,8 +135,11 @@ def apply_change_set(
     changes: ChangeSet,
     episode_revisions: Mapping[uuid.UUID, int],
     now: datetime,
+    job_id: str | None = None,
 ) -> None:
     """Write ``changes`` in the caller's transaction, as ``compile.apply_changes`` would.
+
+    ``job_id`` is the compile that created the new memories (kept on their rows).
 
     Repeats: provenance and conflicts are inserted with "on conflict do nothing", and a
     status change only applies to a memory still in its ``from_status``, so applying
@@ -164,7 +167,7 @@ def apply_change_set(
                     "valid_to": memory.valid_to,
                     "asserted_at": memory.last_asserted,
                     "metadata": dict(memory.metadata),
-                    "job_id": None,
+                    "job_id": job_id,
                     "created_at": now,
                     "updated_at": now,
                     "status_changed_at": now,

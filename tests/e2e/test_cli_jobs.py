@@ -87,10 +87,18 @@ def free_port() -> int:
         return port
 
 
-def test_an_async_compile_is_waited_for_and_run_by_a_worker(tmp_path: Path) -> None:
+def test_an_async_sync_then_an_async_compile_are_run_by_a_worker(tmp_path: Path) -> None:
     config = write_config(tmp_path)
-    synced = memsync(config, "sync", "notes", "--json")
+    unknown_connector = memsync(config, "sync", "nope", "--async")
+    assert unknown_connector.returncode == 2
+    assert "no connector named 'nope'" in unknown_connector.stderr
+    sync_job = memsync(config, "sync", "notes", "--async")
+    assert sync_job.returncode == 0, sync_job.stderr
+    assert memsync(config, "sync", "notes", "--async").stdout == sync_job.stdout  # coalesced
+    with background(config, "worker"):
+        synced = memsync(config, "jobs", "wait", sync_job.stdout.strip(), "--poll", "0.05")
     assert synced.returncode == 0, synced.stderr
+    assert json.loads(synced.stdout)["result"]["created"] == 3
     subject = "ws:notes"
 
     enqueued = memsync(config, "compile", subject, "--async")

@@ -80,6 +80,8 @@ def test_a_worker_compiles_with_the_job_id_on_what_it_writes(
     assert done.result["job_id"] == str(job.id)
     created = scalar(store, "SELECT count(*) FROM memories")
     assert created == done.result["memories_created"] == len(done.result["memory_ids"])
+    stamped = scalar(store, "SELECT count(*) FROM memories WHERE job_id = :job", job=str(job.id))
+    assert stamped == created
     assert worker(store, clock).run_once() is None
 
 
