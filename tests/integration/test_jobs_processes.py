@@ -7,6 +7,7 @@ past the lease (a FakeClock), not by waiting for it.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -219,3 +220,51 @@ def test_the_scheduler_process_catches_up_the_latest_tick_and_exits_0_on_sigterm
     assert returncode == 0, stderr
     assert scalar(store, "SELECT count(DISTINCT dedup_key) FROM jobs") == 1
     assert scalar(store, "SELECT min(trigger) FROM jobs") == "schedule:nightly-compile"
+
+
+def test_two_scheduler_processes_enqueue_a_connector_tick_once_and_its_runs_never_overlap(
+    store_url: str, store: Store, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "NOTES.md").write_text("We decided to use Postgres for the queue.\n")
+    config = tmp_path / "memsync.yaml"
+    config.write_text(
+        "jobs: {poll_seconds: 0.05}\n"
+        "connectors:\n"
+        f"  - {{name: notes, type: workspace, subject: 'ws:notes', root: '{workspace}',"
+        " schedule: every 1m}\n"
+    )
+    schedulers = [
+        spawn(*CLI, "--config", str(config), "scheduler", store_url=store_url) for _ in range(2)
+    ]
+    processes.extend(schedulers)
+    for scheduler in schedulers:
+        # Each catches up the latest `every 1m` tick as it starts.
+        wait_for_line(scheduler, "schedule sync:default:notes fired")
+    workers = [
+        spawn(*CLI, "--config", str(config), "worker", store_url=store_url) for _ in range(2)
+    ]
+    processes.extend(workers)
+    wait_until(
+        lambda: scalar(store, "SELECT count(*) FROM jobs WHERE status <> 'completed'") == 0,
+        timeout=120,
+        what="the workers to run the sync jobs",
+    )
+    for process in schedulers + workers:
+        returncode, stderr = stop(process)
+        assert returncode == 0, stderr
+
+    ticks = scalar(store, "SELECT count(DISTINCT dedup_key) FROM jobs WHERE kind = 'sync'")
+    jobs = scalar(store, "SELECT count(*) FROM jobs WHERE kind = 'sync'")
+    # Usually both schedulers start within the same minute: one tick, one job.
+    assert 1 <= jobs <= ticks <= 2
+    assert scalar(store, "SELECT max(attempts) FROM jobs") == 1
+    with store.read() as connection:
+        runs = connection.execute(
+            sa.text("SELECT started_at, finished_at, status FROM sync_runs ORDER BY started_at")
+        ).all()
+    assert len(runs) == jobs
+    assert {run.status for run in runs} == {"succeeded"}
+    for earlier, later in itertools.pairwise(runs):
+        assert earlier.finished_at <= later.started_at
