@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from memsync.clock import FakeClock
 from memsync.connectors import RetryableError
 from memsync.connectors.config import ConnectorConfig
@@ -87,6 +89,12 @@ def test_interval_schedules_tick_on_the_same_grid_for_every_replica() -> None:
     assert every_15m.latest_fire_time(now, timedelta(minutes=5)) is None
     on_the_tick = datetime(2026, 3, 1, 10, 15, tzinfo=UTC)
     assert every_15m.latest_fire_time(on_the_tick, timedelta(hours=1)) == on_the_tick
+
+
+def test_a_manual_schedule_has_no_trigger() -> None:
+    manual = Schedule("sync:acme:archive", SYNC, "manual", target=("acme", "archive"))
+    with pytest.raises(ValueError, match="is manual: it never fires"):
+        manual.trigger()
 
 
 def test_a_sync_tick_is_enqueued_once_however_many_schedulers_fire_it(store: Store) -> None:

@@ -74,6 +74,8 @@ class Schedule:
 
     def trigger(self) -> BaseTrigger:
         spec = parse_schedule(self.expression)
+        if spec.kind == "manual":
+            raise ValueError(f"schedule {self.id!r} is manual: it never fires")
         if spec.interval is not None:
             return IntervalTrigger(
                 seconds=int(spec.interval.total_seconds()),
