@@ -1,4 +1,5 @@
-"""Test helpers shared across tiers: API clients and a live server on loopback."""
+"""Test helpers shared across tiers: API clients, a live server on loopback, and a fake
+connector that stops mid-read until released."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from memsync.clock import Clock, FakeClock
+from memsync.connectors import Cursor, Window
+from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.api.app import create_app
 from memsync.runtime.api.deps import Services
 from memsync.runtime.config import ApiSettings, Settings
@@ -43,3 +46,20 @@ def live_server(app: FastAPI) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+class BlockingConnector(FakeConnector):
+    """Stops at ``block_at`` until the test releases it."""
+
+    def __init__(self, config: FakeConfig, records: list[FakeRecord], block_at: str) -> None:
+        super().__init__(config, records)
+        self.block_at = block_at
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[FakeRecord]:
+        for record in super().fetch(window, cursor):
+            if record.id == self.block_at:
+                self.reached.set()
+                assert self.release.wait(timeout=60)
+            yield record

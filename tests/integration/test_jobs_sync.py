@@ -28,7 +28,7 @@ from memsync.runtime.jobs import (
 )
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunStatus, SyncRunner
-from tests.integration.test_sync_runner import BlockingConnector
+from tests.helpers import BlockingConnector
 from tests.jobs_support import scalar, worker
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

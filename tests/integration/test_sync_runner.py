@@ -15,6 +15,7 @@ from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.storage import Store
 from memsync.runtime.storage.schema import EpisodeRow, SyncRunRow
 from memsync.runtime.sync import RunInProgress, RunKind, RunLost, RunStatus, SyncRunner
+from tests.helpers import BlockingConnector
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -230,23 +231,6 @@ def in_thread(action: Callable[[], object]) -> tuple[threading.Thread, list[Base
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
     return thread, raised
-
-
-class BlockingConnector(FakeConnector):
-    """Stops at ``block_at`` until the test releases it."""
-
-    def __init__(self, config: FakeConfig, records: list[FakeRecord], block_at: str) -> None:
-        super().__init__(config, records)
-        self.block_at = block_at
-        self.reached = threading.Event()
-        self.release = threading.Event()
-
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[FakeRecord]:
-        for record in super().fetch(window, cursor):
-            if record.id == self.block_at:
-                self.reached.set()
-                assert self.release.wait(timeout=60)
-            yield record
 
 
 def test_a_second_run_of_the_same_connector_fails_fast_while_the_first_runs(store: Store) -> None:
