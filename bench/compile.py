@@ -23,9 +23,9 @@ from typing import Any
 from bench.common import machine, peak_rss_mib, print_table, run_child, throwaway_store
 from memsync.compile.bundle import assemble_bundle
 from memsync.episode import EpisodeDraft
-from memsync.runtime.compile import CompileService
+from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
-from memsync.runtime.memories import MemoryRepository
+from memsync.runtime.reading import MemoryRepository
 from memsync.runtime.storage import Store
 
 START = datetime(2025, 1, 1, tzinfo=UTC)

@@ -97,7 +97,7 @@ def via_http(url: str, count: int, directory: str) -> dict[str, Any]:
         [
             sys.executable,
             "-m",
-            "memsync.runtime.cli",
+            "memsync",
             "--config",
             str(config),
             "serve",

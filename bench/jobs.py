@@ -23,9 +23,11 @@ from typing import Any
 
 from bench.common import machine, print_table, throwaway_store
 from memsync.episode import EpisodeDraft
-from memsync.runtime.compile import CompileService
+from memsync.runtime.app.handlers import compile_handler
+from memsync.runtime.compiling import COMPILE_JOB as COMPILE
+from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
-from memsync.runtime.jobs import COMPILE, JobQueue, Worker, compile_handler
+from memsync.runtime.jobs import JobQueue, Worker
 from memsync.runtime.jobs.queue import Job
 from memsync.runtime.storage import Store
 

@@ -27,6 +27,7 @@ from bench.common import machine, peak_rss_mib, print_table, run_child, throwawa
 from memsync.clock import FakeClock
 from memsync.connectors import load_registry
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunRecord, RunStatus, SyncRunner
 
@@ -56,7 +57,8 @@ def fake_source(url: str, count: int, _directory: str) -> dict[str, Any]:
     ]
     config = FakeConfig.model_validate({"name": "bench", "subject": "team:{group}"})
     connector = FakeConnector(config, records)
-    runner = SyncRunner(Store.from_url(url), clock=FakeClock(NOW), batch_size=BATCH)
+    store, clock = Store.from_url(url), FakeClock(NOW)
+    runner = SyncRunner(store, IngestService(store, clock), clock=clock, batch_size=BATCH)
     first, first_s = timed(lambda: runner.sync(connector))
     again, again_s = timed(
         lambda: runner.backfill(
@@ -93,7 +95,8 @@ def workspace(url: str, files: int, directory: str) -> dict[str, Any]:
         ]
     )
     connector = registry.build(config)
-    runner = SyncRunner(Store.from_url(url), batch_size=BATCH)
+    store = Store.from_url(url)
+    runner = SyncRunner(store, IngestService(store), batch_size=BATCH)
     first, first_s = timed(lambda: runner.sync(connector))
     again, again_s = timed(lambda: runner.sync(connector))
     # Every file plus one snapshot; the unchanged snapshot is a duplicate too.

@@ -14,15 +14,15 @@ from fastapi import FastAPI
 from memsync.clock import Clock, FakeClock
 from memsync.connectors import Cursor, Window
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
-from memsync.runtime.api.app import create_app
-from memsync.runtime.api.deps import Services
-from memsync.runtime.config import ApiSettings, Settings
+from memsync.runtime.app.api.app import create_app
+from memsync.runtime.app.config import ApiSettings, Settings
+from memsync.runtime.app.services import Services
 from memsync.runtime.storage import Store
 
 
 def build_app(store: Store, api: ApiSettings | None = None, clock: Clock | None = None) -> FastAPI:
     settings = Settings(store=str(store.engine.url), api=api or ApiSettings())
-    return create_app(Services.build(settings, store, clock or FakeClock()))
+    return create_app(Services(settings, store, clock or FakeClock()))
 
 
 @contextmanager

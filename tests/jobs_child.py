@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from memsync.runtime.compile import CompileService
+from memsync.runtime.compiling import CompileService
 from memsync.runtime.jobs import JobQueue, Worker
 from memsync.runtime.storage import Store
 from tests.jobs_support import BLOCKING_KIND, LEASE, blocking_handler

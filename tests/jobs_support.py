@@ -13,8 +13,11 @@ import sqlalchemy as sa
 
 from memsync.clock import Clock
 from memsync.episode import EpisodeDraft
-from memsync.runtime.compile import CompileService
-from memsync.runtime.jobs import COMPILE, Job, JobHandler, JobQueue, Worker, compile_handler
+from memsync.runtime.app.config import JobsSettings, Settings
+from memsync.runtime.app.handlers import compile_handler
+from memsync.runtime.app.services import Services
+from memsync.runtime.compiling import COMPILE_JOB, CompileService
+from memsync.runtime.jobs import Job, JobHandler, JobQueue, Worker
 from memsync.runtime.storage import Store
 
 BLOCKING_KIND = "test-blocking-compile"
@@ -58,12 +61,17 @@ def worker(
     compiler = CompileService(store, clock=clock)
     return Worker(
         queue or JobQueue(store),
-        handlers if handlers is not None else {COMPILE: compile_handler(compiler)},
+        handlers if handlers is not None else {COMPILE_JOB: compile_handler(compiler)},
         clock=clock,
         lease=LEASE,
         poll_interval=0.02,
         name=name,
     )
+
+
+def services(store: Store, clock: Clock, jobs: JobsSettings | None = None) -> Services:
+    """The composition root over ``store``, with these job settings."""
+    return Services(Settings(jobs=jobs or JobsSettings()), store, clock)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:

@@ -28,6 +28,7 @@ from memsync.compile.similarity import SimilarityThresholds, jaccard, tokens
 from memsync.compile.types import (
     CandidateMemory,
     Compiler,
+    ConflictStatus,
     EpisodeView,
     MemoryKind,
     MemoryStatus,
@@ -47,6 +48,7 @@ __all__ = [
     "ClaimRegistryError",
     "Compiler",
     "ConflictPolicy",
+    "ConflictStatus",
     "EpisodeView",
     "HeuristicCompiler",
     "MemoryKind",

@@ -401,6 +401,11 @@ class HeuristicCompiler:
             if rule.claim_key is not None:
                 self._registry.get(rule.claim_key)  # fail at construction, not mid-compile
 
+    prepares_ahead = False
+
+    def prepare(self, episodes: Sequence[EpisodeView]) -> None:
+        """Nothing to do ahead: the rules are local and fast."""
+
     def compile(self, episodes: Sequence[EpisodeView]) -> list[CandidateMemory]:
         """Return candidates for ``episodes``, ordered by episode then position in text."""
         candidates: list[CandidateMemory] = []

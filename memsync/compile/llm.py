@@ -179,10 +179,11 @@ class LLMCompiler:
         self._registry = registry or ClaimRegistry.default()
         self._batch_size = batch_size
 
-    def compile(self, episodes: Sequence[EpisodeView]) -> list[CandidateMemory]:
-        """Return candidates for ``episodes`` ordered by (occurred_at, id).
+    prepares_ahead = True
 
-        Unrecorded episodes are sent in batches of ``batch_size``; each batch's answer is
+    def prepare(self, episodes: Sequence[EpisodeView]) -> None:
+        """Ask the model about every episode whose extraction is not recorded yet, in
+        batches of ``batch_size``, and record the answers. Each batch's answer is
         validated in full before any of it is recorded. Raises ``LLMExtractionError``.
         """
         ordered = sorted(episodes, key=lambda view: (view.occurred_at, str(view.id)))
@@ -190,6 +191,15 @@ class LLMCompiler:
         unique_missing = list({self._key(view): view for view in missing}.values())
         for start in range(0, len(unique_missing), self._batch_size):
             self._extract(unique_missing[start : start + self._batch_size])
+
+    def compile(self, episodes: Sequence[EpisodeView]) -> list[CandidateMemory]:
+        """Return candidates for ``episodes`` ordered by (occurred_at, id).
+
+        Whatever :meth:`prepare` has not recorded yet is extracted first (see there).
+        Raises ``LLMExtractionError``.
+        """
+        self.prepare(episodes)
+        ordered = sorted(episodes, key=lambda view: (view.occurred_at, str(view.id)))
         candidates: list[CandidateMemory] = []
         for view in ordered:
             recorded = self._recorded(view)

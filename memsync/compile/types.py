@@ -22,6 +22,7 @@ from memsync.episode import canonical_json
 __all__ = [
     "CandidateMemory",
     "Compiler",
+    "ConflictStatus",
     "EpisodeView",
     "MemoryKind",
     "MemoryStatus",
@@ -50,6 +51,14 @@ class MemoryStatus(enum.StrEnum):
     ACTIVE = "active"
     SUPERSEDED = "superseded"
     TOMBSTONED = "tombstoned"
+
+
+class ConflictStatus(enum.StrEnum):
+    """An ``open`` conflict keeps both memories active and the bundle abstains on them
+    until a person (or a later compile) settles it; then it is ``resolved``."""
+
+    OPEN = "open"
+    RESOLVED = "resolved"
 
 
 class SupersessionRule(enum.StrEnum):
@@ -217,6 +226,16 @@ class Compiler(Protocol):
     the compiler's business: it may return candidates that contradict each other or the
     store, and the resolver decides.
     """
+
+    prepares_ahead: bool
+    """Whether :meth:`prepare` does slow work (model calls) worth doing before the
+    compile's write transaction; the caller then compiles only what was prepared."""
+
+    def prepare(self, episodes: Sequence[EpisodeView]) -> None:
+        """Do, and record, the slow part of compiling ``episodes`` so that a later
+        :meth:`compile` of them replays it. Repeats: preparing prepared episodes again
+        does nothing. A compiler with nothing slow to do does nothing here."""
+        ...
 
     def compile(self, episodes: Sequence[EpisodeView]) -> list[CandidateMemory]:
         """Return candidates for ``episodes``, in a deterministic order."""

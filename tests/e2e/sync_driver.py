@@ -18,6 +18,7 @@ from pathlib import Path
 from memsync.clock import FakeClock, SystemClock
 from memsync.connectors import Cursor, Window
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import SyncRunner
 
@@ -70,7 +71,8 @@ def main() -> None:
     records = generated(arguments.count, timedelta(minutes=arguments.every_minutes))
     connector = GatedConnector(records, arguments.gate_at, arguments.gate, arguments.marker)
     clock = SystemClock() if arguments.real_clock else FakeClock(NOW)
-    runner = SyncRunner(Store.from_url(arguments.store_url), clock=clock, batch_size=BATCH)
+    store = Store.from_url(arguments.store_url)
+    runner = SyncRunner(store, IngestService(store, clock), clock=clock, batch_size=BATCH)
     if arguments.mode == "sync":
         runner.sync(connector)
     else:

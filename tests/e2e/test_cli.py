@@ -18,7 +18,7 @@ def memsync(
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
     environment.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "memsync.runtime.cli", *args],
+        [sys.executable, "-m", "memsync", *args],
         cwd=cwd,
         env=environment,
         capture_output=True,
@@ -83,6 +83,6 @@ def test_keys_new_prints_a_key_whose_hash_loads(tmp_path: Path) -> None:
     )
     config = tmp_path / "memsync.yaml"
     config.write_text(f"api:\n  keys:\n    - name: ops\n      sha256: {digest}\n")
-    from memsync.runtime.config import hash_api_key, load_settings
+    from memsync.runtime.app.config import hash_api_key, load_settings
 
     assert load_settings(config, environ={}).api.keys[0].stored_hash() == hash_api_key(key)

@@ -51,7 +51,7 @@ def environment(config: Path) -> dict[str, str]:
 
 def memsync(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "memsync.runtime.cli", *args],
+        [sys.executable, "-m", "memsync", *args],
         cwd=config.parent,
         env=environment(config),
         capture_output=True,
@@ -64,7 +64,7 @@ def memsync(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def background(config: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
     """``memsync ARGS`` running; stopped with SIGTERM, which must exit it cleanly."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "memsync.runtime.cli", *args],
+        [sys.executable, "-m", "memsync", *args],
         cwd=config.parent,
         env=environment(config),
         stdout=subprocess.PIPE,

@@ -16,7 +16,7 @@ import pytest
 import respx
 from typer.testing import CliRunner
 
-from memsync.runtime.cli import app
+from memsync.runtime.app.cli import app
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import SyncRepository
 from tests.e2e.test_cli import memsync

@@ -10,7 +10,7 @@ from statewave import StatewaveClient
 from statewave.client import NO_RETRY
 
 from memsync.clock import FakeClock
-from memsync.runtime.config import ApiKey, ApiSettings
+from memsync.runtime.app.config import ApiKey, ApiSettings
 from memsync.runtime.storage import Store
 from tests.helpers import build_app, live_server
 from tests.jobs_support import worker

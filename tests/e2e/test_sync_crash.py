@@ -18,9 +18,10 @@ import sqlalchemy as sa
 from memsync.clock import FakeClock
 from memsync.connectors.fake import FakeConnector
 from memsync.episode import content_hash
+from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
 from memsync.runtime.storage.schema import EpisodeRevisionRow, EpisodeRow
-from memsync.runtime.sync import RunKind, RunStatus, SyncRunner
+from memsync.runtime.sync import RunKind, RunStatus, SyncRepository, SyncRunner
 from tests.e2e import sync_driver
 from tests.e2e.sync_driver import BATCH, NOW, T0, fake_config, generated
 from tests.e2e.test_cli import memsync
@@ -108,7 +109,8 @@ def test_a_killed_sync_rerun_equals_a_clean_run_and_its_cursor_never_passed_comm
     kill_at_gate(tmp_path, "sync", store_url, count=count, every=every, gate_at=gate_at)
 
     after_kill = stored(store)
-    runner = SyncRunner(store, clock=FakeClock(NOW + timedelta(minutes=5)), batch_size=BATCH)
+    clock = FakeClock(NOW + timedelta(minutes=5))
+    runner = SyncRunner(store, IngestService(store, clock), clock=clock, batch_size=BATCH)
     cursor = runner.repository.cursor("default", "src")
     # Batches before the gate committed; the batch in flight did not.
     assert len(after_kill) == gate_at // BATCH * BATCH
@@ -139,7 +141,8 @@ def test_a_killed_backfill_resumes_from_its_last_completed_slice(
 ) -> None:
     count, every, gate_at = 96, 60, 60  # hourly records over 4 daily slices; gate in slice 3
     kill_at_gate(tmp_path, "backfill", store_url, count=count, every=every, gate_at=gate_at)
-    runner = SyncRunner(store, clock=FakeClock(NOW + timedelta(minutes=5)), batch_size=BATCH)
+    clock = FakeClock(NOW + timedelta(minutes=5))
+    runner = SyncRunner(store, IngestService(store, clock), clock=clock, batch_size=BATCH)
     connector = FakeConnector(fake_config(), generated(count, timedelta(minutes=every)))
 
     resumed = runner.backfill(
@@ -172,7 +175,7 @@ def test_a_second_sync_of_a_running_connector_fails_fast_with_exit_1(
         tmp_path, "sync", store_url, count=300, every=1, gate_at=150, real_clock=True
     ):
         second = memsync("--config", str(config), "sync", "src", cwd=tmp_path)
-        running = SyncRunner(store).repository.list_runs("default")
+        running = SyncRepository(store).list_runs("default")
 
     assert second.returncode == 1
     assert "connector 'src' (tenant 'default') is already running" in second.stderr

@@ -33,7 +33,7 @@ def sync(config: Path, store_url: str, cwd: Path) -> subprocess.CompletedProcess
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
     environment["MEMSYNC_STORE"] = store_url
     return subprocess.run(
-        [sys.executable, "-m", "memsync.runtime.cli", "--config", str(config), "sync", "gh"],
+        [sys.executable, "-m", "memsync", "--config", str(config), "sync", "gh"],
         cwd=cwd,
         env=environment,
         capture_output=True,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from memsync.runtime.config import ApiSettings
+from memsync.runtime.app.config import ApiSettings
 from memsync.runtime.storage import Store
 from tests.helpers import build_app
 

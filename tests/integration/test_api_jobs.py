@@ -9,9 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
-from memsync.runtime.api.app import create_app
-from memsync.runtime.api.deps import Services
-from memsync.runtime.config import JobsSettings, Settings
+from memsync.runtime.app.api.app import create_app
+from memsync.runtime.app.config import JobsSettings, Settings
+from memsync.runtime.app.services import Services
 from memsync.runtime.jobs import JobQueue
 from memsync.runtime.storage import Store
 from tests.jobs_support import worker
@@ -27,7 +27,7 @@ def clock() -> FakeClock:
 
 def app_client(store: Store, clock: FakeClock, jobs: JobsSettings | None = None) -> TestClient:
     settings = Settings(store=str(store.engine.url), jobs=jobs or JobsSettings())
-    return TestClient(create_app(Services.build(settings, store, clock)))
+    return TestClient(create_app(Services(settings, store, clock)))
 
 
 @pytest.fixture

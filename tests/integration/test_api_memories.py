@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
-from memsync.runtime.config import ApiKey, ApiSettings
+from memsync.runtime.app.config import ApiKey, ApiSettings
 from memsync.runtime.storage import Store
 from tests.helpers import build_app
 

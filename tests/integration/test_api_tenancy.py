@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from memsync.runtime.config import ApiKey, ApiSettings, hash_api_key
+from memsync.runtime.app.config import ApiKey, ApiSettings, hash_api_key
 from memsync.runtime.storage import Store
 from tests.helpers import build_app
 

@@ -18,10 +18,11 @@ from memsync.clock import FakeClock
 from memsync.compile.heuristic import HeuristicCompiler
 from memsync.compile.types import CandidateMemory, EpisodeView, MemoryStatus
 from memsync.episode import EpisodeDraft
-from memsync.runtime import compile as compile_service
-from memsync.runtime.compile import CompileService
+from memsync.runtime.compiling import CompileService
+from memsync.runtime.compiling import episodes as compile_episodes
+from memsync.runtime.compiling.memories import RECORDED_EPISODES_PER_SIDE
 from memsync.runtime.ingest import IngestService
-from memsync.runtime.memories import RECORDED_EPISODES_PER_SIDE, MemoryRepository
+from memsync.runtime.reading import MemoryRepository
 from memsync.runtime.storage import Base, Store
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -153,11 +154,11 @@ def test_a_record_lists_a_bounded_sample_of_each_side_and_counts_all(
     assert set(record.loser_episode_ids) <= {str(e) for e in lisbon.source_episode_ids}
 
 
-class ExplodingCompiler:
+class ExplodingCompiler(HeuristicCompiler):
     """A compiler that derives, then fails: the transaction must roll everything back."""
 
     def compile(self, episodes: Sequence[EpisodeView]) -> list[CandidateMemory]:
-        HeuristicCompiler().compile(episodes)
+        super().compile(episodes)
         raise RuntimeError("model went away")
 
 
@@ -174,10 +175,11 @@ def test_a_failed_compile_consumes_nothing(
     assert retried.episodes_compiled == 3
 
 
-class FailsOnCall:
+class FailsOnCall(HeuristicCompiler):
     """The heuristic compiler, except that its ``failing_call``-th call raises."""
 
     def __init__(self, failing_call: int) -> None:
+        super().__init__()
         self.calls = 0
         self.failing_call = failing_call
 
@@ -185,7 +187,7 @@ class FailsOnCall:
         self.calls += 1
         if self.calls == self.failing_call:
             raise RuntimeError("model went away")
-        return HeuristicCompiler().compile(episodes)
+        return super().compile(episodes)
 
 
 def compiled_marks(store: Store) -> list[tuple[str, int]]:
@@ -248,7 +250,7 @@ def test_compiling_in_chunks_gives_what_one_pass_gives(
 def test_a_chunk_larger_than_one_statement_may_bind_is_read_in_slices(
     store: Store, ingest: IngestService, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(compile_service, "_IDS_PER_STATEMENT", 2)
+    monkeypatch.setattr(compile_episodes, "_IDS_PER_STATEMENT", 2)
     ingest.ingest("t1", [said(f"m{i}", f"I like tool{i}.", i) for i in range(5)])
 
     result = CompileService(store, clock=clock).compile("t1", "ana")

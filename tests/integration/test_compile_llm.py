@@ -14,9 +14,9 @@ from pydantic import SecretStr
 from memsync.clock import FakeClock
 from memsync.compile.llm import LLMExtractionError
 from memsync.episode import EpisodeDraft
-from memsync.runtime.compile import CompileService, CompileSettings, LLMSettings
+from memsync.runtime.compiling import CompileService, CompileSettings, LLMSettings
 from memsync.runtime.ingest import IngestService
-from memsync.runtime.memories import MemoryRepository
+from memsync.runtime.reading import MemoryRepository
 from memsync.runtime.storage import Store
 
 BASE_URL = "https://llm.test/v1"

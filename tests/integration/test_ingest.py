@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from memsync.clock import FakeClock
 from memsync.episode import EpisodeDraft, IngestStatus
-from memsync.runtime.episodes import EpisodeRepository
 from memsync.runtime.ingest import IngestService, IngestSummary
+from memsync.runtime.reading.episodes import EpisodeRepository
 from memsync.runtime.storage import Store
 
 

@@ -11,25 +11,22 @@ import sqlalchemy as sa
 
 from memsync.clock import FakeClock
 from memsync.episode import EpisodeDraft
-from memsync.runtime.config import JobsSettings
+from memsync.runtime.app.config import JobsSettings
+from memsync.runtime.app.services import NIGHTLY_COMPILE, schedules_from_settings
+from memsync.runtime.compiling import COMPILE_JOB as COMPILE
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.jobs import (
-    COMPILE,
-    NIGHTLY_COMPILE,
     Job,
     JobQueue,
     JobStatus,
     PermanentJobError,
     RetryPolicy,
     Schedule,
-    ScheduleFirer,
     fire_key,
-    ingest_service,
-    schedules_from_settings,
 )
 from memsync.runtime.storage import Store
 from memsync.runtime.storage.schema import JobRow
-from tests.jobs_support import LEASE, drafts, scalar, worker
+from tests.jobs_support import LEASE, drafts, scalar, services, worker
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 NIGHTLY = Schedule(NIGHTLY_COMPILE, COMPILE, "0 3 * * *")
@@ -219,7 +216,7 @@ def test_a_permanent_error_fails_at_once(store: Store, clock: FakeClock) -> None
 
 def test_every_n_new_episodes_enqueue_one_coalesced_compile(store: Store, clock: FakeClock) -> None:
     queue = JobQueue(store)
-    ingest = ingest_service(store, JobsSettings(compile_every_n_episodes=3), queue, clock)
+    ingest = services(store, clock, JobsSettings(compile_every_n_episodes=3)).ingest
 
     ingest.ingest("acme", drafts("ana", 2))
     assert queue.list("acme") == []
@@ -241,7 +238,7 @@ def test_every_n_new_episodes_enqueue_one_coalesced_compile(store: Store, clock:
 
 def test_every_n_is_off_at_zero(store: Store, clock: FakeClock) -> None:
     queue = JobQueue(store)
-    ingest_service(store, JobsSettings(), queue, clock).ingest("acme", drafts("ana", 500))
+    services(store, clock).ingest.ingest("acme", drafts("ana", 500))
     assert queue.list("acme") == []
 
 
@@ -266,7 +263,7 @@ def test_a_nightly_tick_compiles_every_subject_with_news_in_every_tenant_once(
     ingest.ingest("acme", drafts("ana", 2) + drafts("bob", 1))
     ingest.ingest("globex", drafts("carol", 1))
     queue = JobQueue(store)
-    firer = ScheduleFirer(store, queue)
+    firer = services(store, clock).schedule_firer
     nightly = Schedule(NIGHTLY_COMPILE, COMPILE, "0 3 * * *", "Europe/Lisbon")
     clock.set(datetime(2026, 3, 2, 3, 0, 5, tzinfo=UTC))
     tick = nightly.latest_fire_time(clock.now(), timedelta(hours=1))
@@ -293,7 +290,7 @@ def test_a_tick_coalesced_into_a_pending_job_is_not_enqueued_again_later(
     IngestService(store, clock).ingest("acme", drafts("ana", 2))
     queue = JobQueue(store)
     manual, _ = queue.enqueue("acme", COMPILE, "ana", now=clock.now())
-    firer = ScheduleFirer(store, queue)
+    firer = services(store, clock).schedule_firer
 
     assert firer.fire(NIGHTLY, START, now=clock.now()) == 0
     stamped = queue.get("acme", manual.id)
@@ -308,8 +305,8 @@ def test_a_tick_coalesced_into_a_pending_job_is_not_enqueued_again_later(
     assert firer.fire(NIGHTLY, later, now=clock.now()) == 1
 
 
-def test_a_schedule_of_a_kind_nobody_runs_is_refused(store: Store) -> None:
-    firer = ScheduleFirer(store, JobQueue(store))
+def test_a_schedule_of_a_kind_nobody_runs_is_refused(store: Store, clock: FakeClock) -> None:
+    firer = services(store, clock).schedule_firer
     with pytest.raises(ValueError, match="no worker runs jobs of kind 'backfill'"):
         firer.fire(Schedule("gh-weekly", "backfill", "0 4 * * 0"), START, now=START)
     with pytest.raises(ValueError, match="kind 'sync' without a target"):

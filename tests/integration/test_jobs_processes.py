@@ -21,11 +21,11 @@ import pytest
 import sqlalchemy as sa
 
 from memsync.clock import FakeClock
-from memsync.runtime.compile import CompileService
+from memsync.runtime.app.services import NIGHTLY_COMPILE
+from memsync.runtime.compiling import COMPILE_JOB as COMPILE
+from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.jobs import (
-    COMPILE,
-    NIGHTLY_COMPILE,
     JobQueue,
     JobStatus,
     Schedule,
@@ -38,6 +38,7 @@ from tests.jobs_support import (
     blocking_handler,
     drafts,
     scalar,
+    services,
     wait_until,
     worker,
 )
@@ -45,7 +46,7 @@ from tests.jobs_support import (
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = ("-m", "memsync.runtime.cli")
+CLI = ("-m", "memsync")
 
 
 def spawn(*args: str, store_url: str) -> subprocess.Popen[str]:
@@ -163,9 +164,13 @@ def test_two_schedulers_and_two_worker_processes_enqueue_each_tick_once_and_run_
     for process in processes:
         # SIGTERM before the handlers are installed would kill the process outright.
         wait_for_line(process, "worker ready")
-    ingest, queue = IngestService(store), JobQueue(store)
-    firers = [ScheduleFirer(store, queue), ScheduleFirer(Store.from_url(store_url), queue)]
-    ticks = [datetime(2026, 5, 1, 3, tzinfo=UTC) + timedelta(days=day) for day in range(6)]
+    ingest = IngestService(store)
+    clock = FakeClock(ticks_start := datetime(2026, 5, 1, 3, tzinfo=UTC))
+    firers = [
+        services(store, clock).schedule_firer,
+        services(Store.from_url(store_url), clock).schedule_firer,
+    ]
+    ticks = [ticks_start + timedelta(days=day) for day in range(6)]
     subjects = {tick: [f"day{i}-user{j}" for j in range(3)] for i, tick in enumerate(ticks)}
 
     for tick in ticks:

@@ -11,25 +11,24 @@ from memsync.clock import FakeClock
 from memsync.connectors import RetryableError
 from memsync.connectors.config import ConnectorConfig
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
-from memsync.runtime.config import JobsSettings
+from memsync.runtime.app.config import JobsSettings
+from memsync.runtime.app.handlers import SYNC_JOB as SYNC
+from memsync.runtime.app.handlers import sync_handler
+from memsync.runtime.app.services import NIGHTLY_COMPILE, schedules_from_settings
+from memsync.runtime.compiling import COMPILE_JOB as COMPILE
+from memsync.runtime.ingest import IngestService
 from memsync.runtime.jobs import (
-    COMPILE,
-    NIGHTLY_COMPILE,
-    SYNC,
     JobQueue,
     JobStatus,
     RetryPolicy,
     Schedule,
-    ScheduleFirer,
     Worker,
     fire_key,
-    schedules_from_settings,
-    sync_handler,
 )
 from memsync.runtime.storage import Store
-from memsync.runtime.sync import RunStatus, SyncRunner
+from memsync.runtime.sync import RunRecord, RunStatus, SyncRunner
 from tests.helpers import BlockingConnector
-from tests.jobs_support import scalar, worker
+from tests.jobs_support import scalar, services, worker
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -51,13 +50,14 @@ def sync_worker(
     store: Store, clock: FakeClock, connector: FakeConnector, queue: JobQueue
 ) -> Worker:
     """A worker whose sync jobs run ``connector`` (the fake stands in for the registry)."""
-    runner = SyncRunner(store, clock=clock, heartbeat_every=None)
+    runner = SyncRunner(store, IngestService(store, clock), clock=clock, heartbeat_every=None)
 
-    def build(built_from: ConnectorConfig) -> FakeConnector:
-        assert built_from == connector.config
-        return connector
+    def sync_one(configured: ConnectorConfig) -> RunRecord:
+        assert configured == connector.config
+        return runner.sync(connector)
 
-    handlers = {SYNC: sync_handler(runner, [connector.config], build)}
+    configs = {(connector.config.tenant, connector.config.name): connector.config}
+    handlers = {SYNC: sync_handler(configs, sync_one)}
     return worker(store, clock, handlers, queue=queue)
 
 
@@ -101,7 +101,8 @@ def test_a_sync_tick_is_enqueued_once_however_many_schedulers_fire_it(store: Sto
     queue = JobQueue(store)
     schedule = schedules_from_settings(JobsSettings(), [config()])[0]
     tick = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
-    replicas = [ScheduleFirer(store, queue), ScheduleFirer(store, queue)]
+    clock = FakeClock(tick)
+    replicas = [services(store, clock).schedule_firer, services(store, clock).schedule_firer]
 
     assert [firer.fire(schedule, tick, now=tick) for firer in replicas] == [1, 0]
     [job] = queue.list("acme")
@@ -202,7 +203,10 @@ def test_a_sync_job_waits_while_another_run_of_the_connector_is_going(store: Sto
     queue = JobQueue(store, RetryPolicy(max_attempts=3, backoff=timedelta(seconds=30)))
     manual = BlockingConnector(config(), records(3), block_at="r1")
     manual_run = threading.Thread(
-        target=SyncRunner(store, clock=clock, heartbeat_every=None).sync, args=(manual,)
+        target=SyncRunner(
+            store, IngestService(store, clock), clock=clock, heartbeat_every=None
+        ).sync,
+        args=(manual,),
     )
     manual_run.start()
     try:

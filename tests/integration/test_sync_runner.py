@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from memsync.clock import FakeClock
 from memsync.connectors import Cursor, RateLimitExhausted, RetryableError, StopRun, Window
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
 from memsync.runtime.storage.schema import EpisodeRow, SyncRunRow
 from memsync.runtime.sync import RunInProgress, RunKind, RunLost, RunStatus, SyncRunner
@@ -42,7 +43,8 @@ def stored_keys(store: Store) -> list[str]:
 
 
 def runner(store: Store, clock: FakeClock, **options: object) -> SyncRunner:
-    return SyncRunner(store, clock=clock, heartbeat_every=None, **options)  # type: ignore[arg-type]
+    ingest = IngestService(store, clock)
+    return SyncRunner(store, ingest, clock=clock, heartbeat_every=None, **options)  # type: ignore[arg-type]
 
 
 def test_first_run_reads_everything_and_moves_the_cursor_to_the_run_start(store: Store) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync.runtime.config import ConfigError, hash_api_key, load_settings, redacted_dump
+from memsync.runtime.app.config import ConfigError, hash_api_key, load_settings, redacted_dump
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memsync.connectors import load_registry
-from memsync.runtime.config import load_settings
+from memsync.runtime.app.config import load_settings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "memsync.example.yaml"
 

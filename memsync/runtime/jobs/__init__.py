@@ -1,34 +1,30 @@
-"""Durable jobs: the queue in the database, workers, triggers and schedules."""
+"""Durable jobs: a generic queue in the database, workers, and schedules.
+
+The queue knows nothing of what a job does. The application registers a handler per
+job kind on its workers (:class:`Worker`) and a tick action per kind on its schedule
+firer (:class:`ScheduleFirer`), the way procrastinate's ``App`` registers tasks.
+"""
 
 from __future__ import annotations
 
-from memsync.runtime.jobs.queue import COMPILE, SYNC, Job, JobQueue, JobStatus, RetryPolicy
+from memsync.runtime.jobs.queue import Job, JobQueue, JobStatus, RetryPolicy
 from memsync.runtime.jobs.schedules import (
-    NIGHTLY_COMPILE,
     Schedule,
     ScheduleFirer,
     Scheduler,
+    TickAction,
+    enqueue_target,
     fire_key,
-    schedules_from_settings,
-    sync_schedule_id,
 )
-from memsync.runtime.jobs.triggers import EveryNEpisodes, enqueue_uncompiled, ingest_service
 from memsync.runtime.jobs.worker import (
     JobHandler,
     PermanentJobError,
-    SyncRunFailed,
     Worker,
-    compile_handler,
     run_workers,
-    sync_handler,
     worker_name,
 )
 
 __all__ = [
-    "COMPILE",
-    "NIGHTLY_COMPILE",
-    "SYNC",
-    "EveryNEpisodes",
     "Job",
     "JobHandler",
     "JobQueue",
@@ -38,15 +34,10 @@ __all__ = [
     "Schedule",
     "ScheduleFirer",
     "Scheduler",
-    "SyncRunFailed",
+    "TickAction",
     "Worker",
-    "compile_handler",
-    "enqueue_uncompiled",
+    "enqueue_target",
     "fire_key",
-    "ingest_service",
     "run_workers",
-    "schedules_from_settings",
-    "sync_handler",
-    "sync_schedule_id",
     "worker_name",
 ]

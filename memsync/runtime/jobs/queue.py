@@ -7,6 +7,8 @@ and target (see :class:`~memsync.runtime.storage.schema.JobRow`). Workers claim 
 without waiting on each other; on SQLite the claim runs inside the database write
 lock (``BEGIN IMMEDIATE``), the single-writer equivalent.
 
+The queue is generic: a job is a kind, a target and a tenant, and what a kind does is
+the business of the handler the application registers for it on its workers.
 Nothing here reads the clock: every method takes ``now``.
 """
 
@@ -20,22 +22,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
-from memsync.runtime.config import JobsSettings
+from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
-from memsync.runtime.storage.schema import JobRow
 
-__all__ = ["COMPILE", "SYNC", "Job", "JobQueue", "JobStatus", "RetryPolicy"]
+__all__ = ["Job", "JobQueue", "JobStatus", "RetryPolicy"]
 
-COMPILE = "compile"
-"""Compile one subject (the job's target)."""
-SYNC = "sync"
-"""Run one incremental sync of a connector (the job's target is its name)."""
-
-_jobs: sa.Table = JobRow.__table__  # type: ignore[assignment]
+_jobs = tables.jobs
 
 
 class JobStatus(enum.StrEnum):
@@ -154,24 +149,13 @@ class JobQueue:
         self._store = store
         self.retry = retry or RetryPolicy()
 
-    @classmethod
-    def from_settings(cls, store: Store, settings: JobsSettings) -> JobQueue:
-        return cls(
-            store,
-            RetryPolicy(
-                max_attempts=settings.max_attempts,
-                backoff=timedelta(seconds=settings.retry_backoff_seconds),
-                backoff_max=timedelta(seconds=settings.retry_backoff_max_seconds),
-            ),
-        )
-
     # -- enqueue ---------------------------------------------------------------------
 
     def _insert(self) -> Any:
         # No conflict target: a clash on either partial unique index (a pending job
         # of the target, or the same schedule fire) means "already enqueued".
-        dialect_insert = postgresql.insert if self._store.is_postgresql else sqlite.insert
-        return dialect_insert(_jobs).on_conflict_do_nothing().returning(_jobs.c.id)
+        insert = tables.insert_or_ignore(_jobs, postgresql=self._store.is_postgresql)
+        return insert.returning(_jobs.c.id)
 
     def _row(
         self,

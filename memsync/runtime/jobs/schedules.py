@@ -1,9 +1,10 @@
 """Schedules: triggers from the configuration that only ever enqueue jobs.
 
-Two kinds come from the configuration: the nightly compile (``jobs.nightly_compile``,
-a crontab line in ``jobs.timezone``), and one sync schedule per connector (its
-``schedule``: a crontab line, or ``every 15m``, whose ticks are counted from the Unix
-epoch so every replica computes the same fire times).
+A schedule is a crontab line (read in its time zone) or ``every 15m``, whose ticks are
+counted from the Unix epoch so every replica computes the same fire times. Which
+schedules exist (the nightly compile, one sync per connector) is the application's
+choice, and so is what a tick of each job kind enqueues: it registers one
+:data:`TickAction` per kind with the :class:`ScheduleFirer`.
 
 The decision of a tick is :meth:`ScheduleFirer.fire` (the schedule and the scheduled
 fire time): a pure-ish, idempotent function of the store that tests call directly
@@ -23,7 +24,7 @@ APScheduler (coalesce=True).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -34,23 +35,11 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from memsync.clock import Clock, SystemClock, utc
-from memsync.connectors.config import ConnectorConfig, parse_schedule
-from memsync.runtime.config import JobsSettings
-from memsync.runtime.jobs.queue import COMPILE, SYNC, JobQueue
-from memsync.runtime.jobs.triggers import enqueue_uncompiled
-from memsync.runtime.storage.engine import Store
+from memsync.connectors.config import parse_schedule
+from memsync.runtime.jobs.queue import JobQueue
 
-__all__ = [
-    "NIGHTLY_COMPILE",
-    "Schedule",
-    "ScheduleFirer",
-    "Scheduler",
-    "fire_key",
-    "schedules_from_settings",
-    "sync_schedule_id",
-]
+__all__ = ["Schedule", "ScheduleFirer", "Scheduler", "TickAction", "enqueue_target", "fire_key"]
 
-NIGHTLY_COMPILE = "nightly-compile"
 # Interval schedules tick at epoch + k * interval, whoever computes them.
 _INTERVAL_ORIGIN = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -62,8 +51,9 @@ class Schedule:
     """A configured schedule: its stable id, the job kind it enqueues, and when.
 
     ``expression`` is a crontab line (read in ``timezone``) or ``every <duration>``.
-    ``target`` is the (tenant, connector) a sync schedule runs; a compile schedule
-    has none (it compiles every subject with uncompiled episodes).
+    ``target`` is the (tenant, target) a tick enqueues a job for, when the schedule
+    has one (a connector's sync); a schedule without one leaves the targets to its
+    kind's :data:`TickAction` (the nightly compile finds them in the store).
     """
 
     id: str
@@ -95,45 +85,37 @@ class Schedule:
         return utc(latest) if latest is not None else None
 
 
-def sync_schedule_id(connector: ConnectorConfig) -> str:
-    return f"sync:{connector.tenant}:{connector.name}"
-
-
-def schedules_from_settings(
-    settings: JobsSettings, connectors: Sequence[ConnectorConfig] = ()
-) -> list[Schedule]:
-    """The schedules the configuration asks for: the nightly compile (if set) and one
-    sync schedule per connector whose schedule is not ``manual``. Ids are stable across
-    restarts and replicas."""
-    schedules = []
-    if settings.nightly_compile:
-        schedules.append(
-            Schedule(NIGHTLY_COMPILE, COMPILE, settings.nightly_compile, settings.timezone)
-        )
-    schedules.extend(
-        Schedule(
-            sync_schedule_id(connector),
-            SYNC,
-            str(connector.schedule),
-            settings.timezone,
-            target=(connector.tenant, connector.name),
-        )
-        for connector in connectors
-        if connector.schedule.kind != "manual"
-    )
-    return schedules
-
-
 def fire_key(schedule_id: str, fire_time: datetime) -> str:
     return f"{schedule_id}@{utc(fire_time).isoformat()}"
 
 
-class ScheduleFirer:
-    """Turns one tick of a schedule into jobs."""
+TickAction = Callable[["Schedule", datetime, str, str], int]
+"""Enqueues the jobs of one tick: ``(schedule, now, trigger, dedup_key)`` → how many
+are new. It must pass ``dedup_key`` on to every job it enqueues, so that a tick fired
+again enqueues nothing new."""
 
-    def __init__(self, store: Store, queue: JobQueue) -> None:
-        self._store = store
-        self._queue = queue
+
+def enqueue_target(queue: JobQueue) -> TickAction:
+    """The tick action of a schedule that names its target: one job of its kind."""
+
+    def enqueue(schedule: Schedule, now: datetime, trigger: str, dedup_key: str) -> int:
+        if schedule.target is None:
+            raise ValueError(
+                f"schedule {schedule.id!r}: cannot enqueue jobs of kind "
+                f"{schedule.job_kind!r} without a target"
+            )
+        return queue.enqueue_many(
+            schedule.job_kind, [schedule.target], now=now, trigger=trigger, dedup_key=dedup_key
+        )
+
+    return enqueue
+
+
+class ScheduleFirer:
+    """Turns one tick of a schedule into jobs, through the action of its job kind."""
+
+    def __init__(self, actions: Mapping[str, TickAction]) -> None:
+        self._actions = dict(actions)
 
     def fire(self, schedule: Schedule, fire_time: datetime, *, now: datetime) -> int:
         """Enqueue the jobs of ``schedule``'s tick at ``fire_time``; return how many are new.
@@ -142,22 +124,16 @@ class ScheduleFirer:
         another replica, at the same moment or later, enqueues nothing new for the
         targets it already enqueued. Conflicts: a target with a pending job of the
         same kind coalesces into it (the tick is stamped on that job), so a connector
-        whose sync is still waiting does not queue a second one.
+        whose sync is still waiting does not queue a second one. A kind no action is
+        registered for raises ``ValueError``.
         """
-        trigger = f"schedule:{schedule.id}"
+        action = self._actions.get(schedule.job_kind)
+        if action is None:
+            raise ValueError(
+                f"schedule {schedule.id!r}: no worker runs jobs of kind {schedule.job_kind!r}"
+            )
         key = fire_key(schedule.id, fire_time)
-        if schedule.job_kind == COMPILE:
-            return enqueue_uncompiled(
-                self._store, self._queue, now=now, trigger=trigger, dedup_key=key
-            )
-        if schedule.job_kind == SYNC and schedule.target is not None:
-            return self._queue.enqueue_many(
-                SYNC, [schedule.target], now=now, trigger=trigger, dedup_key=key
-            )
-        raise ValueError(
-            f"schedule {schedule.id!r}: no worker runs jobs of kind {schedule.job_kind!r}"
-            + (" without a target" if schedule.job_kind == SYNC else "")
-        )
+        return action(schedule, now, f"schedule:{schedule.id}", key)
 
 
 class Scheduler:

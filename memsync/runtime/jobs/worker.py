@@ -12,28 +12,14 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
 from memsync.clock import Clock, SystemClock
-from memsync.connectors.base import Connector
-from memsync.connectors.config import ConnectorConfig
-from memsync.runtime.compile import CompileService, result_summary
 from memsync.runtime.jobs.queue import Job, JobQueue
-from memsync.runtime.sync import RunStatus, SyncRunner
-from memsync.runtime.sync.records import COUNTERS
 
-__all__ = [
-    "JobHandler",
-    "PermanentJobError",
-    "SyncRunFailed",
-    "Worker",
-    "compile_handler",
-    "run_workers",
-    "sync_handler",
-    "worker_name",
-]
+__all__ = ["JobHandler", "PermanentJobError", "Worker", "run_workers", "worker_name"]
 
 logger = logging.getLogger("memsync.jobs")
 
@@ -52,67 +38,6 @@ class PermanentJobError(Exception):
 def worker_name() -> str:
     """A lease owner unique to this process (host, pid and a random suffix)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-def compile_handler(compiler: CompileService) -> JobHandler:
-    """Compile jobs: the single compile path, with the job id on every record it makes.
-
-    Compile is idempotent, so a job reclaimed after its worker died compiles what is
-    left and creates no memory twice.
-    """
-
-    def handle(job: Job) -> Mapping[str, Any]:
-        result = compiler.compile(job.tenant_id, job.target, job_id=str(job.id))
-        return {
-            **result_summary(result),
-            "memory_ids": [str(memory.id) for memory in result.memories],
-        }
-
-    return handle
-
-
-class SyncRunFailed(Exception):
-    """The sync run a job started ended ``failed`` (its record says why); the job is
-    retried with backoff, as a source that is down for a while usually comes back."""
-
-
-def sync_handler(
-    runner: SyncRunner,
-    connectors: Iterable[ConnectorConfig],
-    build: Callable[[ConnectorConfig], Connector[Any, Any]],
-) -> JobHandler:
-    """Sync jobs: one incremental sync of the connector the job names, in its tenant.
-
-    The result is the run's id, status and counters. A ``partial`` run completes the
-    job (what was read is stored; the run record lists the errors); a ``failed`` run,
-    or another run of the connector still going, fails the attempt, to be retried. A
-    connector no longer in the configuration fails the job for good. Re-running is
-    safe: the window overlaps the last one on purpose and ingest recognises repeats.
-    """
-    configured = {(config.tenant, config.name): config for config in connectors}
-
-    def handle(job: Job) -> Mapping[str, Any]:
-        config = configured.get((job.tenant_id, job.target))
-        if config is None:
-            raise PermanentJobError(
-                f"no connector named {job.target!r} for tenant {job.tenant_id!r} "
-                "in this worker's configuration"
-            )
-        connector = build(config)
-        try:
-            record = runner.sync(connector)
-        finally:
-            connector.close()
-        if record.status is RunStatus.FAILED:
-            raise SyncRunFailed(f"sync run {record.id} failed: {record.error}")
-        return {
-            "run_id": str(record.id),
-            "run_status": record.status.value,
-            **{counter: getattr(record, counter) for counter in COUNTERS},
-            "error": record.error,
-        }
-
-    return handle
 
 
 class Worker:

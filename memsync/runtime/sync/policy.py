@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from memsync.connectors import Cursor, RateLimitExhausted, StopRun, Window
 
 __all__ = [
+    "BackfillStatus",
     "Holder",
     "RunKind",
     "RunStatus",
@@ -40,6 +41,15 @@ class RunStatus(enum.StrEnum):
     SUCCEEDED = "succeeded"
     PARTIAL = "partial"
     FAILED = "failed"
+
+
+class BackfillStatus(enum.StrEnum):
+    """A backfill is ``open`` until its last slice is read (``finished``), or until a
+    backfill of another range replaces it (``abandoned``)."""
+
+    OPEN = "open"
+    FINISHED = "finished"
+    ABANDONED = "abandoned"
 
 
 def incremental_window(

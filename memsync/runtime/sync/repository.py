@@ -19,14 +19,16 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from memsync.connectors import Cursor, Window
+from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
-from memsync.runtime.storage.schema import (
-    BackfillRow,
-    BackfillSliceRow,
-    ConnectorCursorRow,
-    SyncRunRow,
+from memsync.runtime.sync.policy import (
+    BackfillStatus,
+    Holder,
+    RunKind,
+    RunStatus,
+    is_stale,
+    plan_slices,
 )
-from memsync.runtime.sync.policy import Holder, RunKind, RunStatus, is_stale, plan_slices
 from memsync.runtime.sync.records import RunRecord, Tally
 
 __all__ = [
@@ -39,10 +41,10 @@ __all__ = [
     "SyncRepository",
 ]
 
-_runs: sa.Table = SyncRunRow.__table__  # type: ignore[assignment]
-_cursors: sa.Table = ConnectorCursorRow.__table__  # type: ignore[assignment]
-_backfills: sa.Table = BackfillRow.__table__  # type: ignore[assignment]
-_slices: sa.Table = BackfillSliceRow.__table__  # type: ignore[assignment]
+_runs = tables.sync_runs
+_cursors = tables.connector_cursors
+_backfills = tables.backfills
+_slices = tables.backfill_slices
 
 
 class RunInProgress(Exception):
@@ -271,7 +273,7 @@ class SyncRepository:
                     .where(
                         _backfills.c.tenant_id == tenant_id, _backfills.c.id == finished_backfill
                     )
-                    .values(status="finished", finished_at=now)
+                    .values(status=BackfillStatus.FINISHED.value, finished_at=now)
                 )
         record = self.get_run(tenant_id, run_id)
         assert record is not None
@@ -363,7 +365,7 @@ class SyncRepository:
         query = sa.select(_backfills).where(
             _backfills.c.tenant_id == tenant_id,
             _backfills.c.connector == connector,
-            _backfills.c.status == "open",
+            _backfills.c.status == BackfillStatus.OPEN.value,
         )
         existing = connection.execute(query).one_or_none()
         resumed = existing is not None and (
@@ -378,7 +380,7 @@ class SyncRepository:
                 connection.execute(
                     _backfills.update()
                     .where(_backfills.c.tenant_id == tenant_id, _backfills.c.id == existing.id)
-                    .values(status="abandoned", finished_at=now)
+                    .values(status=BackfillStatus.ABANDONED.value, finished_at=now)
                 )
             backfill_id, until = uuid.uuid4(), until or now
             slices = plan_slices(since, until, slice_length)
@@ -390,7 +392,7 @@ class SyncRepository:
                     since=since,
                     until=until,
                     slice_seconds=slice_seconds,
-                    status="open",
+                    status=BackfillStatus.OPEN.value,
                     created_at=now,
                 )
             )

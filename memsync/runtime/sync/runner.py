@@ -90,6 +90,7 @@ class SyncRunner:
     def __init__(
         self,
         store: Store,
+        ingest: IngestService,
         *,
         clock: Clock | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
@@ -98,15 +99,14 @@ class SyncRunner:
         host: str | None = None,
         pid: int | None = None,
         is_alive: Callable[[int], bool] = pid_alive,
-        ingest: IngestService | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self._clock: Clock = clock or SystemClock()
         self._batch_size = batch_size
-        # The caller may pass the process's ingest service (with the every-N compile
-        # trigger attached); records are handed to it ``batch_size`` at a time.
-        self._ingest = ingest or IngestService(store, self._clock, batch_size=batch_size)
+        # Records reach the store only through the one ingest path (with whatever
+        # triggers the application attached to it), ``batch_size`` at a time.
+        self._ingest = ingest
         self._heartbeat_every = heartbeat_every
         self._owner = RunOwner(
             host=host or socket.gethostname(),

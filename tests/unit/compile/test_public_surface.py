@@ -26,8 +26,8 @@ def test_the_package_exports_exactly_the_engine_surface() -> None:
     assert set(memsync.compile.__all__) == {
         "DEFAULT_POLICIES", "Bundle", "CandidateMemory", "Cardinality", "ChangeSet",
         "ClaimKey", "ClaimRegistry", "ClaimRegistryError", "Compiler", "ConflictPolicy",
-        "EpisodeView", "HeuristicCompiler", "MemoryKind", "MemoryStatus", "OpenConflict",
-        "PolicyTable", "ProvenanceAddition", "RankedMemory", "SimilarityThresholds",
+        "ConflictStatus", "EpisodeView", "HeuristicCompiler", "MemoryKind", "MemoryStatus",
+        "OpenConflict", "PolicyTable", "ProvenanceAddition", "RankedMemory", "SimilarityThresholds",
         "StatusChange", "StoredMemory", "Supersession", "SupersessionRule", "apply_changes",
         "assemble_bundle", "conflict_id", "estimate_tokens", "jaccard", "manual_resolution",
         "memory_id", "memory_key", "resolve", "supersede_unsupported", "tokens",

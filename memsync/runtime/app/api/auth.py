@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memsync.runtime.api.errors import ApiError
-from memsync.runtime.config import ApiKey, ApiSettings, hash_api_key
+from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.config import ApiKey, ApiSettings, hash_api_key
 
 __all__ = ["Authenticator", "Caller"]
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from memsync.clock import utc
 from memsync.episode import EpisodeDraft, IngestStatus, canonical_json
-from memsync.runtime.episodes import EpisodeRecord
+from memsync.runtime.reading.episodes import EpisodeRecord
 from memsync.runtime.storage.schema import (
     IDEMPOTENCY_KEY_LENGTH,
     LABEL_LENGTH,

@@ -15,19 +15,15 @@ import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from memsync.clock import Clock, SystemClock
-from memsync.compile.claims import ClaimRegistry
 from memsync.compile.heuristic import HeuristicCompiler
 from memsync.compile.llm import LLMCompiler
-from memsync.compile.policy import PolicyTable
 from memsync.compile.resolve import (
     ChangeSet,
     apply_changes,
@@ -35,104 +31,35 @@ from memsync.compile.resolve import (
     resolve,
     supersede_unsupported,
 )
-from memsync.compile.similarity import SimilarityThresholds
-from memsync.compile.types import Compiler, EpisodeView, MemoryKind, MemoryStatus, StoredMemory
-from memsync.runtime.memories import (
-    MemoryRepository,
+from memsync.compile.types import Compiler, ConflictStatus, MemoryStatus, StoredMemory
+from memsync.runtime.compiling.episodes import (
+    mark_compiled,
+    pending_episode_ids,
+    subjects_with_uncompiled,
+    uncompiled_episodes,
+)
+from memsync.runtime.compiling.memories import (
     apply_change_set,
+    load_conflict,
     load_for_resolution,
     memories_citing,
 )
+from memsync.runtime.compiling.recorder import SqlExtractionRecorder
+from memsync.runtime.compiling.settings import (
+    DEFAULT_CHUNK_EPISODES,
+    CompileRules,
+    CompileSettings,
+    LLMSettings,
+)
 from memsync.runtime.storage.engine import Store
-from memsync.runtime.storage.schema import EpisodeRow, LLMExtractionRow
 from memsync.runtime.storage.statistics import StatisticsRefresher
 
 __all__ = [
     "CompileResult",
-    "CompileRules",
     "CompileService",
-    "CompileSettings",
     "ConflictNotFound",
     "ConflictResolution",
-    "LLMSettings",
-    "SqlExtractionRecorder",
 ]
-
-DEFAULT_CHUNK_EPISODES = 2_000
-"""Episodes per compile transaction: large enough that per-transaction costs (the lock,
-loading the subject's active memories) are spread thin, small enough that one subject
-with 100,000 uncompiled episodes does not hold them all, and their change sets, at once."""
-
-_IDS_PER_STATEMENT = 10_000
-_episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
-_extractions: sa.Table = LLMExtractionRow.__table__  # type: ignore[assignment]
-
-
-class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LLMSettings(_Settings):
-    """An OpenAI-compatible chat-completions endpoint for ``compile.compiler: llm``."""
-
-    base_url: str = Field(min_length=1, description="e.g. https://api.openai.com/v1")
-    model: str = Field(min_length=1)
-    api_key: SecretStr = Field(description="e.g. ${OPENAI_API_KEY}")
-    batch_size: int = Field(default=8, ge=1, le=64)
-    timeout_seconds: float = Field(default=60.0, gt=0, le=600)
-
-
-class CompileSettings(_Settings):
-    """The compile engine: which compiler, and the claim keys, policies and thresholds
-    the resolver uses (see docs/compile.md)."""
-
-    compiler: Literal["heuristic", "llm"] = "heuristic"
-    llm: LLMSettings | None = None
-    chunk_episodes: int = Field(
-        default=DEFAULT_CHUNK_EPISODES,
-        ge=1,
-        le=100_000,
-        description="episodes compiled per transaction; bounds a compile's memory",
-    )
-    claims: dict[str, dict[str, str]] = Field(default_factory=dict)
-    policies: dict[str, str] = Field(default_factory=dict)
-    thresholds: dict[str, float] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _llm_needs_its_endpoint(self) -> CompileSettings:
-        if self.compiler == "llm" and self.llm is None:
-            raise ValueError("compiler 'llm' needs an llm: section (base_url, model, api_key)")
-        return self
-
-
-@dataclass(frozen=True)
-class CompileRules:
-    """The configurable parts of compilation: claim keys, policies and thresholds."""
-
-    registry: ClaimRegistry = field(default_factory=ClaimRegistry.default)
-    policies: PolicyTable = field(default_factory=PolicyTable)
-    thresholds: SimilarityThresholds = field(default_factory=SimilarityThresholds)
-
-    @classmethod
-    def from_settings(cls, settings: CompileSettings) -> CompileRules:
-        """Build from the ``compile:`` section of the configuration file.
-
-        Raises ``ValueError`` naming the unknown kind, policy or claim key.
-        """
-        thresholds = settings.thresholds
-        default_threshold = thresholds.get("default")
-        return cls(
-            registry=ClaimRegistry.default().extended(settings.claims),
-            policies=PolicyTable.from_mapping(settings.policies),
-            thresholds=SimilarityThresholds(
-                **({"default": float(default_threshold)} if default_threshold is not None else {}),
-                per_kind={
-                    MemoryKind(kind): float(value)
-                    for kind, value in thresholds.items()
-                    if kind != "default"
-                },
-            ),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,42 +73,6 @@ class CompileResult:
     memories_superseded: int
     conflicts_opened: int
     memories: tuple[StoredMemory, ...]
-
-
-class SqlExtractionRecorder:
-    """An ``ExtractionRecorder`` in the ``llm_extractions`` table, scoped to one tenant.
-
-    Each ``put`` commits on its own, before and outside the compile transaction: an
-    answer the model gave is kept even when the compile that asked for it fails, so a
-    retry replays it instead of paying for it twice. First record of a key wins.
-    """
-
-    def __init__(self, store: Store, tenant_id: str, clock: Clock) -> None:
-        self._store = store
-        self._tenant_id = tenant_id
-        self._clock = clock
-
-    def get(self, key: str) -> str | None:
-        query = sa.select(_extractions.c.extraction).where(
-            _extractions.c.tenant_id == self._tenant_id, _extractions.c.extraction_key == key
-        )
-        with self._store.read() as connection:
-            found: str | None = connection.execute(query).scalar_one_or_none()
-            return found
-
-    def put(self, key: str, extraction_json: str) -> None:
-        dialect_insert = postgresql.insert if self._store.is_postgresql else sqlite.insert
-        statement = dialect_insert(_extractions).on_conflict_do_nothing()
-        with self._store.write() as connection:
-            connection.execute(
-                statement,
-                {
-                    "tenant_id": self._tenant_id,
-                    "extraction_key": key,
-                    "extraction": extraction_json,
-                    "recorded_at": self._clock.now(),
-                },
-            )
 
 
 class ConflictNotFound(LookupError):
@@ -293,7 +184,6 @@ class CompileService:
         self._chunk_episodes = chunk_episodes
         self._rules = rules or CompileRules()
         self._clock = clock or SystemClock()
-        self._memories = MemoryRepository(store)
         self._compiler = compiler
         # Without fresh statistics, the cached plan of memory_sources' foreign-key check
         # keeps scanning a memories table that grew from empty, once per inserted row.
@@ -344,7 +234,7 @@ class CompileService:
         job_id = job_id or f"compile-{uuid.uuid4()}"
         compiler = self._compiler_for(tenant_id)
         with self._store.read() as connection:
-            pending = self._pending(connection, tenant_id, subject_id)
+            pending = pending_episode_ids(connection, tenant_id, subject_id)
         total = _Tally()
         position, size = 0, self._chunk_episodes
         while position < len(pending):
@@ -367,20 +257,20 @@ class CompileService:
         job_id: str,
     ) -> _ChunkOutcome:
         prepared: set[tuple[uuid.UUID, int]] | None = None
-        if isinstance(compiler, LLMCompiler):
+        if compiler.prepares_ahead:
             # Ask the model before taking the subject's lock and the write transaction:
             # extraction is slow network I/O and is recorded, so the compile below
             # replays it without a request.
             with self._store.read() as connection:
-                pending = [view for view, _ in self._uncompiled(connection, tenant_id, chunk)]
-            compiler.compile(pending)
+                pending = [view for view, _ in uncompiled_episodes(connection, tenant_id, chunk)]
+            compiler.prepare(pending)
             prepared = {(view.id, view.revision) for view in pending}
         with self._store.write() as connection:
             self._lock_subject(connection, tenant_id, subject_id)
             now = self._clock.now()
             # Read again under the lock: a concurrent compile may have taken some of
             # these episodes since they were listed, and ingest may have revised some.
-            episodes = self._uncompiled(connection, tenant_id, chunk)
+            episodes = uncompiled_episodes(connection, tenant_id, chunk)
             if prepared is not None:
                 # Whatever was revised since the extraction waits for the next compile,
                 # so the model is never called while the write lock is held.
@@ -417,7 +307,7 @@ class CompileService:
             revisions = {view.id: view.revision for view in views}
             for changes in change_sets:
                 apply_change_set(connection, tenant_id, changes, revisions, now, job_id)
-            self._mark_compiled(connection, tenant_id, views)
+            mark_compiled(connection, tenant_id, views)
         outcome = _ChunkOutcome.of(len(views), change_sets, memories_loaded=memories_loaded)
         self._statistics.added(outcome.memories_created)
         return outcome
@@ -430,8 +320,9 @@ class CompileService:
         Raises ``ConflictNotFound`` for an unknown or already resolved conflict and
         ``ValueError`` when the memory is not one of the conflict's two.
         """
-        record = self._memories.conflict(tenant_id, conflict_id)
-        if record is None or record.status != "open":
+        with self._store.read() as connection:
+            record = load_conflict(connection, tenant_id, conflict_id)
+        if record is None or record.status is not ConflictStatus.OPEN:
             raise ConflictNotFound(f"no open conflict {conflict_id}")
         first, second = record.conflict.memory_ids
         if keep_memory_id not in (first, second):
@@ -461,17 +352,8 @@ class CompileService:
 
     def subjects_with_uncompiled(self, tenant_id: str) -> list[str]:
         """Subjects that have episodes not yet compiled at their current revision."""
-        query = (
-            sa.select(_episodes.c.subject_id)
-            .where(
-                _episodes.c.tenant_id == tenant_id,
-                _episodes.c.compiled_revision < _episodes.c.revision,
-            )
-            .distinct()
-            .order_by(_episodes.c.subject_id)
-        )
         with self._store.read() as connection:
-            return list(connection.execute(query).scalars())
+            return subjects_with_uncompiled(connection, tenant_id)
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -482,79 +364,6 @@ class CompileService:
                 {"key": _subject_lock_key(tenant_id, subject_id)},
             )
         # SQLite: the write transaction already holds the database write lock.
-
-    def _pending(self, connection: Connection, tenant_id: str, subject_id: str) -> list[uuid.UUID]:
-        """The ids of the subject's uncompiled episodes, in time order."""
-        query = sa.select(_episodes.c.id, _episodes.c.occurred_at).where(
-            _episodes.c.tenant_id == tenant_id,
-            _episodes.c.subject_id == subject_id,
-            _episodes.c.compiled_revision < _episodes.c.revision,
-        )
-        # No ORDER BY: sorting in SQL makes the planners prefer the timeline index
-        # (which scans every episode of the subject) over the partial index of the
-        # uncompiled ones, and the no-op recompile must not grow with the subject.
-        rows = sorted(connection.execute(query), key=lambda row: (row.occurred_at, row.id))
-        return [row.id for row in rows]
-
-    def _uncompiled(
-        self, connection: Connection, tenant_id: str, episode_ids: Sequence[uuid.UUID]
-    ) -> list[tuple[EpisodeView, int]]:
-        """Those of ``episode_ids`` still uncompiled, with their compiled revision, in
-        time order."""
-        columns = sa.select(
-            _episodes.c.id,
-            _episodes.c.subject_id,
-            _episodes.c.source,
-            _episodes.c.type,
-            _episodes.c.payload,
-            _episodes.c.occurred_at,
-            _episodes.c.revision,
-            _episodes.c.content_hash,
-            _episodes.c.compiled_revision,
-        )
-        rows: list[sa.Row[Any]] = []
-        # A chunk can outgrow what one statement may bind (SQLite allows 32,766
-        # parameters, PostgreSQL 65,535): read it a slice of ids at a time.
-        for start in range(0, len(episode_ids), _IDS_PER_STATEMENT):
-            query = columns.where(
-                _episodes.c.tenant_id == tenant_id,
-                _episodes.c.id.in_(episode_ids[start : start + _IDS_PER_STATEMENT]),
-                _episodes.c.compiled_revision < _episodes.c.revision,
-            )
-            rows.extend(connection.execute(query))
-        rows.sort(key=lambda row: (row.occurred_at, row.id))
-        return [
-            (
-                EpisodeView(
-                    id=row.id,
-                    subject_id=row.subject_id,
-                    source=row.source,
-                    type=row.type,
-                    payload=row.payload,
-                    occurred_at=row.occurred_at,
-                    revision=row.revision,
-                    content_hash=row.content_hash,
-                ),
-                row.compiled_revision,
-            )
-            for row in rows
-        ]
-
-    def _mark_compiled(
-        self, connection: Connection, tenant_id: str, views: Sequence[EpisodeView]
-    ) -> None:
-        # Marks the revision that was compiled, not the current one: an episode revised
-        # by a concurrent ingest since it was read stays behind and is compiled next time.
-        connection.execute(
-            _episodes.update()
-            .where(
-                _episodes.c.tenant_id == tenant_id,
-                _episodes.c.id == sa.bindparam("b_id"),
-                _episodes.c.revision == sa.bindparam("b_revision"),
-            )
-            .values(compiled_revision=sa.bindparam("b_revision")),
-            [{"b_id": view.id, "b_revision": view.revision} for view in views],
-        )
 
 
 def result_summary(result: CompileResult) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Memories in the store: loading them for the resolver, applying change sets, reading.
+"""The compile stage's statements on memories: loading them for the resolver, applying
+its change sets, and deleting a subject's memories.
 
 The compile engine (``memsync.compile``) decides; this module only translates between
 its value types and rows. Every statement is scoped to one tenant, and every write of a
@@ -9,28 +10,34 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
 from memsync.compile.resolve import ChangeSet, OpenConflict
-from memsync.compile.types import MemoryKind, MemoryStatus, StoredMemory, SupersessionRule
-from memsync.runtime.storage.engine import Store
-from memsync.runtime.storage.schema import ConflictRow, MemoryRow, MemorySourceRow, SupersessionRow
+from memsync.compile.types import (
+    ConflictStatus,
+    MemoryKind,
+    MemoryStatus,
+    StoredMemory,
+    SupersessionRule,
+)
+from memsync.runtime.storage import tables
 
 __all__ = [
+    "RECORDED_EPISODES_PER_SIDE",
     "ConflictRecord",
-    "MemoryRepository",
-    "SupersessionRecord",
     "apply_change_set",
+    "conflict_record",
     "delete_subject_memories",
+    "load_conflict",
     "load_for_resolution",
     "memories_citing",
+    "with_sources",
 ]
 
 _SUPERSESSIONS_PER_STATEMENT = 200
@@ -45,13 +52,10 @@ def _recorded(episode_ids: Sequence[uuid.UUID]) -> list[str]:
     return [str(episode_id) for episode_id in episode_ids[:RECORDED_EPISODES_PER_SIDE]]
 
 
-_memories: sa.Table = MemoryRow.__table__  # type: ignore[assignment]
-_sources: sa.Table = MemorySourceRow.__table__  # type: ignore[assignment]
-_supersessions: sa.Table = SupersessionRow.__table__  # type: ignore[assignment]
-_conflicts: sa.Table = ConflictRow.__table__  # type: ignore[assignment]
-
-
-# -- rows <-> engine types ---------------------------------------------------------------
+_memories = tables.memories
+_sources = tables.memory_sources
+_supersessions = tables.supersessions
+_conflicts = tables.conflicts
 
 
 def _stored(row: Row[Any], sources: Sequence[uuid.UUID]) -> StoredMemory:
@@ -77,7 +81,7 @@ def _stored(row: Row[Any], sources: Sequence[uuid.UUID]) -> StoredMemory:
     )
 
 
-def _with_sources(
+def with_sources(
     connection: Connection, tenant_id: str, rows: Sequence[Row[Any]]
 ) -> list[StoredMemory]:
     """Attach each memory's provenance set: one query for all of them."""
@@ -102,7 +106,7 @@ def load_for_resolution(
     if memory_keys:
         wanted = sa.or_(wanted, _memories.c.memory_key.in_(sorted(memory_keys)))
     rows = list(connection.execute(sa.select(_memories).where(of_subject, wanted)))
-    return _with_sources(connection, tenant_id, rows)
+    return with_sources(connection, tenant_id, rows)
 
 
 def memories_citing(
@@ -121,12 +125,7 @@ def memories_citing(
             )
         )
     )
-    return _with_sources(connection, tenant_id, rows)
-
-
-def _insert_ignoring_duplicates(connection: Connection, table: sa.Table) -> Any:
-    dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
-    return dialect_insert(table).on_conflict_do_nothing()
+    return with_sources(connection, tenant_id, rows)
 
 
 def apply_change_set(
@@ -217,7 +216,7 @@ def apply_change_set(
         )
     if provenance:
         connection.execute(
-            _insert_ignoring_duplicates(connection, _sources),
+            tables.insert_or_ignore(_sources, postgresql=_on_postgresql(connection)),
             [
                 {
                     "tenant_id": tenant_id,
@@ -286,7 +285,7 @@ def apply_change_set(
         )
     if changes.open_conflicts:
         connection.execute(
-            _insert_ignoring_duplicates(connection, _conflicts),
+            tables.insert_or_ignore(_conflicts, postgresql=_on_postgresql(connection)),
             [
                 {
                     "tenant_id": tenant_id,
@@ -303,7 +302,7 @@ def apply_change_set(
                     "second_memory_key": conflict.memory_keys[1],
                     "first_content": conflict.contents[0],
                     "second_content": conflict.contents[1],
-                    "status": "open",
+                    "status": ConflictStatus.OPEN.value,
                     "job_id": conflict.job_id,
                     "detected_at": conflict.detected_at,
                     "resolved_at": None,
@@ -323,37 +322,14 @@ def apply_change_set(
             .where(
                 _conflicts.c.tenant_id == tenant_id,
                 _conflicts.c.id.in_(list(changes.resolved_conflict_ids)),
-                _conflicts.c.status == "open",
+                _conflicts.c.status == ConflictStatus.OPEN.value,
             )
             .values(
-                status="resolved",
+                status=ConflictStatus.RESOLVED.value,
                 resolved_at=now,
                 chosen_memory_id=next(iter(chosen)) if len(chosen) == 1 else None,
             )
         )
-
-
-# -- the read side -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SupersessionRecord:
-    """A stored supersession record, as the inspector and the API show it."""
-
-    id: uuid.UUID
-    subject_id: str
-    rule: str
-    claim_key: str | None
-    score: float | None
-    threshold: float | None
-    winner_memory_id: uuid.UUID | None
-    loser_memory_id: uuid.UUID | None
-    winner_episode_ids: list[str]
-    loser_episode_ids: list[str]
-    winner_episode_count: int
-    loser_episode_count: int
-    job_id: str | None
-    decided_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,12 +337,12 @@ class ConflictRecord:
     """A stored conflict: open until a person (or a later compile) resolves it."""
 
     conflict: OpenConflict
-    status: str
+    status: ConflictStatus
     resolved_at: datetime | None
     chosen_memory_id: uuid.UUID | None
 
 
-def _conflict(row: Row[Any]) -> ConflictRecord:
+def conflict_record(row: Row[Any]) -> ConflictRecord:
     return ConflictRecord(
         conflict=OpenConflict(
             id=row.id,
@@ -382,180 +358,21 @@ def _conflict(row: Row[Any]) -> ConflictRecord:
             job_id=row.job_id,
             detected_at=row.detected_at,
         ),
-        status=row.status,
+        status=ConflictStatus(row.status),
         resolved_at=row.resolved_at,
         chosen_memory_id=row.chosen_memory_id,
     )
 
 
-class MemoryRepository:
-    """Tenant-scoped reads of memories, supersession records and conflicts."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def memories(
-        self,
-        tenant_id: str,
-        subject_id: str,
-        *,
-        statuses: Iterable[MemoryStatus] | None = (MemoryStatus.ACTIVE,),
-        kind: MemoryKind | None = None,
-        as_of: datetime | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-        newest_first: bool = False,
-    ) -> list[StoredMemory]:
-        """Memories of a subject ordered by (valid_from, id).
-
-        With ``as_of``, the memories that were active at that moment: created by then,
-        and either still active or changed status after it.
-        """
-        query = sa.select(_memories).where(
-            _memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id
-        )
-        if as_of is not None:
-            query = query.where(
-                _memories.c.created_at <= as_of,
-                sa.or_(
-                    _memories.c.status == MemoryStatus.ACTIVE.value,
-                    _memories.c.status_changed_at > as_of,
-                ),
-            )
-        elif statuses is not None:
-            query = query.where(_memories.c.status.in_([status.value for status in statuses]))
-        if kind is not None:
-            query = query.where(_memories.c.kind == kind.value)
-        order = (_memories.c.valid_from, _memories.c.id)
-        query = query.order_by(*(c.desc() for c in order) if newest_first else order)
-        if limit is not None:
-            query = query.limit(limit).offset(offset)
-        with self._store.read() as connection:
-            rows = list(connection.execute(query))
-            memories = _with_sources(connection, tenant_id, rows)
-        if as_of is not None:
-            # As the store stood then: any later status change had not happened yet.
-            return [_as_active(memory) for memory in memories]
-        return memories
-
-    def get(
-        self, tenant_id: str, memory_ids: Collection[uuid.UUID]
-    ) -> dict[uuid.UUID, StoredMemory]:
-        query = sa.select(_memories).where(
-            _memories.c.tenant_id == tenant_id, _memories.c.id.in_(list(memory_ids))
-        )
-        with self._store.read() as connection:
-            rows = list(connection.execute(query))
-            return {memory.id: memory for memory in _with_sources(connection, tenant_id, rows)}
-
-    def search(
-        self,
-        tenant_id: str,
-        subject_id: str,
-        *,
-        kind: MemoryKind | None,
-        text: str | None,
-        limit: int,
-    ) -> list[StoredMemory]:
-        """Active memories whose content contains every word of ``text`` (case-folded)."""
-        query = sa.select(_memories).where(
-            _memories.c.tenant_id == tenant_id,
-            _memories.c.subject_id == subject_id,
-            _memories.c.status == MemoryStatus.ACTIVE.value,
-        )
-        if kind is not None:
-            query = query.where(_memories.c.kind == kind.value)
-        for word in (text or "").lower().split():
-            escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            query = query.where(
-                sa.func.lower(_memories.c.content).like(f"%{escaped}%", escape="\\")
-            )
-        query = query.order_by(_memories.c.asserted_at.desc(), _memories.c.id).limit(limit)
-        with self._store.read() as connection:
-            rows = list(connection.execute(query))
-            return _with_sources(connection, tenant_id, rows)
-
-    def count_by_subject(self, tenant_id: str, subject_ids: Collection[str]) -> dict[str, int]:
-        """Active memories per subject."""
-        if not subject_ids:
-            return {}
-        query = (
-            sa.select(_memories.c.subject_id, sa.func.count())
-            .where(
-                _memories.c.tenant_id == tenant_id,
-                _memories.c.subject_id.in_(list(subject_ids)),
-                _memories.c.status == MemoryStatus.ACTIVE.value,
-            )
-            .group_by(_memories.c.subject_id)
-        )
-        with self._store.read() as connection:
-            return {subject: count for subject, count in connection.execute(query)}
-
-    def conflicts(
-        self,
-        tenant_id: str,
-        subject_id: str | None = None,
-        *,
-        status: str | None = "open",
-        as_of: datetime | None = None,
-    ) -> list[ConflictRecord]:
-        """Conflicts, oldest first. With ``as_of``: those open at that moment."""
-        query = sa.select(_conflicts).where(_conflicts.c.tenant_id == tenant_id)
-        if subject_id is not None:
-            query = query.where(_conflicts.c.subject_id == subject_id)
-        if as_of is not None:
-            query = query.where(
-                _conflicts.c.detected_at <= as_of,
-                sa.or_(_conflicts.c.status == "open", _conflicts.c.resolved_at > as_of),
-            )
-        elif status is not None:
-            query = query.where(_conflicts.c.status == status)
-        query = query.order_by(_conflicts.c.detected_at, _conflicts.c.id)
-        with self._store.read() as connection:
-            return [_conflict(row) for row in connection.execute(query)]
-
-    def conflict(self, tenant_id: str, conflict_id: uuid.UUID) -> ConflictRecord | None:
-        query = sa.select(_conflicts).where(
-            _conflicts.c.tenant_id == tenant_id, _conflicts.c.id == conflict_id
-        )
-        with self._store.read() as connection:
-            row = connection.execute(query).first()
-        return _conflict(row) if row is not None else None
-
-    def supersessions(self, tenant_id: str, subject_id: str) -> list[SupersessionRecord]:
-        query = (
-            sa.select(_supersessions)
-            .where(
-                _supersessions.c.tenant_id == tenant_id, _supersessions.c.subject_id == subject_id
-            )
-            .order_by(_supersessions.c.decided_at, _supersessions.c.id)
-        )
-        with self._store.read() as connection:
-            return [
-                SupersessionRecord(
-                    id=row.id,
-                    subject_id=row.subject_id,
-                    rule=row.rule,
-                    claim_key=row.claim_key,
-                    score=row.score,
-                    threshold=row.threshold,
-                    winner_memory_id=row.winner_memory_id,
-                    loser_memory_id=row.loser_memory_id,
-                    winner_episode_ids=list(row.winner_episode_ids),
-                    loser_episode_ids=list(row.loser_episode_ids),
-                    winner_episode_count=row.winner_episode_count,
-                    loser_episode_count=row.loser_episode_count,
-                    job_id=row.job_id,
-                    decided_at=row.decided_at,
-                )
-                for row in connection.execute(query)
-            ]
-
-
-def _as_active(memory: StoredMemory) -> StoredMemory:
-    if memory.status is MemoryStatus.ACTIVE:
-        return memory
-    return replace(memory, status=MemoryStatus.ACTIVE, valid_to=None, status_rule=None)
+def load_conflict(
+    connection: Connection, tenant_id: str, conflict_id: uuid.UUID
+) -> ConflictRecord | None:
+    """One conflict of the tenant, in any status, or None."""
+    query = sa.select(_conflicts).where(
+        _conflicts.c.tenant_id == tenant_id, _conflicts.c.id == conflict_id
+    )
+    row = connection.execute(query).first()
+    return conflict_record(row) if row is not None else None
 
 
 def delete_subject_memories(connection: Connection, tenant_id: str, subject_id: str) -> int:
@@ -570,3 +387,7 @@ def delete_subject_memories(connection: Connection, tenant_id: str, subject_id: 
         )
     )
     return result.rowcount
+
+
+def _on_postgresql(connection: Connection) -> bool:
+    return connection.dialect.name == "postgresql"

@@ -10,26 +10,21 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 
-import sqlalchemy as sa
-
-from memsync.clock import Clock, SystemClock
-from memsync.runtime.config import JobsSettings
-from memsync.runtime.ingest import IngestService
-from memsync.runtime.jobs.queue import COMPILE, JobQueue
+from memsync.clock import Clock
+from memsync.runtime.compiling.episodes import subjects_due, uncompiled_targets
+from memsync.runtime.jobs.queue import JobQueue
 from memsync.runtime.storage.engine import Store
-from memsync.runtime.storage.schema import EpisodeRow
 
-__all__ = ["EVERY_N_TRIGGER", "EveryNEpisodes", "enqueue_uncompiled", "ingest_service"]
+__all__ = ["COMPILE_JOB", "EVERY_N_TRIGGER", "EveryNEpisodes", "enqueue_uncompiled"]
 
+COMPILE_JOB = "compile"
+"""The job kind that compiles one subject (the job's target)."""
 EVERY_N_TRIGGER = "every_n_episodes"
-
-_episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
-_uncompiled = _episodes.c.compiled_revision < _episodes.c.revision
 
 
 class EveryNEpisodes:
     """After an ingest batch: compile each touched subject with ``n`` or more
-    uncompiled episodes.
+    uncompiled episodes. Attach it as the ingest service's ``on_batch_committed``.
 
     Repeats: a subject that already has a pending compile job coalesces into it, so
     a flood of batches enqueues one job per subject until a worker takes it.
@@ -45,44 +40,18 @@ class EveryNEpisodes:
 
     def due(self, tenant_id: str, subject_ids: Collection[str]) -> list[str]:
         """Of ``subject_ids``, those with at least ``n`` uncompiled episodes."""
-        query = (
-            sa.select(_episodes.c.subject_id)
-            .where(
-                _episodes.c.tenant_id == tenant_id,
-                _episodes.c.subject_id.in_(sorted(subject_ids)),
-                _uncompiled,
-            )
-            .group_by(_episodes.c.subject_id)
-            .having(sa.func.count() >= self._n)
-        )
         with self._store.read() as connection:
-            return list(connection.execute(query).scalars())
+            return subjects_due(connection, tenant_id, subject_ids, self._n)
 
     def __call__(self, tenant_id: str, subject_ids: frozenset[str]) -> None:
         due = self.due(tenant_id, subject_ids)
         if due:
             self._queue.enqueue_many(
-                COMPILE,
+                COMPILE_JOB,
                 [(tenant_id, subject) for subject in due],
                 now=self._clock.now(),
                 trigger=EVERY_N_TRIGGER,
             )
-
-
-def ingest_service(
-    store: Store, settings: JobsSettings, queue: JobQueue, clock: Clock | None = None
-) -> IngestService:
-    """The ingest service with the every-N trigger attached when it is configured.
-
-    The API and the CLI build their ingest through this, so both trigger compiles.
-    """
-    clock = clock or SystemClock()
-    hook = (
-        EveryNEpisodes(store, queue, settings.compile_every_n_episodes, clock)
-        if settings.compile_every_n_episodes > 0
-        else None
-    )
-    return IngestService(store, clock, on_batch_committed=hook)
 
 
 def enqueue_uncompiled(
@@ -98,9 +67,12 @@ def enqueue_uncompiled(
     Returns how many jobs are new. The read and the insert share one transaction, so
     with a ``dedup_key`` a tick is recorded for exactly the subjects it saw.
     """
-    query = sa.select(_episodes.c.tenant_id, _episodes.c.subject_id).where(_uncompiled).distinct()
     with store.write() as connection:
-        targets = [(row.tenant_id, row.subject_id) for row in connection.execute(query)]
         return queue.enqueue_many(
-            COMPILE, targets, now=now, trigger=trigger, dedup_key=dedup_key, connection=connection
+            COMPILE_JOB,
+            uncompiled_targets(connection),
+            now=now,
+            trigger=trigger,
+            dedup_key=dedup_key,
+            connection=connection,
         )

@@ -10,9 +10,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from memsync.runtime.api.deps import MAX_PAGE, CallerDep, ServicesDep
-from memsync.runtime.api.errors import ApiError
-from memsync.runtime.sync import RunRecord, SyncRepository
+from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
+from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.sync import RunRecord
 
 __all__ = ["RunsResponse", "router"]
 
@@ -35,7 +35,7 @@ def list_runs(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> RunsResponse:
     """The caller's tenant's runs, newest first, optionally of one connector."""
-    records = SyncRepository(services.store).list_runs(
+    records = services.runs.list_runs(
         caller.tenant_id, connector=connector, limit=limit + 1, offset=offset
     )
     return RunsResponse(
@@ -47,7 +47,7 @@ def list_runs(
 @router.get("/{run_id}")
 def get_run(run_id: uuid.UUID, services: ServicesDep, caller: CallerDep) -> RunRecord:
     """One run of the caller's tenant; 404 for another tenant's run."""
-    record = SyncRepository(services.store).get_run(caller.tenant_id, run_id)
+    record = services.runs.get_run(caller.tenant_id, run_id)
     if record is None:
         raise ApiError(404, "not_found", f"no run {run_id}")
     return record

@@ -17,10 +17,10 @@ import memsync
 from memsync.compile.bundle import memory_to_dict
 from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
-from memsync.runtime.api import jobs, memories, runs
-from memsync.runtime.api.deps import MAX_PAGE, CallerDep, Services, ServicesDep
-from memsync.runtime.api.errors import ApiError, BodySizeLimit, install_error_handlers
-from memsync.runtime.api.schemas import (
+from memsync.runtime.app.api import jobs, memories, runs
+from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
+from memsync.runtime.app.api.errors import ApiError, BodySizeLimit, install_error_handlers
+from memsync.runtime.app.api.schemas import (
     BatchCreateResponse,
     BatchEpisodesRequest,
     CreateEpisodeRequest,
@@ -32,6 +32,7 @@ from memsync.runtime.api.schemas import (
     SubjectsResponse,
     TimelineResponse,
 )
+from memsync.runtime.app.services import Services
 from memsync.runtime.ingest import IngestOutcome, IngestSummary
 
 __all__ = ["Services", "create_app"]
@@ -194,7 +195,7 @@ def create_app(services: Services) -> FastAPI:
         subject_id: str, services: ServicesDep, caller: CallerDep
     ) -> DeleteSubjectResponse:
         """Delete everything of one subject of the caller's tenant. The only delete."""
-        deletion = services.episodes.delete_subject(caller.tenant_id, subject_id)
+        deletion = services.delete_subject(caller.tenant_id, subject_id)
         return DeleteSubjectResponse(
             subject_id=subject_id,
             episodes_deleted=deletion.episodes_deleted,

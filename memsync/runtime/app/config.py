@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memsync.runtime.compile import CompileRules, CompileSettings
+from memsync.runtime.compiling.settings import CompileRules, CompileSettings
 
 __all__ = [
     "ApiKey",

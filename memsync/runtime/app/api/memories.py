@@ -9,16 +9,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from pydantic import Field
 
-from memsync.clock import utc
-from memsync.compile.bundle import assemble_bundle, memory_to_dict
-from memsync.compile.types import EpisodeView, MemoryKind
+from memsync.compile.bundle import memory_to_dict
+from memsync.compile.types import ConflictStatus, MemoryKind
 from memsync.episode import canonical_json
-from memsync.runtime.api.deps import CallerDep, ServicesDep
-from memsync.runtime.api.errors import ApiError
-from memsync.runtime.api.jobs import enqueue_compile
-from memsync.runtime.api.schemas import RequestBody
-from memsync.runtime.compile import ConflictNotFound
-from memsync.runtime.inspector import conflict_to_dict, inspect_subject
+from memsync.runtime.app.api.deps import CallerDep, ServicesDep
+from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.jobs import enqueue_compile
+from memsync.runtime.app.api.schemas import RequestBody
+from memsync.runtime.compiling import ConflictNotFound
+from memsync.runtime.reading import conflict_to_dict, inspect_subject
 from memsync.runtime.storage.schema import SUBJECT_ID_LENGTH
 
 __all__ = ["router"]
@@ -26,7 +25,6 @@ __all__ = ["router"]
 router = APIRouter()
 
 MAX_BUNDLE_TOKENS = 200_000
-BUNDLE_EPISODES = 20
 
 
 class CompileRequest(RequestBody):
@@ -90,32 +88,8 @@ def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> R
     With ``as_of`` the bundle is assembled as the store stood then and the wall clock
     is never read; equal store state and ``as_of`` give byte-identical bodies.
     """
-    as_of = utc(body.as_of) if body.as_of is not None else services.clock.now()
-    memories = services.memories.memories(caller.tenant_id, body.subject_id, as_of=as_of)
-    conflicts = services.memories.conflicts(caller.tenant_id, body.subject_id, as_of=as_of)
-    episodes = services.episodes.recent(
-        caller.tenant_id, body.subject_id, as_of=as_of, limit=BUNDLE_EPISODES
-    )
-    bundle = assemble_bundle(
-        body.subject_id,
-        body.task,
-        memories,
-        [record.conflict for record in conflicts],
-        [
-            EpisodeView(
-                id=episode.id,
-                subject_id=episode.subject_id,
-                source=episode.source,
-                type=episode.type,
-                payload=episode.payload,
-                occurred_at=episode.occurred_at,
-                revision=episode.revision,
-                content_hash=episode.content_hash,
-            )
-            for episode in episodes
-        ],
-        body.max_tokens,
-        as_of,
+    bundle = services.context.bundle(
+        caller.tenant_id, body.subject_id, body.task, body.max_tokens, body.as_of
     )
     return Response(canonical_json(bundle.to_dict()), media_type="application/json")
 
@@ -125,7 +99,7 @@ def list_conflicts(
     services: ServicesDep,
     caller: CallerDep,
     subject_id: str | None = None,
-    status: Annotated[str | None, Query(pattern="^(open|resolved)$")] = "open",
+    status: ConflictStatus | None = ConflictStatus.OPEN,
 ) -> dict[str, Any]:
     """Conflicts recorded under the ``flag`` policy; open ones by default."""
     records = services.memories.conflicts(caller.tenant_id, subject_id, status=status)

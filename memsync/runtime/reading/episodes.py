@@ -10,26 +10,25 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Row
 
-from memsync.runtime.memories import delete_subject_memories
+from memsync.compile.types import EpisodeView
+from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
-from memsync.runtime.storage.schema import EpisodeRevisionRow, EpisodeRow
 
 __all__ = [
     "EpisodePage",
     "EpisodeRecord",
     "EpisodeRepository",
     "RevisionRecord",
-    "SubjectDeletion",
     "SubjectPage",
     "SubjectSummary",
 ]
 
-_episodes: sa.Table = EpisodeRow.__table__  # type: ignore[assignment]
+_episodes = tables.episodes
+_revisions = tables.episode_revisions
 # Ids per statement: well under SQLite's bound-parameter limit whatever the batch size.
 _LOOKUP_CHUNK = 1000
-_revisions: sa.Table = EpisodeRevisionRow.__table__  # type: ignore[assignment]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +73,19 @@ class EpisodeRecord:
             revised_at=row.revised_at,
         )
 
+    def view(self) -> EpisodeView:
+        """The episode as the compile engine and bundles see it."""
+        return EpisodeView(
+            id=self.id,
+            subject_id=self.subject_id,
+            source=self.source,
+            type=self.type,
+            payload=self.payload,
+            occurred_at=self.occurred_at,
+            revision=self.revision,
+            content_hash=self.content_hash,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class RevisionRecord:
@@ -109,18 +121,11 @@ class SubjectPage:
     total: int
 
 
-@dataclass(frozen=True, slots=True)
-class SubjectDeletion:
-    subject_id: str
-    episodes_deleted: int
-    memories_deleted: int
-
-
 class EpisodeRepository:
-    """Tenant-scoped reads of episodes and subjects, and subject deletion.
+    """Tenant-scoped reads of episodes and subjects.
 
     Every method takes the tenant explicitly and filters by it; there is no way to
-    read, count or delete across tenants through this class.
+    read or count across tenants through this class.
     """
 
     def __init__(self, store: Store) -> None:
@@ -229,29 +234,3 @@ class EpisodeRepository:
             ]
             total_count = connection.execute(total).scalar_one()
         return SubjectPage(subjects, total_count)
-
-    def delete_subject(self, tenant_id: str, subject_id: str) -> SubjectDeletion:
-        """Delete everything of one subject of one tenant, in one transaction: episodes
-        and their revisions, memories with their provenance, supersession records and
-        conflicts. The only way anything is ever deleted."""
-        with self._store.write() as connection:
-            memories = delete_subject_memories(connection, tenant_id, subject_id)
-            episodes = _delete_subject_episodes(connection, tenant_id, subject_id)
-        return SubjectDeletion(subject_id, episodes, memories)
-
-
-def _delete_subject_episodes(connection: Connection, tenant_id: str, subject_id: str) -> int:
-    of_subject = sa.select(_episodes.c.id).where(
-        _episodes.c.tenant_id == tenant_id, _episodes.c.subject_id == subject_id
-    )
-    connection.execute(
-        _revisions.delete().where(
-            _revisions.c.tenant_id == tenant_id, _revisions.c.episode_id.in_(of_subject)
-        )
-    )
-    result = connection.execute(
-        _episodes.delete().where(
-            _episodes.c.tenant_id == tenant_id, _episodes.c.subject_id == subject_id
-        )
-    )
-    return result.rowcount

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from memsync.compile.bundle import memory_to_dict
 from memsync.compile.types import MemoryStatus
-from memsync.runtime.episodes import EpisodeRepository
-from memsync.runtime.memories import ConflictRecord, MemoryRepository
+from memsync.runtime.compiling.memories import ConflictRecord
+from memsync.runtime.reading.episodes import EpisodeRepository
+from memsync.runtime.reading.memories import MemoryRepository
 
-__all__ = ["conflict_to_dict", "inspect_subject", "render_inspection"]
+__all__ = ["conflict_to_dict", "inspect_subject"]
 
 INSPECT_EPISODES = 1000
 
@@ -101,59 +99,3 @@ def inspect_subject(
             for record in memories.conflicts(tenant_id, subject_id, status=None)
         ],
     }
-
-
-def render_inspection(console: Console, report: dict[str, Any]) -> None:
-    """Rich tables for people; ``--json`` gives ``report`` itself for machines."""
-    subject = report["subject_id"]
-    episodes = Table(title=f"{subject}: episodes (newest first)")
-    for column in ("occurred at", "source", "type", "rev", "compiled", "idempotency key"):
-        episodes.add_column(column, overflow="fold")
-    for episode in report["episodes"]:
-        episodes.add_row(
-            episode["occurred_at"],
-            episode["source"],
-            episode["type"],
-            str(episode["revision"]),
-            str(episode["compiled_revision"]),
-            episode["idempotency_key"] or "-",
-        )
-    console.print(episodes)
-    for status, memories in report["memories"].items():
-        table = Table(title=f"{subject}: {status} memories ({len(memories)})")
-        for column in ("kind", "claim", "content", "valid from", "valid to", "rule"):
-            table.add_column(column, overflow="fold")
-        for memory in memories:
-            table.add_row(
-                memory["kind"],
-                memory["metadata"].get("claim_key") or "-",
-                memory["content"],
-                memory["valid_from"],
-                memory["valid_to"] or "-",
-                memory["status_rule"] or "-",
-            )
-        console.print(table)
-    records = Table(title=f"{subject}: supersession records")
-    columns = ("decided at", "rule", "claim key", "score", "threshold", "winner", "loser")
-    for column in (*columns, "episodes (winner/loser)"):
-        records.add_column(column, overflow="fold")
-    for record in report["supersessions"]:
-        records.add_row(
-            record["decided_at"],
-            record["rule"],
-            record["claim_key"] or "-",
-            "-" if record["score"] is None else f"{record['score']:.3f}",
-            "-" if record["threshold"] is None else f"{record['threshold']:.2f}",
-            record["winner_memory_id"] or "-",
-            record["loser_memory_id"] or "-",
-            f"{record['winner_episode_count']}/{record['loser_episode_count']}",
-        )
-    console.print(records)
-    conflicts = Table(title=f"{subject}: conflicts")
-    for column in ("id", "status", "rule", "contents"):
-        conflicts.add_column(column, overflow="fold")
-    for conflict in report["conflicts"]:
-        conflicts.add_row(
-            conflict["id"], conflict["status"], conflict["rule"], " | ".join(conflict["contents"])
-        )
-    console.print(conflicts)

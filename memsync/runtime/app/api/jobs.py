@@ -8,15 +8,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from memsync.compile.bundle import memory_to_dict
-from memsync.runtime.api.deps import CallerDep, Services, ServicesDep
-from memsync.runtime.api.errors import ApiError
-from memsync.runtime.jobs import COMPILE, Job, JobStatus
+from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
+from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.services import Services
+from memsync.runtime.compiling import COMPILE_JOB
+from memsync.runtime.jobs import Job, JobStatus
 
 __all__ = ["enqueue_compile", "router"]
 
 router = APIRouter()
-
-MAX_PAGE = 200
 
 
 def _find(services: Services, tenant_id: str, job_id: str, kind: str | None = None) -> Job:
@@ -24,7 +24,7 @@ def _find(services: Services, tenant_id: str, job_id: str, kind: str | None = No
         parsed = uuid.UUID(job_id)
     except ValueError:
         parsed = None
-    job = services.jobs.get(tenant_id, parsed) if parsed is not None else None
+    job = services.queue.get(tenant_id, parsed) if parsed is not None else None
     if job is None or (kind is not None and job.kind != kind):
         raise ApiError(404, "not_found", f"no job {job_id}")
     return job
@@ -48,14 +48,14 @@ def compile_status(services: Services, job: Job) -> dict[str, Any]:
 
 def enqueue_compile(services: Services, tenant_id: str, subject_id: str) -> dict[str, Any]:
     """Enqueue a compile of ``subject_id``; a pending one is reused (coalesced)."""
-    job, _ = services.jobs.enqueue(tenant_id, COMPILE, subject_id, now=services.clock.now())
+    job, _ = services.queue.enqueue(tenant_id, COMPILE_JOB, subject_id, now=services.clock.now())
     return compile_status(services, job)
 
 
 @router.get("/v1/memories/compile/{job_id}")
 def get_compile_job(job_id: str, services: ServicesDep, caller: CallerDep) -> dict[str, Any]:
     """The status of an async compile: pending, running, completed or failed."""
-    return compile_status(services, _find(services, caller.tenant_id, job_id, COMPILE))
+    return compile_status(services, _find(services, caller.tenant_id, job_id, COMPILE_JOB))
 
 
 @router.get("/v1/jobs")
@@ -68,7 +68,7 @@ def list_jobs(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
     """The tenant's jobs of every kind, newest first; filter by status and kind."""
-    jobs = services.jobs.list(
+    jobs = services.queue.list(
         caller.tenant_id, statuses=status, kind=kind, limit=limit, offset=offset
     )
     return {"jobs": [job.to_dict() for job in jobs]}

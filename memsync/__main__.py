@@ -1,0 +1,7 @@
+"""``python -m memsync``: the same as the ``memsync`` command."""
+
+from __future__ import annotations
+
+from memsync.runtime.app.cli import main
+
+main()

@@ -1,0 +1,32 @@
+"""What request handlers depend on: the process's services and the authenticated caller."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from memsync.runtime.app.api.auth import Caller
+from memsync.runtime.app.services import Services
+
+__all__ = ["MAX_PAGE", "CallerDep", "ServicesDep"]
+
+MAX_PAGE = 200
+"""The largest page any list endpoint returns."""
+
+
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+def _caller(
+    request: Request,
+    x_api_key: Annotated[str | None, Header()] = None,
+    x_tenant_id: Annotated[str | None, Header()] = None,
+) -> Caller:
+    return _services(request).authenticator.authenticate(x_api_key, x_tenant_id)
+
+
+ServicesDep = Annotated[Services, Depends(_services)]
+CallerDep = Annotated[Caller, Depends(_caller)]

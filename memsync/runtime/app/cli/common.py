@@ -1,0 +1,127 @@
+"""What every command shares: the ``memsync`` app, the consoles, exit codes, and the
+one way a command gets its configuration and services.
+
+Exit codes: 0 success, 1 failure, 2 bad usage or configuration (the message names the
+file and the field), 3 partial success.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from memsync.runtime.app.config import ConfigError, Settings, load_settings
+from memsync.runtime.app.services import Services, UnknownConnector
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_PARTIAL",
+    "EXIT_USAGE",
+    "TenantOption",
+    "app",
+    "console",
+    "errors",
+    "open_services",
+    "parse_id",
+    "parse_moment",
+    "settings",
+    "usage_error",
+]
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_PARTIAL = 3
+
+app = typer.Typer(
+    help="memsync: scheduled connector sync for agent memory.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(soft_wrap=True)
+errors = Console(stderr=True, soft_wrap=True, highlight=False)
+
+TenantOption = Annotated[str, typer.Option(help="tenant")]
+
+
+class _Options:
+    config_path: Path | None = None
+
+
+_options = _Options()
+
+
+@app.callback()
+def _global_options(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="YAML configuration file (default: $MEMSYNC_CONFIG, else built-in defaults).",
+            dir_okay=False,
+        ),
+    ] = None,
+) -> None:
+    _options.config_path = config
+
+
+def usage_error(message: str) -> typer.Exit:
+    """Print ``message`` and return the exit (code 2) for the caller to raise."""
+    errors.print(message, markup=False)
+    return typer.Exit(EXIT_USAGE)
+
+
+def settings() -> Settings:
+    """The configuration; exit 2 with the file and field of every problem."""
+    try:
+        return load_settings(_options.config_path)
+    except ConfigError as error:
+        raise usage_error(f"configuration error\n{error}") from None
+
+
+@contextmanager
+def open_services(loaded: Settings | None = None) -> Iterator[Services]:
+    """The process's services over the configured (and migrated) store, closed after.
+
+    A configuration problem found on the way (the connectors section, an unknown
+    connector name) exits 2 naming the file and the field.
+    """
+    services = Services.open(loaded or settings())
+    try:
+        yield services
+    except ConfigError as error:
+        raise usage_error(f"configuration error\n{error}") from None
+    except UnknownConnector as error:
+        raise usage_error(str(error)) from None
+    finally:
+        services.close()
+
+
+def parse_id(value: str, what: str) -> uuid.UUID:
+    """A UUID given on the command line; exit 2 saying what was expected."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise usage_error(f"{value!r} is not a {what} id (a UUID)") from None
+
+
+def parse_moment(text: str, option: str) -> datetime:
+    """A date (midnight UTC) or an ISO 8601 datetime (naive: UTC); exit 2 otherwise."""
+    value = text.strip()
+    try:
+        if len(value) == 10:
+            return datetime.combine(date.fromisoformat(value), time(0), tzinfo=UTC)
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise usage_error(
+            f"{option} '{text}' is not a date (e.g. 2026-01-31 or 2026-01-31T12:00:00Z)"
+        ) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

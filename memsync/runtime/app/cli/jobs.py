@@ -1,0 +1,100 @@
+"""``memsync jobs list | show | wait``: what is queued, running and failed."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from memsync.runtime.app.cli.common import (
+    EXIT_FAILED,
+    TenantOption,
+    app,
+    console,
+    errors,
+    open_services,
+    parse_id,
+)
+from memsync.runtime.jobs import JobStatus
+
+__all__ = ["jobs_app"]
+
+jobs_app = typer.Typer(help="Background jobs: what is queued, running and failed.")
+jobs_app.info.no_args_is_help = True
+app.add_typer(jobs_app, name="jobs")
+
+JobId = Annotated[str, typer.Argument(help="job id")]
+
+
+@jobs_app.command("list")
+def jobs_list(
+    status: Annotated[list[JobStatus] | None, typer.Option(help="only these")] = None,
+    kind: Annotated[str | None, typer.Option(help="only this kind, e.g. compile")] = None,
+    tenant: TenantOption = "default",
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Jobs, newest first: kind, target, status, attempts, error."""
+    with open_services() as services:
+        found = services.queue.list(tenant, statuses=status, kind=kind, limit=limit)
+    if as_json:
+        typer.echo(json.dumps([job.to_dict() for job in found], indent=2))
+        return
+    table = Table(title=f"jobs (tenant {tenant!r})")
+    for column in ("id", "kind", "target", "status", "attempts", "trigger", "queued", "error"):
+        table.add_column(column, overflow="fold")
+    for job in found:
+        table.add_row(
+            str(job.id),
+            job.kind,
+            job.target,
+            job.status.value,
+            f"{job.attempts}/{job.max_attempts}",
+            job.trigger,
+            job.queued_at.isoformat(timespec="seconds"),
+            job.error or "",
+        )
+    console.print(table)
+
+
+@jobs_app.command("show")
+def jobs_show(job_id: JobId, tenant: TenantOption = "default") -> None:
+    """One job as JSON: attempts, lease, times, result and error."""
+    wanted = parse_id(job_id, "job")
+    with open_services() as services:
+        job = services.queue.get(tenant, wanted)
+    if job is None:
+        errors.print(f"no job {job_id} in tenant {tenant!r}")
+        raise typer.Exit(EXIT_FAILED)
+    typer.echo(json.dumps(job.to_dict(), indent=2))
+
+
+@jobs_app.command("wait")
+def jobs_wait(
+    job_id: JobId,
+    tenant: TenantOption = "default",
+    timeout: Annotated[float, typer.Option(help="seconds to wait at most")] = 300.0,
+    poll: Annotated[float, typer.Option(help="seconds between looks")] = 0.5,
+) -> None:
+    """Wait until a job completes (exit 0) or fails (exit 1); exit 1 on timeout."""
+    wanted = parse_id(job_id, "job")
+    deadline = time.monotonic() + timeout
+    waiting = threading.Event()
+    with open_services() as services:
+        while True:
+            job = services.queue.get(tenant, wanted)
+            if job is None:
+                errors.print(f"no job {job_id} in tenant {tenant!r}")
+                raise typer.Exit(EXIT_FAILED)
+            if job.finished or time.monotonic() >= deadline:
+                break
+            waiting.wait(poll)
+    typer.echo(json.dumps(job.to_dict(), indent=2))
+    if job.status is not JobStatus.COMPLETED:
+        if not job.finished:
+            errors.print(f"job {job_id} is still {job.status.value} after {timeout}s")
+        raise typer.Exit(EXIT_FAILED)

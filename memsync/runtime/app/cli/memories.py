@@ -1,0 +1,186 @@
+"""``memsync compile``, ``inspect`` and ``conflicts``: deriving memories and auditing them."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memsync.runtime.app.cli.common import (
+    EXIT_FAILED,
+    TenantOption,
+    app,
+    console,
+    errors,
+    open_services,
+    parse_id,
+    usage_error,
+)
+from memsync.runtime.compiling import COMPILE_JOB, ConflictNotFound, result_summary
+from memsync.runtime.reading import conflict_to_dict, inspect_subject
+
+__all__ = ["conflicts_app"]
+
+conflicts_app = typer.Typer(help="Conflicts flagged between memories.", no_args_is_help=True)
+app.add_typer(conflicts_app, name="conflicts")
+
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+
+@app.command("compile")
+def compile_command(
+    subject: Annotated[str | None, typer.Argument(help="subject to compile")] = None,
+    all_subjects: Annotated[
+        bool, typer.Option("--all", help="every subject with uncompiled episodes")
+    ] = False,
+    tenant: TenantOption = "default",
+    as_json: JsonOption = False,
+    async_: Annotated[
+        bool, typer.Option("--async", help="enqueue a compile job; print its id")
+    ] = False,
+) -> None:
+    """Compile episodes into memories now (or enqueue it). A second run creates nothing."""
+    if (subject is None) == (not all_subjects):
+        raise usage_error("name one SUBJECT or pass --all")
+    with open_services() as services:
+        compiler = services.compiler
+        subjects = compiler.subjects_with_uncompiled(tenant) if all_subjects else [subject or ""]
+        if async_:
+            for name in subjects:
+                job, _ = services.queue.enqueue(tenant, COMPILE_JOB, name, now=services.clock.now())
+                typer.echo(str(job.id))
+            return
+        results = [result_summary(compiler.compile(tenant, name)) for name in subjects]
+    if as_json:
+        typer.echo(json.dumps(results, indent=2))
+        return
+    table = Table(title=f"compile (tenant {tenant!r})")
+    for column in ("subject", "episodes", "created", "superseded", "conflicts"):
+        table.add_column(column)
+    for result in results:
+        table.add_row(
+            result["subject_id"],
+            str(result["episodes_compiled"]),
+            str(result["memories_created"]),
+            str(result["memories_superseded"]),
+            str(result["conflicts_opened"]),
+        )
+    console.print(table)
+
+
+@app.command()
+def inspect(
+    subject: Annotated[str, typer.Argument(help="subject to inspect")],
+    tenant: TenantOption = "default",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON for machines")] = False,
+) -> None:
+    """Everything about a subject: episodes, memories by status, supersessions, conflicts."""
+    with open_services() as services:
+        report = inspect_subject(services.episodes, services.memories, tenant, subject)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+        return
+    render_inspection(console, report)
+
+
+@conflicts_app.command("list")
+def conflicts_list(
+    subject: Annotated[str | None, typer.Option(help="only this subject")] = None,
+    tenant: TenantOption = "default",
+    as_json: JsonOption = False,
+) -> None:
+    """Open conflicts: memories the bundle abstains on until a person decides."""
+    with open_services() as services:
+        records = [conflict_to_dict(r) for r in services.memories.conflicts(tenant, subject)]
+    if as_json:
+        typer.echo(json.dumps(records, indent=2))
+        return
+    table = Table(title="open conflicts")
+    for column in ("id", "subject", "claim / rule", "score", "memory ids", "contents"):
+        table.add_column(column, overflow="fold")
+    for record in records:
+        table.add_row(
+            record["id"],
+            record["subject_id"],
+            f"{record['claim_key'] or '-'} / {record['rule']}",
+            f"{record['score']} >= {record['threshold']}" if record["score"] is not None else "-",
+            "\n".join(record["memory_ids"]),
+            "\n".join(record["contents"]),
+        )
+    console.print(table)
+
+
+@conflicts_app.command("resolve")
+def conflicts_resolve(
+    conflict_id: Annotated[str, typer.Argument(help="conflict id")],
+    keep: Annotated[str, typer.Option(help="id of the memory to keep active")],
+    tenant: TenantOption = "default",
+) -> None:
+    """Keep one memory of a conflict; the other is superseded with rule 'manual'."""
+    conflict, kept = parse_id(conflict_id, "conflict"), parse_id(keep, "memory")
+    with open_services() as services:
+        try:
+            resolution = services.compiler.resolve_conflict(tenant, conflict, kept)
+        except (ConflictNotFound, ValueError) as error:
+            errors.print(str(error))
+            raise typer.Exit(EXIT_FAILED) from None
+    console.print(f"kept {resolution.kept_memory_id}; superseded {resolution.superseded_memory_id}")
+
+
+def render_inspection(console: Console, report: dict[str, Any]) -> None:
+    """Rich tables for people; ``--json`` gives ``report`` itself for machines."""
+    subject = report["subject_id"]
+    episodes = Table(title=f"{subject}: episodes (newest first)")
+    for column in ("occurred at", "source", "type", "rev", "compiled", "idempotency key"):
+        episodes.add_column(column, overflow="fold")
+    for episode in report["episodes"]:
+        episodes.add_row(
+            episode["occurred_at"],
+            episode["source"],
+            episode["type"],
+            str(episode["revision"]),
+            str(episode["compiled_revision"]),
+            episode["idempotency_key"] or "-",
+        )
+    console.print(episodes)
+    for status, memories in report["memories"].items():
+        table = Table(title=f"{subject}: {status} memories ({len(memories)})")
+        for column in ("kind", "claim", "content", "valid from", "valid to", "rule"):
+            table.add_column(column, overflow="fold")
+        for memory in memories:
+            table.add_row(
+                memory["kind"],
+                memory["metadata"].get("claim_key") or "-",
+                memory["content"],
+                memory["valid_from"],
+                memory["valid_to"] or "-",
+                memory["status_rule"] or "-",
+            )
+        console.print(table)
+    records = Table(title=f"{subject}: supersession records")
+    columns = ("decided at", "rule", "claim key", "score", "threshold", "winner", "loser")
+    for column in (*columns, "episodes (winner/loser)"):
+        records.add_column(column, overflow="fold")
+    for record in report["supersessions"]:
+        records.add_row(
+            record["decided_at"],
+            record["rule"],
+            record["claim_key"] or "-",
+            "-" if record["score"] is None else f"{record['score']:.3f}",
+            "-" if record["threshold"] is None else f"{record['threshold']:.2f}",
+            record["winner_memory_id"] or "-",
+            record["loser_memory_id"] or "-",
+            f"{record['winner_episode_count']}/{record['loser_episode_count']}",
+        )
+    console.print(records)
+    conflicts = Table(title=f"{subject}: conflicts")
+    for column in ("id", "status", "rule", "contents"):
+        conflicts.add_column(column, overflow="fold")
+    for conflict in report["conflicts"]:
+        conflicts.add_row(
+            conflict["id"], conflict["status"], conflict["rule"], " | ".join(conflict["contents"])
+        )
+    console.print(conflicts)

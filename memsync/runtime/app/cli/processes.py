@@ -1,0 +1,130 @@
+"""Long-running commands: ``serve`` (the HTTP API), ``worker``, ``scheduler`` and ``run``
+(all three in one process).
+
+They stop on SIGTERM or SIGINT: they stop claiming, finish the job in hand and exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from memsync.runtime.app.cli.common import EXIT_USAGE, app, errors, open_services, settings
+from memsync.runtime.app.config import Settings
+from memsync.runtime.jobs import run_workers
+
+__all__ = ["run", "scheduler", "serve", "worker"]
+
+HostOption = Annotated[str | None, typer.Option(help="interface (default: api.host)")]
+PortOption = Annotated[int | None, typer.Option(help="port (default: api.port, 8100)")]
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT (the main thread's handlers)."""
+    stop = threading.Event()
+
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        errors.print(f"{signal.Signals(signum).name}: finishing the job in hand, then exiting")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    return stop
+
+
+def _logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
+    )
+
+
+def _serving_settings(host: str | None, port: int | None) -> Settings:
+    """Settings with --host/--port applied; refuses a public interface without keys."""
+    loaded = settings()
+    api = loaded.api.model_copy(
+        update={key: value for key, value in {"host": host, "port": port}.items() if value}
+    )
+    loaded = loaded.model_copy(update={"api": api})
+    if not api.auth_enabled:
+        if not api.binds_loopback_only():
+            errors.print(
+                f"refusing to serve on {api.host}: no API keys are configured, so memsync "
+                "only listens on loopback. Add api.keys (see `memsync keys new`) or use "
+                "--host 127.0.0.1."
+            )
+            raise typer.Exit(EXIT_USAGE)
+        errors.print(
+            f"no API keys configured: accepting unauthenticated requests on {api.host} only"
+        )
+    return loaded
+
+
+@app.command()
+def serve(host: HostOption = None, port: PortOption = None) -> None:
+    """Serve the HTTP API (Statewave v1 compatible) until SIGTERM/SIGINT, then exit 0."""
+    from memsync.runtime.app.api.app import create_app
+    from memsync.runtime.app.api.server import serve_until_stopped
+
+    loaded = _serving_settings(host, port)
+    with open_services(loaded) as services:
+        serve_until_stopped(create_app(services), loaded.api.host, loaded.api.port)
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[int, typer.Option(min=1, help="jobs run at once")] = 1,
+) -> None:
+    """Claim and run jobs until SIGTERM/SIGINT (then finish the job in hand)."""
+    _logging()
+    with open_services() as services:
+        services.connectors  # noqa: B018 - exit 2 on a bad connectors section, before work
+        stop = _stop_on_signals()
+        # Said once the signal handlers are in place: from here SIGTERM means "finish
+        # the job in hand, then exit 0" (supervisors and tests wait for this line).
+        errors.print(f"worker ready: {concurrency} job(s) at once; SIGTERM stops it")
+        run_workers(services.worker, concurrency, stop)
+
+
+@app.command()
+def scheduler() -> None:
+    """Fire the configured schedules (they only enqueue jobs) until SIGTERM/SIGINT."""
+    _logging()
+    with open_services() as services:
+        stop = _stop_on_signals()
+        running = services.scheduler()
+        running.start()
+        stop.wait()
+        running.shutdown()
+
+
+@app.command()
+def run(host: HostOption = None, port: PortOption = None) -> None:
+    """One machine, all in one: the HTTP API, the scheduler and one worker thread.
+
+    SIGTERM/SIGINT: the API shuts down gracefully, the worker finishes the job in hand,
+    the scheduler stops; exit 0.
+    """
+    from memsync.runtime.app.api.app import create_app
+    from memsync.runtime.app.api.server import serve_until_stopped
+
+    _logging()
+    loaded = _serving_settings(host, port)
+    with open_services(loaded) as services:
+        stop = threading.Event()
+        running = services.scheduler()
+        running.start()
+        worker_thread = threading.Thread(target=services.worker(0).run, args=(stop,), name="worker")
+        worker_thread.start()
+        try:
+            # The server owns SIGTERM/SIGINT here; when it returns, the rest stops too.
+            serve_until_stopped(create_app(services), loaded.api.host, loaded.api.port)
+        finally:
+            stop.set()
+            worker_thread.join()
+            running.shutdown()

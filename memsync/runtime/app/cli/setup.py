@@ -1,0 +1,55 @@
+"""``memsync db``, ``keys`` and ``config``: the schema, API keys, the configuration."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Annotated
+
+import typer
+
+from memsync.runtime.app.cli.common import app, console, errors, open_services, settings
+from memsync.runtime.app.config import hash_api_key, redacted_dump
+from memsync.runtime.storage import current_revision, head_revision
+
+__all__ = ["config_app", "db_app", "keys_app"]
+
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
+config_app = typer.Typer(help="Configuration.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(keys_app, name="keys")
+app.add_typer(config_app, name="config")
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Create or migrate the schema to the newest version. Safe to repeat."""
+    with open_services() as services:
+        revision = current_revision(services.store)
+    console.print(f"schema at revision {revision} (head {head_revision()})")
+
+
+@keys_app.command("new")
+def keys_new(
+    name: Annotated[str, typer.Option(help="a name for the key, e.g. the team using it")],
+    tenant: Annotated[list[str], typer.Option(help="tenant(s) the key may act for")] = [  # noqa: B006
+        "default"
+    ],
+) -> None:
+    """Make a new API key: prints the key once and the config entry holding its hash."""
+    key = "ms_" + secrets.token_urlsafe(32)
+    digest = hash_api_key(key).removeprefix("sha256:")
+    errors.print("API key (shown once, store it in a secret manager):")
+    typer.echo(key)
+    errors.print("Add to your configuration under api.keys:")
+    errors.print(
+        f"  - name: {name}\n    sha256: {digest}\n    tenants: {json.dumps(tenant)}",
+        highlight=False,
+    )
+
+
+@config_app.command("show")
+def config_show() -> None:
+    """Print the effective configuration with every secret redacted."""
+    console.print_json(json.dumps(redacted_dump(settings())))

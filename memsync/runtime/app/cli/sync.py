@@ -1,0 +1,245 @@
+"""``memsync sync``, ``backfill``, ``runs`` and ``connectors``: the sync runner's commands.
+
+Exit codes of ``sync`` and ``backfill``: 0 succeeded, 3 partial, 1 failed or another run
+of the connector is running, 2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from memsync.connectors import load_registry, parse_duration
+from memsync.connectors.config import ConnectorConfig
+from memsync.runtime.app.cli.common import (
+    EXIT_FAILED,
+    EXIT_PARTIAL,
+    TenantOption,
+    app,
+    console,
+    errors,
+    open_services,
+    parse_id,
+    parse_moment,
+    usage_error,
+)
+from memsync.runtime.app.handlers import SYNC_JOB
+from memsync.runtime.app.services import Services
+from memsync.runtime.sync import RunInProgress, RunLost, RunRecord, RunStatus
+from memsync.runtime.sync.records import COUNTERS
+
+__all__ = ["EXIT_FOR_STATUS", "connectors_app", "print_run", "runs_app"]
+
+EXIT_FOR_STATUS = {
+    RunStatus.SUCCEEDED: 0,
+    RunStatus.PARTIAL: EXIT_PARTIAL,
+    RunStatus.FAILED: EXIT_FAILED,
+    RunStatus.RUNNING: EXIT_FAILED,
+}
+
+runs_app = typer.Typer(help="Sync run records.", no_args_is_help=True)
+connectors_app = typer.Typer(help="Connector types.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+app.add_typer(connectors_app, name="connectors")
+
+JsonRunOption = Annotated[bool, typer.Option("--json", help="print the run record as JSON")]
+ConnectorName = Annotated[str, typer.Argument(help="connector name from the configuration")]
+
+
+def print_run(record: RunRecord, *, as_json: bool = False, out: Console = console) -> None:
+    """Print one run record: JSON, or a summary line a person reads."""
+    if as_json:
+        out.print_json(json.dumps(record.to_json()))
+        return
+    window_start = record.window_start.isoformat() if record.window_start else "the beginning"
+    out.print(
+        f"{record.kind.value} run {record.id} of {record.connector} ({record.connector_type}, "
+        f"tenant {record.tenant_id}): {record.status.value}; fetched {record.fetched}, "
+        f"created {record.created}, duplicates {record.duplicates}, revised {record.revised}, "
+        f"skipped {record.skipped}, errors {record.errors}; window {window_start} .. "
+        f"{record.window_end.isoformat()}; {record.duration_seconds or 0:.2f}s",
+        markup=False,
+        highlight=False,
+    )
+    if record.error:
+        out.print(f"  error: {record.error}", markup=False, highlight=False)
+    for reason in record.skipped_reasons:
+        out.print(f"  skipped: {reason}", markup=False, highlight=False)
+
+
+def _log_unless_interactive() -> bool:
+    """Structured ``key=value`` log lines on stderr unless a person is watching;
+    returns whether one is (then progress is drawn instead)."""
+    interactive = errors.is_terminal
+    if not interactive:
+        logging.basicConfig(
+            stream=sys.stderr,
+            level=logging.INFO,
+            format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
+        )
+    return interactive
+
+
+def _run_to_exit(
+    name: str, as_json: bool, run: Callable[[Services, ConnectorConfig], RunRecord]
+) -> NoReturn:
+    """Run ``run`` on the configured connector ``name``, print the record, exit by status."""
+    with open_services() as services:
+        config = services.connector(name)
+        try:
+            record = run(services, config)
+        except (RunInProgress, RunLost) as error:
+            errors.print(str(error), markup=False)
+            raise typer.Exit(EXIT_FAILED) from None
+    print_run(record, as_json=as_json)
+    raise typer.Exit(EXIT_FOR_STATUS[record.status])
+
+
+@app.command("sync")
+def sync_command(
+    name: ConnectorName,
+    as_json: JsonRunOption = False,
+    async_: Annotated[
+        bool, typer.Option("--async", help="enqueue a sync job for a worker; print its id")
+    ] = False,
+) -> None:
+    """Run one incremental sync of a connector now and print its run record.
+
+    Exit 0 succeeded, 3 partial, 1 failed (or the connector is already running: a second
+    run fails fast instead of waiting), 2 bad configuration. With ``--async``: enqueue it
+    as a job (joining one already pending) and print its id.
+    """
+    if async_:
+        with open_services() as services:
+            config = services.connector(name)
+            job, _ = services.queue.enqueue(config.tenant, SYNC_JOB, name, now=services.clock.now())
+        typer.echo(str(job.id))
+        return
+    _log_unless_interactive()
+    _run_to_exit(name, as_json, lambda services, config: services.run_sync(config))
+
+
+@app.command("backfill")
+def backfill_command(
+    name: ConnectorName,
+    since: Annotated[str, typer.Option(help="start date, e.g. 2026-01-01")],
+    until: Annotated[str | None, typer.Option(help="end (default: now)")] = None,
+    slice_: Annotated[str, typer.Option("--slice", help="slice length, e.g. 1d, 6h")] = "1d",
+    as_json: JsonRunOption = False,
+) -> None:
+    """Re-read a range in checkpointed slices; re-running the same command resumes.
+
+    The incremental cursor is never moved. Exit codes as for ``sync``.
+    """
+    try:
+        slice_length = parse_duration(slice_, field="--slice")
+    except ValueError as error:
+        raise usage_error(str(error)) from None
+    if slice_length <= timedelta(0):
+        raise usage_error("--slice must be a positive duration (e.g. 1d)")
+    start = parse_moment(since, "--since")
+    end = None if until is None else parse_moment(until, "--until")
+    interactive = _log_unless_interactive()
+
+    def backfill(services: Services, config: ConnectorConfig) -> RunRecord:
+        try:
+            if not interactive:
+                return services.run_backfill(
+                    config, since=start, until=end, slice_length=slice_length
+                )
+            with Progress(console=errors, transient=True) as progress:
+                task = progress.add_task(f"backfill {name}", total=None)
+                return services.run_backfill(
+                    config,
+                    since=start,
+                    until=end,
+                    slice_length=slice_length,
+                    on_slice=lambda done, total: progress.update(task, completed=done, total=total),
+                )
+        except ValueError as error:
+            raise usage_error(str(error)) from None
+
+    _run_to_exit(name, as_json, backfill)
+
+
+@runs_app.command("list")
+def runs_list(
+    connector: Annotated[str | None, typer.Option(help="only this connector")] = None,
+    tenant: TenantOption = "default",
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Recent runs, newest first."""
+    with open_services() as services:
+        records = services.runs.list_runs(tenant, connector=connector, limit=limit)
+    if as_json:
+        console.print_json(json.dumps([record.to_json() for record in records]))
+        return
+    table = Table(title=f"sync runs of tenant {tenant!r}")
+    for column in ("id", "connector", "kind", "status", "started", *COUNTERS):
+        table.add_column(column)
+    for record in records:
+        table.add_row(
+            str(record.id),
+            record.connector,
+            record.kind.value,
+            record.status.value,
+            record.started_at.isoformat(timespec="seconds"),
+            *(str(count) for count in record.counts().values()),
+        )
+    console.print(table)
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="run id (from `memsync runs list`)")],
+    tenant: TenantOption = "default",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """One run record."""
+    parsed = parse_id(run_id, "run")
+    with open_services() as services:
+        record = services.runs.get_run(tenant, parsed)
+    if record is None:
+        errors.print(f"no run {run_id} for tenant '{tenant}'", markup=False)
+        raise typer.Exit(EXIT_FAILED)
+    print_run(record, as_json=as_json)
+
+
+@connectors_app.command("list")
+def connectors_list(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Every installed connector type: key policy, example key and rationale."""
+    infos = list(load_registry())
+    if as_json:
+        console.print_json(
+            json.dumps(
+                [
+                    {
+                        "type": info.type,
+                        "key_policy": info.key_policy.value,
+                        "example_key": info.example_key,
+                        "key_rationale": info.key_rationale,
+                        "origin": info.origin,
+                    }
+                    for info in infos
+                ]
+            )
+        )
+        return
+    table = Table(title="connector types", show_lines=True)
+    for column in ("type", "key policy", "example key", "rationale"):
+        table.add_column(column, overflow="fold")
+    for info in infos:
+        table.add_row(info.type, info.key_policy.value, info.example_key, info.key_rationale)
+    console.print(table)

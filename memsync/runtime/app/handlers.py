@@ -1,0 +1,80 @@
+"""The job kinds this application runs, and their handlers.
+
+The job queue is generic (:mod:`memsync.runtime.jobs`); the composition root
+registers these handlers on its workers, and the matching tick actions on its
+schedule firer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from memsync.connectors.config import ConnectorConfig
+from memsync.runtime.compiling import CompileService, result_summary
+from memsync.runtime.jobs import Job, JobHandler, PermanentJobError
+from memsync.runtime.sync import RunRecord, RunStatus
+from memsync.runtime.sync.records import COUNTERS
+
+__all__ = ["SYNC_JOB", "SyncRunFailed", "compile_handler", "sync_handler"]
+
+SYNC_JOB = "sync"
+"""The job kind that runs one incremental sync of a connector (the target is its name)."""
+
+SyncOne = Callable[[ConnectorConfig], RunRecord]
+"""Runs one incremental sync of a configured connector and returns its run record."""
+
+
+def compile_handler(compiler: CompileService) -> JobHandler:
+    """Compile jobs: the single compile path, with the job id on every record it makes.
+
+    Compile is idempotent, so a job reclaimed after its worker died compiles what is
+    left and creates no memory twice.
+    """
+
+    def handle(job: Job) -> Mapping[str, Any]:
+        result = compiler.compile(job.tenant_id, job.target, job_id=str(job.id))
+        return {
+            **result_summary(result),
+            "memory_ids": [str(memory.id) for memory in result.memories],
+        }
+
+    return handle
+
+
+class SyncRunFailed(Exception):
+    """The sync run a job started ended ``failed`` (its record says why); the job is
+    retried with backoff, as a source that is down for a while usually comes back."""
+
+
+def sync_handler(
+    connectors: Mapping[tuple[str, str], ConnectorConfig], sync_one: SyncOne
+) -> JobHandler:
+    """Sync jobs: one incremental sync of the connector the job names, in its tenant.
+
+    ``connectors`` maps (tenant, name) to the configured connectors. The result is the
+    run's id, status and counters. A ``partial`` run completes the job (what was read is
+    stored; the run record lists the errors); a ``failed`` run, or another run of the
+    connector still going, fails the attempt, to be retried. A connector no longer in
+    the configuration fails the job for good. Re-running is safe: the window overlaps
+    the last one on purpose and ingest recognises repeats.
+    """
+
+    def handle(job: Job) -> Mapping[str, Any]:
+        config = connectors.get((job.tenant_id, job.target))
+        if config is None:
+            raise PermanentJobError(
+                f"no connector named {job.target!r} for tenant {job.tenant_id!r} "
+                "in this worker's configuration"
+            )
+        record = sync_one(config)
+        if record.status is RunStatus.FAILED:
+            raise SyncRunFailed(f"sync run {record.id} failed: {record.error}")
+        return {
+            "run_id": str(record.id),
+            "run_status": record.status.value,
+            **{counter: getattr(record, counter) for counter in COUNTERS},
+            "error": record.error,
+        }
+
+    return handle

@@ -1,0 +1,299 @@
+"""The composition root: every service of a memsync process, built from the configuration.
+
+The HTTP API, each CLI command, the worker, the scheduler and ``memsync run`` all get
+their services from :class:`Services`; nothing else in the package constructs them.
+Read top-down it is the data flow: the store, sync, ingest, compiling, reading, and the
+jobs that tie them together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+from memsync.clock import Clock, SystemClock
+from memsync.connectors import ConnectorConfigError, ConnectorRegistry, load_registry
+from memsync.connectors.base import Connector
+from memsync.connectors.config import ConnectorConfig
+from memsync.runtime.app.api.auth import Authenticator
+from memsync.runtime.app.config import ConfigError, JobsSettings, Settings
+from memsync.runtime.app.handlers import SYNC_JOB, compile_handler, sync_handler
+from memsync.runtime.compiling import (
+    COMPILE_JOB,
+    CompileRules,
+    CompileService,
+    EveryNEpisodes,
+    enqueue_uncompiled,
+)
+from memsync.runtime.compiling.memories import delete_subject_memories
+from memsync.runtime.ingest import IngestService
+from memsync.runtime.ingest.statements import delete_subject_episodes
+from memsync.runtime.jobs import (
+    JobQueue,
+    RetryPolicy,
+    Schedule,
+    ScheduleFirer,
+    Scheduler,
+    TickAction,
+    Worker,
+    enqueue_target,
+    worker_name,
+)
+from memsync.runtime.reading import ContextReader, EpisodeRepository, MemoryRepository
+from memsync.runtime.storage import Store, upgrade
+from memsync.runtime.sync import RunRecord, SyncRepository, SyncRunner
+from memsync.runtime.sync.runner import SliceProgress
+
+__all__ = [
+    "NIGHTLY_COMPILE",
+    "Services",
+    "SubjectDeletion",
+    "UnknownConnector",
+    "schedules_from_settings",
+    "sync_schedule_id",
+]
+
+AnyConnector = Connector[Any, Any]
+
+NIGHTLY_COMPILE = "nightly-compile"
+"""The id of the schedule that compiles every subject with uncompiled episodes."""
+
+
+class UnknownConnector(LookupError):
+    """No connector of that name is configured (the message lists the ones that are)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectDeletion:
+    subject_id: str
+    episodes_deleted: int
+    memories_deleted: int
+
+
+def sync_schedule_id(connector: ConnectorConfig) -> str:
+    return f"sync:{connector.tenant}:{connector.name}"
+
+
+def schedules_from_settings(
+    settings: JobsSettings, connectors: list[ConnectorConfig] | tuple[ConnectorConfig, ...] = ()
+) -> list[Schedule]:
+    """The schedules the configuration asks for: the nightly compile (if set) and one
+    sync schedule per connector whose schedule is not ``manual``. Ids are stable across
+    restarts and replicas."""
+    schedules = []
+    if settings.nightly_compile:
+        schedules.append(
+            Schedule(NIGHTLY_COMPILE, COMPILE_JOB, settings.nightly_compile, settings.timezone)
+        )
+    schedules.extend(
+        Schedule(
+            sync_schedule_id(connector),
+            SYNC_JOB,
+            str(connector.schedule),
+            settings.timezone,
+            target=(connector.tenant, connector.name),
+        )
+        for connector in connectors
+        if connector.schedule.kind != "manual"
+    )
+    return schedules
+
+
+@dataclass
+class Services:
+    """Everything a memsync process uses, built once from its configuration.
+
+    Cheap parts are built at once; the connector registry, the configured connectors
+    and the schedules on first use, so a command that needs none of them never loads
+    plugins or reads the connectors section.
+    """
+
+    settings: Settings
+    store: Store
+    clock: Clock = field(default_factory=SystemClock)
+
+    def __post_init__(self) -> None:
+        jobs = self.settings.jobs
+        self.queue = JobQueue(
+            self.store,
+            RetryPolicy(
+                max_attempts=jobs.max_attempts,
+                backoff=timedelta(seconds=jobs.retry_backoff_seconds),
+                backoff_max=timedelta(seconds=jobs.retry_backoff_max_seconds),
+            ),
+        )
+        self.runs = SyncRepository(self.store)
+        self.ingest = self.new_ingest()
+        self.compiler = CompileService(
+            self.store,
+            rules=CompileRules.from_settings(self.settings.compile),
+            clock=self.clock,
+            llm=self.settings.compile.llm if self.settings.compile.compiler == "llm" else None,
+            chunk_episodes=self.settings.compile.chunk_episodes,
+        )
+        self.episodes = EpisodeRepository(self.store)
+        self.memories = MemoryRepository(self.store)
+        self.context = ContextReader(self.episodes, self.memories, self.clock)
+        self.authenticator = Authenticator(self.settings.api)
+
+    @classmethod
+    def open(cls, settings: Settings, clock: Clock | None = None) -> Services:
+        """Open the configured store, bring its schema up to date, build the services."""
+        store = Store.from_url(settings.store)
+        upgrade(store)
+        return cls(settings, store, clock or SystemClock())
+
+    def close(self) -> None:
+        """Release the store's connections."""
+        self.store.dispose()
+
+    # -- sync --------------------------------------------------------------------------
+
+    @cached_property
+    def registry(self) -> ConnectorRegistry:
+        """Every installed connector type (loaded from entry points on first use)."""
+        return load_registry()
+
+    @cached_property
+    def connectors(self) -> tuple[ConnectorConfig, ...]:
+        """The configured connectors, validated. Raises ``ConfigError`` naming the file,
+        the connector and the field of every problem."""
+        source = str(self.settings.source_path) if self.settings.source_path else None
+        try:
+            configs = self.registry.parse_configs(
+                self.settings.connectors, source=source or "the configuration"
+            )
+        except ConnectorConfigError as error:
+            raise ConfigError("\n".join(error.problems)) from None
+        return tuple(configs)
+
+    def connector(self, name: str) -> ConnectorConfig:
+        """The configured connector called ``name``; ``UnknownConnector`` if none is."""
+        for config in self.connectors:
+            if config.name == name:
+                return config
+        known = ", ".join(config.name for config in self.connectors) or "none"
+        source = self.settings.source_path or "the configuration"
+        raise UnknownConnector(
+            f"no connector named '{name}' in {source} (connectors configured: {known})"
+        )
+
+    def new_ingest(self) -> IngestService:
+        """An ingest service with the every-N compile trigger attached when configured.
+
+        The process shares :attr:`ingest`; each sync runner gets its own, as a worker
+        thread's runs keep their own batch statistics.
+        """
+        n = self.settings.jobs.compile_every_n_episodes
+        trigger = EveryNEpisodes(self.store, self.queue, n, self.clock) if n > 0 else None
+        return IngestService(self.store, self.clock, on_batch_committed=trigger)
+
+    def sync_runner(self) -> SyncRunner:
+        """A sync runner that ingests through the one ingest path (with its triggers)."""
+        return SyncRunner(self.store, self.new_ingest(), clock=self.clock)
+
+    def run_sync(self, config: ConnectorConfig, runner: SyncRunner | None = None) -> RunRecord:
+        """One incremental sync of a configured connector; the connector is closed after.
+
+        Raises what :meth:`SyncRunner.sync` raises (``RunInProgress``, ``RunLost``).
+        """
+        with self._connector(config) as connector:
+            return (runner or self.sync_runner()).sync(connector)
+
+    def run_backfill(
+        self,
+        config: ConnectorConfig,
+        *,
+        since: datetime,
+        until: datetime | None,
+        slice_length: timedelta,
+        on_slice: SliceProgress | None = None,
+    ) -> RunRecord:
+        """A backfill of a configured connector (see :meth:`SyncRunner.backfill`)."""
+        with self._connector(config) as connector:
+            return self.sync_runner().backfill(
+                connector, since=since, until=until, slice_length=slice_length, on_slice=on_slice
+            )
+
+    @contextmanager
+    def _connector(self, config: ConnectorConfig) -> Iterator[AnyConnector]:
+        connector = self.registry.build(config)
+        try:
+            yield connector
+        finally:
+            connector.close()
+
+    # -- subjects ----------------------------------------------------------------------
+
+    def delete_subject(self, tenant_id: str, subject_id: str) -> SubjectDeletion:
+        """Delete everything of one subject of one tenant, in one transaction: episodes
+        and their revisions, memories with their provenance, supersession records and
+        conflicts. The only way anything is ever deleted."""
+        with self.store.write() as connection:
+            memories = delete_subject_memories(connection, tenant_id, subject_id)
+            episodes = delete_subject_episodes(connection, tenant_id, subject_id)
+        return SubjectDeletion(subject_id, episodes, memories)
+
+    # -- jobs --------------------------------------------------------------------------
+
+    def worker(self, index: int = 0) -> Worker:
+        """A worker for both job kinds: compile, and sync of the configured connectors.
+        ``index`` numbers the worker threads of this process (it names the lease owner).
+
+        Each worker has its own sync runner, so a thread's syncs keep their own ingest
+        statistics and trigger compiles as the API's ingest does.
+        """
+        runner = self.sync_runner()
+        configured = {(config.tenant, config.name): config for config in self.connectors}
+        jobs = self.settings.jobs
+        return Worker(
+            self.queue,
+            {
+                COMPILE_JOB: compile_handler(self.compiler),
+                SYNC_JOB: sync_handler(configured, lambda config: self.run_sync(config, runner)),
+            },
+            clock=self.clock,
+            lease=timedelta(seconds=jobs.lease_seconds),
+            poll_interval=jobs.poll_seconds,
+            name=f"{self._process_name}/{index}",
+        )
+
+    @cached_property
+    def _process_name(self) -> str:
+        return worker_name()
+
+    @cached_property
+    def schedule_firer(self) -> ScheduleFirer:
+        """Fires schedule ticks: the nightly compile enqueues every subject with
+        uncompiled episodes; a connector's schedule enqueues its sync."""
+
+        def compile_uncompiled(
+            schedule: Schedule, now: datetime, trigger: str, dedup_key: str
+        ) -> int:
+            return enqueue_uncompiled(
+                self.store, self.queue, now=now, trigger=trigger, dedup_key=dedup_key
+            )
+
+        actions: dict[str, TickAction] = {
+            COMPILE_JOB: compile_uncompiled,
+            SYNC_JOB: enqueue_target(self.queue),
+        }
+        return ScheduleFirer(actions)
+
+    @property
+    def schedules(self) -> list[Schedule]:
+        """The nightly compile and every connector's sync schedule."""
+        return schedules_from_settings(self.settings.jobs, self.connectors)
+
+    def scheduler(self) -> Scheduler:
+        """APScheduler firing :attr:`schedules` (it only enqueues)."""
+        return Scheduler(
+            self.schedule_firer,
+            self.schedules,
+            misfire_grace=timedelta(seconds=self.settings.jobs.misfire_grace_seconds),
+            clock=self.clock,
+        )

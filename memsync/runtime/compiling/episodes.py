@@ -1,0 +1,138 @@
+"""The compile stage's statements on episodes: what is uncompiled, and marking it done.
+
+Every query here that looks for uncompiled episodes states
+:data:`~memsync.runtime.storage.tables.UNCOMPILED` as it is, so the planners use the
+small partial index of uncompiled episodes instead of scanning a subject's timeline.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from memsync.compile.types import EpisodeView
+from memsync.runtime.storage.tables import UNCOMPILED, episodes
+
+__all__ = [
+    "mark_compiled",
+    "pending_episode_ids",
+    "subjects_due",
+    "subjects_with_uncompiled",
+    "uncompiled_episodes",
+    "uncompiled_targets",
+]
+
+_IDS_PER_STATEMENT = 10_000
+
+
+def pending_episode_ids(connection: Connection, tenant_id: str, subject_id: str) -> list[uuid.UUID]:
+    """The ids of the subject's uncompiled episodes, in time order."""
+    query = sa.select(episodes.c.id, episodes.c.occurred_at).where(
+        episodes.c.tenant_id == tenant_id, episodes.c.subject_id == subject_id, UNCOMPILED
+    )
+    # No ORDER BY: sorting in SQL makes the planners prefer the timeline index (which
+    # scans every episode of the subject) over the partial index of the uncompiled
+    # ones, and the no-op recompile must not grow with the subject.
+    rows = sorted(connection.execute(query), key=lambda row: (row.occurred_at, row.id))
+    return [row.id for row in rows]
+
+
+def uncompiled_episodes(
+    connection: Connection, tenant_id: str, episode_ids: Sequence[uuid.UUID]
+) -> list[tuple[EpisodeView, int]]:
+    """Those of ``episode_ids`` still uncompiled, with their compiled revision, in
+    time order."""
+    columns = sa.select(
+        episodes.c.id,
+        episodes.c.subject_id,
+        episodes.c.source,
+        episodes.c.type,
+        episodes.c.payload,
+        episodes.c.occurred_at,
+        episodes.c.revision,
+        episodes.c.content_hash,
+        episodes.c.compiled_revision,
+    )
+    rows: list[sa.Row[Any]] = []
+    # A chunk can outgrow what one statement may bind (SQLite allows 32,766 parameters,
+    # PostgreSQL 65,535): read it a slice of ids at a time.
+    for start in range(0, len(episode_ids), _IDS_PER_STATEMENT):
+        query = columns.where(
+            episodes.c.tenant_id == tenant_id,
+            episodes.c.id.in_(episode_ids[start : start + _IDS_PER_STATEMENT]),
+            UNCOMPILED,
+        )
+        rows.extend(connection.execute(query))
+    rows.sort(key=lambda row: (row.occurred_at, row.id))
+    return [
+        (
+            EpisodeView(
+                id=row.id,
+                subject_id=row.subject_id,
+                source=row.source,
+                type=row.type,
+                payload=row.payload,
+                occurred_at=row.occurred_at,
+                revision=row.revision,
+                content_hash=row.content_hash,
+            ),
+            row.compiled_revision,
+        )
+        for row in rows
+    ]
+
+
+def mark_compiled(connection: Connection, tenant_id: str, views: Sequence[EpisodeView]) -> None:
+    """Mark each episode compiled at the revision ``views`` hold.
+
+    Marks the revision that was compiled, not the current one: an episode revised by a
+    concurrent ingest since it was read stays behind and is compiled next time.
+    """
+    connection.execute(
+        episodes.update()
+        .where(
+            episodes.c.tenant_id == tenant_id,
+            episodes.c.id == sa.bindparam("b_id"),
+            episodes.c.revision == sa.bindparam("b_revision"),
+        )
+        .values(compiled_revision=sa.bindparam("b_revision")),
+        [{"b_id": view.id, "b_revision": view.revision} for view in views],
+    )
+
+
+def subjects_with_uncompiled(connection: Connection, tenant_id: str) -> list[str]:
+    """The tenant's subjects that have episodes not yet compiled at their revision."""
+    query = (
+        sa.select(episodes.c.subject_id)
+        .where(episodes.c.tenant_id == tenant_id, UNCOMPILED)
+        .distinct()
+        .order_by(episodes.c.subject_id)
+    )
+    return list(connection.execute(query).scalars())
+
+
+def subjects_due(
+    connection: Connection, tenant_id: str, subject_ids: Collection[str], at_least: int
+) -> list[str]:
+    """Of ``subject_ids``, those with at least ``at_least`` uncompiled episodes."""
+    query = (
+        sa.select(episodes.c.subject_id)
+        .where(
+            episodes.c.tenant_id == tenant_id,
+            episodes.c.subject_id.in_(sorted(subject_ids)),
+            UNCOMPILED,
+        )
+        .group_by(episodes.c.subject_id)
+        .having(sa.func.count() >= at_least)
+    )
+    return list(connection.execute(query).scalars())
+
+
+def uncompiled_targets(connection: Connection) -> list[tuple[str, str]]:
+    """Every (tenant, subject), across tenants, with uncompiled episodes."""
+    query = sa.select(episodes.c.tenant_id, episodes.c.subject_id).where(UNCOMPILED).distinct()
+    return [(row.tenant_id, row.subject_id) for row in connection.execute(query)]

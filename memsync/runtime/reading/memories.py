@@ -1,0 +1,219 @@
+"""Reading memories, supersession records and conflicts (always scoped to a tenant)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from memsync.compile.types import (
+    ConflictStatus,
+    MemoryKind,
+    MemoryStatus,
+    StoredMemory,
+)
+from memsync.runtime.compiling.memories import ConflictRecord, conflict_record, with_sources
+from memsync.runtime.storage import tables
+from memsync.runtime.storage.engine import Store
+
+__all__ = ["MemoryRepository", "SupersessionRecord"]
+
+_memories = tables.memories
+_supersessions = tables.supersessions
+_conflicts = tables.conflicts
+
+
+@dataclass(frozen=True, slots=True)
+class SupersessionRecord:
+    """A stored supersession record, as the inspector and the API show it."""
+
+    id: uuid.UUID
+    subject_id: str
+    rule: str
+    claim_key: str | None
+    score: float | None
+    threshold: float | None
+    winner_memory_id: uuid.UUID | None
+    loser_memory_id: uuid.UUID | None
+    winner_episode_ids: list[str]
+    loser_episode_ids: list[str]
+    winner_episode_count: int
+    loser_episode_count: int
+    job_id: str | None
+    decided_at: datetime
+
+
+class MemoryRepository:
+    """Tenant-scoped reads of memories, supersession records and conflicts."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def memories(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        statuses: Iterable[MemoryStatus] | None = (MemoryStatus.ACTIVE,),
+        kind: MemoryKind | None = None,
+        as_of: datetime | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        newest_first: bool = False,
+    ) -> list[StoredMemory]:
+        """Memories of a subject ordered by (valid_from, id).
+
+        With ``as_of``, the memories that were active at that moment: created by then,
+        and either still active or changed status after it.
+        """
+        query = sa.select(_memories).where(
+            _memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id
+        )
+        if as_of is not None:
+            query = query.where(
+                _memories.c.created_at <= as_of,
+                sa.or_(
+                    _memories.c.status == MemoryStatus.ACTIVE.value,
+                    _memories.c.status_changed_at > as_of,
+                ),
+            )
+        elif statuses is not None:
+            query = query.where(_memories.c.status.in_([status.value for status in statuses]))
+        if kind is not None:
+            query = query.where(_memories.c.kind == kind.value)
+        order = (_memories.c.valid_from, _memories.c.id)
+        query = query.order_by(*(c.desc() for c in order) if newest_first else order)
+        if limit is not None:
+            query = query.limit(limit).offset(offset)
+        with self._store.read() as connection:
+            rows = list(connection.execute(query))
+            memories = with_sources(connection, tenant_id, rows)
+        if as_of is not None:
+            # As the store stood then: any later status change had not happened yet.
+            return [_as_active(memory) for memory in memories]
+        return memories
+
+    def get(
+        self, tenant_id: str, memory_ids: Collection[uuid.UUID]
+    ) -> dict[uuid.UUID, StoredMemory]:
+        query = sa.select(_memories).where(
+            _memories.c.tenant_id == tenant_id, _memories.c.id.in_(list(memory_ids))
+        )
+        with self._store.read() as connection:
+            rows = list(connection.execute(query))
+            return {memory.id: memory for memory in with_sources(connection, tenant_id, rows)}
+
+    def search(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        kind: MemoryKind | None,
+        text: str | None,
+        limit: int,
+    ) -> list[StoredMemory]:
+        """Active memories whose content contains every word of ``text`` (case-folded)."""
+        query = sa.select(_memories).where(
+            _memories.c.tenant_id == tenant_id,
+            _memories.c.subject_id == subject_id,
+            _memories.c.status == MemoryStatus.ACTIVE.value,
+        )
+        if kind is not None:
+            query = query.where(_memories.c.kind == kind.value)
+        for word in (text or "").lower().split():
+            escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            query = query.where(
+                sa.func.lower(_memories.c.content).like(f"%{escaped}%", escape="\\")
+            )
+        query = query.order_by(_memories.c.asserted_at.desc(), _memories.c.id).limit(limit)
+        with self._store.read() as connection:
+            rows = list(connection.execute(query))
+            return with_sources(connection, tenant_id, rows)
+
+    def count_by_subject(self, tenant_id: str, subject_ids: Collection[str]) -> dict[str, int]:
+        """Active memories per subject."""
+        if not subject_ids:
+            return {}
+        query = (
+            sa.select(_memories.c.subject_id, sa.func.count())
+            .where(
+                _memories.c.tenant_id == tenant_id,
+                _memories.c.subject_id.in_(list(subject_ids)),
+                _memories.c.status == MemoryStatus.ACTIVE.value,
+            )
+            .group_by(_memories.c.subject_id)
+        )
+        with self._store.read() as connection:
+            return {subject: count for subject, count in connection.execute(query)}
+
+    def conflicts(
+        self,
+        tenant_id: str,
+        subject_id: str | None = None,
+        *,
+        status: ConflictStatus | None = ConflictStatus.OPEN,
+        as_of: datetime | None = None,
+    ) -> list[ConflictRecord]:
+        """Conflicts, oldest first. With ``as_of``: those open at that moment."""
+        query = sa.select(_conflicts).where(_conflicts.c.tenant_id == tenant_id)
+        if subject_id is not None:
+            query = query.where(_conflicts.c.subject_id == subject_id)
+        if as_of is not None:
+            query = query.where(
+                _conflicts.c.detected_at <= as_of,
+                sa.or_(
+                    _conflicts.c.status == ConflictStatus.OPEN.value,
+                    _conflicts.c.resolved_at > as_of,
+                ),
+            )
+        elif status is not None:
+            query = query.where(_conflicts.c.status == status)
+        query = query.order_by(_conflicts.c.detected_at, _conflicts.c.id)
+        with self._store.read() as connection:
+            return [conflict_record(row) for row in connection.execute(query)]
+
+    def conflict(self, tenant_id: str, conflict_id: uuid.UUID) -> ConflictRecord | None:
+        query = sa.select(_conflicts).where(
+            _conflicts.c.tenant_id == tenant_id, _conflicts.c.id == conflict_id
+        )
+        with self._store.read() as connection:
+            row = connection.execute(query).first()
+        return conflict_record(row) if row is not None else None
+
+    def supersessions(self, tenant_id: str, subject_id: str) -> list[SupersessionRecord]:
+        query = (
+            sa.select(_supersessions)
+            .where(
+                _supersessions.c.tenant_id == tenant_id, _supersessions.c.subject_id == subject_id
+            )
+            .order_by(_supersessions.c.decided_at, _supersessions.c.id)
+        )
+        with self._store.read() as connection:
+            return [
+                SupersessionRecord(
+                    id=row.id,
+                    subject_id=row.subject_id,
+                    rule=row.rule,
+                    claim_key=row.claim_key,
+                    score=row.score,
+                    threshold=row.threshold,
+                    winner_memory_id=row.winner_memory_id,
+                    loser_memory_id=row.loser_memory_id,
+                    winner_episode_ids=list(row.winner_episode_ids),
+                    loser_episode_ids=list(row.loser_episode_ids),
+                    winner_episode_count=row.winner_episode_count,
+                    loser_episode_count=row.loser_episode_count,
+                    job_id=row.job_id,
+                    decided_at=row.decided_at,
+                )
+                for row in connection.execute(query)
+            ]
+
+
+def _as_active(memory: StoredMemory) -> StoredMemory:
+    if memory.status is MemoryStatus.ACTIVE:
+        return memory
+    return replace(memory, status=MemoryStatus.ACTIVE, valid_to=None, status_rule=None)

@@ -1,0 +1,77 @@
+"""Table handles for the statements each stage writes, and the predicates they share.
+
+Each stage owns its SQL (ingest writes episodes, compiling reads what is uncompiled and
+writes memories, reading only reads); what they share is defined here once, so that a
+predicate a partial index depends on cannot drift between copies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from memsync.runtime.storage.schema import (
+    BackfillRow,
+    BackfillSliceRow,
+    ConflictRow,
+    ConnectorCursorRow,
+    EpisodeRevisionRow,
+    EpisodeRow,
+    JobRow,
+    LLMExtractionRow,
+    MemoryRow,
+    MemorySourceRow,
+    SupersessionRow,
+    SyncRunRow,
+)
+
+__all__ = [
+    "UNCOMPILED",
+    "backfill_slices",
+    "backfills",
+    "conflicts",
+    "connector_cursors",
+    "episode_revisions",
+    "episodes",
+    "insert_or_ignore",
+    "jobs",
+    "llm_extractions",
+    "memories",
+    "memory_sources",
+    "supersessions",
+    "sync_runs",
+]
+
+
+def _table(row: type[object]) -> sa.Table:
+    table: sa.Table = row.__table__  # type: ignore[attr-defined]
+    return table
+
+
+episodes = _table(EpisodeRow)
+episode_revisions = _table(EpisodeRevisionRow)
+memories = _table(MemoryRow)
+memory_sources = _table(MemorySourceRow)
+supersessions = _table(SupersessionRow)
+conflicts = _table(ConflictRow)
+llm_extractions = _table(LLMExtractionRow)
+connector_cursors = _table(ConnectorCursorRow)
+sync_runs = _table(SyncRunRow)
+backfills = _table(BackfillRow)
+backfill_slices = _table(BackfillSliceRow)
+jobs = _table(JobRow)
+
+UNCOMPILED = episodes.c.compiled_revision < episodes.c.revision
+"""Episodes whose current revision no compile has consumed yet. It is the predicate of
+the partial index ``ix_episodes_uncompiled``; a query must state it exactly so for the
+planner to use that index, which is why it is written only here."""
+
+
+def insert_or_ignore(table: sa.Table, *, postgresql: bool) -> Any:
+    """``INSERT … ON CONFLICT DO NOTHING`` in the store's dialect: a repeat of a row a
+    unique index already holds writes nothing (the statement's ``rowcount`` says so)."""
+    dialect_insert = pg_dialect.insert if postgresql else sqlite_dialect.insert
+    return dialect_insert(table).on_conflict_do_nothing()
