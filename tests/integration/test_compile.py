@@ -19,11 +19,10 @@ from memsync.compile.heuristic import HeuristicCompiler
 from memsync.compile.types import CandidateMemory, EpisodeView, MemoryStatus
 from memsync.episode import EpisodeDraft
 from memsync.runtime.compiling import CompileService
-from memsync.runtime.compiling import episodes as compile_episodes
 from memsync.runtime.compiling.memories import RECORDED_EPISODES_PER_SIDE
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import MemoryRepository
-from memsync.runtime.storage import Base, Store
+from memsync.runtime.storage import Base, Store, tables
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -250,7 +249,7 @@ def test_compiling_in_chunks_gives_what_one_pass_gives(
 def test_a_chunk_larger_than_one_statement_may_bind_is_read_in_slices(
     store: Store, ingest: IngestService, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(compile_episodes, "_IDS_PER_STATEMENT", 2)
+    monkeypatch.setattr(tables, "IDS_PER_STATEMENT", 2)
     ingest.ingest("t1", [said(f"m{i}", f"I like tool{i}.", i) for i in range(5)])
 
     result = CompileService(store, clock=clock).compile("t1", "ana")

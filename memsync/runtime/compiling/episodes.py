@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from memsync.compile.types import EpisodeView
-from memsync.runtime.storage.tables import UNCOMPILED, episodes
+from memsync.runtime.storage.tables import UNCOMPILED, episodes, in_slices
 
 __all__ = [
     "mark_compiled",
@@ -25,8 +25,6 @@ __all__ = [
     "uncompiled_episodes",
     "uncompiled_targets",
 ]
-
-_IDS_PER_STATEMENT = 10_000
 
 
 def pending_episode_ids(connection: Connection, tenant_id: str, subject_id: str) -> list[uuid.UUID]:
@@ -58,13 +56,10 @@ def uncompiled_episodes(
         episodes.c.compiled_revision,
     )
     rows: list[sa.Row[Any]] = []
-    # A chunk can outgrow what one statement may bind (SQLite allows 32,766 parameters,
-    # PostgreSQL 65,535): read it a slice of ids at a time.
-    for start in range(0, len(episode_ids), _IDS_PER_STATEMENT):
+    # A chunk can outgrow what one statement may bind: read it a slice at a time.
+    for some_ids in in_slices(episode_ids):
         query = columns.where(
-            episodes.c.tenant_id == tenant_id,
-            episodes.c.id.in_(episode_ids[start : start + _IDS_PER_STATEMENT]),
-            UNCOMPILED,
+            episodes.c.tenant_id == tenant_id, episodes.c.id.in_(some_ids), UNCOMPILED
         )
         rows.extend(connection.execute(query))
     rows.sort(key=lambda row: (row.occurred_at, row.id))

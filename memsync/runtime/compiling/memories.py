@@ -87,9 +87,9 @@ def with_sources(
     """Attach each memory's provenance set: one query for all of them."""
     ids = [row.id for row in rows]
     sources: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
-    for start in range(0, len(ids), 1000):
+    for some_ids in tables.in_slices(ids):
         query = sa.select(_sources.c.memory_id, _sources.c.episode_id).where(
-            _sources.c.tenant_id == tenant_id, _sources.c.memory_id.in_(ids[start : start + 1000])
+            _sources.c.tenant_id == tenant_id, _sources.c.memory_id.in_(some_ids)
         )
         for memory_id, episode_id in connection.execute(query):
             sources[memory_id].append(episode_id)

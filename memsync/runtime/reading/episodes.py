@@ -27,8 +27,6 @@ __all__ = [
 
 _episodes = tables.episodes
 _revisions = tables.episode_revisions
-# Ids per statement: well under SQLite's bound-parameter limit whatever the batch size.
-_LOOKUP_CHUNK = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +134,7 @@ class EpisodeRepository:
         wanted = list(set(ids))
         found: dict[uuid.UUID, EpisodeRecord] = {}
         with self._store.read() as connection:
-            for start in range(0, len(wanted), _LOOKUP_CHUNK):
-                chunk = wanted[start : start + _LOOKUP_CHUNK]
+            for chunk in tables.in_slices(wanted):
                 if self._store.is_postgresql:
                     # One array parameter, not one bind parameter per id.
                     matches = _episodes.c.id == sa.any_(

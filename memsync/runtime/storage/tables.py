@@ -7,7 +7,8 @@ predicate a partial index depends on cannot drift between copies.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
@@ -29,6 +30,7 @@ from memsync.runtime.storage.schema import (
 )
 
 __all__ = [
+    "IDS_PER_STATEMENT",
     "UNCOMPILED",
     "backfill_slices",
     "backfills",
@@ -36,6 +38,7 @@ __all__ = [
     "connector_cursors",
     "episode_revisions",
     "episodes",
+    "in_slices",
     "insert_or_ignore",
     "jobs",
     "llm_extractions",
@@ -68,6 +71,21 @@ UNCOMPILED = episodes.c.compiled_revision < episodes.c.revision
 """Episodes whose current revision no compile has consumed yet. It is the predicate of
 the partial index ``ix_episodes_uncompiled``; a query must state it exactly so for the
 planner to use that index, which is why it is written only here."""
+
+
+IDS_PER_STATEMENT = 10_000
+"""The most values one statement binds: well under SQLite's limit of 32,766 bound
+parameters and PostgreSQL's 65,535, whatever else the statement binds."""
+
+_T = TypeVar("_T")
+
+
+def in_slices(values: Sequence[_T]) -> Iterator[Sequence[_T]]:
+    """``values`` in consecutive slices of at most :data:`IDS_PER_STATEMENT`, for a
+    statement per slice (read at call time, so tests can shrink it)."""
+    size = IDS_PER_STATEMENT
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
 
 
 def insert_or_ignore(table: sa.Table, *, postgresql: bool) -> Any:
