@@ -29,7 +29,7 @@ from memsync.connectors import load_registry
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
-from memsync.runtime.sync import RunRecord, RunStatus, SyncRunner
+from memsync.runtime.sync import RunRecord, RunStatus, SyncRepository, SyncRunner
 
 BATCH = 1000
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -58,7 +58,9 @@ def fake_source(url: str, count: int, _directory: str) -> dict[str, Any]:
     config = FakeConfig.model_validate({"name": "bench", "subject": "team:{group}"})
     connector = FakeConnector(config, records)
     store, clock = Store.from_url(url), FakeClock(NOW)
-    runner = SyncRunner(store, IngestService(store, clock), clock=clock, batch_size=BATCH)
+    runner = SyncRunner(
+        SyncRepository(store), IngestService(store, clock), clock=clock, batch_size=BATCH
+    )
     first, first_s = timed(lambda: runner.sync(connector))
     again, again_s = timed(
         lambda: runner.backfill(
@@ -96,7 +98,7 @@ def workspace(url: str, files: int, directory: str) -> dict[str, Any]:
     )
     connector = registry.build(config)
     store = Store.from_url(url)
-    runner = SyncRunner(store, IngestService(store), batch_size=BATCH)
+    runner = SyncRunner(SyncRepository(store), IngestService(store), batch_size=BATCH)
     first, first_s = timed(lambda: runner.sync(connector))
     again, again_s = timed(lambda: runner.sync(connector))
     # Every file plus one snapshot; the unchanged snapshot is a duplicate too.

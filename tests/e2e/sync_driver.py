@@ -20,7 +20,7 @@ from memsync.connectors import Cursor, Window
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
-from memsync.runtime.sync import SyncRunner
+from memsync.runtime.sync import SyncRepository, SyncRunner
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 NOW = T0 + timedelta(days=30)
@@ -72,7 +72,9 @@ def main() -> None:
     connector = GatedConnector(records, arguments.gate_at, arguments.gate, arguments.marker)
     clock = SystemClock() if arguments.real_clock else FakeClock(NOW)
     store = Store.from_url(arguments.store_url)
-    runner = SyncRunner(store, IngestService(store, clock), clock=clock, batch_size=BATCH)
+    runner = SyncRunner(
+        SyncRepository(store), IngestService(store, clock), clock=clock, batch_size=BATCH
+    )
     if arguments.mode == "sync":
         runner.sync(connector)
     else:

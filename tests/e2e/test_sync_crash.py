@@ -110,7 +110,9 @@ def test_a_killed_sync_rerun_equals_a_clean_run_and_its_cursor_never_passed_comm
 
     after_kill = stored(store)
     clock = FakeClock(NOW + timedelta(minutes=5))
-    runner = SyncRunner(store, IngestService(store, clock), clock=clock, batch_size=BATCH)
+    runner = SyncRunner(
+        SyncRepository(store), IngestService(store, clock), clock=clock, batch_size=BATCH
+    )
     cursor = runner.repository.cursor("default", "src")
     # Batches before the gate committed; the batch in flight did not.
     assert len(after_kill) == gate_at // BATCH * BATCH
@@ -142,7 +144,9 @@ def test_a_killed_backfill_resumes_from_its_last_completed_slice(
     count, every, gate_at = 96, 60, 60  # hourly records over 4 daily slices; gate in slice 3
     kill_at_gate(tmp_path, "backfill", store_url, count=count, every=every, gate_at=gate_at)
     clock = FakeClock(NOW + timedelta(minutes=5))
-    runner = SyncRunner(store, IngestService(store, clock), clock=clock, batch_size=BATCH)
+    runner = SyncRunner(
+        SyncRepository(store), IngestService(store, clock), clock=clock, batch_size=BATCH
+    )
     connector = FakeConnector(fake_config(), generated(count, timedelta(minutes=every)))
 
     resumed = runner.backfill(

@@ -10,7 +10,7 @@ from memsync.clock import FakeClock
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
-from memsync.runtime.sync import SyncRunner
+from memsync.runtime.sync import SyncRepository, SyncRunner
 from tests.helpers import build_app
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -19,9 +19,9 @@ T0 = datetime(2026, 3, 1, tzinfo=UTC)
 def sync(store: Store, clock: FakeClock, name: str, tenant: str = "default") -> str:
     config = FakeConfig(name=name, type="fake", subject="thing:{id}", tenant=tenant)  # type: ignore[arg-type]
     connector = FakeConnector(config, [FakeRecord(id="r1", updated_at=T0)])
-    record = SyncRunner(store, IngestService(store, clock), clock=clock, heartbeat_every=None).sync(
-        connector
-    )
+    record = SyncRunner(
+        SyncRepository(store), IngestService(store, clock), clock=clock, heartbeat_every=None
+    ).sync(connector)
     clock.advance(timedelta(minutes=1))
     return str(record.id)
 

@@ -26,7 +26,7 @@ from memsync.runtime.jobs import (
     fire_key,
 )
 from memsync.runtime.storage import Store
-from memsync.runtime.sync import RunRecord, RunStatus, SyncRunner
+from memsync.runtime.sync import RunRecord, RunStatus, SyncRepository, SyncRunner
 from tests.helpers import BlockingConnector
 from tests.jobs_support import scalar, services, worker
 
@@ -50,7 +50,9 @@ def sync_worker(
     store: Store, clock: FakeClock, connector: FakeConnector, queue: JobQueue
 ) -> Worker:
     """A worker whose sync jobs run ``connector`` (the fake stands in for the registry)."""
-    runner = SyncRunner(store, IngestService(store, clock), clock=clock, heartbeat_every=None)
+    runner = SyncRunner(
+        SyncRepository(store), IngestService(store, clock), clock=clock, heartbeat_every=None
+    )
 
     def sync_one(configured: ConnectorConfig) -> RunRecord:
         assert configured == connector.config
@@ -204,7 +206,7 @@ def test_a_sync_job_waits_while_another_run_of_the_connector_is_going(store: Sto
     manual = BlockingConnector(config(), records(3), block_at="r1")
     manual_run = threading.Thread(
         target=SyncRunner(
-            store, IngestService(store, clock), clock=clock, heartbeat_every=None
+            SyncRepository(store), IngestService(store, clock), clock=clock, heartbeat_every=None
         ).sync,
         args=(manual,),
     )

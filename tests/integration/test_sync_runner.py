@@ -15,7 +15,14 @@ from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
 from memsync.runtime.storage.schema import EpisodeRow, SyncRunRow
-from memsync.runtime.sync import RunInProgress, RunKind, RunLost, RunStatus, SyncRunner
+from memsync.runtime.sync import (
+    RunInProgress,
+    RunKind,
+    RunLost,
+    RunStatus,
+    SyncRepository,
+    SyncRunner,
+)
 from tests.helpers import BlockingConnector
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -44,7 +51,7 @@ def stored_keys(store: Store) -> list[str]:
 
 def runner(store: Store, clock: FakeClock, **options: object) -> SyncRunner:
     ingest = IngestService(store, clock)
-    return SyncRunner(store, ingest, clock=clock, heartbeat_every=None, **options)  # type: ignore[arg-type]
+    return SyncRunner(SyncRepository(store), ingest, clock=clock, heartbeat_every=None, **options)  # type: ignore[arg-type]
 
 
 def test_first_run_reads_everything_and_moves_the_cursor_to_the_run_start(store: Store) -> None:

@@ -194,7 +194,7 @@ class Services:
 
     def sync_runner(self) -> SyncRunner:
         """A sync runner that ingests through the one ingest path (with its triggers)."""
-        return SyncRunner(self.store, self.new_ingest(), clock=self.clock)
+        return SyncRunner(self.runs, self.new_ingest(), clock=self.clock)
 
     def run_sync(self, config: ConnectorConfig, runner: SyncRunner | None = None) -> RunRecord:
         """One incremental sync of a configured connector; the connector is closed after.

@@ -26,7 +26,6 @@ from memsync.clock import Clock, SystemClock
 from memsync.connectors import Connector, Cursor, SkipRecord, Window
 from memsync.episode import EpisodeDraft
 from memsync.runtime.ingest import DEFAULT_BATCH_SIZE, IngestService, IngestSummary
-from memsync.runtime.storage.engine import Store
 from memsync.runtime.sync.policy import (
     RunKind,
     checkpoint_position,
@@ -89,7 +88,7 @@ class SyncRunner:
 
     def __init__(
         self,
-        store: Store,
+        runs: SyncRepository,
         ingest: IngestService,
         *,
         clock: Clock | None = None,
@@ -114,7 +113,7 @@ class SyncRunner:
             lease=lease,
             pid_alive=is_alive,
         )
-        self.repository = SyncRepository(store)
+        self.repository = runs
 
     # -- the two kinds of run ----------------------------------------------------------
 
