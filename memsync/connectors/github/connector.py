@@ -43,7 +43,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from memsync.clock import Clock
 from memsync.connectors._parsing import optional_int, optional_str, parse_iso_time, required_int
-from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
+from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
@@ -160,6 +160,19 @@ class RepoRef:
     def key_prefix(self) -> str:
         return f"{_SOURCE}:{self.owner}:{self.name}"
 
+    def subject_values(
+        self, number: int, author: str | None, kind: str
+    ) -> Mapping[str, SubjectTemplateField]:
+        """The subject fields of a record of this repository (``subject_fields``)."""
+        return {
+            "owner": self.owner,
+            "repo": self.name,
+            "repository": self.full_name,
+            "number": number,
+            "author": author,
+            "kind": kind,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class GitHubIssue:
@@ -172,6 +185,36 @@ class GitHubIssue:
     updated_at: datetime
     author: str | None
     data: JSONObject
+
+    @property
+    def kind(self) -> str:
+        return "pull_request" if self.is_pull_request else "issue"
+
+    def key(self) -> str:
+        """``…:issue:{n}:opened`` or ``…:pull:{n}:opened``: issues and pull requests
+        share GitHub's number space, so the two never name one item."""
+        kind = "pull" if self.is_pull_request else "issue"
+        return f"{self.repo.key_prefix}:{kind}:{self.number}:opened"
+
+    @property
+    def position(self) -> datetime:
+        return self.updated_at
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.created_at
+
+    @property
+    def episode_type(self) -> str:
+        return f"github.{self.kind}"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return self.repo.subject_values(self.number, self.author, self.kind)
+
+    def payload(self) -> JSONObject:
+        """What a reader cares about, chosen when parsing: an edit of a title, body or
+        state changes it (a revision); a new comment or reaction elsewhere does not."""
+        return dict(self.data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +229,28 @@ class GitHubComment:
     author: str | None
     data: JSONObject
 
+    def key(self) -> str:
+        """``…:issue:{n}:comment:{id}``; comment ids are unique per repository."""
+        return f"{self.repo.key_prefix}:issue:{self.issue_number}:comment:{self.comment_id}"
+
+    @property
+    def position(self) -> datetime:
+        return self.updated_at
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.created_at
+
+    @property
+    def episode_type(self) -> str:
+        return "github.issue_comment"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return self.repo.subject_values(self.issue_number, self.author, "issue_comment")
+
+    def payload(self) -> JSONObject:
+        return dict(self.data)
+
 
 @dataclass(frozen=True, slots=True)
 class GitHubIssueEvent:
@@ -198,6 +263,29 @@ class GitHubIssueEvent:
     created_at: datetime
     actor: str | None
     data: JSONObject
+
+    def key(self) -> str:
+        """``…:issue:{n}:event:{id}``; event ids are unique per repository."""
+        return f"{self.repo.key_prefix}:issue:{self.issue_number}:event:{self.event_id}"
+
+    @property
+    def position(self) -> datetime:
+        # Events are listed by creation: they never change afterwards.
+        return self.created_at
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.created_at
+
+    @property
+    def episode_type(self) -> str:
+        return "github.issue_event"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return self.repo.subject_values(self.issue_number, self.actor, "issue_event")
+
+    def payload(self) -> JSONObject:
+        return dict(self.data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +301,32 @@ class GitHubReview:
     author: str | None
     data: JSONObject
 
+    def key(self) -> str:
+        """``…:pull:{n}:review:{id}``; review ids are unique per repository."""
+        return f"{self.repo.key_prefix}:pull:{self.pull_number}:review:{self.review_id}"
 
+    @property
+    def position(self) -> datetime:
+        # Reviews are read because their pull request was updated.
+        return self.pull_updated_at
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.submitted_at
+
+    @property
+    def episode_type(self) -> str:
+        return "github.review"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return self.repo.subject_values(self.pull_number, self.author, "review")
+
+    def payload(self) -> JSONObject:
+        return dict(self.data)
+
+
+#: Every record the connector yields. Keys are built from ids only, repository
+#: lower-cased: an item re-read in any window, by any instance, gets the same key.
 GitHubRecord = GitHubIssue | GitHubComment | GitHubIssueEvent | GitHubReview
 
 
@@ -235,7 +348,7 @@ class _Item(NonCompletableGithubObject):
 _Page = TypeVar("_Page")
 
 
-class GitHubConnector(Connector[GitHubConfig, GitHubRecord]):
+class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
     """Issues, pull requests, comments, reviews and issue events of GitHub repositories.
 
     Repeats: every item updated in the window is re-read, and every review of an
@@ -451,71 +564,6 @@ class GitHubConnector(Connector[GitHubConfig, GitHubRecord]):
             return RetryableError(f"{what}: HTTP {status}: {message}", retry_after=wait)
         return StopRun(f"{what}: HTTP {status}: {message}")
 
-    # --- mapping --------------------------------------------------------------------------
-
-    def idempotency_key(self, record: GitHubRecord) -> str:
-        """Ids only, repository lower-cased. Repeats: an item re-read in any window, by any
-        instance, gets the same key. Conflicts: issues and PRs share GitHub's number
-        space, so ``issue:{n}`` and ``pull:{n}`` never name two items; comment, event and
-        review ids are unique per repository."""
-        prefix = record.repo.key_prefix
-        if isinstance(record, GitHubIssue):
-            kind = "pull" if record.is_pull_request else "issue"
-            return f"{prefix}:{kind}:{record.number}:opened"
-        if isinstance(record, GitHubComment):
-            return f"{prefix}:issue:{record.issue_number}:comment:{record.comment_id}"
-        if isinstance(record, GitHubIssueEvent):
-            return f"{prefix}:issue:{record.issue_number}:event:{record.event_id}"
-        return f"{prefix}:pull:{record.pull_number}:review:{record.review_id}"
-
-    def record_cursor(self, record: GitHubRecord) -> datetime:
-        """The time the record was listed by: ``updated_at`` (issues, comments),
-        ``created_at`` (events), the pull request's ``updated_at`` (reviews). ``fetch``
-        yields records in this order."""
-        if isinstance(record, GitHubIssue | GitHubComment):
-            return record.updated_at
-        if isinstance(record, GitHubIssueEvent):
-            return record.created_at
-        # Reviews are read because their pull request was updated.
-        return record.pull_updated_at
-
-    def subject_values(self, record: GitHubRecord) -> Mapping[str, SubjectTemplateField]:
-        if isinstance(record, GitHubIssue):
-            number, kind, author = record.number, _issue_kind(record), record.author
-        elif isinstance(record, GitHubComment):
-            number, kind, author = record.issue_number, "issue_comment", record.author
-        elif isinstance(record, GitHubIssueEvent):
-            number, kind, author = record.issue_number, "issue_event", record.actor
-        else:
-            number, kind, author = record.pull_number, "review", record.author
-        return {
-            "owner": record.repo.owner,
-            "repo": record.repo.name,
-            "repository": record.repo.full_name,
-            "number": number,
-            "author": author,
-            "kind": kind,
-        }
-
-    def episode_type(self, record: GitHubRecord) -> str:
-        if isinstance(record, GitHubIssue):
-            return f"github.{_issue_kind(record)}"
-        if isinstance(record, GitHubComment):
-            return "github.issue_comment"
-        if isinstance(record, GitHubIssueEvent):
-            return "github.issue_event"
-        return "github.review"
-
-    def occurred_at(self, record: GitHubRecord) -> datetime:
-        if isinstance(record, GitHubIssue | GitHubComment | GitHubIssueEvent):
-            return record.created_at
-        return record.submitted_at
-
-    def payload(self, record: GitHubRecord) -> JSONObject:
-        """What a reader cares about, chosen when parsing: an edit of a title, body or
-        state changes it (a revision); a new comment or reaction elsewhere does not."""
-        return dict(record.data)
-
 
 # --- parsing list items ---------------------------------------------------------------------
 
@@ -613,10 +661,6 @@ def _event(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubIssueEvent:
         actor=actor,
         data=data,
     )
-
-
-def _issue_kind(issue: GitHubIssue) -> str:
-    return "pull_request" if issue.is_pull_request else "issue"
 
 
 def _login(user: object) -> str | None:
