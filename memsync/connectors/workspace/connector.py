@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
+from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, SubjectTemplateField
 from memsync.connectors.errors import StopRun
 from memsync.connectors.workspace._ignore import (
@@ -63,12 +63,43 @@ class WorkspaceConfig(ConnectorConfig):
 class WorkspaceFile:
     """One text file as scanned: its path (POSIX, relative to the root) and content."""
 
+    workspace_id: str
     path: str
     size: int
     sha256: str
     modified_at: datetime
     content: str
     truncated: bool
+
+    def key(self) -> str:
+        """``workspace:{id}:file:{path}:{sha256}``: any change of content is a new key."""
+        return f"workspace:{self.workspace_id}:file:{self.path}:{self.sha256}"
+
+    @property
+    def position(self) -> datetime:
+        return self.modified_at
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.modified_at
+
+    @property
+    def episode_type(self) -> str:
+        return "workspace.file"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return {"workspace_id": self.workspace_id}
+
+    def payload(self) -> JSONObject:
+        # Only values determined by the key: the mtime lives in occurred_at, which is
+        # not hashed, so touching a file stores nothing new.
+        return {
+            "path": self.path,
+            "size": self.size,
+            "sha256": self.sha256,
+            "content": self.content,
+            "truncated": self.truncated,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +111,7 @@ class WorkspaceSnapshot:
     snapshot's payload must depend on its key alone.
     """
 
+    workspace_id: str
     files: tuple[tuple[str, str], ...]
     scanned_at: datetime
     skipped: tuple[tuple[str, str], ...] = ()
@@ -87,6 +119,33 @@ class WorkspaceSnapshot:
     @property
     def digest(self) -> str:
         return snapshot_digest(self.files)
+
+    def key(self) -> str:
+        """``workspace:{id}:{digest}``: an unchanged tree scans to the same key."""
+        return f"workspace:{self.workspace_id}:{self.digest}"
+
+    @property
+    def position(self) -> datetime:
+        return self.scanned_at
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.scanned_at
+
+    @property
+    def episode_type(self) -> str:
+        return "workspace.snapshot"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return {"workspace_id": self.workspace_id}
+
+    def payload(self) -> JSONObject:
+        # The scan time lives in occurred_at: a payload of the key alone.
+        return {
+            "digest": self.digest,
+            "file_count": len(self.files),
+            "files": [{"path": path, "sha256": file_hash} for path, file_hash in self.files],
+        }
 
 
 WorkspaceRecord = WorkspaceFile | WorkspaceSnapshot
@@ -111,7 +170,7 @@ class _Scanned:
     skip_reason: str | None = None
 
 
-class WorkspaceConnector(Connector[WorkspaceConfig, WorkspaceRecord]):
+class WorkspaceConnector(RecordConnector[WorkspaceConfig, WorkspaceRecord]):
     """Files of a directory tree (IDE workspace, repository checkout) and scan snapshots.
 
     A scan is always complete: the window is not used to filter, because a snapshot is
@@ -157,7 +216,10 @@ class WorkspaceConnector(Connector[WorkspaceConfig, WorkspaceRecord]):
             found.append((path, scanned.record.sha256))
             yield scanned.record
         yield WorkspaceSnapshot(
-            files=tuple(sorted(found)), scanned_at=window.end, skipped=tuple(skipped)
+            workspace_id=self.config.effective_workspace_id,
+            files=tuple(sorted(found)),
+            scanned_at=window.end,
+            skipped=tuple(skipped),
         )
 
     def _walk(
@@ -214,6 +276,7 @@ class WorkspaceConnector(Connector[WorkspaceConfig, WorkspaceRecord]):
             return _Scanned(None, f"unreadable ({error.strerror or error})")
         return _Scanned(
             WorkspaceFile(
+                workspace_id=self.config.effective_workspace_id,
                 path=path,
                 size=size,
                 sha256=hasher.hexdigest(),
@@ -223,40 +286,3 @@ class WorkspaceConnector(Connector[WorkspaceConfig, WorkspaceRecord]):
                 truncated=size > len(head),
             )
         )
-
-    def idempotency_key(self, record: WorkspaceRecord) -> str:
-        workspace = self.config.effective_workspace_id
-        if isinstance(record, WorkspaceFile):
-            return f"workspace:{workspace}:file:{record.path}:{record.sha256}"
-        return f"workspace:{workspace}:{record.digest}"
-
-    def record_cursor(self, record: WorkspaceRecord) -> datetime:
-        return self.occurred_at(record)
-
-    def subject_values(self, record: WorkspaceRecord) -> Mapping[str, SubjectTemplateField]:
-        return {"workspace_id": self.config.effective_workspace_id}
-
-    def episode_type(self, record: WorkspaceRecord) -> str:
-        return "workspace.file" if isinstance(record, WorkspaceFile) else "workspace.snapshot"
-
-    def occurred_at(self, record: WorkspaceRecord) -> datetime:
-        if isinstance(record, WorkspaceFile):
-            return record.modified_at
-        return record.scanned_at
-
-    def payload(self, record: WorkspaceRecord) -> JSONObject:
-        # Only values determined by the key: the mtime and scan time live in
-        # occurred_at, which is not hashed, so touching a file stores nothing new.
-        if isinstance(record, WorkspaceFile):
-            return {
-                "path": record.path,
-                "size": record.size,
-                "sha256": record.sha256,
-                "content": record.content,
-                "truncated": record.truncated,
-            }
-        return {
-            "digest": record.digest,
-            "file_count": len(record.files),
-            "files": [{"path": path, "sha256": file_hash} for path, file_hash in record.files],
-        }
