@@ -18,7 +18,11 @@ so records come out oldest first across streams and repositories: the runner's c
 PyGithub is configured so that the connector, not the library, decides about waits:
 no urllib3 retries and no throttling sleeps (``retry=None``,
 ``seconds_between_requests=None``); every page goes through the shared
-:class:`~memsync.connectors.retry.Retrier` with its injected sleep and clock.
+:class:`~memsync.connectors.retry.Retrier` with its injected sleep and clock. Pages are
+asked for with PyGithub's public ``Github.requester.requestJsonAndCheck`` (its
+authentication, host handling and ``GithubException`` mapping) and the connector
+follows the ``Link`` header itself: items stay the JSON GitHub sent, so PyGithub's
+lazy objects never cost a request per item, and no private PyGithub API is used.
 
 Conditional requests: not used. PyGithub sends ``If-None-Match`` only from
 ``GithubObject.update()`` on a single, already fetched object, and its paginated lists
@@ -29,16 +33,16 @@ re-validate. A ``since`` poll that finds nothing costs one request per stream.
 from __future__ import annotations
 
 import heapq
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar
 
 import requests
 from github import Auth, Github, GithubException
-from github.GithubObject import NonCompletableGithubObject
-from github.PaginatedList import PaginatedList
 from pydantic import Field, SecretStr, field_validator
 
 from memsync.clock import Clock
@@ -330,22 +334,9 @@ class GitHubReview:
 GitHubRecord = GitHubIssue | GitHubComment | GitHubIssueEvent | GitHubReview
 
 
-class _Item(NonCompletableGithubObject):
-    """A list item kept as the JSON GitHub sent.
-
-    PyGithub's own classes complete themselves lazily: reading an attribute the list
-    payload lacks (``Issue.pull_request`` on a plain issue) or ``raw_data`` costs one GET
-    per item. This class never completes, so a page is one request whatever we read.
-    """
-
-    def _initAttributes(self) -> None:
-        pass
-
-    def _useAttributes(self, attributes: dict[str, Any]) -> None:
-        pass
-
-
 _Page = TypeVar("_Page")
+# One ``<url>; rel="name"`` entry of a ``Link`` header (RFC 8288, as GitHub writes it).
+_LINK = re.compile(r'<([^>]*)>\s*;\s*rel="([^"]*)"')
 
 
 class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
@@ -400,7 +391,6 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
                 retry=None,
                 seconds_between_requests=None,
                 seconds_between_writes=None,
-                per_page=self.config.per_page,
                 timeout=max(1, int(self.config.timeout.total_seconds())),
             )
         return self._client
@@ -496,20 +486,28 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
         yield from reversed(newest_first)
 
     def _list(self, repo: RepoRef, path: str, params: dict[str, Any]) -> Iterator[JSONObject]:
-        """Every item of a list endpoint, page by page, each page retried on its own."""
-        url = f"{self.config.api_base}/repos/{repo.owner}/{repo.name}{path}"
-        pages = PaginatedList(_Item, self.client.requester, url, params)
+        """Every item of a list endpoint, following the ``Link`` header's ``next`` page by
+        page; each page goes through the Retrier on its own, so a retry asks for exactly
+        the page that failed."""
         what = f"github '{self.name}': GET /repos/{repo.full_name}{path}"
-        # Page by page rather than ``for item in pages``: a failed page leaves PyGithub's
-        # next-page link untouched, so the retry asks for exactly that page again.
-        while pages._couldGrow():
-            items = self._call(pages._grow, what)
-            # PyGithub keeps every element it ever fetched; drop them, we keep none.
-            pages._clear()
+        # PyGithub's public request call: its error mapping (GithubException with
+        # status, headers and body), but no pagination state or lazy objects of its own.
+        requester = self.client.requester
+        url: str | None = f"{self.config.api_base}/repos/{repo.owner}/{repo.name}{path}"
+        page_params: dict[str, Any] | None = {**params, "per_page": self.config.per_page}
+        while url is not None:
+            request = partial(requester.requestJsonAndCheck, "GET", url, parameters=page_params)
+            headers, items = self._call(request, what)
+            if not isinstance(items, list):
+                raise StopRun(f"{what}: the response is not a JSON list: {str(items)[:200]}")
+            # An empty page ends the list whatever its links say: a server linking past
+            # the end costs no extra request.
+            url = _next_link(headers) if items else None
+            page_params = None  # a next link carries the whole query
             for item in items:
-                if not isinstance(item.raw_data, dict):
-                    raise StopRun(f"{what}: a list item is not a JSON object: {item.raw_data!r}")
-                yield item.raw_data
+                if not isinstance(item, dict):
+                    raise StopRun(f"{what}: a list item is not a JSON object: {item!r}")
+                yield item
 
     # --- HTTP errors ----------------------------------------------------------------------
 
@@ -675,6 +673,14 @@ def _names(values: object, field: str) -> list[str]:
     if not isinstance(values, list):
         return []
     return [name for value in values if (name := _name(value, field)) is not None]
+
+
+def _next_link(headers: Mapping[str, object]) -> str | None:
+    """The ``rel="next"`` url of a response's ``Link`` header, if there is one."""
+    link = headers.get("link")
+    if not isinstance(link, str):
+        return None
+    return next((url for url, rel in _LINK.findall(link) if rel == "next"), None)
 
 
 def _github_time(moment: datetime) -> str:
