@@ -278,7 +278,8 @@ class SourceRecord(Protocol):
 
     @property
     def episode_type(self) -> str:
-        """The episode type; see :meth:`Connector.episode_type`."""
+        """The episode type; see :meth:`Connector.episode_type`. A record type whose
+        episodes all share one type declares it as a ``ClassVar[str]``."""
         ...
 
     def subject_values(self) -> Mapping[str, SubjectTemplateField]:

@@ -178,8 +178,37 @@ class RepoRef:
         }
 
 
+class _GitHubItem:
+    """What every GitHub record does alike. ``data`` is the payload, chosen when
+    parsing: what a reader cares about, so an edit of a title, body or state changes it
+    (a revision) and a new comment or reaction elsewhere does not."""
+
+    __slots__ = ()
+    data: JSONObject
+
+    def payload(self) -> JSONObject:
+        return dict(self.data)
+
+
+class _EditableItem(_GitHubItem):
+    """An issue or a comment: it can be edited, so GitHub lists it by ``updated_at``,
+    its position; it happened at ``created_at``."""
+
+    __slots__ = ()
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def position(self) -> datetime:
+        return self.updated_at
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.created_at
+
+
 @dataclass(frozen=True, slots=True)
-class GitHubIssue:
+class GitHubIssue(_EditableItem):
     """An issue or a pull request in its latest state (from the issues list)."""
 
     repo: RepoRef
@@ -192,6 +221,7 @@ class GitHubIssue:
 
     @property
     def kind(self) -> str:
+        """``issue`` or ``pull_request``: the subject's ``kind``, the episode type's end."""
         return "pull_request" if self.is_pull_request else "issue"
 
     def key(self) -> str:
@@ -201,28 +231,15 @@ class GitHubIssue:
         return f"{self.repo.key_prefix}:{kind}:{self.number}:opened"
 
     @property
-    def position(self) -> datetime:
-        return self.updated_at
-
-    @property
-    def occurred_at(self) -> datetime:
-        return self.created_at
-
-    @property
     def episode_type(self) -> str:
         return f"github.{self.kind}"
 
     def subject_values(self) -> Mapping[str, SubjectTemplateField]:
         return self.repo.subject_values(self.number, self.author, self.kind)
 
-    def payload(self) -> JSONObject:
-        """What a reader cares about, chosen when parsing: an edit of a title, body or
-        state changes it (a revision); a new comment or reaction elsewhere does not."""
-        return dict(self.data)
-
 
 @dataclass(frozen=True, slots=True)
-class GitHubComment:
+class GitHubComment(_EditableItem):
     """A comment on an issue or on a pull request's conversation."""
 
     repo: RepoRef
@@ -233,31 +250,18 @@ class GitHubComment:
     author: str | None
     data: JSONObject
 
+    episode_type: ClassVar[str] = "github.issue_comment"
+
     def key(self) -> str:
         """``…:issue:{n}:comment:{id}``; comment ids are unique per repository."""
         return f"{self.repo.key_prefix}:issue:{self.issue_number}:comment:{self.comment_id}"
 
-    @property
-    def position(self) -> datetime:
-        return self.updated_at
-
-    @property
-    def occurred_at(self) -> datetime:
-        return self.created_at
-
-    @property
-    def episode_type(self) -> str:
-        return "github.issue_comment"
-
     def subject_values(self) -> Mapping[str, SubjectTemplateField]:
         return self.repo.subject_values(self.issue_number, self.author, "issue_comment")
 
-    def payload(self) -> JSONObject:
-        return dict(self.data)
-
 
 @dataclass(frozen=True, slots=True)
-class GitHubIssueEvent:
+class GitHubIssueEvent(_GitHubItem):
     """One issue event (``closed``, ``labeled``, …); events are never edited."""
 
     repo: RepoRef
@@ -267,6 +271,8 @@ class GitHubIssueEvent:
     created_at: datetime
     actor: str | None
     data: JSONObject
+
+    episode_type: ClassVar[str] = "github.issue_event"
 
     def key(self) -> str:
         """``…:issue:{n}:event:{id}``; event ids are unique per repository."""
@@ -281,19 +287,12 @@ class GitHubIssueEvent:
     def occurred_at(self) -> datetime:
         return self.created_at
 
-    @property
-    def episode_type(self) -> str:
-        return "github.issue_event"
-
     def subject_values(self) -> Mapping[str, SubjectTemplateField]:
         return self.repo.subject_values(self.issue_number, self.actor, "issue_event")
 
-    def payload(self) -> JSONObject:
-        return dict(self.data)
-
 
 @dataclass(frozen=True, slots=True)
-class GitHubReview:
+class GitHubReview(_GitHubItem):
     """A submitted review of a pull request. ``pull_updated_at`` is its pull request's
     update time, the position the review was read at."""
 
@@ -304,6 +303,8 @@ class GitHubReview:
     pull_updated_at: datetime
     author: str | None
     data: JSONObject
+
+    episode_type: ClassVar[str] = "github.review"
 
     def key(self) -> str:
         """``…:pull:{n}:review:{id}``; review ids are unique per repository."""
@@ -318,15 +319,8 @@ class GitHubReview:
     def occurred_at(self) -> datetime:
         return self.submitted_at
 
-    @property
-    def episode_type(self) -> str:
-        return "github.review"
-
     def subject_values(self) -> Mapping[str, SubjectTemplateField]:
         return self.repo.subject_values(self.pull_number, self.author, "review")
-
-    def payload(self) -> JSONObject:
-        return dict(self.data)
 
 
 #: Every record the connector yields. Keys are built from ids only, repository

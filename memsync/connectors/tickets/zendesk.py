@@ -129,16 +129,14 @@ class ZendeskTicket(_TicketRecord):
 
     data: JSONObject
 
+    episode_type: ClassVar[str] = "zendesk.ticket"
+
     def key(self) -> str:
         return self.ticket.key_prefix
 
     @property
     def occurred_at(self) -> datetime:
         return self.ticket.updated_at
-
-    @property
-    def episode_type(self) -> str:
-        return "zendesk.ticket"
 
     def payload(self) -> JSONObject:
         return dict(self.data)
@@ -152,16 +150,14 @@ class ZendeskComment(_TicketRecord):
     created_at: datetime
     data: JSONObject
 
+    episode_type: ClassVar[str] = "zendesk.comment"
+
     def key(self) -> str:
         return f"{self.ticket.key_prefix}:comment:{self.comment_id}"
 
     @property
     def occurred_at(self) -> datetime:
         return self.created_at
-
-    @property
-    def episode_type(self) -> str:
-        return "zendesk.comment"
 
     def payload(self) -> JSONObject:
         data = self.data
@@ -193,16 +189,14 @@ class ZendeskStatusChange(_TicketRecord):
     author_id: int | None
     channel: str | None
 
+    episode_type: ClassVar[str] = "zendesk.status_change"
+
     def key(self) -> str:
         return f"{self.ticket.key_prefix}:audit:{self.audit_id}:status"
 
     @property
     def occurred_at(self) -> datetime:
         return self.created_at
-
-    @property
-    def episode_type(self) -> str:
-        return "zendesk.status_change"
 
     def payload(self) -> JSONObject:
         return {

@@ -60,16 +60,28 @@ class WorkspaceConfig(ConnectorConfig):
 
 
 @dataclass(frozen=True, slots=True)
-class WorkspaceFile:
-    """One text file as scanned: its path (POSIX, relative to the root) and content."""
+class _WorkspaceRecord:
+    """What files and snapshots share: the workspace they were scanned in, the
+    namespace of their keys and their whole subject."""
 
     workspace_id: str
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return {"workspace_id": self.workspace_id}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceFile(_WorkspaceRecord):
+    """One text file as scanned: its path (POSIX, relative to the root) and content."""
+
     path: str
     size: int
     sha256: str
     modified_at: datetime
     content: str
     truncated: bool
+
+    episode_type: ClassVar[str] = "workspace.file"
 
     def key(self) -> str:
         """``workspace:{id}:file:{path}:{sha256}``: any change of content is a new key."""
@@ -82,13 +94,6 @@ class WorkspaceFile:
     @property
     def occurred_at(self) -> datetime:
         return self.modified_at
-
-    @property
-    def episode_type(self) -> str:
-        return "workspace.file"
-
-    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
-        return {"workspace_id": self.workspace_id}
 
     def payload(self) -> JSONObject:
         # Only values determined by the key: the mtime lives in occurred_at, which is
@@ -103,7 +108,7 @@ class WorkspaceFile:
 
 
 @dataclass(frozen=True, slots=True)
-class WorkspaceSnapshot:
+class WorkspaceSnapshot(_WorkspaceRecord):
     """The set of files one scan found, as sorted ``(path, sha256)`` pairs.
 
     ``skipped`` lists ``(path, reason)`` for files left out (binary, oversize,
@@ -111,10 +116,11 @@ class WorkspaceSnapshot:
     snapshot's payload must depend on its key alone.
     """
 
-    workspace_id: str
     files: tuple[tuple[str, str], ...]
     scanned_at: datetime
     skipped: tuple[tuple[str, str], ...] = ()
+
+    episode_type: ClassVar[str] = "workspace.snapshot"
 
     @property
     def digest(self) -> str:
@@ -131,13 +137,6 @@ class WorkspaceSnapshot:
     @property
     def occurred_at(self) -> datetime:
         return self.scanned_at
-
-    @property
-    def episode_type(self) -> str:
-        return "workspace.snapshot"
-
-    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
-        return {"workspace_id": self.workspace_id}
 
     def payload(self) -> JSONObject:
         # The scan time lives in occurred_at: a payload of the key alone.
