@@ -14,8 +14,8 @@ from memsync.clock import FakeClock
 from memsync.connectors.base import Window
 from memsync.connectors.errors import RateLimitExhausted, StopRun
 from memsync.connectors.github import GitHubConfig, GitHubConnector, GitHubRecord
+from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.testing import ConnectorConformanceSuite, SimulatedIngest
-from tests.fakes import FakeGitHub
 from tests.unit.connectors.sync_helpers import RecordedSleep, sync
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
