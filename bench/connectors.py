@@ -23,9 +23,10 @@ from bench.common import machine, print_table
 from memsync.clock import FakeClock
 from memsync.connectors.base import Connector, Window
 from memsync.connectors.github import GitHubConfig, GitHubConnector
+from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.slack import SlackConfig, SlackConnector
+from memsync.connectors.slack.fake_api import FakeSlack
 from memsync.connectors.testing import SimulatedIngest
-from tests.fakes import FakeGitHub, FakeSlack
 
 GITHUB_START = datetime(2024, 1, 1, tzinfo=UTC)
 SLACK_START_TS = 1_700_000_000

@@ -16,7 +16,7 @@ import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Generic, TypeVar, final
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, final
 
 from memsync.connectors.config import (
     ConnectorConfig,
@@ -31,7 +31,10 @@ __all__ = [
     "Connector",
     "Cursor",
     "KeyPolicy",
+    "RecordConnector",
     "RecordT",
+    "SourceRecord",
+    "SourceRecordT",
     "Window",
     "validate_connector_class",
 ]
@@ -248,6 +251,80 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
             occurred_at=occurred_at,
             provenance={"connector": self.config.name, "connector_type": self.type},
         )
+
+
+class SourceRecord(Protocol):
+    """A record that knows how it becomes an episode.
+
+    A source with several kinds of record (issues, comments, events) gives each kind
+    its own class implementing this protocol, so mapping asks the record instead of
+    switching on its type. Each member has the contract of the :class:`Connector`
+    hook of the same purpose; :class:`RecordConnector` delegates to them.
+    """
+
+    def key(self) -> str:
+        """The idempotency key; see :meth:`Connector.idempotency_key`."""
+        ...
+
+    @property
+    def position(self) -> datetime:
+        """The position for checkpointing; see :meth:`Connector.record_cursor`."""
+        ...
+
+    @property
+    def occurred_at(self) -> datetime:
+        """When the source event happened, aware; see :meth:`Connector.occurred_at`."""
+        ...
+
+    @property
+    def episode_type(self) -> str:
+        """The episode type; see :meth:`Connector.episode_type`. A record type whose
+        episodes all share one type declares it as a ``ClassVar[str]``."""
+        ...
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        """Fields the subject template may use; see :meth:`Connector.subject_values`."""
+        ...
+
+    def payload(self) -> JSONObject:
+        """The episode payload, JSON values only; see :meth:`Connector.payload`."""
+        ...
+
+
+SourceRecordT = TypeVar("SourceRecordT", bound=SourceRecord)
+
+
+class RecordConnector(Connector[ConfigT, SourceRecordT]):
+    """A connector whose records map themselves (:class:`SourceRecord`).
+
+    Every mapping hook asks the record, so a subclass implements :meth:`fetch` and
+    sets the class attributes; what a key, a position or a payload is lives beside
+    the record type it belongs to.
+    """
+
+    @final
+    def idempotency_key(self, record: SourceRecordT) -> str:
+        return record.key()
+
+    @final
+    def record_cursor(self, record: SourceRecordT) -> datetime:
+        return record.position
+
+    @final
+    def subject_values(self, record: SourceRecordT) -> Mapping[str, SubjectTemplateField]:
+        return record.subject_values()
+
+    @final
+    def episode_type(self, record: SourceRecordT) -> str:
+        return record.episode_type
+
+    @final
+    def occurred_at(self, record: SourceRecordT) -> datetime:
+        return record.occurred_at
+
+    @final
+    def payload(self, record: SourceRecordT) -> JSONObject:
+        return record.payload()
 
 
 def validate_connector_class(cls: type[Connector[Any, Any]]) -> None:

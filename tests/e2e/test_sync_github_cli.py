@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.runtime.storage import Store
-from tests.fakes import FakeGitHub
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,11 @@ so records come out oldest first across streams and repositories: the runner's c
 PyGithub is configured so that the connector, not the library, decides about waits:
 no urllib3 retries and no throttling sleeps (``retry=None``,
 ``seconds_between_requests=None``); every page goes through the shared
-:class:`~memsync.connectors.retry.Retrier` with its injected sleep and clock.
+:class:`~memsync.connectors.retry.Retrier` with its injected sleep and clock. Pages are
+asked for with PyGithub's public ``Github.requester.requestJsonAndCheck`` (its
+authentication, host handling and ``GithubException`` mapping) and the connector
+follows the ``Link`` header itself: items stay the JSON GitHub sent, so PyGithub's
+lazy objects never cost a request per item, and no private PyGithub API is used.
 
 Conditional requests: not used. PyGithub sends ``If-None-Match`` only from
 ``GithubObject.update()`` on a single, already fetched object, and its paginated lists
@@ -29,21 +33,21 @@ re-validate. A ``since`` poll that finds nothing costs one request per stream.
 from __future__ import annotations
 
 import heapq
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar
 
 import requests
 from github import Auth, Github, GithubException
-from github.GithubObject import NonCompletableGithubObject
-from github.PaginatedList import PaginatedList
 from pydantic import Field, SecretStr, field_validator
 
 from memsync.clock import Clock
 from memsync.connectors._parsing import optional_int, optional_str, parse_iso_time, required_int
-from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
+from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
@@ -160,9 +164,51 @@ class RepoRef:
     def key_prefix(self) -> str:
         return f"{_SOURCE}:{self.owner}:{self.name}"
 
+    def subject_values(
+        self, number: int, author: str | None, kind: str
+    ) -> Mapping[str, SubjectTemplateField]:
+        """The subject fields of a record of this repository (``subject_fields``)."""
+        return {
+            "owner": self.owner,
+            "repo": self.name,
+            "repository": self.full_name,
+            "number": number,
+            "author": author,
+            "kind": kind,
+        }
+
+
+class _GitHubItem:
+    """What every GitHub record does alike. ``data`` is the payload, chosen when
+    parsing: what a reader cares about, so an edit of a title, body or state changes it
+    (a revision) and a new comment or reaction elsewhere does not."""
+
+    __slots__ = ()
+    data: JSONObject
+
+    def payload(self) -> JSONObject:
+        return dict(self.data)
+
+
+class _EditableItem(_GitHubItem):
+    """An issue or a comment: it can be edited, so GitHub lists it by ``updated_at``,
+    its position; it happened at ``created_at``."""
+
+    __slots__ = ()
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def position(self) -> datetime:
+        return self.updated_at
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.created_at
+
 
 @dataclass(frozen=True, slots=True)
-class GitHubIssue:
+class GitHubIssue(_EditableItem):
     """An issue or a pull request in its latest state (from the issues list)."""
 
     repo: RepoRef
@@ -173,9 +219,27 @@ class GitHubIssue:
     author: str | None
     data: JSONObject
 
+    @property
+    def kind(self) -> str:
+        """``issue`` or ``pull_request``: the subject's ``kind``, the episode type's end."""
+        return "pull_request" if self.is_pull_request else "issue"
+
+    def key(self) -> str:
+        """``…:issue:{n}:opened`` or ``…:pull:{n}:opened``: issues and pull requests
+        share GitHub's number space, so the two never name one item."""
+        kind = "pull" if self.is_pull_request else "issue"
+        return f"{self.repo.key_prefix}:{kind}:{self.number}:opened"
+
+    @property
+    def episode_type(self) -> str:
+        return f"github.{self.kind}"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return self.repo.subject_values(self.number, self.author, self.kind)
+
 
 @dataclass(frozen=True, slots=True)
-class GitHubComment:
+class GitHubComment(_EditableItem):
     """A comment on an issue or on a pull request's conversation."""
 
     repo: RepoRef
@@ -186,9 +250,18 @@ class GitHubComment:
     author: str | None
     data: JSONObject
 
+    episode_type: ClassVar[str] = "github.issue_comment"
+
+    def key(self) -> str:
+        """``…:issue:{n}:comment:{id}``; comment ids are unique per repository."""
+        return f"{self.repo.key_prefix}:issue:{self.issue_number}:comment:{self.comment_id}"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return self.repo.subject_values(self.issue_number, self.author, "issue_comment")
+
 
 @dataclass(frozen=True, slots=True)
-class GitHubIssueEvent:
+class GitHubIssueEvent(_GitHubItem):
     """One issue event (``closed``, ``labeled``, …); events are never edited."""
 
     repo: RepoRef
@@ -199,9 +272,27 @@ class GitHubIssueEvent:
     actor: str | None
     data: JSONObject
 
+    episode_type: ClassVar[str] = "github.issue_event"
+
+    def key(self) -> str:
+        """``…:issue:{n}:event:{id}``; event ids are unique per repository."""
+        return f"{self.repo.key_prefix}:issue:{self.issue_number}:event:{self.event_id}"
+
+    @property
+    def position(self) -> datetime:
+        # Events are listed by creation: they never change afterwards.
+        return self.created_at
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.created_at
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return self.repo.subject_values(self.issue_number, self.actor, "issue_event")
+
 
 @dataclass(frozen=True, slots=True)
-class GitHubReview:
+class GitHubReview(_GitHubItem):
     """A submitted review of a pull request. ``pull_updated_at`` is its pull request's
     update time, the position the review was read at."""
 
@@ -213,29 +304,36 @@ class GitHubReview:
     author: str | None
     data: JSONObject
 
+    episode_type: ClassVar[str] = "github.review"
 
+    def key(self) -> str:
+        """``…:pull:{n}:review:{id}``; review ids are unique per repository."""
+        return f"{self.repo.key_prefix}:pull:{self.pull_number}:review:{self.review_id}"
+
+    @property
+    def position(self) -> datetime:
+        # Reviews are read because their pull request was updated.
+        return self.pull_updated_at
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.submitted_at
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return self.repo.subject_values(self.pull_number, self.author, "review")
+
+
+#: Every record the connector yields. Keys are built from ids only, repository
+#: lower-cased: an item re-read in any window, by any instance, gets the same key.
 GitHubRecord = GitHubIssue | GitHubComment | GitHubIssueEvent | GitHubReview
 
 
-class _Item(NonCompletableGithubObject):
-    """A list item kept as the JSON GitHub sent.
-
-    PyGithub's own classes complete themselves lazily: reading an attribute the list
-    payload lacks (``Issue.pull_request`` on a plain issue) or ``raw_data`` costs one GET
-    per item. This class never completes, so a page is one request whatever we read.
-    """
-
-    def _initAttributes(self) -> None:
-        pass
-
-    def _useAttributes(self, attributes: dict[str, Any]) -> None:
-        pass
-
-
 _Page = TypeVar("_Page")
+# One ``<url>; rel="name"`` entry of a ``Link`` header (RFC 8288, as GitHub writes it).
+_LINK = re.compile(r'<([^>]*)>\s*;\s*rel="([^"]*)"')
 
 
-class GitHubConnector(Connector[GitHubConfig, GitHubRecord]):
+class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
     """Issues, pull requests, comments, reviews and issue events of GitHub repositories.
 
     Repeats: every item updated in the window is re-read, and every review of an
@@ -287,7 +385,6 @@ class GitHubConnector(Connector[GitHubConfig, GitHubRecord]):
                 retry=None,
                 seconds_between_requests=None,
                 seconds_between_writes=None,
-                per_page=self.config.per_page,
                 timeout=max(1, int(self.config.timeout.total_seconds())),
             )
         return self._client
@@ -383,20 +480,28 @@ class GitHubConnector(Connector[GitHubConfig, GitHubRecord]):
         yield from reversed(newest_first)
 
     def _list(self, repo: RepoRef, path: str, params: dict[str, Any]) -> Iterator[JSONObject]:
-        """Every item of a list endpoint, page by page, each page retried on its own."""
-        url = f"{self.config.api_base}/repos/{repo.owner}/{repo.name}{path}"
-        pages = PaginatedList(_Item, self.client.requester, url, params)
+        """Every item of a list endpoint, following the ``Link`` header's ``next`` page by
+        page; each page goes through the Retrier on its own, so a retry asks for exactly
+        the page that failed."""
         what = f"github '{self.name}': GET /repos/{repo.full_name}{path}"
-        # Page by page rather than ``for item in pages``: a failed page leaves PyGithub's
-        # next-page link untouched, so the retry asks for exactly that page again.
-        while pages._couldGrow():
-            items = self._call(pages._grow, what)
-            # PyGithub keeps every element it ever fetched; drop them, we keep none.
-            pages._clear()
+        # PyGithub's public request call: its error mapping (GithubException with
+        # status, headers and body), but no pagination state or lazy objects of its own.
+        requester = self.client.requester
+        url: str | None = f"{self.config.api_base}/repos/{repo.owner}/{repo.name}{path}"
+        page_params: dict[str, Any] | None = {**params, "per_page": self.config.per_page}
+        while url is not None:
+            request = partial(requester.requestJsonAndCheck, "GET", url, parameters=page_params)
+            headers, items = self._call(request, what)
+            if not isinstance(items, list):
+                raise StopRun(f"{what}: the response is not a JSON list: {str(items)[:200]}")
+            # An empty page ends the list whatever its links say: a server linking past
+            # the end costs no extra request.
+            url = _next_link(headers) if items else None
+            page_params = None  # a next link carries the whole query
             for item in items:
-                if not isinstance(item.raw_data, dict):
-                    raise StopRun(f"{what}: a list item is not a JSON object: {item.raw_data!r}")
-                yield item.raw_data
+                if not isinstance(item, dict):
+                    raise StopRun(f"{what}: a list item is not a JSON object: {item!r}")
+                yield item
 
     # --- HTTP errors ----------------------------------------------------------------------
 
@@ -450,71 +555,6 @@ class GitHubConnector(Connector[GitHubConfig, GitHubRecord]):
         if status >= 500:
             return RetryableError(f"{what}: HTTP {status}: {message}", retry_after=wait)
         return StopRun(f"{what}: HTTP {status}: {message}")
-
-    # --- mapping --------------------------------------------------------------------------
-
-    def idempotency_key(self, record: GitHubRecord) -> str:
-        """Ids only, repository lower-cased. Repeats: an item re-read in any window, by any
-        instance, gets the same key. Conflicts: issues and PRs share GitHub's number
-        space, so ``issue:{n}`` and ``pull:{n}`` never name two items; comment, event and
-        review ids are unique per repository."""
-        prefix = record.repo.key_prefix
-        if isinstance(record, GitHubIssue):
-            kind = "pull" if record.is_pull_request else "issue"
-            return f"{prefix}:{kind}:{record.number}:opened"
-        if isinstance(record, GitHubComment):
-            return f"{prefix}:issue:{record.issue_number}:comment:{record.comment_id}"
-        if isinstance(record, GitHubIssueEvent):
-            return f"{prefix}:issue:{record.issue_number}:event:{record.event_id}"
-        return f"{prefix}:pull:{record.pull_number}:review:{record.review_id}"
-
-    def record_cursor(self, record: GitHubRecord) -> datetime:
-        """The time the record was listed by: ``updated_at`` (issues, comments),
-        ``created_at`` (events), the pull request's ``updated_at`` (reviews). ``fetch``
-        yields records in this order."""
-        if isinstance(record, GitHubIssue | GitHubComment):
-            return record.updated_at
-        if isinstance(record, GitHubIssueEvent):
-            return record.created_at
-        # Reviews are read because their pull request was updated.
-        return record.pull_updated_at
-
-    def subject_values(self, record: GitHubRecord) -> Mapping[str, SubjectTemplateField]:
-        if isinstance(record, GitHubIssue):
-            number, kind, author = record.number, _issue_kind(record), record.author
-        elif isinstance(record, GitHubComment):
-            number, kind, author = record.issue_number, "issue_comment", record.author
-        elif isinstance(record, GitHubIssueEvent):
-            number, kind, author = record.issue_number, "issue_event", record.actor
-        else:
-            number, kind, author = record.pull_number, "review", record.author
-        return {
-            "owner": record.repo.owner,
-            "repo": record.repo.name,
-            "repository": record.repo.full_name,
-            "number": number,
-            "author": author,
-            "kind": kind,
-        }
-
-    def episode_type(self, record: GitHubRecord) -> str:
-        if isinstance(record, GitHubIssue):
-            return f"github.{_issue_kind(record)}"
-        if isinstance(record, GitHubComment):
-            return "github.issue_comment"
-        if isinstance(record, GitHubIssueEvent):
-            return "github.issue_event"
-        return "github.review"
-
-    def occurred_at(self, record: GitHubRecord) -> datetime:
-        if isinstance(record, GitHubIssue | GitHubComment | GitHubIssueEvent):
-            return record.created_at
-        return record.submitted_at
-
-    def payload(self, record: GitHubRecord) -> JSONObject:
-        """What a reader cares about, chosen when parsing: an edit of a title, body or
-        state changes it (a revision); a new comment or reaction elsewhere does not."""
-        return dict(record.data)
 
 
 # --- parsing list items ---------------------------------------------------------------------
@@ -615,10 +655,6 @@ def _event(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubIssueEvent:
     )
 
 
-def _issue_kind(issue: GitHubIssue) -> str:
-    return "pull_request" if issue.is_pull_request else "issue"
-
-
 def _login(user: object) -> str | None:
     return _name(user, "login")
 
@@ -631,6 +667,14 @@ def _names(values: object, field: str) -> list[str]:
     if not isinstance(values, list):
         return []
     return [name for value in values if (name := _name(value, field)) is not None]
+
+
+def _next_link(headers: Mapping[str, object]) -> str | None:
+    """The ``rel="next"`` url of a response's ``Link`` header, if there is one."""
+    link = headers.get("link")
+    if not isinstance(link, str):
+        return None
+    return next((url for url, rel in _LINK.findall(link) if rel == "next"), None)
 
 
 def _github_time(moment: datetime) -> str:

@@ -41,7 +41,7 @@ from slack_sdk.errors import SlackApiError
 
 from memsync.clock import Clock
 from memsync.connectors._parsing import optional_str
-from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
+from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, SkipRecord, StopRun
 from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
@@ -136,13 +136,43 @@ class SlackMessage:
     def is_reply(self) -> bool:
         return self.thread_ts is not None and self.thread_ts != self.ts
 
+    def key(self) -> str:
+        """``slack:{team}:{channel}:{ts}``. Repeats: a message or reply re-read (overlap,
+        lookback, backfill) gets the same key. Conflicts: Slack never gives two messages
+        of one channel the same ts."""
+        return f"{_SOURCE}:{self.team}:{self.channel}:{self.ts}"
+
     @property
     def position(self) -> datetime:
-        """When the message last changed: its edit, else its post."""
+        """When the message last changed: its edit, else its post. ``fetch`` yields
+        records in this order."""
         posted = slack_ts_to_datetime(self.ts)
         if self.edited_ts is None:
             return posted
         return max(posted, slack_ts_to_datetime(self.edited_ts))
+
+    @property
+    def occurred_at(self) -> datetime:
+        return slack_ts_to_datetime(self.ts)
+
+    @property
+    def episode_type(self) -> str:
+        return "slack.reply" if self.is_reply else "slack.message"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return {
+            "team": self.team,
+            "channel": self.channel,
+            "channel_name": self.channel_name,
+            "user": self.user,
+            "thread_ts": self.thread_ts,
+        }
+
+    def payload(self) -> JSONObject:
+        """The message's content. Raises :class:`SkipRecord` for contentless subtypes."""
+        if self.subtype in CONTENTLESS_SUBTYPES:
+            raise SkipRecord(f"{self.key()}: subtype '{self.subtype}' carries no content")
+        return dict(self.data)
 
 
 def slack_ts_to_datetime(ts: str) -> datetime:
@@ -166,7 +196,7 @@ class _Channel:
     name: str | None
 
 
-class SlackConnector(Connector[SlackConfig, SlackMessage]):
+class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
     """Messages and thread replies of Slack channels.
 
     Repeats: the overlap and the lookback re-read messages; keys make that free. An
@@ -356,42 +386,6 @@ class SlackConnector(Connector[SlackConfig, SlackMessage]):
         if status >= 500 or code in _TRANSIENT_ERRORS:
             return RetryableError(f"{what}: {code or f'HTTP {status}'}", retry_after=wait)
         return StopRun(f"{what}: {code or f'HTTP {status}'}")
-
-    # --- mapping --------------------------------------------------------------------------
-
-    def idempotency_key(self, record: SlackMessage) -> str:
-        """``slack:{team}:{channel}:{ts}``. Repeats: a message or reply re-read (overlap,
-        lookback, backfill) gets the same key. Conflicts: Slack never gives two messages
-        of one channel the same ts."""
-        return f"{_SOURCE}:{record.team}:{record.channel}:{record.ts}"
-
-    def record_cursor(self, record: SlackMessage) -> datetime:
-        """When the message last changed (its edit, else its post); ``fetch`` yields
-        records in this order."""
-        return record.position
-
-    def subject_values(self, record: SlackMessage) -> Mapping[str, SubjectTemplateField]:
-        return {
-            "team": record.team,
-            "channel": record.channel,
-            "channel_name": record.channel_name,
-            "user": record.user,
-            "thread_ts": record.thread_ts,
-        }
-
-    def episode_type(self, record: SlackMessage) -> str:
-        return "slack.reply" if record.is_reply else "slack.message"
-
-    def occurred_at(self, record: SlackMessage) -> datetime:
-        return slack_ts_to_datetime(record.ts)
-
-    def payload(self, record: SlackMessage) -> JSONObject:
-        """The message's content. Raises :class:`SkipRecord` for contentless subtypes."""
-        if record.subtype in CONTENTLESS_SUBTYPES:
-            raise SkipRecord(
-                f"{self.idempotency_key(record)}: subtype '{record.subtype}' carries no content"
-            )
-        return dict(record.data)
 
 
 class _ThreadGone(StopRun):

@@ -26,7 +26,7 @@ from pydantic import Field, SecretStr
 
 from memsync.clock import Clock, SystemClock
 from memsync.connectors._parsing import optional_int, parse_iso_time, required_int
-from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
+from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
@@ -76,8 +76,10 @@ class ZendeskConfig(ConnectorConfig):
 
 @dataclass(frozen=True, slots=True)
 class TicketRef:
-    """The ticket a record belongs to: ids for keys and subjects, and its update time."""
+    """The ticket a record belongs to: its account and ids for keys and subjects, and
+    its update time."""
 
+    subdomain: str
     id: int
     updated_at: datetime
     organization_id: int | None = None
@@ -86,36 +88,127 @@ class TicketRef:
     group_id: int | None = None
     brand_id: int | None = None
 
+    @property
+    def key_prefix(self) -> str:
+        """``zendesk:{subdomain}:ticket:{id}``, the ticket's key and the start of the
+        keys of its comments and audits: Zendesk never reuses an id in an account."""
+        return f"{_SOURCE}:{self.subdomain}:ticket:{self.id}"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        """The subject fields of every record of this ticket (``subject_fields``)."""
+        return {
+            "subdomain": self.subdomain,
+            "ticket_id": self.id,
+            "organization_id": self.organization_id,
+            "requester_id": self.requester_id,
+            "assignee_id": self.assignee_id,
+            "group_id": self.group_id,
+            "brand_id": self.brand_id,
+        }
+
 
 @dataclass(frozen=True, slots=True)
-class ZendeskTicket:
+class _TicketRecord:
+    """What every Zendesk record shares: the ticket it was read for."""
+
+    ticket: TicketRef
+
+    @property
+    def position(self) -> datetime:
+        # Comments and audits are read because their ticket was updated, so the
+        # ticket's update time is the position every one of them stands for.
+        return self.ticket.updated_at
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return self.ticket.subject_values()
+
+
+@dataclass(frozen=True, slots=True)
+class ZendeskTicket(_TicketRecord):
     """A ticket in its latest state, as the incremental export returns it."""
 
-    ticket: TicketRef
     data: JSONObject
+
+    episode_type: ClassVar[str] = "zendesk.ticket"
+
+    def key(self) -> str:
+        return self.ticket.key_prefix
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.ticket.updated_at
+
+    def payload(self) -> JSONObject:
+        return dict(self.data)
 
 
 @dataclass(frozen=True, slots=True)
-class ZendeskComment:
+class ZendeskComment(_TicketRecord):
     """One comment of a ticket."""
 
-    ticket: TicketRef
     comment_id: int
     created_at: datetime
     data: JSONObject
 
+    episode_type: ClassVar[str] = "zendesk.comment"
+
+    def key(self) -> str:
+        return f"{self.ticket.key_prefix}:comment:{self.comment_id}"
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.created_at
+
+    def payload(self) -> JSONObject:
+        data = self.data
+        # metadata.system holds the client's IP, user agent and location: personal
+        # data with no value for memory, so it is left out.
+        return {
+            "ticket_id": self.ticket.id,
+            "id": self.comment_id,
+            "author_id": data.get("author_id"),
+            "body": data.get("body"),
+            "public": data.get("public"),
+            "created_at": data.get("created_at"),
+            "attachments": [
+                {k: a.get(k) for k in ("id", "file_name", "content_type", "size")}
+                for a in data.get("attachments") or []
+                if isinstance(a, dict)
+            ],
+        }
+
 
 @dataclass(frozen=True, slots=True)
-class ZendeskStatusChange:
+class ZendeskStatusChange(_TicketRecord):
     """A ``status`` Change event of one audit: ``previous`` → ``value``."""
 
-    ticket: TicketRef
     audit_id: int
     created_at: datetime
     previous: str | None
     value: str | None
     author_id: int | None
     channel: str | None
+
+    episode_type: ClassVar[str] = "zendesk.status_change"
+
+    def key(self) -> str:
+        return f"{self.ticket.key_prefix}:audit:{self.audit_id}:status"
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.created_at
+
+    def payload(self) -> JSONObject:
+        return {
+            "ticket_id": self.ticket.id,
+            "audit_id": self.audit_id,
+            "field": "status",
+            "from": self.previous,
+            "to": self.value,
+            "author_id": self.author_id,
+            "channel": self.channel,
+            "created_at": self.created_at.isoformat(),
+        }
 
 
 ZendeskRecord = ZendeskTicket | ZendeskComment | ZendeskStatusChange
@@ -134,7 +227,7 @@ def _required_int(data: Mapping[str, Any], field: str, what: str) -> int:
     return required_int(data, field, what, source=_SOURCE)
 
 
-class ZendeskConnector(Connector[ZendeskConfig, ZendeskRecord]):
+class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
     """Tickets, comments and status changes of one Zendesk Support account.
 
     Repeats: every ticket updated in the window is re-read with all its comments and
@@ -236,6 +329,7 @@ class ZendeskConnector(Connector[ZendeskConfig, ZendeskRecord]):
         if not isinstance(raw, dict):
             raise StopRun(self._malformed(_INCREMENTAL_PATH, f"ticket is {raw!r}"))
         ref = TicketRef(
+            subdomain=self.config.subdomain,
             id=_required_int(raw, "id", "ticket"),
             updated_at=_parse_time(raw.get("updated_at"), "ticket updated_at"),
             organization_id=optional_int(raw.get("organization_id")),
@@ -354,76 +448,6 @@ class ZendeskConnector(Connector[ZendeskConfig, ZendeskRecord]):
 
     def _malformed(self, path: str, problem: str) -> str:
         return f"zendesk '{self.name}': GET {path}: unexpected response shape: {problem}"
-
-    # --- mapping --------------------------------------------------------------------------
-
-    def idempotency_key(self, record: ZendeskRecord) -> str:
-        ticket_key = f"zendesk:{self.config.subdomain}:ticket:{record.ticket.id}"
-        if isinstance(record, ZendeskTicket):
-            return ticket_key
-        if isinstance(record, ZendeskComment):
-            return f"{ticket_key}:comment:{record.comment_id}"
-        return f"{ticket_key}:audit:{record.audit_id}:status"
-
-    def record_cursor(self, record: ZendeskRecord) -> datetime:
-        # Comments and audits are read because their ticket was updated, so the
-        # ticket's update time is the position every one of them stands for.
-        return record.ticket.updated_at
-
-    def subject_values(self, record: ZendeskRecord) -> Mapping[str, SubjectTemplateField]:
-        ticket = record.ticket
-        return {
-            "subdomain": self.config.subdomain,
-            "ticket_id": ticket.id,
-            "organization_id": ticket.organization_id,
-            "requester_id": ticket.requester_id,
-            "assignee_id": ticket.assignee_id,
-            "group_id": ticket.group_id,
-            "brand_id": ticket.brand_id,
-        }
-
-    def episode_type(self, record: ZendeskRecord) -> str:
-        if isinstance(record, ZendeskTicket):
-            return "zendesk.ticket"
-        if isinstance(record, ZendeskComment):
-            return "zendesk.comment"
-        return "zendesk.status_change"
-
-    def occurred_at(self, record: ZendeskRecord) -> datetime:
-        if isinstance(record, ZendeskTicket):
-            return record.ticket.updated_at
-        return record.created_at
-
-    def payload(self, record: ZendeskRecord) -> JSONObject:
-        if isinstance(record, ZendeskTicket):
-            return dict(record.data)
-        if isinstance(record, ZendeskComment):
-            data = record.data
-            # metadata.system holds the client's IP, user agent and location: personal
-            # data with no value for memory, so it is left out.
-            return {
-                "ticket_id": record.ticket.id,
-                "id": record.comment_id,
-                "author_id": data.get("author_id"),
-                "body": data.get("body"),
-                "public": data.get("public"),
-                "created_at": data.get("created_at"),
-                "attachments": [
-                    {k: a.get(k) for k in ("id", "file_name", "content_type", "size")}
-                    for a in data.get("attachments") or []
-                    if isinstance(a, dict)
-                ],
-            }
-        return {
-            "ticket_id": record.ticket.id,
-            "audit_id": record.audit_id,
-            "field": "status",
-            "from": record.previous,
-            "to": record.value,
-            "author_id": record.author_id,
-            "channel": record.channel,
-            "created_at": record.created_at.isoformat(),
-        }
 
 
 def _as_text(value: object) -> str | None:

@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
+from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, SubjectTemplateField
 from memsync.connectors.errors import StopRun
 from memsync.connectors.workspace._ignore import (
@@ -60,7 +60,18 @@ class WorkspaceConfig(ConnectorConfig):
 
 
 @dataclass(frozen=True, slots=True)
-class WorkspaceFile:
+class _WorkspaceRecord:
+    """What files and snapshots share: the workspace they were scanned in, the
+    namespace of their keys and their whole subject."""
+
+    workspace_id: str
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return {"workspace_id": self.workspace_id}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceFile(_WorkspaceRecord):
     """One text file as scanned: its path (POSIX, relative to the root) and content."""
 
     path: str
@@ -70,9 +81,34 @@ class WorkspaceFile:
     content: str
     truncated: bool
 
+    episode_type: ClassVar[str] = "workspace.file"
+
+    def key(self) -> str:
+        """``workspace:{id}:file:{path}:{sha256}``: any change of content is a new key."""
+        return f"workspace:{self.workspace_id}:file:{self.path}:{self.sha256}"
+
+    @property
+    def position(self) -> datetime:
+        return self.modified_at
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.modified_at
+
+    def payload(self) -> JSONObject:
+        # Only values determined by the key: the mtime lives in occurred_at, which is
+        # not hashed, so touching a file stores nothing new.
+        return {
+            "path": self.path,
+            "size": self.size,
+            "sha256": self.sha256,
+            "content": self.content,
+            "truncated": self.truncated,
+        }
+
 
 @dataclass(frozen=True, slots=True)
-class WorkspaceSnapshot:
+class WorkspaceSnapshot(_WorkspaceRecord):
     """The set of files one scan found, as sorted ``(path, sha256)`` pairs.
 
     ``skipped`` lists ``(path, reason)`` for files left out (binary, oversize,
@@ -84,9 +120,31 @@ class WorkspaceSnapshot:
     scanned_at: datetime
     skipped: tuple[tuple[str, str], ...] = ()
 
+    episode_type: ClassVar[str] = "workspace.snapshot"
+
     @property
     def digest(self) -> str:
         return snapshot_digest(self.files)
+
+    def key(self) -> str:
+        """``workspace:{id}:{digest}``: an unchanged tree scans to the same key."""
+        return f"workspace:{self.workspace_id}:{self.digest}"
+
+    @property
+    def position(self) -> datetime:
+        return self.scanned_at
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.scanned_at
+
+    def payload(self) -> JSONObject:
+        # The scan time lives in occurred_at: a payload of the key alone.
+        return {
+            "digest": self.digest,
+            "file_count": len(self.files),
+            "files": [{"path": path, "sha256": file_hash} for path, file_hash in self.files],
+        }
 
 
 WorkspaceRecord = WorkspaceFile | WorkspaceSnapshot
@@ -111,7 +169,7 @@ class _Scanned:
     skip_reason: str | None = None
 
 
-class WorkspaceConnector(Connector[WorkspaceConfig, WorkspaceRecord]):
+class WorkspaceConnector(RecordConnector[WorkspaceConfig, WorkspaceRecord]):
     """Files of a directory tree (IDE workspace, repository checkout) and scan snapshots.
 
     A scan is always complete: the window is not used to filter, because a snapshot is
@@ -157,7 +215,10 @@ class WorkspaceConnector(Connector[WorkspaceConfig, WorkspaceRecord]):
             found.append((path, scanned.record.sha256))
             yield scanned.record
         yield WorkspaceSnapshot(
-            files=tuple(sorted(found)), scanned_at=window.end, skipped=tuple(skipped)
+            workspace_id=self.config.effective_workspace_id,
+            files=tuple(sorted(found)),
+            scanned_at=window.end,
+            skipped=tuple(skipped),
         )
 
     def _walk(
@@ -214,6 +275,7 @@ class WorkspaceConnector(Connector[WorkspaceConfig, WorkspaceRecord]):
             return _Scanned(None, f"unreadable ({error.strerror or error})")
         return _Scanned(
             WorkspaceFile(
+                workspace_id=self.config.effective_workspace_id,
                 path=path,
                 size=size,
                 sha256=hasher.hexdigest(),
@@ -223,40 +285,3 @@ class WorkspaceConnector(Connector[WorkspaceConfig, WorkspaceRecord]):
                 truncated=size > len(head),
             )
         )
-
-    def idempotency_key(self, record: WorkspaceRecord) -> str:
-        workspace = self.config.effective_workspace_id
-        if isinstance(record, WorkspaceFile):
-            return f"workspace:{workspace}:file:{record.path}:{record.sha256}"
-        return f"workspace:{workspace}:{record.digest}"
-
-    def record_cursor(self, record: WorkspaceRecord) -> datetime:
-        return self.occurred_at(record)
-
-    def subject_values(self, record: WorkspaceRecord) -> Mapping[str, SubjectTemplateField]:
-        return {"workspace_id": self.config.effective_workspace_id}
-
-    def episode_type(self, record: WorkspaceRecord) -> str:
-        return "workspace.file" if isinstance(record, WorkspaceFile) else "workspace.snapshot"
-
-    def occurred_at(self, record: WorkspaceRecord) -> datetime:
-        if isinstance(record, WorkspaceFile):
-            return record.modified_at
-        return record.scanned_at
-
-    def payload(self, record: WorkspaceRecord) -> JSONObject:
-        # Only values determined by the key: the mtime and scan time live in
-        # occurred_at, which is not hashed, so touching a file stores nothing new.
-        if isinstance(record, WorkspaceFile):
-            return {
-                "path": record.path,
-                "size": record.size,
-                "sha256": record.sha256,
-                "content": record.content,
-                "truncated": record.truncated,
-            }
-        return {
-            "digest": record.digest,
-            "file_count": len(record.files),
-            "files": [{"path": path, "sha256": file_hash} for path, file_hash in record.files],
-        }

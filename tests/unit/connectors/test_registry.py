@@ -122,6 +122,7 @@ def test_public_surface_is_what_we_meant() -> None:
             "KeyPolicy",
             "RateLimitExhausted",
             "RateLimited",
+            "RecordConnector",
             "Retrier",
             "RetryPolicy",
             "RetrySettings",
@@ -129,6 +130,7 @@ def test_public_surface_is_what_we_meant() -> None:
             "Schedule",
             "ScheduleSpec",
             "SkipRecord",
+            "SourceRecord",
             "StopRun",
             "SubjectTemplate",
             "SubjectTemplateError",
@@ -146,12 +148,13 @@ def test_public_surface_is_what_we_meant() -> None:
 
 
 FORBIDDEN = ("sqlalchemy", "apscheduler", "memsync.runtime")
+REPO = Path(memsync.connectors.__file__).parents[2]
 
 
-def test_connectors_never_import_storage_scheduler_or_runtime() -> None:
-    package = Path(memsync.connectors.__file__).parent
+def _imports_of(tree: Path, modules: tuple[str, ...]) -> list[str]:
+    """``file: module`` for every import under ``tree`` of a banned module or its children."""
     offenders: list[str] = []
-    for source in sorted(package.rglob("*.py")):
+    for source in sorted(tree.rglob("*.py")):
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             names: list[str] = []
             if isinstance(node, ast.Import):
@@ -159,8 +162,18 @@ def test_connectors_never_import_storage_scheduler_or_runtime() -> None:
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             offenders += [
-                f"{source.relative_to(package)}: {name}"
+                f"{source.relative_to(tree)}: {name}"
                 for name in names
-                if any(name == banned or name.startswith(banned + ".") for banned in FORBIDDEN)
+                if any(name == banned or name.startswith(banned + ".") for banned in modules)
             ]
-    assert offenders == []
+    return offenders
+
+
+def test_connectors_never_import_storage_scheduler_or_runtime() -> None:
+    assert _imports_of(Path(memsync.connectors.__file__).parent, FORBIDDEN) == []
+
+
+@pytest.mark.parametrize("tree", ["memsync", "bench"])
+def test_the_package_and_the_benchmarks_never_import_the_test_suite(tree: str) -> None:
+    # The fake API servers live in memsync.connectors for this reason.
+    assert _imports_of(REPO / tree, ("tests",)) == []

@@ -291,7 +291,7 @@ def test_base_url_override_is_used_for_every_request() -> None:
 
 
 ids = st.integers(min_value=1, max_value=2**53)
-REF = TicketRef(id=1, updated_at=NOW)
+REF = TicketRef(subdomain="acme", id=1, updated_at=NOW)
 
 
 @given(ids, ids, ids)
@@ -299,7 +299,7 @@ def test_keys_are_built_from_ids_only_and_never_collide(
     ticket: int, child: int, other: int
 ) -> None:
     connector = ZendeskConnector(_config())
-    ref = TicketRef(id=ticket, updated_at=NOW)
+    ref = TicketRef(subdomain="acme", id=ticket, updated_at=NOW)
     comment = ZendeskComment(ticket=ref, comment_id=child, created_at=NOW, data={"body": "a"})
     edited = ZendeskComment(ticket=ref, comment_id=child, created_at=NOW, data={"body": "b"})
     change = ZendeskStatusChange(

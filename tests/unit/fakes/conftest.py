@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes import FakeGitHub, FakeSlack
+from memsync.connectors.github.fake_api import FakeGitHub
+from memsync.connectors.slack.fake_api import FakeSlack
 
 
 @pytest.fixture

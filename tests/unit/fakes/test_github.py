@@ -1,16 +1,15 @@
 """PyGithub (requests) against the fake GitHub server.
 
 These tests pin down both what the fake serves and how the real library reacts to
-it, in particular to rate-limit responses (see tests/fakes/README.md).
+it, in particular to rate-limit responses (see the docstring of
+memsync.connectors.github.fake_api).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,9 +21,9 @@ from github.GithubException import (
     UnknownObjectException,
 )
 
-from tests.fakes import FakeGitHub
+from memsync.connectors.fake_http import load_fixture
+from memsync.connectors.github.fake_api import FakeGitHub
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "github"
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 
 
@@ -69,9 +68,7 @@ def test_issues_since_are_listed_across_pages_following_the_link_header(
 
 
 def test_link_headers_are_formatted_exactly_like_the_recorded_github_sequence() -> None:
-    recorded = json.loads((FIXTURES / "headers.json").read_text())["link"][
-        "recorded_sequence_per_page_3"
-    ]
+    recorded = load_fixture("github", "headers.json")["link"]["recorded_sequence_per_page_3"]
     with FakeGitHub() as fake:
         fake.add_repo("octokit-fixture-org", "paginate-issues", id=1000)
         add_issues(fake, 15, owner="octokit-fixture-org", repo="paginate-issues")

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import socket
+import tomllib
 import urllib.error
 import urllib.request
+from pathlib import Path, PurePosixPath
 
 import pytest
 
-from tests.fakes.http import FakeHTTPServer, FakeResponse, FakeServerError, RecordedRequest
+import memsync
+from memsync.connectors.fake_http import (
+    FakeHTTPServer,
+    FakeResponse,
+    FakeServerError,
+    RecordedRequest,
+)
 
 
 class _Echo(FakeHTTPServer):
@@ -66,3 +74,19 @@ def test_request_numbers_keep_counting_after_the_log_is_cleared() -> None:
         urllib.request.urlopen(f"{server.base_url}/two").read()
         [logged] = server.requests
         assert (logged.path, logged.number) == ("/two", 2)
+
+
+def test_every_fixture_the_fakes_read_ships_as_package_data() -> None:
+    package = Path(memsync.__file__).parent
+    pyproject = tomllib.loads((package.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    globs = pyproject["tool"]["setuptools"]["package-data"]["memsync"]
+    fixtures = sorted((package / "connectors" / "fixtures").rglob("*.*"))
+
+    unshipped = [
+        str(path.relative_to(package))
+        for path in fixtures
+        if not any(PurePosixPath(path.relative_to(package).as_posix()).match(g) for g in globs)
+    ]
+
+    assert fixtures
+    assert unshipped == []

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,9 +10,8 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry import RateLimitErrorRetryHandler, builtin_handlers
 
-from tests.fakes import FakeSlack
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "slack"
+from memsync.connectors.fake_http import load_fixture
+from memsync.connectors.slack.fake_api import FakeSlack
 
 
 def client(fake: FakeSlack, *, token: str = "xoxb-test", **kwargs: Any) -> WebClient:
@@ -47,7 +44,7 @@ def test_history_pages_newest_first_via_next_cursor(fake_slack: FakeSlack) -> No
 
 
 def test_history_cursor_has_the_fixture_format(fake_slack: FakeSlack) -> None:
-    fixture = json.loads((FIXTURES / "conversations_history.json").read_text())
+    fixture = load_fixture("slack", "conversations_history.json")
     fixture_cursor = fixture["response_metadata"]["next_cursor"]
     assert base64.b64decode(fixture_cursor).decode().startswith("next_ts:")
     fake_slack.add_channel("C1", "general")
@@ -176,7 +173,7 @@ def test_a_bad_token_is_refused(fake_slack: FakeSlack, token: str, error: str) -
 
 
 def test_an_unknown_channel_is_channel_not_found(fake_slack: FakeSlack) -> None:
-    expected = json.loads((FIXTURES / "error_channel_not_found.json").read_text())
+    expected = load_fixture("slack", "error_channel_not_found.json")
     with pytest.raises(SlackApiError) as caught:
         client(fake_slack).conversations_history(channel="CNOPE")
     assert caught.value.response.data == expected

@@ -14,8 +14,8 @@ from memsync.clock import FakeClock
 from memsync.connectors.base import Window
 from memsync.connectors.errors import RateLimitExhausted, StopRun
 from memsync.connectors.github import GitHubConfig, GitHubConnector, GitHubRecord
+from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.testing import ConnectorConformanceSuite, SimulatedIngest
-from tests.fakes import FakeGitHub
 from tests.unit.connectors.sync_helpers import RecordedSleep, sync
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -241,6 +241,27 @@ def test_a_secondary_limit_with_retry_after_mid_run_is_waited_out(
     assert len(records) == 250
     assert sleep.waits == [30.0]
     assert fake.request_count() == 4  # page 2 was asked twice
+
+
+def test_a_page_that_failed_is_asked_for_again_by_the_same_next_link(
+    fake: FakeGitHub, sleep: RecordedSleep
+) -> None:
+    for n in range(1, 251):
+        fake.add_issue("acme", "api", n, f"issue {n}")
+    fake.script_error(502, on_request_number=3)
+    conn = connector(fake, sleep, streams={"issues"})
+
+    records = list(conn.fetch(Window(None, END), None))
+
+    assert len(records) == 250
+    asked = [(r.path, r.query.get("page"), r.query.get("per_page")) for r in fake.requests]
+    repo_id = fake.repo_id("acme", "api")
+    assert asked == [
+        ("/repos/acme/api/issues", None, ["100"]),
+        (f"/repositories/{repo_id}/issues", ["2"], ["100"]),
+        (f"/repositories/{repo_id}/issues", ["3"], ["100"]),
+        (f"/repositories/{repo_id}/issues", ["3"], ["100"]),
+    ]
 
 
 def test_a_secondary_limit_without_retry_after_waits_a_minute(

@@ -15,8 +15,8 @@ from memsync.connectors.base import Window
 from memsync.connectors.errors import RateLimitExhausted, SkipRecord, StopRun
 from memsync.connectors.slack import SlackConfig, SlackConnector, SlackMessage
 from memsync.connectors.slack.connector import slack_ts_to_datetime
+from memsync.connectors.slack.fake_api import FakeSlack
 from memsync.connectors.testing import ConnectorConformanceSuite, SimulatedIngest
-from tests.fakes import FakeSlack
 from tests.unit.connectors.sync_helpers import RecordedSleep, sync
 
 START_TS = 1_700_000_000

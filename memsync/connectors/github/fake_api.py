@@ -2,20 +2,142 @@
 
 State lives in Python objects the test scripts (``add_issue``, ``edit_issue``,
 ``add_comment``, ``add_event``, ``add_review``); responses are rendered from the
-fixture shapes in ``tests/fixtures/github`` with ids, numbers, urls (pointing at
-``base_url``), timestamps and texts overridden. See ``tests/fakes/README.md``.
+fixture shapes in ``memsync/connectors/fixtures/github`` with ids, numbers, urls
+(pointing at ``base_url``), timestamps and texts overridden. The server itself is a
+:class:`~memsync.connectors.fake_http.FakeHTTPServer`::
+
+    with FakeGitHub(token="t") as fake:  # token=None accepts any Authorization
+        fake.add_issue("acme", "api", 1, "Found a bug", "body", updated_at="2024-03-01T10:00:00Z")
+        fake.add_issue("acme", "api", 2, "Fix", updated_at=t, is_pull_request=True)
+        fake.edit_issue("acme", "api", 1, title="renamed")  # bumps updated_at
+        c = fake.add_comment("acme", "api", 1, "me too")  # bumps issue updated_at, comments
+        fake.edit_comment("acme", "api", c.id, "me too!")  # bumps comment updated_at
+        fake.add_event("acme", "api", 1, "closed", actor="hubot")  # closes the issue, bumps it
+        fake.add_event("acme", "api", 1, "labeled", label="bug")  # adds the label
+        fake.add_review("acme", "api", 2, "APPROVED", "lgtm")  # bumps the PR
+        g = Github(
+            base_url=fake.base_url,
+            auth=Auth.Token("t"),
+            retry=None,
+            seconds_between_requests=None,
+            seconds_between_writes=None,
+            per_page=100,
+        )
+
+Scripting (each returns the stored object; timestamps are aware ``datetime`` or ISO
+strings; omitted ones come from the fake's clock, one minute per call after
+``start``):
+
+- ``add_repo(owner, repo, *, id=None) -> int``: register a repository (implicit in
+  ``add_issue``); ``id`` shows in ``Link`` urls.
+- ``add_issue(owner, repo, number, title, body="", updated_at=None, state="open",
+  is_pull_request=False, *, created_at=None, closed_at=None, merged_at=None,
+  user="octocat", labels=(), id=None) -> FakeIssue``: a pull request is listed by
+  ``/issues`` with a ``pull_request`` key and by ``/pulls``.
+- ``edit_issue(owner, repo, number, *, title=None, body=None, state=None,
+  labels=None, updated_at=None)``: changes it and bumps ``updated_at``.
+- ``add_comment(owner, repo, number, body, *, created_at=None, updated_at=None,
+  user="octocat", id=None) -> FakeComment``: bumps the issue's ``comments`` and
+  ``updated_at``; ``edit_comment(owner, repo, comment_id, body, *, updated_at=None)``.
+- ``add_event(owner, repo, number, event, created_at=None, *, actor="octocat",
+  label=None, commit_id=None, id=None) -> FakeEvent``: ``closed`` / ``reopened`` /
+  ``labeled`` / ``unlabeled`` also change the issue and bump it.
+- ``add_review(owner, repo, number, state="APPROVED", body="", *, submitted_at=None,
+  user="octocat", commit_id=..., id=None) -> FakeReview``: pull requests only; bumps
+  the pull request.
+- ``script_rate_limit(kind="primary" | "secondary", *, on_request_number=None,
+  path=None, times=1, retry_after=None, reset_at=None, status=403 | 429)`` and
+  ``script_error(status, *, message=None, body=None, headers=None,
+  on_request_number=None, path=None, times=1)`` return a :class:`ScriptedRule`.
+  Errors: 401 "Bad credentials", 403 "Resource not accessible by integration", 404,
+  422, 500, 502, 503; a ``str`` body is sent as text/html.
+- Inspection: ``issue(owner, repo, n)``, ``repo_id(owner, repo)``, ``rules``,
+  ``not_modified_count``, ``rate_limit_used``.
+
+Scripted rules: a request matches when its number (1-based over all requests the
+fake received) is ``>= on_request_number`` and ``path`` (a regex searched in the
+path, without query) matches; ``None`` means any. The first unspent rule that
+matches answers, ``times`` times; ``rule.served`` counts. Rules beat auth and
+routing. A primary rate limit sends the fixture body (``"API rate limit exceeded for
+..."``), status 403 or 429, ``x-ratelimit-remaining: 0``, ``x-ratelimit-reset:
+reset_at`` (default the fake's), ``x-ratelimit-limit/used``, ``x-ratelimit-resource:
+core`` (and ``retry-after`` only if given). A secondary one sends the fixture body
+(``"You have exceeded a secondary rate limit ..."``) and headers (``content-type``,
+``connection: close``), plus ``retry-after`` when given.
 
 Served (GET/HEAD), under ``/repos/{owner}/{repo}`` and ``/repositories/{id}``:
 
-- ``""`` (the repository), ``/issues``, ``/issues/{n}``, ``/issues/comments``,
-  ``/issues/{n}/comments``, ``/issues/events``, ``/issues/{n}/events``, ``/pulls``,
-  ``/pulls/{n}``, ``/pulls/{n}/reviews``; and ``/rate_limit``.
+- ``""`` (the repository: the fixture pull request's ``base.repo`` shape);
+- ``/issues`` (``state`` default ``open``, ``sort`` created | updated | comments
+  default created, ``direction`` default desc, ``since`` inclusive on
+  ``updated_at``) and ``/issues/{n}``;
+- ``/issues/comments`` (``since``, ``sort``, ``direction``; without ``sort``
+  ascending: GitHub ignores ``direction`` without ``sort``) and
+  ``/issues/{n}/comments`` (ascending, ``since``);
+- ``/issues/events`` (newest first, with the embedded ``issue``) and
+  ``/issues/{n}/events`` (oldest first);
+- ``/pulls`` (``state``, ``sort``, ``direction``), ``/pulls/{n}`` (the list-item
+  shape) and ``/pulls/{n}/reviews``; and ``/rate_limit`` (free).
 
 Lists paginate with ``per_page`` (default 30, max 100) and ``page`` and carry a
-``Link`` header formatted as GitHub does; like GitHub, the ``Link`` urls use the
-``/repositories/{id}/...`` form. Every response has an ``ETag``; a matching
+``Link`` header with ``prev``, ``next``, ``last``, ``first`` in GitHub's order; like
+GitHub, the ``Link`` urls use the ``/repositories/{id}/...`` form (a test asserts
+byte equality with the recorded 5-page sequence in ``fixtures/github/headers.json``).
+Every 200 has ``ETag: W/"<sha256>"`` and ``x-ratelimit-*`` headers; a matching
 ``If-None-Match`` gets a 304 (counted in ``not_modified_count``, not charged to the
-rate limit). Normal responses carry ``x-ratelimit-*`` headers.
+rate limit).
+
+Not done: timeline, labels, milestones, assignees and ``labels=`` filters;
+``/pulls/{n}`` serves the list-item shape, not the full pull request; write endpoints;
+error bodies for 401, 403 (no access) and 5xx, and 404's ``documentation_url``, are
+written by hand (no fixture). No rate-limit accounting beyond the ``x-ratelimit-*``
+countdown.
+
+What PyGithub 2.10 (requests 2.34, urllib3 2.8) does by itself, read from its sources
+(``github/MainClass.py``, ``GithubRetry.py``, ``Requester.py``, ``Consts.py``,
+``PaginatedList.py``, ``GithubObject.py``; ``urllib3/util/retry.py``), and why the
+connector configures it as it does:
+
+- Default retry is on and sleeps inside the library: ``Github(retry=...)`` defaults
+  to ``GithubRetry()``, a urllib3 ``Retry`` with ``total=10`` and 500 to 599 plus 403
+  retried for GET/POST. On a 403 it reads the body: a primary-limit message backs off
+  until ``x-ratelimit-reset`` + 1 s, a secondary-limit message ``secondary_rate_wait``
+  (60 s); a 403 with ``Retry-After`` is retried after urllib3 sleeps it (capped only
+  by urllib3's ``retry_after_max``, 21600 s). urllib3 also retries 429 with
+  ``Retry-After``. The sleeps are ``time.sleep`` in urllib3, not injectable (tests:
+  ``test_pygithub_default_retry_silently_retries_a_secondary_limit``,
+  ``..._also_retries_429_with_retry_after``).
+- ``GithubRetry(max_rate_limit_wait=S)`` raises ``RateLimitExceededExceedsMaxWait``
+  when the computed backoff exceeds ``S``, but only on the 403 body-inspection path:
+  a 403 or 429 with ``Retry-After`` bypasses the cap. When urllib3's retries run out
+  on 5xx, the caller gets ``requests.exceptions.RetryError``, not a
+  ``GithubException``.
+- Throttling sleeps too: ``seconds_between_requests`` defaults to 0.25 s and
+  ``seconds_between_writes`` to 1.0 s; ``Requester.__deferRequest`` sleeps to keep
+  that spacing. With ``retry=None`` (or ``0``) the adapter gets requests'
+  ``DEFAULT_RETRIES`` = 0: every error reaches the caller at once.
+- Exception mapping (``Requester.createException``): 401 "bad credentials" ->
+  ``BadCredentialsException``; 403 + rate-limit message ->
+  ``RateLimitExceededException``; 404 "not found" -> ``UnknownObjectException``;
+  anything else, including 429 primary limits, -> plain ``GithubException``.
+  ``exc.status``, ``exc.headers`` (lower-case names) and ``exc.data`` carry what the
+  connector needs.
+- ``PaginatedList`` follows ``Link`` ``rel="next"`` by splitting the header on
+  ``", "`` and ``"; "``, so the exact format matters; it sends ``per_page`` only when
+  it differs from 30. ``issue.update()`` sends ``If-None-Match: <etag>`` and returns
+  ``False`` on 304.
+- Lazy completion (``CompletableGithubObject``): list items are "incomplete", and
+  reading an attribute the list payload lacks GETs the item's url (``pull_request``
+  on a plain issue, ``raw_data`` on every item). A connector test should assert
+  ``fake.request_count()`` so such N+1 requests are caught.
+
+So the connector builds ``Github(base_url=..., auth=Auth.Token(token), retry=None,
+seconds_between_requests=None, seconds_between_writes=None, timeout=...)``, catches
+``GithubException`` and classifies it by status and headers: 403/429 with
+``x-ratelimit-remaining == "0"`` waits until ``x-ratelimit-reset``; with
+``retry-after`` waits that; a "secondary rate limit" message without either waits at
+least 60 s; each wait capped and done through the injected sleep and clock;
+otherwise fatal (401, 403 without access, 404) or retriable (5xx).
 """
 
 from __future__ import annotations
@@ -24,28 +146,32 @@ import base64
 import bisect
 import copy
 import hashlib
-import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlencode
 
-from tests.fakes.http import FakeHTTPServer, FakeResponse, RecordedRequest, json_headers
+from memsync.connectors.fake_http import (
+    FakeHTTPServer,
+    FakeResponse,
+    RecordedRequest,
+    compact_json,
+    json_headers,
+    load_fixture,
+)
 
 __all__ = [
+    "FakeComment",
+    "FakeEvent",
     "FakeGitHub",
-    "GitHubComment",
-    "GitHubEvent",
-    "GitHubIssue",
-    "GitHubReview",
+    "FakeIssue",
+    "FakeReview",
     "ScriptedRule",
 ]
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "github"
 
 _FIXTURE_API = "https://api.github.com"
 _FIXTURE_HTML = "https://github.com"
@@ -57,10 +183,6 @@ DEFAULT_START = datetime(2024, 1, 1, tzinfo=UTC)
 Json = Any  # a decoded JSON value
 Timestamp = datetime | str
 T = TypeVar("T")
-
-
-def _load(name: str) -> Json:
-    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
 
 
 def _to_datetime(value: Timestamp) -> datetime:
@@ -92,15 +214,11 @@ def _replace_strings(value: Json, replacements: Sequence[tuple[str, str]]) -> Js
     return value
 
 
-def _dumps(value: Json) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode("utf-8")
-
-
 # -- scripted state ----------------------------------------------------------------
 
 
 @dataclass
-class GitHubIssue:
+class FakeIssue:
     """An issue or pull request as the fake holds it. Read it; script through the fake."""
 
     owner: str
@@ -125,7 +243,7 @@ class GitHubIssue:
 
 
 @dataclass
-class GitHubComment:
+class FakeComment:
     owner: str
     repo: str
     issue_number: int
@@ -138,7 +256,7 @@ class GitHubComment:
 
 
 @dataclass
-class GitHubEvent:
+class FakeEvent:
     owner: str
     repo: str
     issue_number: int
@@ -151,7 +269,7 @@ class GitHubEvent:
 
 
 @dataclass
-class GitHubReview:
+class FakeReview:
     owner: str
     repo: str
     pull_number: int
@@ -191,10 +309,10 @@ class _Repo:
     owner: str
     name: str
     id: int
-    issues: dict[int, GitHubIssue] = field(default_factory=dict)
-    comments: dict[int, GitHubComment] = field(default_factory=dict)
-    events: list[GitHubEvent] = field(default_factory=list)
-    reviews: dict[int, list[GitHubReview]] = field(default_factory=dict)
+    issues: dict[int, FakeIssue] = field(default_factory=dict)
+    comments: dict[int, FakeComment] = field(default_factory=dict)
+    events: list[FakeEvent] = field(default_factory=list)
+    reviews: dict[int, list[FakeReview]] = field(default_factory=dict)
     version: int = 0
     views: dict[str, tuple[int, list[Any], list[Any]]] = field(default_factory=dict)
     templates: dict[str, Json] = field(default_factory=dict)
@@ -258,16 +376,18 @@ class FakeGitHub(FakeHTTPServer):
         self._labels: dict[str, int] = {}
         self._clock = _to_datetime(start)
         self._fixtures: dict[str, Json] = {
-            "issue": _load("issues_list.json")[0],
-            "comment": _load("issue_comments_list.json")[0],
-            "repo_event": _load("issue_events_list_repo.json")[0],
-            "issue_events": _load("issue_events_list_issue.variant.json"),
-            "review": _load("pull_reviews_list.json")[0],
-            "pull": _load("pulls_list.json")[0],
-            "rate_limit": _load("rate_limit.json"),
-            "primary_403": _load("error_primary_rate_limit.response.json"),
-            "primary_429": _load("error_primary_rate_limit_429.variant.response.json"),
-            "secondary": _load("error_secondary_rate_limit.response.json"),
+            "issue": load_fixture("github", "issues_list.json")[0],
+            "comment": load_fixture("github", "issue_comments_list.json")[0],
+            "repo_event": load_fixture("github", "issue_events_list_repo.json")[0],
+            "issue_events": load_fixture("github", "issue_events_list_issue.variant.json"),
+            "review": load_fixture("github", "pull_reviews_list.json")[0],
+            "pull": load_fixture("github", "pulls_list.json")[0],
+            "rate_limit": load_fixture("github", "rate_limit.json"),
+            "primary_403": load_fixture("github", "error_primary_rate_limit.response.json"),
+            "primary_429": load_fixture(
+                "github", "error_primary_rate_limit_429.variant.response.json"
+            ),
+            "secondary": load_fixture("github", "error_secondary_rate_limit.response.json"),
         }
 
     # == scripting ===================================================================
@@ -294,7 +414,7 @@ class FakeGitHub(FakeHTTPServer):
         user: str = "octocat",
         labels: Iterable[str] = (),
         id: int | None = None,
-    ) -> GitHubIssue:
+    ) -> FakeIssue:
         """Add an issue (or a pull request: it is listed by ``/issues`` too, with a
         ``pull_request`` key). ``updated_at`` defaults to the fake's clock (a minute
         later than the previous default); ``created_at`` defaults to ``updated_at``."""
@@ -307,7 +427,7 @@ class FakeGitHub(FakeHTTPServer):
             closed = _to_datetime(closed_at) if closed_at is not None else None
             if state == "closed" and closed is None:
                 closed = updated
-            issue = GitHubIssue(
+            issue = FakeIssue(
                 owner=owner,
                 repo=repo,
                 number=number,
@@ -340,7 +460,7 @@ class FakeGitHub(FakeHTTPServer):
         state: Literal["open", "closed"] | None = None,
         labels: Iterable[str] | None = None,
         updated_at: Timestamp | None = None,
-    ) -> GitHubIssue:
+    ) -> FakeIssue:
         """Change an issue and bump its ``updated_at`` (to ``updated_at``, or the fake's
         clock), so it reappears in a later ``since`` listing."""
         with self._lock:
@@ -370,13 +490,13 @@ class FakeGitHub(FakeHTTPServer):
         updated_at: Timestamp | None = None,
         user: str = "octocat",
         id: int | None = None,
-    ) -> GitHubComment:
+    ) -> FakeComment:
         """Comment on an issue or PR. Like GitHub, this bumps the issue's ``comments``
         count and its ``updated_at`` (never backwards)."""
         with self._lock:
             issue = self._issue(owner, repo, number)
             created = self._time(created_at)
-            comment = GitHubComment(
+            comment = FakeComment(
                 owner=owner,
                 repo=repo,
                 issue_number=number,
@@ -400,7 +520,7 @@ class FakeGitHub(FakeHTTPServer):
         body: str,
         *,
         updated_at: Timestamp | None = None,
-    ) -> GitHubComment:
+    ) -> FakeComment:
         """Change a comment's body and bump its ``updated_at`` (the issue's stays)."""
         with self._lock:
             r = self._repo(owner, repo)
@@ -425,7 +545,7 @@ class FakeGitHub(FakeHTTPServer):
         label: str | None = None,
         commit_id: str | None = None,
         id: int | None = None,
-    ) -> GitHubEvent:
+    ) -> FakeEvent:
         """Record an issue event. ``closed``/``reopened`` also change the issue's state,
         ``labeled``/``unlabeled`` (with ``label``) its labels; those four bump the issue's
         ``updated_at``. Any other event name is recorded as given."""
@@ -434,7 +554,7 @@ class FakeGitHub(FakeHTTPServer):
             when = self._time(created_at)
             if event in ("labeled", "unlabeled") and label is None:
                 raise ValueError(f"a {event!r} event needs label=...")
-            record = GitHubEvent(
+            record = FakeEvent(
                 owner=owner,
                 repo=repo,
                 issue_number=number,
@@ -474,14 +594,14 @@ class FakeGitHub(FakeHTTPServer):
         user: str = "octocat",
         commit_id: str = "ecdd80bb57125d7ba9641ffaa4d7d2c19d3f3091",
         id: int | None = None,
-    ) -> GitHubReview:
+    ) -> FakeReview:
         """Review a pull request; bumps the PR's ``updated_at``."""
         with self._lock:
             issue = self._issue(owner, repo, number)
             if not issue.is_pull_request:
                 raise ValueError(f"{owner}/{repo}#{number} is an issue, not a pull request")
             when = self._time(submitted_at)
-            review = GitHubReview(
+            review = FakeReview(
                 owner=owner,
                 repo=repo,
                 pull_number=number,
@@ -535,7 +655,7 @@ class FakeGitHub(FakeHTTPServer):
             headers["retry-after"] = str(retry_after)
         pairs = [("Content-Type", "application/json; charset=utf-8")]
         pairs += [(k, v) for k, v in headers.items() if k != "content-type"]
-        response = FakeResponse(status, _dumps(fixture["body"]), pairs)
+        response = FakeResponse(status, compact_json(fixture["body"]), pairs)
         return self._add_rule(
             f"{kind} rate limit {status}", response, path, on_request_number, times
         )
@@ -570,13 +690,13 @@ class FakeGitHub(FakeHTTPServer):
                     "status": str(status),
                 }
             )
-            raw = _dumps(payload)
+            raw = compact_json(payload)
             pairs = json_headers()
         pairs += list((headers or {}).items())
         response = FakeResponse(status, raw, pairs)
         return self._add_rule(f"error {status}", response, path, on_request_number, times)
 
-    def issue(self, owner: str, repo: str, number: int) -> GitHubIssue:
+    def issue(self, owner: str, repo: str, number: int) -> FakeIssue:
         with self._lock:
             return self._issue(owner, repo, number)
 
@@ -621,7 +741,7 @@ class FakeGitHub(FakeHTTPServer):
         self._clock += timedelta(minutes=1)
         return self._clock
 
-    def _touch(self, issue: GitHubIssue, when: datetime) -> None:
+    def _touch(self, issue: FakeIssue, when: datetime) -> None:
         issue.updated_at = max(issue.updated_at, when)
         issue._cache = None
         self._repo(issue.owner, issue.repo).version += 1
@@ -640,7 +760,7 @@ class FakeGitHub(FakeHTTPServer):
             self._repos_by_id[ident] = found
         return found
 
-    def _issue(self, owner: str, repo: str, number: int) -> GitHubIssue:
+    def _issue(self, owner: str, repo: str, number: int) -> FakeIssue:
         issue = self._repo(owner, repo).issues.get(number)
         if issue is None:
             raise KeyError(f"{owner}/{repo} has no issue #{number}")
@@ -704,7 +824,7 @@ class FakeGitHub(FakeHTTPServer):
         )
         return label
 
-    def _issue_json(self, r: _Repo, issue: GitHubIssue) -> Json:
+    def _issue_json(self, r: _Repo, issue: FakeIssue) -> Json:
         api = f"{self.base_url}/repos/{r.owner}/{r.name}"
         html = f"{self.html_url}/{r.owner}/{r.name}"
         n = issue.number
@@ -746,12 +866,12 @@ class FakeGitHub(FakeHTTPServer):
             data.pop("pull_request", None)
         return data
 
-    def _issue_bytes(self, r: _Repo, issue: GitHubIssue) -> bytes:
+    def _issue_bytes(self, r: _Repo, issue: FakeIssue) -> bytes:
         if issue._cache is None:
-            issue._cache = _dumps(self._issue_json(r, issue))
+            issue._cache = compact_json(self._issue_json(r, issue))
         return issue._cache
 
-    def _comment_bytes(self, r: _Repo, c: GitHubComment) -> bytes:
+    def _comment_bytes(self, r: _Repo, c: FakeComment) -> bytes:
         if c._cache is None:
             api = f"{self.base_url}/repos/{r.owner}/{r.name}"
             data = dict(r.templates["comment"])
@@ -767,10 +887,10 @@ class FakeGitHub(FakeHTTPServer):
                 updated_at=_iso(c.updated_at),
                 issue_url=f"{api}/issues/{c.issue_number}",
             )
-            c._cache = _dumps(data)
+            c._cache = compact_json(data)
         return c._cache
 
-    def _event_json(self, r: _Repo, e: GitHubEvent, *, with_issue: bool) -> Json:
+    def _event_json(self, r: _Repo, e: FakeEvent, *, with_issue: bool) -> Json:
         api = f"{self.base_url}/repos/{r.owner}/{r.name}"
         templates = {t["event"]: t for t in r.templates["issue_events"]}
         data = dict(templates.get(e.event, templates["reopened"]))
@@ -793,7 +913,7 @@ class FakeGitHub(FakeHTTPServer):
             data["issue"] = issue
         return data
 
-    def _review_json(self, r: _Repo, v: GitHubReview) -> Json:
+    def _review_json(self, r: _Repo, v: FakeReview) -> Json:
         api = f"{self.base_url}/repos/{r.owner}/{r.name}"
         html = f"{self.html_url}/{r.owner}/{r.name}/pull/{v.pull_number}#pullrequestreview-{v.id}"
         data = dict(r.templates["review"])
@@ -814,7 +934,7 @@ class FakeGitHub(FakeHTTPServer):
         )
         return data
 
-    def _pull_json(self, r: _Repo, issue: GitHubIssue) -> Json:
+    def _pull_json(self, r: _Repo, issue: FakeIssue) -> Json:
         api = f"{self.base_url}/repos/{r.owner}/{r.name}"
         html = f"{self.html_url}/{r.owner}/{r.name}"
         n = issue.number
@@ -889,7 +1009,9 @@ class FakeGitHub(FakeHTTPServer):
                     "documentation_url": exc.documentation_url,
                     "status": str(exc.status),
                 }
-                return FakeResponse(exc.status, _dumps(body), json_headers(self._rate_headers()))
+                return FakeResponse(
+                    exc.status, compact_json(body), json_headers(self._rate_headers())
+                )
 
     def _authorize(self, request: RecordedRequest) -> None:
         if self.token is None:
@@ -922,7 +1044,10 @@ class FakeGitHub(FakeHTTPServer):
             case ["issues", "events"]:
                 events = sorted(r.events, key=lambda e: e.id, reverse=True)
                 return self._paginate(
-                    request, r, events, lambda e: _dumps(self._event_json(r, e, with_issue=True))
+                    request,
+                    r,
+                    events,
+                    lambda e: compact_json(self._event_json(r, e, with_issue=True)),
                 )
             case ["issues", number] if number.isdigit():
                 issue = self._find_issue(r, int(number))
@@ -933,7 +1058,10 @@ class FakeGitHub(FakeHTTPServer):
                 n = self._find_issue(r, int(number)).number
                 events = [e for e in r.events if e.issue_number == n]
                 return self._paginate(
-                    request, r, events, lambda e: _dumps(self._event_json(r, e, with_issue=False))
+                    request,
+                    r,
+                    events,
+                    lambda e: compact_json(self._event_json(r, e, with_issue=False)),
                 )
             case ["pulls"]:
                 return self._list_pulls(request, r)
@@ -943,11 +1071,11 @@ class FakeGitHub(FakeHTTPServer):
                 pull = self._find_pull(r, number)
                 reviews = sorted(r.reviews.get(pull.number, []), key=lambda v: v.id)
                 return self._paginate(
-                    request, r, reviews, lambda v: _dumps(self._review_json(r, v))
+                    request, r, reviews, lambda v: compact_json(self._review_json(r, v))
                 )
         raise _HTTPError(404, "Not Found", "https://docs.github.com/rest")
 
-    def _find_issue(self, r: _Repo, number: int) -> GitHubIssue:
+    def _find_issue(self, r: _Repo, number: int) -> FakeIssue:
         issue = r.issues.get(number)
         if issue is None:
             raise _HTTPError(
@@ -955,7 +1083,7 @@ class FakeGitHub(FakeHTTPServer):
             )
         return issue
 
-    def _find_pull(self, r: _Repo, number: str) -> GitHubIssue:
+    def _find_pull(self, r: _Repo, number: str) -> FakeIssue:
         issue = r.issues.get(int(number))
         if issue is None or not issue.is_pull_request:
             raise _HTTPError(
@@ -1015,7 +1143,7 @@ class FakeGitHub(FakeHTTPServer):
         return self._paginate(request, r, selected, lambda i: self._issue_bytes(r, i))
 
     def _list_comments(
-        self, request: RecordedRequest, r: _Repo, issue: GitHubIssue | None
+        self, request: RecordedRequest, r: _Repo, issue: FakeIssue | None
     ) -> FakeResponse:
         since = self._since(request)
         if issue is not None:
@@ -1058,7 +1186,7 @@ class FakeGitHub(FakeHTTPServer):
         if state != "all":
             pulls = [i for i in pulls if i.state == state]
         pulls.sort(key=lambda i: (getattr(i, attr), i.number), reverse=direction == "desc")
-        return self._paginate(request, r, pulls, lambda i: _dumps(self._pull_json(r, i)))
+        return self._paginate(request, r, pulls, lambda i: compact_json(self._pull_json(r, i)))
 
     # -- responses ---------------------------------------------------------------------
 
@@ -1086,7 +1214,7 @@ class FakeGitHub(FakeHTTPServer):
     def _json_response(
         self, request: RecordedRequest, data: Json, *, charge: bool = True
     ) -> FakeResponse:
-        return self._respond(request, _dumps(data), [], charge=charge)
+        return self._respond(request, compact_json(data), [], charge=charge)
 
     def _respond(
         self,

@@ -2,15 +2,87 @@
 
 Methods are served at ``{base_url}/api/<method>``, by POST (form-encoded or JSON body,
 as slack-sdk sends them) or GET (query string); the token is read from
-``Authorization: Bearer ...`` or a ``token`` parameter. Served: ``auth.test``,
-``conversations.list``, ``conversations.info``, ``conversations.history``,
-``conversations.replies``, ``users.info``. Every response is HTTP 200 with
-``{"ok": ...}`` except a scripted rate limit (429 with ``Retry-After``).
+``Authorization: Bearer ...`` or a ``token`` parameter (a wrong one gets
+``invalid_auth``, none ``not_authed``; an unknown method ``unknown_method``). Every
+response is HTTP 200 with ``{"ok": ...}`` except a scripted rate limit (429 with
+``Retry-After``). The server itself is a
+:class:`~memsync.connectors.fake_http.FakeHTTPServer`::
 
-Message shapes come from ``tests/fixtures/slack``; ts values are Slack's
+    with FakeSlack(token="xoxb-test") as fake:
+        fake.add_channel("C1", "general")
+        fake.add_user("U1", "cal", real_name="Cal")
+        m = fake.post_message("C1", "island", user="U1")  # ts auto: +1 s each
+        fake.post_reply("C1", m.ts, "one island", user="U2")  # updates the parent
+        fake.edit_message("C1", m.ts, "island!")  # sets edited {user, ts}
+        fake.add_join("C1", "U3")  # subtype channel_join
+        web = WebClient(base_url=fake.api_url, token="xoxb-test")  # base_url + "/api/"
+
+Message shapes come from ``memsync/connectors/fixtures/slack``; ts values are Slack's
 ``"<seconds>.<6 digits>"`` strings; cursors are encoded the way the fixtures show
 (base64 of ``next_ts:<ts digits>`` for history/replies, ``team:<channel id>`` for
-conversations.list). See ``tests/fakes/README.md``.
+conversations.list).
+
+Scripting:
+
+- ``add_channel(channel_id, name, *, created=None, is_private=False,
+  is_archived=False) -> FakeChannel``;
+- ``add_user(user_id, name, *, real_name=None, is_bot=False) -> dict`` (users.info
+  shape);
+- ``post_message(channel, text, *, user="U061F7AUR", ts=None, subtype=None,
+  extra=None) -> FakeMessage``: top-level; ``user=None`` + ``subtype="bot_message"``
+  + ``extra={"bot_id": ...}`` for bots;
+- ``post_reply(channel, thread_ts, text, *, user="U061F7AUR", ts=None) ->
+  FakeMessage``: the parent gets ``thread_ts``, ``reply_count``, ``latest_reply``,
+  ``reply_users``, ``reply_users_count``; replies have ``parent_user_id`` and are not
+  in the history;
+- ``edit_message(channel, ts, text, *, edited_ts=None, edited_by=None)``: top-level or
+  reply, ts unchanged; ``add_join(channel, user, *, ts=None, inviter=None)``:
+  ``"<@U|name> has joined the channel"``;
+- ``script_rate_limit(method, *, times=1, retry_after=1)``: 429 with the fixture
+  headers and ``retry-after``, body ``{"ok": false, "error": "ratelimited"}``;
+  ``script_error(method, error, *, times=1)``: HTTP 200 ``{"ok": false, "error":
+  error}``; both return a :class:`SlackScriptedRule`;
+- inspection: ``message(channel, ts)``, ``method_count(method)``.
+
+Served: ``auth.test``; ``conversations.list`` (``types``, ``exclude_archived``,
+``limit`` <= 1000); ``conversations.info``; ``conversations.history`` (newest first;
+``oldest``, ``latest``, exclusive unless ``inclusive``; ``limit`` default 100, max
+999; ``has_more``; the last page has ``next_cursor: ""`` as in
+``conversations_list_last_page.json``); ``conversations.replies`` (``ts`` = the
+parent; the parent first, then replies oldest first; ``limit`` default and max 1000;
+the same cursor and window rules); ``users.info``. Errors: ``channel_not_found``,
+``thread_not_found``, ``user_not_found``, ``invalid_cursor``. Choices not verified
+against live Slack: the parent is returned only on the first replies page (and only
+if inside ``oldest`` / ``latest``); ``reply_users`` is not truncated.
+
+Not done: ``conversations.members``, ``chat.*``, deletes (``message_deleted``),
+``thread_broadcast``, ``include_all_metadata``; ``conversations.list`` types other
+than public and private channels; per-method rate tiers except by scripting.
+
+What slack-sdk 3.48 does by itself, read from its sources
+(``slack_sdk/web/base_client.py``, ``slack_sdk/http_retry/``,
+``slack_sdk/web/slack_response.py``), and why the connector configures it as it does:
+
+- Every method is sent as POST, body ``application/x-www-form-urlencoded``, even when
+  declared ``http_verb="GET"``; the token goes in ``Authorization: Bearer <token>``;
+  booleans become ``"1"`` / ``"0"``.
+- ``retry_handlers=None`` means ``[ConnectionErrorRetryHandler()]`` only (one retry
+  on connection errors, sleeping with ``time.sleep``). There is no rate-limit retry
+  by default: a 429 becomes ``SlackApiError`` with ``response.status_code == 429``
+  and ``response.headers["retry-after"]``.
+- ``RateLimitErrorRetryHandler(max_retry_count=1)`` retries 429s by calling
+  ``time.sleep(int(retry-after) + random.random())`` itself: no cap, jitter, not
+  injectable (a test pins this with a patched ``time.sleep``).
+- ``ok: false`` bodies with HTTP 200 raise ``SlackApiError`` from
+  ``SlackResponse.validate``. Iterating a ``SlackResponse`` follows
+  ``response_metadata.next_cursor`` and mutates and re-yields the same object: copy
+  ``page["messages"]`` before the next iteration.
+
+So the connector builds ``WebClient(base_url=..., token=..., retry_handlers=[])``,
+catches ``SlackApiError`` and, on a 429, waits ``retry-after`` (capped) through the
+injected sleep and resumes from the last cursor. A custom ``RetryHandler`` could do
+the same, but it must sleep itself inside the library's loop; keeping the wait in
+the connector is simpler to test.
 """
 
 from __future__ import annotations
@@ -23,25 +95,21 @@ import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from tests.fakes.http import FakeHTTPServer, FakeResponse, RecordedRequest
+from memsync.connectors.fake_http import (
+    FakeHTTPServer,
+    FakeResponse,
+    RecordedRequest,
+    compact_json,
+    load_fixture,
+)
 
-__all__ = ["FakeSlack", "SlackChannel", "SlackMessage", "SlackScriptedRule"]
+__all__ = ["FakeChannel", "FakeMessage", "FakeSlack", "SlackScriptedRule"]
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slack"
 DEFAULT_START_TS = 1_700_000_000  # 2023-11-14T22:13:20Z
 
 Json = Any
-
-
-def _load(name: str) -> Json:
-    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
-
-
-def _dumps(value: Json) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode("utf-8")
 
 
 def ts_to_micros(ts: str) -> int:
@@ -55,7 +123,7 @@ def micros_to_ts(micros: int) -> str:
 
 
 @dataclass
-class SlackMessage:
+class FakeMessage:
     """A message as the fake holds it. Read it; script through the fake."""
 
     channel: str
@@ -77,7 +145,7 @@ class SlackMessage:
 
 
 @dataclass
-class SlackChannel:
+class FakeChannel:
     id: str
     name: str
     created: int
@@ -85,9 +153,9 @@ class SlackChannel:
     is_archived: bool = False
     creator: str = "U012A3CDE"
     keys: list[int] = field(default_factory=list)  # top-level message ts (micros), ascending
-    messages: dict[int, SlackMessage] = field(default_factory=dict)
+    messages: dict[int, FakeMessage] = field(default_factory=dict)
     threads: dict[int, list[int]] = field(default_factory=dict)  # parent -> reply micros
-    replies: dict[int, SlackMessage] = field(default_factory=dict)
+    replies: dict[int, FakeMessage] = field(default_factory=dict)
 
 
 @dataclass
@@ -137,13 +205,13 @@ class FakeSlack(FakeHTTPServer):
         self.bot_user = bot_user
         self.bot_user_id = bot_user_id
         self._lock = threading.RLock()
-        self._channels: dict[str, SlackChannel] = {}
+        self._channels: dict[str, FakeChannel] = {}
         self._users: dict[str, Json] = {}
         self._rules: list[SlackScriptedRule] = []
         self._last_micros = start_ts * 1_000_000
         self._req_ids = 0
-        variant = _load("conversations_history.variant.json")["messages"]
-        replies = _load("conversations_replies.json")["messages"]
+        variant = load_fixture("slack", "conversations_history.variant.json")["messages"]
+        replies = load_fixture("slack", "conversations_replies.json")["messages"]
         self._fixtures: dict[str, Json] = {
             "plain": variant[0],
             "parent": variant[2],
@@ -151,10 +219,10 @@ class FakeSlack(FakeHTTPServer):
             "bot": variant[4],
             "edited": variant[5],
             "reply": replies[1],
-            "channel": _load("conversations_list.json")["channels"][0],
-            "user": _load("users_info.json")["user"],
-            "auth_test": _load("auth_test.json"),
-            "ratelimited": _load("error_ratelimited.response.json"),
+            "channel": load_fixture("slack", "conversations_list.json")["channels"][0],
+            "user": load_fixture("slack", "users_info.json")["user"],
+            "auth_test": load_fixture("slack", "auth_test.json"),
+            "ratelimited": load_fixture("slack", "error_ratelimited.response.json"),
         }
 
     @property
@@ -172,11 +240,11 @@ class FakeSlack(FakeHTTPServer):
         created: int | None = None,
         is_private: bool = False,
         is_archived: bool = False,
-    ) -> SlackChannel:
+    ) -> FakeChannel:
         with self._lock:
             if channel_id in self._channels:
                 raise ValueError(f"channel {channel_id} exists")
-            channel = SlackChannel(
+            channel = FakeChannel(
                 id=channel_id,
                 name=name,
                 created=created if created is not None else self._last_micros // 1_000_000,
@@ -219,7 +287,7 @@ class FakeSlack(FakeHTTPServer):
         ts: str | None = None,
         subtype: str | None = None,
         extra: Mapping[str, Json] | None = None,
-    ) -> SlackMessage:
+    ) -> FakeMessage:
         """Post a top-level message. ``ts`` defaults to one second after the newest ts
         the fake has seen. ``extra`` adds fields (e.g. ``bot_id``, ``username``)."""
         with self._lock:
@@ -227,7 +295,7 @@ class FakeSlack(FakeHTTPServer):
             micros = self._new_ts(ts)
             if micros in ch.messages:
                 raise ValueError(f"{channel} already has a message at {micros_to_ts(micros)}")
-            message = SlackMessage(
+            message = FakeMessage(
                 channel=channel,
                 ts=micros_to_ts(micros),
                 text=text,
@@ -250,7 +318,7 @@ class FakeSlack(FakeHTTPServer):
         *,
         user: str | None = "U061F7AUR",
         ts: str | None = None,
-    ) -> SlackMessage:
+    ) -> FakeMessage:
         """Reply in a thread. Like Slack, the parent gets ``thread_ts`` (its own ts),
         ``reply_count`` + 1, ``latest_reply``, ``reply_users`` and
         ``reply_users_count``. Replies are not in ``conversations.history``."""
@@ -261,7 +329,7 @@ class FakeSlack(FakeHTTPServer):
             if parent is None:
                 raise KeyError(f"{channel} has no top-level message {thread_ts}")
             micros = self._new_ts(ts)
-            reply = SlackMessage(
+            reply = FakeMessage(
                 channel=channel,
                 ts=micros_to_ts(micros),
                 text=text,
@@ -288,15 +356,11 @@ class FakeSlack(FakeHTTPServer):
         *,
         edited_ts: str | None = None,
         edited_by: str | None = None,
-    ) -> SlackMessage:
+    ) -> FakeMessage:
         """Change a message's (or reply's) text and set ``edited: {user, ts}``; the
         message keeps its ``ts``. ``edited_ts`` defaults to the fake's next ts."""
         with self._lock:
-            ch = self._channel(channel)
-            key = ts_to_micros(ts)
-            message = ch.messages.get(key) or ch.replies.get(key)
-            if message is None:
-                raise KeyError(f"{channel} has no message {ts}")
+            message = self.message(channel, ts)
             message.text = text
             message.edited = {
                 "user": edited_by or message.user or "",
@@ -307,7 +371,7 @@ class FakeSlack(FakeHTTPServer):
 
     def add_join(
         self, channel: str, user: str, *, ts: str | None = None, inviter: str | None = None
-    ) -> SlackMessage:
+    ) -> FakeMessage:
         """A ``channel_join`` message, as Slack posts when ``user`` joins."""
         name = self._users.get(user, {}).get("name", user.lower())
         extra = {"inviter": inviter} if inviter else {}
@@ -329,16 +393,16 @@ class FakeSlack(FakeHTTPServer):
         headers = dict(fixture["headers"])
         headers["retry-after"] = str(retry_after)
         pairs = [(k, v) for k, v in headers.items()]
-        response = FakeResponse(int(fixture["status"]), _dumps(fixture["body"]), pairs)
+        response = FakeResponse(int(fixture["status"]), compact_json(fixture["body"]), pairs)
         return self._add_rule(method, response, times)
 
     def script_error(self, method: str, error: str, *, times: int = 1) -> SlackScriptedRule:
         """Answer the next ``times`` calls of ``method`` with HTTP 200
         ``{"ok": false, "error": error}`` (e.g. ``invalid_auth``, ``internal_error``)."""
-        body = _dumps({"ok": False, "error": error})
+        body = compact_json({"ok": False, "error": error})
         return self._add_rule(method, FakeResponse(200, body, self._headers()), times)
 
-    def message(self, channel: str, ts: str) -> SlackMessage:
+    def message(self, channel: str, ts: str) -> FakeMessage:
         with self._lock:
             ch = self._channel(channel)
             key = ts_to_micros(ts)
@@ -364,7 +428,7 @@ class FakeSlack(FakeHTTPServer):
         self._last_micros = max(self._last_micros, micros)
         return micros
 
-    def _channel(self, channel_id: str) -> SlackChannel:
+    def _channel(self, channel_id: str) -> FakeChannel:
         ch = self._channels.get(channel_id)
         if ch is None:
             raise KeyError(f"no channel {channel_id}; add_channel first")
@@ -380,7 +444,7 @@ class FakeSlack(FakeHTTPServer):
 
     # == rendering ===================================================================
 
-    def _message_json(self, m: SlackMessage) -> Json:
+    def _message_json(self, m: FakeMessage) -> Json:
         if m.is_reply:
             data = dict(self._fixtures["reply"])
         elif m.subtype == "channel_join":
@@ -413,12 +477,12 @@ class FakeSlack(FakeHTTPServer):
         data.update(m.extra)
         return data
 
-    def _message_bytes(self, m: SlackMessage) -> bytes:
+    def _message_bytes(self, m: FakeMessage) -> bytes:
         if m._cache is None:
-            m._cache = _dumps(self._message_json(m))
+            m._cache = compact_json(self._message_json(m))
         return m._cache
 
-    def _channel_json(self, ch: SlackChannel) -> Json:
+    def _channel_json(self, ch: FakeChannel) -> Json:
         data = copy.deepcopy(self._fixtures["channel"])
         data.update(
             id=ch.id,
@@ -454,7 +518,7 @@ class FakeSlack(FakeHTTPServer):
                 data = handler(self, params)
             except _SlackError as exc:
                 data = {"ok": False, "error": exc.error}
-            body = data if isinstance(data, bytes) else _dumps(data)
+            body = data if isinstance(data, bytes) else compact_json(data)
             return FakeResponse(200, body, self._headers())
 
     @staticmethod
@@ -639,4 +703,10 @@ def _envelope(parts: list[bytes], *, has_more: bool, next_cursor: str, pin_count
     if pin_count:
         tail["pin_count"] = 0
     tail["response_metadata"] = {"next_cursor": next_cursor}
-    return _dumps(head)[:-1] + b',"messages":[' + b",".join(parts) + b"]," + _dumps(tail)[1:]
+    return (
+        compact_json(head)[:-1]
+        + b',"messages":['
+        + b",".join(parts)
+        + b"],"
+        + compact_json(tail)[1:]
+    )
