@@ -13,7 +13,7 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import (
     BaseModel,
@@ -26,12 +26,14 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from memsync.clock import utc
+from memsync.retry import RetryPolicy
+from memsync.schedule import ScheduleSpec, format_duration, parse_duration, parse_schedule
 
 __all__ = [
     "ConnectorConfig",
     "Duration",
     "RetrySettings",
-    "Schedule",
+    "ScheduleSetting",
     "ScheduleSpec",
     "SubjectTemplate",
     "SubjectTemplateError",
@@ -40,35 +42,6 @@ __all__ = [
     "parse_duration",
     "parse_schedule",
 ]
-
-_DURATION_UNITS = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
-_DURATION_PART = re.compile(r"(\d+)([wdhms])")
-_DURATION_WHOLE = re.compile(r"(?:\d+[wdhms])+")
-
-
-def parse_duration(text: str, *, field: str = "duration") -> timedelta:
-    """Parse ``2h``, ``30m``, ``7d``, ``1w``, ``45s`` or a sum such as ``1h30m``.
-
-    Raises ``ValueError`` naming ``field`` and the bad value otherwise.
-    """
-    compact = text.strip().replace(" ", "").lower()
-    if not _DURATION_WHOLE.fullmatch(compact):
-        raise ValueError(f"{field} '{text}' is not a duration (e.g. 2h, 30m, 7d)")
-    seconds = sum(
-        int(amount) * _DURATION_UNITS[unit] for amount, unit in _DURATION_PART.findall(compact)
-    )
-    return timedelta(seconds=seconds)
-
-
-def format_duration(value: timedelta) -> str:
-    """Render a duration the way :func:`parse_duration` reads it (``1h30m``; ``0s``)."""
-    remaining = int(value.total_seconds())
-    parts: list[str] = []
-    for unit, size in _DURATION_UNITS.items():
-        amount, remaining = divmod(remaining, size)
-        if amount:
-            parts.append(f"{amount}{unit}")
-    return "".join(parts) or "0s"
 
 
 def _validate_duration(value: object, info: object) -> timedelta:
@@ -95,77 +68,6 @@ Duration = Annotated[
 
 # --- schedules -----------------------------------------------------------------------------
 
-_CRON_FIELDS: tuple[tuple[str, int, int], ...] = (
-    ("minute", 0, 59),
-    ("hour", 0, 23),
-    ("day of month", 1, 31),
-    ("month", 1, 12),
-    ("day of week", 0, 7),
-)
-_CRON_NAMES = re.compile(
-    r"jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|mon|tue|wed|thu|fri|sat|sun"
-)
-_CRON_ITEM = re.compile(r"(\*|\d+|[a-z]{3})(?:-(\d+|[a-z]{3}))?(?:/(\d+))?")
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleSpec:
-    """A validated schedule: a 5-field cron expression, a fixed interval, or ``manual``
-    (never scheduled: only ``memsync sync``, backfills and API calls run it).
-
-    ``expression`` is the text as configured; ``interval`` is set only for ``every …``.
-    The runtime hands cron expressions to its scheduler as they are.
-    """
-
-    kind: Literal["cron", "interval", "manual"]
-    expression: str
-    interval: timedelta | None = None
-
-    def __str__(self) -> str:
-        return self.expression
-
-
-def _check_cron_field(name: str, low: int, high: int, text: str) -> None:
-    for item in text.split(","):
-        match = _CRON_ITEM.fullmatch(item)
-        if match is None:
-            raise ValueError(f"schedule: {name} field '{text}' is not valid cron")
-        for bound in match.group(1), match.group(2):
-            if bound is None or bound == "*":
-                continue
-            if bound.isdigit():
-                if not low <= int(bound) <= high:
-                    raise ValueError(
-                        f"schedule: {name} value {bound} is outside {low}-{high} in '{text}'"
-                    )
-            elif not _CRON_NAMES.fullmatch(bound):
-                raise ValueError(f"schedule: {name} field '{text}' is not valid cron")
-        if match.group(3) is not None and int(match.group(3)) == 0:
-            raise ValueError(f"schedule: {name} step 0 in '{text}' never fires")
-
-
-def parse_schedule(text: str) -> ScheduleSpec:
-    """Parse ``every 15m`` (any :func:`parse_duration` value), a 5-field cron expression,
-    or ``manual``."""
-    expression = " ".join(text.split())
-    lowered = expression.lower()
-    if lowered == "manual":
-        return ScheduleSpec(kind="manual", expression=lowered)
-    if lowered.startswith("every "):
-        interval = parse_duration(lowered.removeprefix("every "), field="schedule interval")
-        if interval <= timedelta(0):
-            raise ValueError(f"schedule '{text}' must be a positive interval")
-        return ScheduleSpec(kind="interval", expression=expression, interval=interval)
-    fields = lowered.split(" ")
-    if len(fields) != len(_CRON_FIELDS):
-        raise ValueError(
-            f"schedule '{text}' is neither 'every <duration>' (e.g. every 15m), a "
-            "5-field cron expression (e.g. '0 3 * * *') nor 'manual'"
-        )
-    for (name, low, high), value in zip(_CRON_FIELDS, fields, strict=True):
-        _check_cron_field(name, low, high, value)
-    return ScheduleSpec(kind="cron", expression=expression)
-
 
 def _validate_schedule(value: object) -> ScheduleSpec:
     if isinstance(value, ScheduleSpec):
@@ -178,7 +80,7 @@ def _validate_schedule(value: object) -> ScheduleSpec:
         raise PydanticCustomError("schedule", str(error)) from None
 
 
-Schedule = Annotated[
+ScheduleSetting = Annotated[
     ScheduleSpec,
     PlainValidator(_validate_schedule),
     PlainSerializer(str, return_type=str),
@@ -287,6 +189,11 @@ class RetrySettings(BaseModel):
     max_attempts: int = Field(default=5, ge=1, le=50)
     max_wait: Duration = timedelta(minutes=10)
 
+    def policy(self) -> RetryPolicy:
+        """The retry policy these settings ask for (default backoff: 1 s doubling, at
+        most 1 min between attempts)."""
+        return RetryPolicy(max_attempts=self.max_attempts, max_wait=self.max_wait)
+
 
 class ConnectorConfig(BaseModel):
     """What every connector instance is configured with; connectors subclass it.
@@ -304,7 +211,7 @@ class ConnectorConfig(BaseModel):
     name: str
     type: str
     subject: SubjectTemplateValue
-    schedule: Schedule = parse_schedule("every 15m")
+    schedule: ScheduleSetting = parse_schedule("every 15m")
     overlap: Duration = timedelta(hours=2)
     start: datetime | None = None
     base_url: str | None = None

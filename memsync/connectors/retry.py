@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from memsync.clock import Clock, SystemClock
-from memsync.connectors.config import RetrySettings
 from memsync.connectors.errors import RateLimited, RateLimitExhausted, RetryableError
+from memsync.retry import RetryPolicy
 
 __all__ = ["Retrier", "RetryPolicy", "retry_after_from_headers"]
 
@@ -75,30 +74,6 @@ def _seconds_or_date(value: str, now: datetime) -> float | None:
     return max((moment - now).total_seconds(), 0.0)
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Caps and backoff for one request.
-
-    ``max_attempts`` counts requests (the first included). ``max_wait`` caps the sum of
-    waits. Without a server-given wait, attempt *n* waits ``base_delay * 2**(n-1)``
-    seconds, at most ``max_delay``.
-    """
-
-    max_attempts: int = 5
-    max_wait: timedelta = timedelta(minutes=10)
-    base_delay: float = 1.0
-    max_delay: float = 60.0
-
-    @classmethod
-    def from_settings(cls, settings: RetrySettings) -> RetryPolicy:
-        """The policy a connector's ``retry`` config asks for."""
-        return cls(max_attempts=settings.max_attempts, max_wait=settings.max_wait)
-
-    def backoff(self, attempt: int) -> float:
-        """The wait after failed attempt number ``attempt`` (1-based) with no server hint."""
-        return float(min(self.base_delay * 2 ** (attempt - 1), self.max_delay))
-
-
 class Retrier:
     """Runs a callable until it succeeds, the caps are reached, or it fails for good.
 
@@ -138,7 +113,7 @@ class Retrier:
                 wait = (
                     error.retry_after
                     if error.retry_after is not None
-                    else self.policy.backoff(attempts)
+                    else self.policy.delay(attempts).total_seconds()
                 )
                 if attempts >= self.policy.max_attempts or waited + wait > cap:
                     raise self._give_up(error, what, attempts, waited, wait) from error

@@ -157,7 +157,7 @@ def flaky(failures: int, calls: list[Job]) -> Any:
 def test_transient_errors_are_retried_with_backoff_then_fail_keeping_the_error(
     store: Store, clock: FakeClock
 ) -> None:
-    policy = RetryPolicy(max_attempts=3, backoff=timedelta(seconds=10))
+    policy = RetryPolicy(max_attempts=3, base_delay=timedelta(seconds=10))
     queue = JobQueue(store, policy)
     job, _ = queue.enqueue("acme", "test", "x", now=clock.now())
     calls: list[Job] = []
@@ -187,7 +187,7 @@ def test_transient_errors_are_retried_with_backoff_then_fail_keeping_the_error(
 
 
 def test_a_retry_that_succeeds_completes_the_job(store: Store, clock: FakeClock) -> None:
-    queue = JobQueue(store, RetryPolicy(max_attempts=3, backoff=timedelta(seconds=5)))
+    queue = JobQueue(store, RetryPolicy(max_attempts=3, base_delay=timedelta(seconds=5)))
     job, _ = queue.enqueue("acme", "test", "x", now=clock.now())
     retrying = worker(store, clock, {"test": flaky(1, [])}, queue=queue)
     retrying.run_once()

@@ -145,7 +145,7 @@ def test_a_failed_run_fails_the_attempt_and_the_job_is_retried_until_it_succeeds
     store: Store,
 ) -> None:
     clock = FakeClock(T0 + timedelta(hours=1))
-    queue = JobQueue(store, RetryPolicy(max_attempts=3, backoff=timedelta(seconds=30)))
+    queue = JobQueue(store, RetryPolicy(max_attempts=3, base_delay=timedelta(seconds=30)))
     connector = FakeConnector(config(), records(3))
     connector.fail_at("r0", RetryableError("source answered 503"), times=100)
     run = sync_worker(store, clock, connector, queue)
@@ -202,7 +202,7 @@ def test_a_sync_job_runs_the_connector_of_its_own_tenant_only(store: Store) -> N
 
 def test_a_sync_job_waits_while_another_run_of_the_connector_is_going(store: Store) -> None:
     clock = FakeClock(T0 + timedelta(hours=1))
-    queue = JobQueue(store, RetryPolicy(max_attempts=3, backoff=timedelta(seconds=30)))
+    queue = JobQueue(store, RetryPolicy(max_attempts=3, base_delay=timedelta(seconds=30)))
     manual = BlockingConnector(config(), records(3), block_at="r1")
     manual_run = threading.Thread(
         target=SyncRunner(

@@ -50,7 +50,7 @@ from memsync.connectors._parsing import optional_int, optional_str, parse_iso_ti
 from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
-from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
+from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject
 
 __all__ = [
@@ -368,7 +368,7 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
         clock: Clock | None = None,
     ) -> None:
         super().__init__(config)
-        self.retrier = Retrier(RetryPolicy.from_settings(config.retry), sleep=sleep, clock=clock)
+        self.retrier = Retrier(config.retry.policy(), sleep=sleep, clock=clock)
         self._client: Github | None = None
 
     @property

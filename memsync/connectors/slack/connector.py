@@ -44,7 +44,7 @@ from memsync.connectors._parsing import optional_str
 from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, SkipRecord, StopRun
-from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
+from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject
 
 __all__ = [
@@ -229,7 +229,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
         clock: Clock | None = None,
     ) -> None:
         super().__init__(config)
-        self.retrier = Retrier(RetryPolicy.from_settings(config.retry), sleep=sleep, clock=clock)
+        self.retrier = Retrier(config.retry.policy(), sleep=sleep, clock=clock)
         self._client: WebClient | None = None
 
     @property

@@ -29,7 +29,7 @@ from memsync.connectors._parsing import optional_int, parse_iso_time, required_i
 from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
-from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
+from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject
 
 __all__ = [
@@ -274,7 +274,7 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
         self._transport = transport
         self._owns_client = client is None
         self._auth = httpx.BasicAuth(f"{config.email}/token", config.token.get_secret_value())
-        self.retrier = Retrier(RetryPolicy.from_settings(config.retry), sleep=sleep, clock=clock)
+        self.retrier = Retrier(config.retry.policy(), sleep=sleep, clock=clock)
 
     def close(self) -> None:
         """Close the HTTP client if this connector created it."""

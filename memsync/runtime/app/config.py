@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memsync.runtime.compiling.settings import CompileRules, CompileSettings
+from memsync.schedule import parse_schedule
 
 __all__ = [
     "ApiKey",
@@ -144,15 +145,8 @@ class JobsSettings(_Strict):
     def _valid_crontab(cls, value: str | None) -> str | None:
         if not value:
             return None
-        from apscheduler.triggers.cron import CronTrigger
-
-        try:
-            CronTrigger.from_crontab(value)
-        except ValueError as error:
-            raise ValueError(
-                f"{value!r} is not a crontab line (minute hour day month weekday, "
-                f"e.g. '0 3 * * *'): {error}"
-            ) from None
+        if parse_schedule(value).kind != "cron":
+            raise ValueError(f"{value!r} is not a crontab line (e.g. '0 3 * * *')")
         return value
 
 

@@ -122,8 +122,8 @@ class Services:
             self.store,
             RetryPolicy(
                 max_attempts=jobs.max_attempts,
-                backoff=timedelta(seconds=jobs.retry_backoff_seconds),
-                backoff_max=timedelta(seconds=jobs.retry_backoff_max_seconds),
+                base_delay=timedelta(seconds=jobs.retry_backoff_seconds),
+                max_delay=timedelta(seconds=jobs.retry_backoff_max_seconds),
             ),
         )
         self.runs = SyncRepository(self.store)

@@ -25,10 +25,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
+from memsync.retry import RetryPolicy
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 
-__all__ = ["Job", "JobQueue", "JobStatus", "RetryPolicy"]
+__all__ = ["JOB_RETRY", "Job", "JobQueue", "JobStatus", "RetryPolicy"]
 
 _jobs = tables.jobs
 
@@ -118,20 +119,10 @@ def _job(row: Row[Any]) -> Job:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """How often a job is tried and how long it waits between tries.
-
-    The n-th retry waits ``backoff * 2**(n-1)``, capped at ``backoff_max``.
-    """
-
-    max_attempts: int = 5
-    backoff: timedelta = timedelta(seconds=10)
-    backoff_max: timedelta = timedelta(minutes=10)
-
-    def delay(self, attempts: int) -> timedelta:
-        delay: timedelta = self.backoff * (2 ** max(attempts - 1, 0))
-        return min(delay, self.backoff_max)
+JOB_RETRY = RetryPolicy(
+    max_attempts=5, base_delay=timedelta(seconds=10), max_delay=timedelta(minutes=10)
+)
+"""The default for jobs: a source that is down for a while usually comes back."""
 
 
 class JobQueue:
@@ -147,7 +138,7 @@ class JobQueue:
 
     def __init__(self, store: Store, retry: RetryPolicy | None = None) -> None:
         self._store = store
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or JOB_RETRY
 
     # -- enqueue ---------------------------------------------------------------------
 

@@ -26,22 +26,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.interval import IntervalTrigger
 
 from memsync.clock import Clock, SystemClock, utc
-from memsync.connectors.config import parse_schedule
 from memsync.runtime.jobs.queue import JobQueue
+from memsync.schedule import parse_schedule
 
 __all__ = ["Schedule", "ScheduleFirer", "Scheduler", "TickAction", "enqueue_target", "fire_key"]
 
-# Interval schedules tick at epoch + k * interval, whoever computes them.
-_INTERVAL_ORIGIN = datetime(1970, 1, 1, tzinfo=UTC)
 
 logger = logging.getLogger("memsync.scheduler")
 
@@ -63,16 +59,11 @@ class Schedule:
     target: tuple[str, str] | None = None
 
     def trigger(self) -> BaseTrigger:
+        """When it fires; ``ValueError`` for a manual schedule, which never does."""
         spec = parse_schedule(self.expression)
         if spec.kind == "manual":
             raise ValueError(f"schedule {self.id!r} is manual: it never fires")
-        if spec.interval is not None:
-            return IntervalTrigger(
-                seconds=int(spec.interval.total_seconds()),
-                start_date=_INTERVAL_ORIGIN,
-                timezone=ZoneInfo("UTC"),
-            )
-        return CronTrigger.from_crontab(spec.expression, timezone=ZoneInfo(self.timezone))
+        return spec.trigger(self.timezone)
 
     def latest_fire_time(self, now: datetime, lookback: timedelta) -> datetime | None:
         """The last scheduled fire time in ``(now - lookback, now]``, or None."""

@@ -127,7 +127,7 @@ def test_public_surface_is_what_we_meant() -> None:
             "RetryPolicy",
             "RetrySettings",
             "RetryableError",
-            "Schedule",
+            "ScheduleSetting",
             "ScheduleSpec",
             "SkipRecord",
             "SourceRecord",

@@ -65,7 +65,9 @@ def test_server_wait_is_honoured_then_success() -> None:
 
 
 def test_without_a_server_wait_backoff_is_exponential_and_capped() -> None:
-    retrier, slept = _retrier(RetryPolicy(max_attempts=6, base_delay=1.0, max_delay=5.0))
+    retrier, slept = _retrier(
+        RetryPolicy(max_attempts=6, base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=5))
+    )
     flaky = Flaky(*(RetryableError("503") for _ in range(5)))
     assert retrier.call(flaky, what="test") == "ok"
     assert slept == [1, 2, 4, 5, 5]
