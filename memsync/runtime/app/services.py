@@ -24,7 +24,6 @@ from memsync.runtime.app.config import ConfigError, JobsSettings, Settings
 from memsync.runtime.app.handlers import SYNC_JOB, compile_handler, sync_handler
 from memsync.runtime.compiling import (
     COMPILE_JOB,
-    CompileRules,
     CompileService,
     EveryNEpisodes,
     enqueue_uncompiled,
@@ -116,6 +115,16 @@ class Services:
     store: Store
     clock: Clock = field(default_factory=SystemClock)
 
+    queue: JobQueue = field(init=False)
+    runs: SyncRepository = field(init=False)
+    ingest: IngestService = field(init=False)
+    """The process's ingest path, every-N compile trigger attached (API, CLI)."""
+    compiler: CompileService = field(init=False)
+    episodes: EpisodeRepository = field(init=False)
+    memories: MemoryRepository = field(init=False)
+    context: ContextReader = field(init=False)
+    authenticator: Authenticator = field(init=False)
+
     def __post_init__(self) -> None:
         jobs = self.settings.jobs
         self.queue = JobQueue(
@@ -128,13 +137,7 @@ class Services:
         )
         self.runs = SyncRepository(self.store)
         self.ingest = self.new_ingest()
-        self.compiler = CompileService(
-            self.store,
-            rules=CompileRules.from_settings(self.settings.compile),
-            clock=self.clock,
-            llm=self.settings.compile.llm if self.settings.compile.compiler == "llm" else None,
-            chunk_episodes=self.settings.compile.chunk_episodes,
-        )
+        self.compiler = CompileService.from_settings(self.store, self.settings.compile, self.clock)
         self.episodes = EpisodeRepository(self.store)
         self.memories = MemoryRepository(self.store)
         self.context = ContextReader(self.episodes, self.memories, self.clock)
