@@ -59,7 +59,6 @@ __all__ = [
     "RecordJson",
     "assemble_bundle",
     "estimate_tokens",
-    "memory_to_dict",
 ]
 
 KIND_WEIGHTS: Mapping[MemoryKind, float] = {
@@ -168,11 +167,6 @@ class MemoryJson(RecordJson):
             },
             "updated_at": record.last_asserted,
         }
-
-
-def memory_to_dict(memory: StoredMemory) -> dict[str, Any]:
-    """A memory in the Statewave v1 ``Memory`` shape, as JSON-ready values."""
-    return MemoryJson.model_validate(memory).model_dump(mode="json")
 
 
 class BundleEpisodeJson(RecordJson):
