@@ -8,9 +8,25 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Annotated, Protocol
 
-__all__ = ["Clock", "FakeClock", "SystemClock", "utc"]
+from pydantic import PlainSerializer, WithJsonSchema
+
+__all__ = ["Clock", "FakeClock", "IsoDatetime", "SystemClock", "utc"]
+
+
+def _isoformat(moment: datetime) -> str:
+    return moment.isoformat()
+
+
+IsoDatetime = Annotated[
+    datetime,
+    PlainSerializer(_isoformat, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+"""A datetime that JSON shows as ``datetime.isoformat()`` (``+00:00``, not pydantic's
+``Z``): how memories, bundles, jobs, conflicts and the inspector have always written
+moments."""
 
 
 def utc(moment: datetime) -> datetime:

@@ -16,29 +16,49 @@ Token estimate: ``ceil(characters / 4)`` of the assembled text, the usual rule o
 for English with BPE tokenisers. Lines are added in this order while they fit:
 abstentions (open conflicts: "not asserting either"), then ranked memories, then recent
 episodes (newest first); a line that does not fit is skipped and smaller ones may follow.
+
+The bundle's JSON (``Bundle.to_dict``) is declared here too, as pydantic models in the
+Statewave v1 shapes: :class:`BundleJson` and the :class:`MemoryJson` that the API and
+the inspector also show memories as. Models only describe data; nothing here does I/O.
 """
 
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel, Field, model_validator
+
+from memsync.clock import IsoDatetime
 from memsync.compile.resolve import OpenConflict
 from memsync.compile.similarity import tokens
 from memsync.compile.text import passages
-from memsync.compile.types import EpisodeView, MemoryKind, MemoryStatus, StoredMemory, require_aware
+from memsync.compile.types import (
+    EpisodeView,
+    MemoryKind,
+    MemoryStatus,
+    StoredMemory,
+    require_aware,
+)
 
 __all__ = [
     "EPISODE_LINE_LENGTH",
     "KIND_WEIGHTS",
+    "RANKING",
     "Bundle",
+    "BundleEpisodeJson",
+    "BundleJson",
+    "BundleProvenanceJson",
+    "MemoryJson",
     "RankedMemory",
+    "RankedMemoryJson",
+    "RecordJson",
     "assemble_bundle",
     "estimate_tokens",
-    "memory_to_dict",
 ]
 
 KIND_WEIGHTS: Mapping[MemoryKind, float] = {
@@ -84,65 +104,151 @@ class Bundle:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``canonical_json`` of it is byte-identical for equal bundles."""
+        return BundleJson.of(self).model_dump(mode="json")
+
+
+# -- the bundle as JSON ----------------------------------------------------------------
+#
+# The Statewave v1 shapes of a bundle and of what it holds. They are declared here, once,
+# because a bundle's JSON is what its byte-identity promise is about; the HTTP API and
+# the inspector show memories in the same shape.
+
+RANKING = "relevance*2 + kind_weight + recency*0.5; tokens=ceil(chars/4)"
+"""How a bundle ranked its memories and counted tokens, as its provenance says."""
+
+
+class RecordJson(BaseModel):
+    """A JSON model validated from a record (a dataclass instance): the fields it declares
+    are the record's fields of the same name, and :meth:`derived` gives those it shows
+    under another name or shape. Other input (a dict) validates as usual."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_record(cls, value: Any) -> Any:
+        if not is_dataclass(value) or isinstance(value, type):
+            return value
         return {
-            "subject_id": self.subject_id,
-            "task": self.task,
-            "facts": [memory_to_dict(ranked.memory) for ranked in self.facts],
-            "episodes": [_episode_json(episode) for episode in self.episodes],
-            "procedures": [memory_to_dict(ranked.memory) for ranked in self.procedures],
-            "provenance": {
-                "as_of": self.as_of.isoformat(),
-                "memories": {
-                    str(ranked.memory.id): {
-                        "score": round(ranked.score, 6),
-                        "source_episode_ids": [str(e) for e in ranked.memory.source_episode_ids],
-                    }
-                    for ranked in (*self.facts, *self.procedures)
-                },
-                "episodes": [str(episode.id) for episode in self.episodes],
-                "abstained_conflicts": [str(conflict.id) for conflict in self.abstentions],
-                "ranking": "relevance*2 + kind_weight + recency*0.5; tokens=ceil(chars/4)",
+            **{field.name: getattr(value, field.name) for field in fields(value)},
+            **cls.derived(value),
+        }
+
+    @classmethod
+    def derived(cls, record: Any) -> dict[str, Any]:
+        """The values of ``record`` that are not one of its fields as they are."""
+        return {}
+
+
+class MemoryJson(RecordJson):
+    """A memory in the Statewave v1 ``Memory`` shape, validated from a
+    :class:`StoredMemory`: ``metadata`` gains its memory key and claim key, and
+    ``updated_at`` is its last assertion."""
+
+    id: uuid.UUID
+    subject_id: str
+    kind: MemoryKind
+    content: str
+    summary: str = ""
+    confidence: float
+    valid_from: IsoDatetime
+    valid_to: IsoDatetime | None
+    source_episode_ids: list[uuid.UUID]
+    metadata: dict[str, Any]
+    status: MemoryStatus
+    created_at: IsoDatetime
+    updated_at: IsoDatetime
+
+    @classmethod
+    def derived(cls, record: StoredMemory) -> dict[str, Any]:
+        return {
+            "metadata": {
+                **record.metadata,
+                "memory_key": record.memory_key,
+                "claim_key": record.claim_key,
             },
-            "assembled_context": self.assembled_context,
-            "token_estimate": self.token_estimate,
+            "updated_at": record.last_asserted,
         }
 
 
-def memory_to_dict(memory: StoredMemory) -> dict[str, Any]:
-    """A memory in the Statewave v1 ``Memory`` shape; ``updated_at`` is its last assertion."""
-    return {
-        "id": str(memory.id),
-        "subject_id": memory.subject_id,
-        "kind": memory.kind.value,
-        "content": memory.content,
-        "summary": "",
-        "confidence": memory.confidence,
-        "valid_from": memory.valid_from.isoformat(),
-        "valid_to": memory.valid_to.isoformat() if memory.valid_to else None,
-        "source_episode_ids": [str(episode) for episode in memory.source_episode_ids],
-        "metadata": {
-            **dict(memory.metadata),
-            "memory_key": memory.memory_key,
-            "claim_key": memory.claim_key,
-        },
-        "status": memory.status.value,
-        "created_at": memory.created_at.isoformat(),
-        "updated_at": memory.last_asserted.isoformat(),
-    }
+class BundleEpisodeJson(RecordJson):
+    """A recent episode in a bundle (Statewave ``Episode``), validated from an
+    :class:`EpisodeView`: the view's fields, then what the bundle derives from them (the
+    order is free: a bundle is written as canonical JSON, keys sorted). A bundle knows no
+    storage time: ``created_at`` is ``occurred_at``."""
+
+    id: uuid.UUID
+    subject_id: str
+    source: str
+    type: str
+    payload: dict[str, Any]
+    occurred_at: IsoDatetime
+    created_at: IsoDatetime
+    metadata: dict[str, Any]
+    provenance: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def derived(cls, record: EpisodeView) -> dict[str, Any]:
+        return {
+            "created_at": record.occurred_at,
+            "metadata": {"revision": record.revision, "content_hash": record.content_hash},
+        }
 
 
-def _episode_json(episode: EpisodeView) -> dict[str, Any]:
-    return {
-        "id": str(episode.id),
-        "subject_id": episode.subject_id,
-        "source": episode.source,
-        "type": episode.type,
-        "payload": dict(episode.payload),
-        "metadata": {"revision": episode.revision, "content_hash": episode.content_hash},
-        "provenance": {},
-        "occurred_at": episode.occurred_at.isoformat(),
-        "created_at": episode.occurred_at.isoformat(),
-    }
+class RankedMemoryJson(BaseModel):
+    """Why a memory is in the bundle: its score (6 decimals) and its sources."""
+
+    score: float
+    source_episode_ids: list[uuid.UUID]
+
+
+class BundleProvenanceJson(BaseModel):
+    """What a bundle was assembled from, and when."""
+
+    as_of: IsoDatetime
+    memories: dict[str, RankedMemoryJson]
+    episodes: list[uuid.UUID]
+    abstained_conflicts: list[uuid.UUID]
+    ranking: str = RANKING
+
+
+class BundleJson(BaseModel):
+    """A context bundle in the Statewave v1 ``ContextBundle`` shape; decisions are its
+    ``procedures``."""
+
+    subject_id: str
+    task: str
+    facts: list[MemoryJson]
+    episodes: list[BundleEpisodeJson]
+    procedures: list[MemoryJson]
+    provenance: BundleProvenanceJson
+    assembled_context: str
+    token_estimate: int
+
+    @classmethod
+    def of(cls, bundle: Bundle) -> BundleJson:
+        ranked = (*bundle.facts, *bundle.procedures)
+        return cls.model_validate(
+            {
+                "subject_id": bundle.subject_id,
+                "task": bundle.task,
+                "facts": [ranked.memory for ranked in bundle.facts],
+                "episodes": bundle.episodes,
+                "procedures": [ranked.memory for ranked in bundle.procedures],
+                "provenance": {
+                    "as_of": bundle.as_of,
+                    "memories": {
+                        str(item.memory.id): {
+                            "score": round(item.score, 6),
+                            "source_episode_ids": item.memory.source_episode_ids,
+                        }
+                        for item in ranked
+                    },
+                    "episodes": [episode.id for episode in bundle.episodes],
+                    "abstained_conflicts": [conflict.id for conflict in bundle.abstentions],
+                },
+                "assembled_context": bundle.assembled_context,
+                "token_estimate": bundle.token_estimate,
+            }
+        )
 
 
 def _holds_at(memory: StoredMemory, as_of: datetime) -> bool:

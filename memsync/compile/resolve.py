@@ -55,6 +55,7 @@ from memsync.compile.types import (
 
 __all__ = [
     "ChangeSet",
+    "ConflictFinding",
     "OpenConflict",
     "ProvenanceAddition",
     "StatusChange",
@@ -134,13 +135,10 @@ class Supersession:
     decided_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class OpenConflict:
-    """Two active memories that contradict each other under the ``flag`` policy.
-
-    ``id`` is derived from the two memory keys, so recording the same conflict twice
-    hits the store's unique index instead of duplicating it.
-    """
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConflictFinding:
+    """What two memories of a subject contradict each other about, and the rule, score
+    and threshold that found it: what every view of a conflict starts with."""
 
     id: uuid.UUID
     subject_id: str
@@ -149,6 +147,16 @@ class OpenConflict:
     rule: SupersessionRule
     score: float | None
     threshold: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenConflict(ConflictFinding):
+    """Two active memories that contradict each other under the ``flag`` policy.
+
+    ``id`` is derived from the two memory keys, so recording the same conflict twice
+    hits the store's unique index instead of duplicating it.
+    """
+
     memory_ids: tuple[uuid.UUID, uuid.UUID]
     memory_keys: tuple[str, str]
     contents: tuple[str, str]

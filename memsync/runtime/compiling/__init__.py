@@ -14,6 +14,7 @@ from memsync.runtime.compiling.recorder import SqlExtractionRecorder
 from memsync.runtime.compiling.service import (
     CompileResult,
     CompileService,
+    CompileSummary,
     ConflictNotFound,
     ConflictResolution,
     result_summary,
@@ -39,6 +40,7 @@ __all__ = [
     "CompileRules",
     "CompileService",
     "CompileSettings",
+    "CompileSummary",
     "ConflictNotFound",
     "ConflictResolution",
     "EveryNEpisodes",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import httpx
@@ -57,14 +57,17 @@ from memsync.runtime.storage.statistics import StatisticsRefresher
 __all__ = [
     "CompileResult",
     "CompileService",
+    "CompileSummary",
     "ConflictNotFound",
     "ConflictResolution",
+    "result_summary",
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class CompileResult:
-    """What one compile did. ``memories`` are the memories it created."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompileSummary:
+    """What one compile did, counted: what ``memsync compile --json`` prints and a compile
+    job records. The API's compile response extends it rather than repeat its fields."""
 
     subject_id: str
     job_id: str
@@ -72,6 +75,12 @@ class CompileResult:
     memories_created: int
     memories_superseded: int
     conflicts_opened: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompileResult(CompileSummary):
+    """What one compile did. ``memories`` are the memories it created."""
+
     memories: tuple[StoredMemory, ...]
 
 
@@ -366,12 +375,10 @@ class CompileService:
         # SQLite: the write transaction already holds the database write lock.
 
 
-def result_summary(result: CompileResult) -> dict[str, Any]:
-    return {
-        "subject_id": result.subject_id,
-        "job_id": result.job_id,
-        "episodes_compiled": result.episodes_compiled,
-        "memories_created": result.memories_created,
-        "memories_superseded": result.memories_superseded,
-        "conflicts_opened": result.conflicts_opened,
-    }
+_SUMMARY_FIELDS = tuple(summary_field.name for summary_field in fields(CompileSummary))
+
+
+def result_summary(result: CompileSummary) -> dict[str, Any]:
+    """The counts of ``result`` (a :class:`CompileResult` holds its memories too), as
+    JSON-ready values."""
+    return {name: getattr(result, name) for name in _SUMMARY_FIELDS}

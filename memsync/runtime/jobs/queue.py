@@ -17,14 +17,16 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import sqlalchemy as sa
+from pydantic import Field, TypeAdapter
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
+from memsync.clock import IsoDatetime
 from memsync.retry import RetryPolicy
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
@@ -43,9 +45,13 @@ class JobStatus(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One job as stored. ``attempts`` counts claims, including the current one."""
+    """One job as stored. ``attempts`` counts claims, including the current one.
 
-    tenant_id: str
+    As JSON (``to_dict``, the body of ``GET /v1/jobs/{id}``) it shows every field but
+    the tenant, and moments as ``isoformat()``.
+    """
+
+    tenant_id: Annotated[str, Field(exclude=True)]
     id: uuid.UUID
     kind: str
     target: str
@@ -55,12 +61,12 @@ class Job:
     attempts: int
     max_attempts: int
     lease_owner: str | None
-    lease_expires_at: datetime | None
-    heartbeat_at: datetime | None
-    run_after: datetime
-    queued_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
+    lease_expires_at: IsoDatetime | None
+    heartbeat_at: IsoDatetime | None
+    run_after: IsoDatetime
+    queued_at: IsoDatetime
+    started_at: IsoDatetime | None
+    finished_at: IsoDatetime | None
     result: dict[str, Any] | None
     error: str | None
 
@@ -70,52 +76,19 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """The job as JSON-ready data (the body of ``GET /v1/jobs/{id}``)."""
+        dumped: dict[str, Any] = _JOB.dump_python(self, mode="json")
+        return dumped
 
-        def when(moment: datetime | None) -> str | None:
-            return moment.isoformat() if moment is not None else None
 
-        return {
-            "id": str(self.id),
-            "kind": self.kind,
-            "target": self.target,
-            "status": self.status.value,
-            "trigger": self.trigger,
-            "dedup_key": self.dedup_key,
-            "attempts": self.attempts,
-            "max_attempts": self.max_attempts,
-            "lease_owner": self.lease_owner,
-            "lease_expires_at": when(self.lease_expires_at),
-            "heartbeat_at": when(self.heartbeat_at),
-            "run_after": when(self.run_after),
-            "queued_at": when(self.queued_at),
-            "started_at": when(self.started_at),
-            "finished_at": when(self.finished_at),
-            "result": self.result,
-            "error": self.error,
-        }
+_JOB: TypeAdapter[Job] = TypeAdapter(Job)
+_JOB_FIELDS = tuple(job_field.name for job_field in fields(Job))
 
 
 def _job(row: Row[Any]) -> Job:
+    # The job's fields are named as the columns that hold them.
     values = row._mapping
     return Job(
-        tenant_id=values["tenant_id"],
-        id=values["id"],
-        kind=values["kind"],
-        target=values["target"],
-        status=JobStatus(values["status"]),
-        trigger=values["trigger"],
-        dedup_key=values["dedup_key"],
-        attempts=values["attempts"],
-        max_attempts=values["max_attempts"],
-        lease_owner=values["lease_owner"],
-        lease_expires_at=values["lease_expires_at"],
-        heartbeat_at=values["heartbeat_at"],
-        run_after=values["run_after"],
-        queued_at=values["queued_at"],
-        started_at=values["started_at"],
-        finished_at=values["finished_at"],
-        result=values["result"],
-        error=values["error"],
+        **{**{name: values[name] for name in _JOB_FIELDS}, "status": JobStatus(values["status"])}
     )
 
 

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from memsync.runtime.reading.bundles import ContextReader
 from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository, RevisionRecord
-from memsync.runtime.reading.inspector import conflict_to_dict, inspect_subject
+from memsync.runtime.reading.inspector import ConflictJson, InspectionReport, inspect_subject
 from memsync.runtime.reading.memories import MemoryRepository, SupersessionRecord
 
 __all__ = [
+    "ConflictJson",
     "ContextReader",
     "EpisodeRecord",
     "EpisodeRepository",
+    "InspectionReport",
     "MemoryRepository",
     "RevisionRecord",
     "SupersessionRecord",
-    "conflict_to_dict",
     "inspect_subject",
 ]

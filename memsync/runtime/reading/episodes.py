@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +17,7 @@ from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 
 __all__ = [
+    "Episode",
     "EpisodePage",
     "EpisodeRecord",
     "EpisodeRepository",
@@ -29,12 +30,14 @@ _episodes = tables.episodes
 _revisions = tables.episode_revisions
 
 
-@dataclass(frozen=True, slots=True)
-class EpisodeRecord:
-    """An episode as stored, at its current revision."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Episode:
+    """An episode at its current revision, as readers are shown it (the API's episode).
+
+    The API's response models extend this class rather than repeat its fields.
+    """
 
     id: uuid.UUID
-    tenant_id: str
     subject_id: str
     source: str
     type: str
@@ -43,33 +46,24 @@ class EpisodeRecord:
     provenance: dict[str, Any]
     session_id: str | None
     idempotency_key: str | None
-    content_hash: str
-    revision: int
-    compiled_revision: int
     occurred_at: datetime
     created_at: datetime
+    revision: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpisodeRecord(Episode):
+    """An episode as stored, at its current revision: what readers are shown, and the
+    tenant, content hash, compile marker and revision time the store keeps."""
+
+    tenant_id: str
+    content_hash: str
+    compiled_revision: int
     revised_at: datetime | None
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> EpisodeRecord:
-        return cls(
-            id=row.id,
-            tenant_id=row.tenant_id,
-            subject_id=row.subject_id,
-            source=row.source,
-            type=row.type,
-            payload=row.payload,
-            metadata=row.metadata,
-            provenance=row.provenance,
-            session_id=row.session_id,
-            idempotency_key=row.idempotency_key,
-            content_hash=row.content_hash,
-            revision=row.revision,
-            compiled_revision=row.compiled_revision,
-            occurred_at=row.occurred_at,
-            created_at=row.created_at,
-            revised_at=row.revised_at,
-        )
+        return cls(**_fields_of(row, _RECORD_FIELDS))
 
     def view(self) -> EpisodeView:
         """The episode as the compile engine and bundles see it."""
@@ -87,18 +81,28 @@ class EpisodeRecord:
 
 @dataclass(frozen=True, slots=True)
 class RevisionRecord:
-    """An earlier revision of an episode, kept when a newer payload replaced it."""
+    """An earlier revision of an episode, kept when a newer payload replaced it (the API
+    shows it as it is)."""
 
-    episode_id: uuid.UUID
     revision: int
-    source: str
     content_hash: str
+    source: str
     payload: dict[str, Any]
     metadata: dict[str, Any]
     provenance: dict[str, Any]
     occurred_at: datetime
     recorded_at: datetime
     replaced_at: datetime
+
+
+def _fields_of(row: Row[Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """A row's columns by name: a record's fields are named as the columns they hold."""
+    values = row._mapping
+    return {name: values[name] for name in names}
+
+
+_RECORD_FIELDS = tuple(field.name for field in fields(EpisodeRecord))
+_REVISION_FIELDS = tuple(field.name for field in fields(RevisionRecord))
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,18 +161,7 @@ class EpisodeRepository:
         )
         with self._store.read() as connection:
             return [
-                RevisionRecord(
-                    episode_id=row.episode_id,
-                    revision=row.revision,
-                    source=row.source,
-                    content_hash=row.content_hash,
-                    payload=row.payload,
-                    metadata=row.metadata,
-                    provenance=row.provenance,
-                    occurred_at=row.occurred_at,
-                    recorded_at=row.recorded_at,
-                    replaced_at=row.replaced_at,
-                )
+                RevisionRecord(**_fields_of(row, _REVISION_FIELDS))
                 for row in connection.execute(query)
             ]
 

@@ -3,99 +3,130 @@
 The read path (context bundles) shows active memories only; this is the audit path,
 showing every episode with its revisions, memories in every status, the supersession
 records with rule, claim key, score and threshold, and conflicts.
+
+:class:`InspectionReport` is the one shape of a report: ``GET
+/v1/subjects/{id}/inspect`` answers it and ``memsync inspect --json`` prints it.
 """
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass, fields
 from typing import Any
 
-from memsync.compile.bundle import memory_to_dict
-from memsync.compile.types import MemoryStatus
-from memsync.runtime.compiling.memories import ConflictRecord
-from memsync.runtime.reading.episodes import EpisodeRepository
-from memsync.runtime.reading.memories import MemoryRepository
+from pydantic import BaseModel, TypeAdapter
 
-__all__ = ["conflict_to_dict", "inspect_subject"]
+from memsync.clock import IsoDatetime
+from memsync.compile.bundle import MemoryJson, RecordJson
+from memsync.compile.resolve import ConflictFinding, OpenConflict
+from memsync.compile.types import ConflictStatus, MemoryStatus, SupersessionRule
+from memsync.runtime.compiling.memories import ConflictRecord
+from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository
+from memsync.runtime.reading.memories import MemoryRepository, SupersessionRecord
+
+__all__ = [
+    "ConflictJson",
+    "InspectedEpisode",
+    "InspectedMemory",
+    "InspectionReport",
+    "inspect_subject",
+]
 
 INSPECT_EPISODES = 1000
 
 
-def conflict_to_dict(record: ConflictRecord) -> dict[str, Any]:
-    conflict = record.conflict
-    return {
-        "id": str(conflict.id),
-        "subject_id": conflict.subject_id,
-        "kind": conflict.kind.value,
-        "claim_key": conflict.claim_key,
-        "rule": conflict.rule.value,
-        "score": conflict.score,
-        "threshold": conflict.threshold,
-        "memory_ids": [str(memory_id) for memory_id in conflict.memory_ids],
-        "contents": list(conflict.contents),
-        "status": record.status,
-        "job_id": conflict.job_id,
-        "detected_at": conflict.detected_at.isoformat(),
-        "resolved_at": record.resolved_at.isoformat() if record.resolved_at else None,
-        "kept_memory_id": str(record.chosen_memory_id) if record.chosen_memory_id else None,
-    }
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConflictJson(ConflictFinding):
+    """A conflict as the API, the CLI and the inspector show it: what the resolver found
+    and recorded (not the memory keys), how it stands, and the memory a person kept."""
+
+    memory_ids: tuple[uuid.UUID, uuid.UUID]
+    contents: tuple[str, str]
+    status: ConflictStatus
+    job_id: str | None
+    detected_at: IsoDatetime
+    resolved_at: IsoDatetime | None
+    kept_memory_id: uuid.UUID | None
+
+    @classmethod
+    def of(cls, record: ConflictRecord) -> ConflictJson:
+        conflict = record.conflict
+        return cls(
+            **{name: getattr(conflict, name) for name in _FROM_CONFLICT},
+            status=record.status,
+            resolved_at=record.resolved_at,
+            kept_memory_id=record.chosen_memory_id,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values, as ``memsync conflicts list --json`` prints them."""
+        dumped: dict[str, Any] = _CONFLICT.dump_python(self, mode="json")
+        return dumped
+
+
+_FROM_CONFLICT = tuple(
+    shown.name for shown in fields(ConflictJson) if shown.name in OpenConflict.__dataclass_fields__
+)
+"""The fields a :class:`ConflictJson` shows of the open conflict as they are."""
+_CONFLICT: TypeAdapter[ConflictJson] = TypeAdapter(ConflictJson)
+
+
+class InspectedEpisode(RecordJson):
+    """An episode in the report, validated from an :class:`EpisodeRecord`: its key, its
+    revision, how many earlier revisions are kept and the revision compiled."""
+
+    id: uuid.UUID
+    source: str
+    type: str
+    idempotency_key: str | None
+    occurred_at: IsoDatetime
+    revision: int
+    revisions_kept: int
+    compiled_revision: int
+
+    @classmethod
+    def derived(cls, record: EpisodeRecord) -> dict[str, Any]:
+        return {"revisions_kept": record.revision - 1}
+
+
+class InspectedMemory(MemoryJson):
+    """A memory in the report: as the API shows it, with its claim value and the rule
+    that last changed its status."""
+
+    claim_value: str | None
+    status_rule: SupersessionRule | None
+
+
+class InspectionReport(BaseModel):
+    """Everything about one subject: its newest episodes (``episodes_truncated`` when
+    there are more), memories by status, supersession records and conflicts."""
+
+    subject_id: str
+    episodes: list[InspectedEpisode]
+    episodes_truncated: bool
+    memories: dict[MemoryStatus, list[InspectedMemory]]
+    supersessions: list[SupersessionRecord]
+    conflicts: list[ConflictJson]
 
 
 def inspect_subject(
     episodes: EpisodeRepository, memories: MemoryRepository, tenant_id: str, subject_id: str
-) -> dict[str, Any]:
-    """A JSON-ready report of one subject (the newest 1,000 episodes at most)."""
+) -> InspectionReport:
+    """The report of one subject (the newest 1,000 episodes at most)."""
     page = episodes.timeline(
         tenant_id, subject_id, limit=INSPECT_EPISODES, offset=0, newest_first=True
     )
-    every_memory = memories.memories(tenant_id, subject_id, statuses=tuple(MemoryStatus))
-    by_status: dict[str, list[dict[str, Any]]] = {status.value: [] for status in MemoryStatus}
-    for memory in every_memory:
-        by_status[memory.status.value].append(
-            {
-                **memory_to_dict(memory),
-                "claim_value": memory.claim_value,
-                "status_rule": memory.status_rule.value if memory.status_rule else None,
-            }
-        )
-    return {
-        "subject_id": subject_id,
-        "episodes": [
-            {
-                "id": str(episode.id),
-                "source": episode.source,
-                "type": episode.type,
-                "idempotency_key": episode.idempotency_key,
-                "occurred_at": episode.occurred_at.isoformat(),
-                "revision": episode.revision,
-                "revisions_kept": episode.revision - 1,
-                "compiled_revision": episode.compiled_revision,
-            }
-            for episode in page.episodes
-        ],
-        "episodes_truncated": page.has_more,
-        "memories": by_status,
-        "supersessions": [
-            {
-                "id": str(record.id),
-                "rule": record.rule,
-                "claim_key": record.claim_key,
-                "score": record.score,
-                "threshold": record.threshold,
-                "winner_memory_id": str(record.winner_memory_id)
-                if record.winner_memory_id
-                else None,
-                "loser_memory_id": str(record.loser_memory_id) if record.loser_memory_id else None,
-                "winner_episode_ids": record.winner_episode_ids,
-                "loser_episode_ids": record.loser_episode_ids,
-                "winner_episode_count": record.winner_episode_count,
-                "loser_episode_count": record.loser_episode_count,
-                "job_id": record.job_id,
-                "decided_at": record.decided_at.isoformat(),
-            }
-            for record in memories.supersessions(tenant_id, subject_id)
-        ],
-        "conflicts": [
-            conflict_to_dict(record)
+    by_status: dict[MemoryStatus, list[InspectedMemory]] = {status: [] for status in MemoryStatus}
+    for memory in memories.memories(tenant_id, subject_id, statuses=tuple(MemoryStatus)):
+        by_status[memory.status].append(InspectedMemory.model_validate(memory))
+    return InspectionReport(
+        subject_id=subject_id,
+        episodes=[InspectedEpisode.model_validate(episode) for episode in page.episodes],
+        episodes_truncated=page.has_more,
+        memories=by_status,
+        supersessions=memories.supersessions(tenant_id, subject_id),
+        conflicts=[
+            ConflictJson.of(record)
             for record in memories.conflicts(tenant_id, subject_id, status=None)
         ],
-    }
+    )

@@ -6,9 +6,12 @@ import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Annotated
 
 import sqlalchemy as sa
+from pydantic import Field
 
+from memsync.clock import IsoDatetime
 from memsync.compile.types import (
     ConflictStatus,
     MemoryKind,
@@ -28,10 +31,11 @@ _conflicts = tables.conflicts
 
 @dataclass(frozen=True, slots=True)
 class SupersessionRecord:
-    """A stored supersession record, as the inspector and the API show it."""
+    """A stored supersession record, as the inspector and the API show it (without the
+    subject, which the report names once)."""
 
     id: uuid.UUID
-    subject_id: str
+    subject_id: Annotated[str, Field(exclude=True)]
     rule: str
     claim_key: str | None
     score: float | None
@@ -43,7 +47,7 @@ class SupersessionRecord:
     winner_episode_count: int
     loser_episode_count: int
     job_id: str | None
-    decided_at: datetime
+    decided_at: IsoDatetime
 
 
 class MemoryRepository:

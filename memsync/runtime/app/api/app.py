@@ -11,10 +11,10 @@ import uuid
 from typing import Annotated
 
 from fastapi import FastAPI, Query, Response
-from pydantic import BaseModel
+from pydantic import TypeAdapter
 
 import memsync
-from memsync.compile.bundle import memory_to_dict
+from memsync.compile.bundle import MemoryJson
 from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
 from memsync.runtime.app.api import jobs, memories, runs
@@ -24,15 +24,14 @@ from memsync.runtime.app.api.schemas import (
     BatchCreateResponse,
     BatchEpisodesRequest,
     CreateEpisodeRequest,
-    DeleteSubjectResponse,
     EpisodeResponse,
     EpisodeWithRevisionsResponse,
-    RevisionResponse,
+    HealthResponse,
     SubjectResponse,
     SubjectsResponse,
     TimelineResponse,
 )
-from memsync.runtime.app.services import Services
+from memsync.runtime.app.services import Services, SubjectDeletion
 from memsync.runtime.ingest import IngestOutcome, IngestSummary
 
 __all__ = ["Services", "create_app"]
@@ -45,10 +44,13 @@ def _responses(
     return [EpisodeResponse.of(stored[outcome.episode_id], outcome.status) for outcome in outcomes]
 
 
-def _json(model: BaseModel, status: int) -> Response:
-    """Serialise a response model directly: the hot ingest routes skip FastAPI's
-    re-validation of a model that was built from validated data."""
-    return Response(model.model_dump_json(), status_code=status, media_type="application/json")
+_EPISODE: TypeAdapter[EpisodeResponse] = TypeAdapter(EpisodeResponse)
+
+
+def _json(body: bytes | str, status: int) -> Response:
+    """A body serialised directly by pydantic (``model_dump_json``, ``dump_json``): the
+    hot ingest routes skip FastAPI's re-validation of a response built from valid data."""
+    return Response(body, status_code=status, media_type="application/json")
 
 
 def create_app(services: Services) -> FastAPI:
@@ -66,11 +68,16 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(jobs.router)
 
     @app.get("/v1/health")
-    def health(services: ServicesDep) -> dict[str, str]:
+    def health(services: ServicesDep) -> HealthResponse:
         """Liveness: the process answers. Needs no API key."""
-        return {"status": "ok", "version": memsync.__version__, "store": services.store.dialect}
+        return HealthResponse(version=memsync.__version__, store=services.store.dialect)
 
-    @app.post("/v1/episodes", status_code=201, response_model=EpisodeResponse)
+    @app.post(
+        "/v1/episodes",
+        status_code=201,
+        response_model=EpisodeResponse,
+        responses={200: {"model": EpisodeResponse, "description": "Already known"}},
+    )
     def create_episode(
         body: CreateEpisodeRequest, services: ServicesDep, caller: CallerDep
     ) -> Response:
@@ -78,7 +85,7 @@ def create_app(services: Services) -> FastAPI:
         [outcome] = services.ingest.ingest(caller.tenant_id, [body.to_draft()])
         [episode] = _responses(services, caller.tenant_id, [outcome])
         status = 201 if outcome.status is IngestStatus.CREATED else 200
-        return _json(episode, status)
+        return _json(_EPISODE.dump_json(episode), status)
 
     @app.post("/v1/episodes/batch", status_code=201, response_model=BatchCreateResponse)
     def create_episodes_batch(
@@ -103,7 +110,7 @@ def create_app(services: Services) -> FastAPI:
             revised=summary.revised,
             episodes=_responses(services, caller.tenant_id, outcomes),
         )
-        return _json(response, 201)
+        return _json(response.model_dump_json(), 201)
 
     @app.get("/v1/episodes/{episode_id}")
     def get_episode(
@@ -113,24 +120,8 @@ def create_app(services: Services) -> FastAPI:
         record = services.episodes.get_many(caller.tenant_id, [episode_id]).get(episode_id)
         if record is None:
             raise ApiError(404, "not_found", f"no episode {episode_id}")
-        revisions = services.episodes.revisions(caller.tenant_id, episode_id)
-        return EpisodeWithRevisionsResponse(
-            **EpisodeResponse.of(record).model_dump(),
-            content_hash=record.content_hash,
-            revisions=[
-                RevisionResponse(
-                    revision=revision.revision,
-                    content_hash=revision.content_hash,
-                    source=revision.source,
-                    payload=revision.payload,
-                    metadata=revision.metadata,
-                    provenance=revision.provenance,
-                    occurred_at=revision.occurred_at,
-                    recorded_at=revision.recorded_at,
-                    replaced_at=revision.replaced_at,
-                )
-                for revision in revisions
-            ],
+        return EpisodeWithRevisionsResponse.with_revisions(
+            record, services.episodes.revisions(caller.tenant_id, episode_id)
         )
 
     @app.get("/v1/timeline")
@@ -161,7 +152,7 @@ def create_app(services: Services) -> FastAPI:
         return TimelineResponse(
             subject_id=subject_id,
             episodes=[EpisodeResponse.of(record) for record in page.episodes],
-            memories=[memory_to_dict(memory) for memory in memories_page],
+            memories=[MemoryJson.model_validate(memory) for memory in memories_page],
             episodes_has_more=page.has_more,
             memories_has_more=len(memories) > limit,
         )
@@ -193,13 +184,8 @@ def create_app(services: Services) -> FastAPI:
     @app.delete("/v1/subjects/{subject_id}")
     def delete_subject(
         subject_id: str, services: ServicesDep, caller: CallerDep
-    ) -> DeleteSubjectResponse:
+    ) -> SubjectDeletion:
         """Delete everything of one subject of the caller's tenant. The only delete."""
-        deletion = services.delete_subject(caller.tenant_id, subject_id)
-        return DeleteSubjectResponse(
-            subject_id=subject_id,
-            episodes_deleted=deletion.episodes_deleted,
-            memories_deleted=deletion.memories_deleted,
-        )
+        return services.delete_subject(caller.tenant_id, subject_id)
 
     return app

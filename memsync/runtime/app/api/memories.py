@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from memsync.compile.bundle import memory_to_dict
+from memsync.compile.bundle import BundleJson, MemoryJson
 from memsync.compile.types import ConflictStatus, MemoryKind
 from memsync.episode import canonical_json
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError
-from memsync.runtime.app.api.jobs import enqueue_compile
+from memsync.runtime.app.api.jobs import CompileJobResponse, enqueue_compile
 from memsync.runtime.app.api.schemas import RequestBody
-from memsync.runtime.compiling import ConflictNotFound
-from memsync.runtime.reading import conflict_to_dict, inspect_subject
+from memsync.runtime.compiling import (
+    CompileSummary,
+    ConflictNotFound,
+    ConflictResolution,
+    result_summary,
+)
+from memsync.runtime.reading import ConflictJson, InspectionReport, inspect_subject
 from memsync.runtime.storage.schema import SUBJECT_ID_LENGTH
 
-__all__ = ["router"]
+__all__ = ["CompileResponse", "ConflictsResponse", "SearchResponse", "router"]
 
 router = APIRouter()
 
@@ -43,28 +49,43 @@ class ResolveConflictRequest(RequestBody):
     keep_memory_id: uuid.UUID
 
 
-@router.post("/v1/memories/compile")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompileResponse(CompileSummary):
+    """A compile's counts and the memories it created (Statewave ``CompileResult``, with
+    the counts as additions)."""
+
+    memories: list[MemoryJson]
+
+
+class SearchResponse(BaseModel):
+    memories: list[MemoryJson]
+
+
+class ConflictsResponse(BaseModel):
+    conflicts: list[ConflictJson]
+
+
+@router.post(
+    "/v1/memories/compile",
+    response_model=CompileResponse,
+    responses={202: {"model": CompileJobResponse, "description": "Enqueued (async)"}},
+)
 def compile_memories(
-    body: CompileRequest, response: Response, services: ServicesDep, caller: CallerDep
-) -> dict[str, Any]:
+    body: CompileRequest, services: ServicesDep, caller: CallerDep
+) -> CompileResponse | Response:
     """Compile a subject's new and revised episodes into memories, as a set.
 
     A second call with nothing new creates nothing (``memories_created`` 0). With
     ``"async": true`` it answers 202 with a compile job to poll instead.
     """
     if body.async_:
-        response.status_code = 202
-        return enqueue_compile(services, caller.tenant_id, body.subject_id)
+        job = enqueue_compile(services, caller.tenant_id, body.subject_id)
+        return Response(job.model_dump_json(), status_code=202, media_type="application/json")
     result = services.compiler.compile(caller.tenant_id, body.subject_id)
-    return {
-        "subject_id": result.subject_id,
-        "job_id": result.job_id,
-        "memories_created": result.memories_created,
-        "memories": [memory_to_dict(memory) for memory in result.memories],
-        "memories_superseded": result.memories_superseded,
-        "conflicts_opened": result.conflicts_opened,
-        "episodes_compiled": result.episodes_compiled,
-    }
+    return CompileResponse(
+        **result_summary(result),
+        memories=[MemoryJson.model_validate(memory) for memory in result.memories],
+    )
 
 
 @router.get("/v1/memories/search")
@@ -75,18 +96,19 @@ def search_memories(
     kind: MemoryKind | None = None,
     q: Annotated[str | None, Query(max_length=1000)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
-) -> dict[str, Any]:
+) -> SearchResponse:
     """Active memories of a subject containing every word of ``q``, newest first."""
     found = services.memories.search(caller.tenant_id, subject_id, kind=kind, text=q, limit=limit)
-    return {"memories": [memory_to_dict(memory) for memory in found]}
+    return SearchResponse(memories=[MemoryJson.model_validate(memory) for memory in found])
 
 
-@router.post("/v1/context")
+@router.post("/v1/context", response_model=BundleJson)
 def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> Response:
     """A ranked, token-bounded bundle of active memories and recent episodes.
 
     With ``as_of`` the bundle is assembled as the store stood then and the wall clock
-    is never read; equal store state and ``as_of`` give byte-identical bodies.
+    is never read; equal store state and ``as_of`` give byte-identical bodies. The body
+    is the bundle's canonical JSON (RFC 8785), as it is: never re-serialised.
     """
     bundle = services.context.bundle(
         caller.tenant_id, body.subject_id, body.task, body.max_tokens, body.as_of
@@ -100,16 +122,16 @@ def list_conflicts(
     caller: CallerDep,
     subject_id: str | None = None,
     status: ConflictStatus | None = ConflictStatus.OPEN,
-) -> dict[str, Any]:
+) -> ConflictsResponse:
     """Conflicts recorded under the ``flag`` policy; open ones by default."""
     records = services.memories.conflicts(caller.tenant_id, subject_id, status=status)
-    return {"conflicts": [conflict_to_dict(record) for record in records]}
+    return ConflictsResponse(conflicts=[ConflictJson.of(record) for record in records])
 
 
 @router.post("/v1/conflicts/{conflict_id}/resolve")
 def resolve_conflict(
     conflict_id: uuid.UUID, body: ResolveConflictRequest, services: ServicesDep, caller: CallerDep
-) -> dict[str, Any]:
+) -> ConflictResolution:
     """A person keeps one memory of an open conflict; the other is superseded (manual)."""
     try:
         resolution = services.compiler.resolve_conflict(
@@ -119,15 +141,11 @@ def resolve_conflict(
         raise ApiError(404, "not_found", str(error)) from None
     except ValueError as error:
         raise ApiError(422, "validation_error", str(error)) from None
-    return {
-        "conflict_id": str(resolution.conflict_id),
-        "kept_memory_id": str(resolution.kept_memory_id),
-        "superseded_memory_id": str(resolution.superseded_memory_id),
-    }
+    return resolution
 
 
 @router.get("/v1/subjects/{subject_id}/inspect")
-def inspect(subject_id: str, services: ServicesDep, caller: CallerDep) -> dict[str, Any]:
+def inspect(subject_id: str, services: ServicesDep, caller: CallerDep) -> InspectionReport:
     """Everything about a subject: episodes with revision counts, memories by status,
     supersession records and open conflicts (the audit path)."""
     return inspect_subject(services.episodes, services.memories, caller.tenant_id, subject_id)

@@ -2,19 +2,30 @@
 
 Unknown request fields are ignored, wrong types are not: a string where an object is
 expected is a 422 naming the field.
+
+A response body declares only what it adds: an episode extends the reader's
+:class:`~memsync.runtime.reading.episodes.Episode`, a revision is the reader's
+:class:`~memsync.runtime.reading.episodes.RevisionRecord` itself, and memories are the
+bundle's :class:`~memsync.compile.bundle.MemoryJson`.
 """
 
 from __future__ import annotations
 
-import uuid
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memsync.clock import utc
+from memsync.compile.bundle import MemoryJson
 from memsync.episode import EpisodeDraft, IngestStatus, canonical_json
-from memsync.runtime.reading.episodes import EpisodeRecord
+from memsync.runtime.reading.episodes import (
+    Episode,
+    EpisodeRecord,
+    RevisionRecord,
+    SubjectSummary,
+)
 from memsync.runtime.storage.schema import (
     IDEMPOTENCY_KEY_LENGTH,
     LABEL_LENGTH,
@@ -25,9 +36,11 @@ __all__ = [
     "BatchCreateResponse",
     "BatchEpisodesRequest",
     "CreateEpisodeRequest",
-    "DeleteSubjectResponse",
     "EpisodeResponse",
+    "EpisodeWithRevisionsResponse",
+    "HealthResponse",
     "RequestBody",
+    "SubjectResponse",
     "SubjectsResponse",
     "TimelineResponse",
 ]
@@ -96,41 +109,24 @@ class BatchEpisodesRequest(RequestBody):
     episodes: list[CreateEpisodeRequest]
 
 
-class EpisodeResponse(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpisodeResponse(Episode):
     """An episode as stored; ``ingest_outcome`` and ``revision`` are memsync additions."""
 
-    id: uuid.UUID
-    subject_id: str
-    source: str
-    type: str
-    payload: dict[str, Any]
-    metadata: dict[str, Any]
-    provenance: dict[str, Any]
-    session_id: str | None
-    idempotency_key: str | None
-    occurred_at: datetime
-    created_at: datetime
-    revision: int
     ingest_outcome: IngestStatus | None = None
 
     @classmethod
-    def of(cls, record: EpisodeRecord, outcome: IngestStatus | None = None) -> EpisodeResponse:
-        # Stored rows are valid by construction: skip re-validating them field by field.
-        return cls.model_construct(
-            id=record.id,
-            subject_id=record.subject_id,
-            source=record.source,
-            type=record.type,
-            payload=record.payload,
-            metadata=record.metadata,
-            provenance=record.provenance,
-            session_id=record.session_id,
-            idempotency_key=record.idempotency_key,
-            occurred_at=record.occurred_at,
-            created_at=record.created_at,
-            revision=record.revision,
-            ingest_outcome=outcome,
-        )
+    def of(cls, record: Episode, outcome: IngestStatus | None = None) -> EpisodeResponse:
+        # Stored rows are valid by construction: copied as they are, not re-validated.
+        return cls(**_shown(record), ingest_outcome=outcome)
+
+
+_EPISODE_FIELDS = tuple(field.name for field in fields(Episode))
+
+
+def _shown(record: Episode) -> dict[str, Any]:
+    """What readers are shown of ``record`` (an :class:`EpisodeRecord` holds more)."""
+    return {name: getattr(record, name) for name in _EPISODE_FIELDS}
 
 
 class BatchCreateResponse(BaseModel):
@@ -142,34 +138,32 @@ class BatchCreateResponse(BaseModel):
     episodes: list[EpisodeResponse]
 
 
-class RevisionResponse(BaseModel):
-    revision: int
-    content_hash: str
-    source: str
-    payload: dict[str, Any]
-    metadata: dict[str, Any]
-    provenance: dict[str, Any]
-    occurred_at: datetime
-    recorded_at: datetime
-    replaced_at: datetime
-
-
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EpisodeWithRevisionsResponse(EpisodeResponse):
+    """One episode with its content hash and every earlier revision, oldest first."""
+
     content_hash: str
-    revisions: list[RevisionResponse]
+    revisions: list[RevisionRecord]
+
+    @classmethod
+    def with_revisions(
+        cls, record: EpisodeRecord, revisions: list[RevisionRecord]
+    ) -> EpisodeWithRevisionsResponse:
+        return cls(**_shown(record), content_hash=record.content_hash, revisions=revisions)
 
 
 class TimelineResponse(BaseModel):
     subject_id: str
     episodes: list[EpisodeResponse]
-    memories: list[dict[str, Any]]
+    memories: list[MemoryJson]
     episodes_has_more: bool
     memories_has_more: bool
 
 
-class SubjectResponse(BaseModel):
-    subject_id: str
-    episode_count: int
+@dataclass(frozen=True, slots=True)
+class SubjectResponse(SubjectSummary):
+    """A subject with its episode count and its count of active memories."""
+
     memory_count: int
 
 
@@ -178,7 +172,7 @@ class SubjectsResponse(BaseModel):
     total: int
 
 
-class DeleteSubjectResponse(BaseModel):
-    subject_id: str
-    episodes_deleted: int
-    memories_deleted: int
+class HealthResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    version: str
+    store: str

@@ -20,7 +20,7 @@ from memsync.runtime.app.cli.common import (
     usage_error,
 )
 from memsync.runtime.compiling import COMPILE_JOB, ConflictNotFound, result_summary
-from memsync.runtime.reading import conflict_to_dict, inspect_subject
+from memsync.runtime.reading import ConflictJson, inspect_subject
 
 __all__ = ["conflicts_app"]
 
@@ -79,7 +79,9 @@ def inspect(
 ) -> None:
     """Everything about a subject: episodes, memories by status, supersessions, conflicts."""
     with open_services() as services:
-        report = inspect_subject(services.episodes, services.memories, tenant, subject)
+        report = inspect_subject(services.episodes, services.memories, tenant, subject).model_dump(
+            mode="json"
+        )
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
@@ -94,7 +96,10 @@ def conflicts_list(
 ) -> None:
     """Open conflicts: memories the bundle abstains on until a person decides."""
     with open_services() as services:
-        records = [conflict_to_dict(r) for r in services.memories.conflicts(tenant, subject)]
+        records = [
+            ConflictJson.of(record).to_json()
+            for record in services.memories.conflicts(tenant, subject)
+        ]
     if as_json:
         typer.echo(json.dumps(records, indent=2))
         return
@@ -131,7 +136,8 @@ def conflicts_resolve(
 
 
 def render_inspection(console: Console, report: dict[str, Any]) -> None:
-    """Rich tables for people; ``--json`` gives ``report`` itself for machines."""
+    """Rich tables for people, from the JSON of an
+    :class:`~memsync.runtime.reading.InspectionReport` (what ``--json`` prints)."""
     subject = report["subject_id"]
     episodes = Table(title=f"{subject}: episodes (newest first)")
     for column in ("occurred at", "source", "type", "rev", "compiled", "idempotency key"):
