@@ -25,7 +25,7 @@ SyncOne = Callable[[ConnectorConfig], RunRecord]
 """Runs one incremental sync of a configured connector and returns its run record."""
 
 
-def compile_handler(compiler: CompileService) -> JobHandler:
+def compile_handler(compile_service: CompileService) -> JobHandler:
     """Compile jobs: the single compile path, with the job id on every record it makes.
 
     Compile is idempotent, so a job reclaimed after its worker died compiles what is
@@ -33,7 +33,7 @@ def compile_handler(compiler: CompileService) -> JobHandler:
     """
 
     def handle(job: Job) -> Mapping[str, Any]:
-        result = compiler.compile(job.tenant_id, job.target, job_id=str(job.id))
+        result = compile_service.compile(job.tenant_id, job.target, job_id=str(job.id))
         return {
             **result_summary(result),
             "memory_ids": [str(memory.id) for memory in result.memories],

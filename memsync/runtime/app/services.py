@@ -119,7 +119,7 @@ class Services:
     runs: SyncRepository = field(init=False)
     ingest: IngestService = field(init=False)
     """The process's ingest path, every-N compile trigger attached (API, CLI)."""
-    compiler: CompileService = field(init=False)
+    compile_service: CompileService = field(init=False)
     episodes: EpisodeRepository = field(init=False)
     memories: MemoryRepository = field(init=False)
     context: ContextReader = field(init=False)
@@ -137,7 +137,9 @@ class Services:
         )
         self.runs = SyncRepository(self.store)
         self.ingest = self.new_ingest()
-        self.compiler = CompileService.from_settings(self.store, self.settings.compile, self.clock)
+        self.compile_service = CompileService.from_settings(
+            self.store, self.settings.compile, self.clock
+        )
         self.episodes = EpisodeRepository(self.store)
         self.memories = MemoryRepository(self.store)
         self.context = ContextReader(self.episodes, self.memories, self.clock)
@@ -256,7 +258,7 @@ class Services:
         return Worker(
             self.queue,
             {
-                COMPILE_JOB: compile_handler(self.compiler),
+                COMPILE_JOB: compile_handler(self.compile_service),
                 SYNC_JOB: sync_handler(configured, lambda config: self.run_sync(config, runner)),
             },
             clock=self.clock,

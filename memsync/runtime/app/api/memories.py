@@ -81,7 +81,7 @@ def compile_memories(
     if body.async_:
         job = enqueue_compile(services, caller.tenant_id, body.subject_id)
         return Response(job.model_dump_json(), status_code=202, media_type="application/json")
-    result = services.compiler.compile(caller.tenant_id, body.subject_id)
+    result = services.compile_service.compile(caller.tenant_id, body.subject_id)
     return CompileResponse(
         **result_summary(result),
         memories=[MemoryJson.model_validate(memory) for memory in result.memories],
@@ -134,7 +134,7 @@ def resolve_conflict(
 ) -> ConflictResolution:
     """A person keeps one memory of an open conflict; the other is superseded (manual)."""
     try:
-        resolution = services.compiler.resolve_conflict(
+        resolution = services.compile_service.resolve_conflict(
             caller.tenant_id, conflict_id, body.keep_memory_id
         )
     except ConflictNotFound as error:

@@ -88,9 +88,10 @@ def demo(
             f"ingested the bundled sample: created {summary.created}, "
             f"duplicates {summary.duplicates}, revised {summary.revised}"
         )
-        compiler = services.compiler
+        compile_service = services.compile_service
         compiled = [
-            compiler.compile(tenant, name) for name in compiler.subjects_with_uncompiled(tenant)
+            compile_service.compile(tenant, name)
+            for name in compile_service.subjects_with_uncompiled(tenant)
         ]
         console.print(
             f"compiled {sum(r.episodes_compiled for r in compiled)} episodes: "

@@ -46,14 +46,16 @@ def compile_command(
     if (subject is None) == (not all_subjects):
         raise usage_error("name one SUBJECT or pass --all")
     with open_services() as services:
-        compiler = services.compiler
-        subjects = compiler.subjects_with_uncompiled(tenant) if all_subjects else [subject or ""]
+        compile_service = services.compile_service
+        subjects = (
+            compile_service.subjects_with_uncompiled(tenant) if all_subjects else [subject or ""]
+        )
         if async_:
             for name in subjects:
                 job, _ = services.queue.enqueue(tenant, COMPILE_JOB, name, now=services.clock.now())
                 typer.echo(str(job.id))
             return
-        results = [result_summary(compiler.compile(tenant, name)) for name in subjects]
+        results = [result_summary(compile_service.compile(tenant, name)) for name in subjects]
     if as_json:
         typer.echo(json.dumps(results, indent=2))
         return
@@ -128,7 +130,7 @@ def conflicts_resolve(
     conflict, kept = parse_id(conflict_id, "conflict"), parse_id(keep, "memory")
     with open_services() as services:
         try:
-            resolution = services.compiler.resolve_conflict(tenant, conflict, kept)
+            resolution = services.compile_service.resolve_conflict(tenant, conflict, kept)
         except (ConflictNotFound, ValueError) as error:
             errors.print(str(error))
             raise typer.Exit(EXIT_FAILED) from None
