@@ -53,19 +53,6 @@ from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject
 
-__all__ = [
-    "DEFAULT_EVENT_TYPES",
-    "GitHubComment",
-    "GitHubConfig",
-    "GitHubConnector",
-    "GitHubIssue",
-    "GitHubIssueEvent",
-    "GitHubRecord",
-    "GitHubReview",
-    "GitHubStream",
-    "RepoRef",
-]
-
 GitHubStream = Literal["issues", "pull_requests", "issue_comments", "reviews", "issue_events"]
 _ALL_STREAMS: frozenset[GitHubStream] = frozenset(
     {"issues", "pull_requests", "issue_comments", "reviews", "issue_events"}

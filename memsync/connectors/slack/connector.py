@@ -47,14 +47,6 @@ from memsync.connectors.errors import RateLimited, RetryableError, SkipRecord, S
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject
 
-__all__ = [
-    "CONTENTLESS_SUBTYPES",
-    "SlackConfig",
-    "SlackConnector",
-    "SlackMessage",
-    "slack_ts_to_datetime",
-]
-
 _PUBLIC_API = "https://slack.com/api/"
 _SOURCE = "slack"
 # Slack channel names are lower case, so an upper-case C/G/D… value is an id.

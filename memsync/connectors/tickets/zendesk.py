@@ -32,16 +32,6 @@ from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject
 
-__all__ = [
-    "TicketRef",
-    "ZendeskComment",
-    "ZendeskConfig",
-    "ZendeskConnector",
-    "ZendeskRecord",
-    "ZendeskStatusChange",
-    "ZendeskTicket",
-]
-
 _INCREMENTAL_PATH = "/api/v2/incremental/tickets/cursor.json"
 # Zendesk refuses an incremental export that starts less than a minute ago.
 _EXPORT_MIN_AGE = timedelta(minutes=1)

@@ -23,15 +23,6 @@ from memsync.connectors.workspace._ignore import (
 )
 from memsync.episode import JSONObject
 
-__all__ = [
-    "WorkspaceConfig",
-    "WorkspaceConnector",
-    "WorkspaceFile",
-    "WorkspaceRecord",
-    "WorkspaceSnapshot",
-    "snapshot_digest",
-]
-
 _CHUNK_BYTES = 64 * 1024
 # Git's own heuristic: a NUL byte in the first 8000 bytes means binary.
 _BINARY_SNIFF_BYTES = 8000

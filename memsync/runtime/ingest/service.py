@@ -30,14 +30,6 @@ from memsync.runtime.ingest.statements import EpisodeStatements, IngestOutcome, 
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.statistics import StatisticsRefresher
 
-__all__ = [
-    "DEFAULT_BATCH_SIZE",
-    "BatchCommitted",
-    "IngestOutcome",
-    "IngestService",
-    "IngestSummary",
-]
-
 DEFAULT_BATCH_SIZE = 1000
 
 

@@ -177,13 +177,7 @@ class EpisodeStatements:
                     "b_id": now_stored.episode_id,
                     "b_revision": now_stored.revision,
                     "revision": new_revision,
-                    "source": draft.source,
-                    "type": draft.type,
-                    "payload": draft.payload,
-                    "metadata": draft.metadata,
-                    "provenance": draft.provenance,
-                    "session_id": draft.session_id,
-                    "content_hash": draft.content_hash,
+                    **_content(draft),
                     "occurred_at": utc(draft.occurred_at) if draft.occurred_at else None,
                     "revised_at": now,
                 }
@@ -268,6 +262,19 @@ def delete_subject_episodes(connection: Connection, tenant_id: str, subject_id: 
     return result.rowcount
 
 
+def _content(draft: EpisodeDraft) -> dict[str, Any]:
+    """The columns a revision replaces: everything the content hash covers, and more."""
+    return {
+        "source": draft.source,
+        "type": draft.type,
+        "payload": draft.payload,
+        "metadata": draft.metadata,
+        "provenance": draft.provenance,
+        "session_id": draft.session_id,
+        "content_hash": draft.content_hash,
+    }
+
+
 def _episode_row(
     tenant_id: str, episode_id: uuid.UUID, draft: EpisodeDraft, now: datetime
 ) -> dict[str, Any]:
@@ -275,14 +282,8 @@ def _episode_row(
         "tenant_id": tenant_id,
         "id": episode_id,
         "subject_id": draft.subject_id,
-        "source": draft.source,
-        "type": draft.type,
-        "payload": draft.payload,
-        "metadata": draft.metadata,
-        "provenance": draft.provenance,
-        "session_id": draft.session_id,
         "idempotency_key": draft.idempotency_key,
-        "content_hash": draft.content_hash,
+        **_content(draft),
         "revision": 1,
         "compiled_revision": 0,
         "occurred_at": utc(draft.occurred_at) if draft.occurred_at else now,

@@ -8,7 +8,7 @@ file and the field), 3 partial success.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, time
 from pathlib import Path
@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from memsync.runtime.app.config import ConfigError, Settings, load_settings
 from memsync.runtime.app.services import Services, UnknownConnector
@@ -31,6 +32,7 @@ __all__ = [
     "open_services",
     "parse_id",
     "parse_moment",
+    "print_table",
     "settings",
     "usage_error",
 ]
@@ -103,6 +105,23 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
         raise usage_error(str(error)) from None
     finally:
         services.close()
+
+
+def print_table(
+    title: str,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    lines: bool = False,
+    out: Console = console,
+) -> None:
+    """A table for people: long cells fold instead of being cut."""
+    table = Table(title=title, show_lines=lines)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
 
 
 def parse_id(value: str, what: str) -> uuid.UUID:

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import TypeAdapter, ValidationError
-from rich.table import Table
 
 from memsync.compile.types import MemoryStatus
 from memsync.runtime.app.api.schemas import CreateEpisodeRequest
@@ -20,6 +19,7 @@ from memsync.runtime.app.cli.common import (
     console,
     errors,
     open_services,
+    print_table,
     settings,
 )
 from memsync.runtime.app.cli.sync import print_run
@@ -122,16 +122,20 @@ def _sync_bundled_workspace(services: Services, tenant: str) -> RunRecord:
 
 def _print_store_summary(services: Services, tenant: str) -> None:
     """One row per subject: what the inspector would show, counted."""
-    table = Table(title=f"what is stored for tenant {tenant!r} (memsync inspect SUBJECT)")
-    for column in ("subject", "episodes", "active", "superseded", "open conflicts"):
-        table.add_column(column)
+    rows = []
     for subject in services.episodes.subjects(tenant, limit=200, offset=0).subjects:
         every = services.memories.memories(tenant, subject.subject_id, statuses=tuple(MemoryStatus))
-        table.add_row(
-            subject.subject_id,
-            str(subject.episode_count),
-            str(sum(m.status is MemoryStatus.ACTIVE for m in every)),
-            str(sum(m.status is MemoryStatus.SUPERSEDED for m in every)),
-            str(len(services.memories.conflicts(tenant, subject.subject_id))),
+        rows.append(
+            (
+                subject.subject_id,
+                str(subject.episode_count),
+                str(sum(m.status is MemoryStatus.ACTIVE for m in every)),
+                str(sum(m.status is MemoryStatus.SUPERSEDED for m in every)),
+                str(len(services.memories.conflicts(tenant, subject.subject_id))),
+            )
         )
-    console.print(table)
+    print_table(
+        f"what is stored for tenant {tenant!r} (memsync inspect SUBJECT)",
+        ("subject", "episodes", "active", "superseded", "open conflicts"),
+        rows,
+    )

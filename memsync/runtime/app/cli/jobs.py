@@ -8,16 +8,15 @@ import time
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
     TenantOption,
     app,
-    console,
     errors,
     open_services,
     parse_id,
+    print_table,
 )
 from memsync.runtime.jobs import JobStatus
 
@@ -44,21 +43,23 @@ def jobs_list(
     if as_json:
         typer.echo(json.dumps([job.to_dict() for job in found], indent=2))
         return
-    table = Table(title=f"jobs (tenant {tenant!r})")
-    for column in ("id", "kind", "target", "status", "attempts", "trigger", "queued", "error"):
-        table.add_column(column, overflow="fold")
-    for job in found:
-        table.add_row(
-            str(job.id),
-            job.kind,
-            job.target,
-            job.status.value,
-            f"{job.attempts}/{job.max_attempts}",
-            job.trigger,
-            job.queued_at.isoformat(timespec="seconds"),
-            job.error or "",
-        )
-    console.print(table)
+    print_table(
+        f"jobs (tenant {tenant!r})",
+        ("id", "kind", "target", "status", "attempts", "trigger", "queued", "error"),
+        (
+            (
+                str(job.id),
+                job.kind,
+                job.target,
+                job.status.value,
+                f"{job.attempts}/{job.max_attempts}",
+                job.trigger,
+                job.queued_at.isoformat(timespec="seconds"),
+                job.error or "",
+            )
+            for job in found
+        ),
+    )
 
 
 @jobs_app.command("show")

@@ -6,8 +6,6 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
@@ -17,6 +15,7 @@ from memsync.runtime.app.cli.common import (
     errors,
     open_services,
     parse_id,
+    print_table,
     usage_error,
 )
 from memsync.runtime.compiling import COMPILE_JOB, ConflictNotFound, result_summary
@@ -59,18 +58,20 @@ def compile_command(
     if as_json:
         typer.echo(json.dumps(results, indent=2))
         return
-    table = Table(title=f"compile (tenant {tenant!r})")
-    for column in ("subject", "episodes", "created", "superseded", "conflicts"):
-        table.add_column(column)
-    for result in results:
-        table.add_row(
-            result["subject_id"],
-            str(result["episodes_compiled"]),
-            str(result["memories_created"]),
-            str(result["memories_superseded"]),
-            str(result["conflicts_opened"]),
-        )
-    console.print(table)
+    print_table(
+        f"compile (tenant {tenant!r})",
+        ("subject", "episodes", "created", "superseded", "conflicts"),
+        (
+            (
+                result["subject_id"],
+                str(result["episodes_compiled"]),
+                str(result["memories_created"]),
+                str(result["memories_superseded"]),
+                str(result["conflicts_opened"]),
+            )
+            for result in results
+        ),
+    )
 
 
 @app.command()
@@ -87,7 +88,7 @@ def inspect(
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
-    render_inspection(console, report)
+    render_inspection(report)
 
 
 @conflicts_app.command("list")
@@ -105,19 +106,23 @@ def conflicts_list(
     if as_json:
         typer.echo(json.dumps(records, indent=2))
         return
-    table = Table(title="open conflicts")
-    for column in ("id", "subject", "claim / rule", "score", "memory ids", "contents"):
-        table.add_column(column, overflow="fold")
-    for record in records:
-        table.add_row(
-            record["id"],
-            record["subject_id"],
-            f"{record['claim_key'] or '-'} / {record['rule']}",
-            f"{record['score']} >= {record['threshold']}" if record["score"] is not None else "-",
-            "\n".join(record["memory_ids"]),
-            "\n".join(record["contents"]),
-        )
-    console.print(table)
+    print_table(
+        "open conflicts",
+        ("id", "subject", "claim / rule", "score", "memory ids", "contents"),
+        (
+            (
+                record["id"],
+                record["subject_id"],
+                f"{record['claim_key'] or '-'} / {record['rule']}",
+                f"{record['score']} >= {record['threshold']}"
+                if record["score"] is not None
+                else "-",
+                "\n".join(record["memory_ids"]),
+                "\n".join(record["contents"]),
+            )
+            for record in records
+        ),
+    )
 
 
 @conflicts_app.command("resolve")
@@ -137,58 +142,69 @@ def conflicts_resolve(
     console.print(f"kept {resolution.kept_memory_id}; superseded {resolution.superseded_memory_id}")
 
 
-def render_inspection(console: Console, report: dict[str, Any]) -> None:
+def render_inspection(report: dict[str, Any]) -> None:
     """Rich tables for people, from the JSON of an
     :class:`~memsync.runtime.reading.InspectionReport` (what ``--json`` prints)."""
     subject = report["subject_id"]
-    episodes = Table(title=f"{subject}: episodes (newest first)")
-    for column in ("occurred at", "source", "type", "rev", "compiled", "idempotency key"):
-        episodes.add_column(column, overflow="fold")
-    for episode in report["episodes"]:
-        episodes.add_row(
-            episode["occurred_at"],
-            episode["source"],
-            episode["type"],
-            str(episode["revision"]),
-            str(episode["compiled_revision"]),
-            episode["idempotency_key"] or "-",
-        )
-    console.print(episodes)
-    for status, memories in report["memories"].items():
-        table = Table(title=f"{subject}: {status} memories ({len(memories)})")
-        for column in ("kind", "claim", "content", "valid from", "valid to", "rule"):
-            table.add_column(column, overflow="fold")
-        for memory in memories:
-            table.add_row(
-                memory["kind"],
-                memory["metadata"].get("claim_key") or "-",
-                memory["content"],
-                memory["valid_from"],
-                memory["valid_to"] or "-",
-                memory["status_rule"] or "-",
+    print_table(
+        f"{subject}: episodes (newest first)",
+        ("occurred at", "source", "type", "rev", "compiled", "idempotency key"),
+        (
+            (
+                episode["occurred_at"],
+                episode["source"],
+                episode["type"],
+                str(episode["revision"]),
+                str(episode["compiled_revision"]),
+                episode["idempotency_key"] or "-",
             )
-        console.print(table)
-    records = Table(title=f"{subject}: supersession records")
-    columns = ("decided at", "rule", "claim key", "score", "threshold", "winner", "loser")
-    for column in (*columns, "episodes (winner/loser)"):
-        records.add_column(column, overflow="fold")
-    for record in report["supersessions"]:
-        records.add_row(
-            record["decided_at"],
-            record["rule"],
-            record["claim_key"] or "-",
-            "-" if record["score"] is None else f"{record['score']:.3f}",
-            "-" if record["threshold"] is None else f"{record['threshold']:.2f}",
-            record["winner_memory_id"] or "-",
-            record["loser_memory_id"] or "-",
-            f"{record['winner_episode_count']}/{record['loser_episode_count']}",
+            for episode in report["episodes"]
+        ),
+    )
+    for status, memories in report["memories"].items():
+        print_table(
+            f"{subject}: {status} memories ({len(memories)})",
+            ("kind", "claim", "content", "valid from", "valid to", "rule"),
+            (
+                (
+                    memory["kind"],
+                    memory["metadata"].get("claim_key") or "-",
+                    memory["content"],
+                    memory["valid_from"],
+                    memory["valid_to"] or "-",
+                    memory["status_rule"] or "-",
+                )
+                for memory in memories
+            ),
         )
-    console.print(records)
-    conflicts = Table(title=f"{subject}: conflicts")
-    for column in ("id", "status", "rule", "contents"):
-        conflicts.add_column(column, overflow="fold")
-    for conflict in report["conflicts"]:
-        conflicts.add_row(
-            conflict["id"], conflict["status"], conflict["rule"], " | ".join(conflict["contents"])
-        )
-    console.print(conflicts)
+    print_table(
+        f"{subject}: supersession records",
+        (
+            "decided at",
+            "rule",
+            "claim key",
+            "score",
+            "threshold",
+            "winner",
+            "loser",
+            "episodes (winner/loser)",
+        ),
+        (
+            (
+                record["decided_at"],
+                record["rule"],
+                record["claim_key"] or "-",
+                "-" if record["score"] is None else f"{record['score']:.3f}",
+                "-" if record["threshold"] is None else f"{record['threshold']:.2f}",
+                record["winner_memory_id"] or "-",
+                record["loser_memory_id"] or "-",
+                f"{record['winner_episode_count']}/{record['loser_episode_count']}",
+            )
+            for record in report["supersessions"]
+        ),
+    )
+    print_table(
+        f"{subject}: conflicts",
+        ("id", "status", "rule", "contents"),
+        ((c["id"], c["status"], c["rule"], " | ".join(c["contents"])) for c in report["conflicts"]),
+    )

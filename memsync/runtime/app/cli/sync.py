@@ -16,7 +16,6 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
 
 from memsync.connectors import load_registry, parse_duration
 from memsync.connectors.config import ConnectorConfig
@@ -30,6 +29,7 @@ from memsync.runtime.app.cli.common import (
     open_services,
     parse_id,
     parse_moment,
+    print_table,
     usage_error,
 )
 from memsync.runtime.app.handlers import SYNC_JOB
@@ -184,19 +184,21 @@ def runs_list(
     if as_json:
         console.print_json(json.dumps([record.to_json() for record in records]))
         return
-    table = Table(title=f"sync runs of tenant {tenant!r}")
-    for column in ("id", "connector", "kind", "status", "started", *COUNTERS):
-        table.add_column(column)
-    for record in records:
-        table.add_row(
-            str(record.id),
-            record.connector,
-            record.kind.value,
-            record.status.value,
-            record.started_at.isoformat(timespec="seconds"),
-            *(str(count) for count in record.counts().values()),
-        )
-    console.print(table)
+    print_table(
+        f"sync runs of tenant {tenant!r}",
+        ("id", "connector", "kind", "status", "started", *COUNTERS),
+        (
+            (
+                str(record.id),
+                record.connector,
+                record.kind.value,
+                record.status.value,
+                record.started_at.isoformat(timespec="seconds"),
+                *(str(count) for count in record.counts().values()),
+            )
+            for record in records
+        ),
+    )
 
 
 @runs_app.command("show")
@@ -237,9 +239,9 @@ def connectors_list(
             )
         )
         return
-    table = Table(title="connector types", show_lines=True)
-    for column in ("type", "key policy", "example key", "rationale"):
-        table.add_column(column, overflow="fold")
-    for info in infos:
-        table.add_row(info.type, info.key_policy.value, info.example_key, info.key_rationale)
-    console.print(table)
+    print_table(
+        "connector types",
+        ("type", "key policy", "example key", "rationale"),
+        ((i.type, i.key_policy.value, i.example_key, i.key_rationale) for i in infos),
+        lines=True,
+    )
