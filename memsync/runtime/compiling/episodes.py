@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from memsync.compile.types import EpisodeView
-from memsync.runtime.storage.tables import UNCOMPILED, episodes, in_slices
+from memsync.runtime.storage.tables import UNCOMPILED, episodes, in_slices, update_each_if
 
 __all__ = [
     "mark_compiled",
@@ -88,14 +88,10 @@ def mark_compiled(connection: Connection, tenant_id: str, views: Sequence[Episod
     concurrent ingest since it was read stays behind and is compiled next time.
     """
     connection.execute(
-        episodes.update()
-        .where(
-            episodes.c.tenant_id == tenant_id,
-            episodes.c.id == sa.bindparam("b_id"),
-            episodes.c.revision == sa.bindparam("b_revision"),
-        )
-        .values(compiled_revision=sa.bindparam("b_revision")),
-        [{"b_id": view.id, "b_revision": view.revision} for view in views],
+        update_each_if(episodes, tenant_id, "revision").values(
+            compiled_revision=sa.bindparam("b_guard")
+        ),
+        [{"b_id": view.id, "b_guard": view.revision} for view in views],
     )
 
 

@@ -231,13 +231,7 @@ def apply_change_set(
         )
     if changes.status_changes:
         connection.execute(
-            _memories.update()
-            .where(
-                _memories.c.tenant_id == tenant_id,
-                _memories.c.id == sa.bindparam("b_id"),
-                _memories.c.status == sa.bindparam("b_from"),
-            )
-            .values(
+            tables.update_each_if(_memories, tenant_id, "status").values(
                 status=sa.bindparam("to_status"),
                 valid_to=sa.bindparam("valid_to"),
                 status_rule=sa.bindparam("rule"),
@@ -247,7 +241,7 @@ def apply_change_set(
             [
                 {
                     "b_id": change.memory_id,
-                    "b_from": change.from_status.value,
+                    "b_guard": change.from_status.value,
                     "to_status": change.to_status.value,
                     "valid_to": change.valid_to,
                     "rule": change.rule.value if change.rule else None,

@@ -175,7 +175,7 @@ class EpisodeStatements:
             updates.append(
                 {
                     "b_id": now_stored.episode_id,
-                    "b_revision": now_stored.revision,
+                    "b_guard": now_stored.revision,
                     "revision": new_revision,
                     **_content(draft),
                     "occurred_at": utc(draft.occurred_at) if draft.occurred_at else None,
@@ -217,13 +217,7 @@ class EpisodeStatements:
             )
         )
         connection.execute(
-            _episodes.update()
-            .where(
-                _episodes.c.tenant_id == tenant_id,
-                _episodes.c.id == sa.bindparam("b_id"),
-                _episodes.c.revision == sa.bindparam("b_revision"),
-            )
-            .values(
+            tables.update_each_if(_episodes, tenant_id, "revision").values(
                 revision=sa.bindparam("revision"),
                 source=sa.bindparam("source"),
                 type=sa.bindparam("type"),

@@ -46,6 +46,7 @@ __all__ = [
     "memory_sources",
     "supersessions",
     "sync_runs",
+    "update_each_if",
 ]
 
 
@@ -86,6 +87,17 @@ def in_slices(values: Sequence[_T]) -> Iterator[Sequence[_T]]:
     size = IDS_PER_STATEMENT
     for start in range(0, len(values), size):
         yield values[start : start + size]
+
+
+def update_each_if(table: sa.Table, tenant_id: str, guard: str) -> sa.Update:
+    """An executemany-ready ``UPDATE`` of one row per parameter set, by ``b_id``, that
+    applies only while column ``guard`` still equals ``b_guard`` (a compare-and-set: a
+    row another writer changed in between is left alone)."""
+    return table.update().where(
+        table.c.tenant_id == tenant_id,
+        table.c.id == sa.bindparam("b_id"),
+        table.c[guard] == sa.bindparam("b_guard"),
+    )
 
 
 def insert_or_ignore(table: sa.Table, *, postgresql: bool) -> Any:
