@@ -2,8 +2,10 @@
 
 An *episode draft* is what a connector, the API or the CLI hands to ingest. Its
 ``idempotency_key`` is derived from the source record and never expires; its
-``content_hash`` is the SHA-256 of the payload's canonical JSON, so the order of keys
-in a dict never matters. Ingest compares the two to decide the outcome:
+``content_hash`` is the SHA-256 of the payload's canonical JSON (RFC 8785, the JSON
+Canonicalization Scheme), so JSON values that are equal hash alike: the order of keys,
+``1`` against ``1.0`` and the way a string is escaped never matter. Ingest compares the
+two to decide the outcome:
 
 ============================  ==========  =============================================
 key seen before?              same hash?  outcome
@@ -18,10 +20,11 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+import rfc8785
 
 __all__ = [
     "EpisodeDraft",
@@ -36,13 +39,23 @@ JSONObject = dict[str, Any]
 
 
 def canonical_json(value: Any) -> str:
-    """Serialise ``value`` the one way: sorted keys, no spaces, UTF-8 kept as is.
+    """Serialise ``value`` the one way, RFC 8785 (JCS): keys sorted by UTF-16 code
+    units, no spaces, numbers in their shortest form (``1.0`` is ``1``), strings with
+    only the escapes JSON requires.
 
-    Two payloads that are equal as JSON values always give the same string.
+    Two values that are equal as JSON values always give the same string. Raises
+    ``ValueError`` for what JSON cannot hold exactly: NaN, infinities, integers beyond
+    ±(2^53 - 1) (send those as strings) and keys that are not strings.
     """
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    try:
+        return rfc8785.dumps(value).decode("utf-8")
+    except rfc8785.IntegerDomainError as error:
+        raise ValueError(
+            f"not representable as canonical JSON (RFC 8785): {error}; send integers "
+            "beyond ±(2^53 - 1) as strings"
+        ) from error
+    except rfc8785.CanonicalizationError as error:
+        raise ValueError(f"not representable as canonical JSON (RFC 8785): {error}") from error
 
 
 def content_hash(payload: JSONObject) -> str:

@@ -46,6 +46,18 @@ def test_key_order_inside_the_payload_does_not_matter(store: Store) -> None:
     assert again.status is IngestStatus.DUPLICATE
 
 
+def test_numerically_equal_json_is_a_duplicate_not_a_revision(store: Store) -> None:
+    service = IngestService(store)
+    [first] = service.ingest("t1", [draft("k1", {"score": 1})])
+    [second] = service.ingest("t1", [draft("k1", {"score": 1.0})])
+    [third] = service.ingest("t1", [draft("k1", {"score": 1})])
+
+    assert first.status is IngestStatus.CREATED
+    assert (second.status, third.status) == (IngestStatus.DUPLICATE, IngestStatus.DUPLICATE)
+    assert third.revision == 1
+    assert count_rows(store, "episode_revisions") == 0
+
+
 def test_keyless_episodes_always_insert(store: Store) -> None:
     service = IngestService(store)
     outcomes = service.ingest("t1", [draft(None, {"text": "x"}), draft(None, {"text": "x"})])

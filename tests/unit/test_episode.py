@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import json
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from memsync.episode import EpisodeDraft, IngestStatus, canonical_json, classify, content_hash
 
-json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+SAFE_INTEGERS = st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
+json_scalars = st.none() | st.booleans() | SAFE_INTEGERS | st.text(max_size=8)
 json_values = st.recursive(
     json_scalars,
     lambda children: (
@@ -25,6 +29,62 @@ def test_canonical_json_has_sorted_keys_and_no_spaces() -> None:
     assert (
         canonical_json({"b": 1, "a": [1, {"d": 2, "c": "é"}]}) == '{"a":[1,{"c":"é","d":2}],"b":1}'
     )
+
+
+def test_numerically_equal_values_hash_alike() -> None:
+    assert content_hash({"score": 1}) == content_hash({"score": 1.0})
+    assert content_hash({"ratio": 0.5}) == content_hash({"ratio": 5e-1})
+    assert content_hash({"n": 1e21}) == content_hash({"n": 1.0e21})
+    assert canonical_json({"score": 1.0, "nested": [2.50, -0.0]}) == (
+        '{"nested":[2.5,0],"score":1}'
+    )
+
+
+def test_keys_sort_by_utf16_code_units_as_rfc_8785_says() -> None:
+    # U+1F600 is a surrogate pair (D83D DE00) in UTF-16 and sorts before U+FB01.
+    assert canonical_json({"\ufb01": 1, "\U0001f600": 2}) == '{"\U0001f600":2,"\ufb01":1}'
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ({"x": float("nan")}, "nan"),
+        ({"x": float("inf")}, "inf"),
+        ({"id": 2**53}, "as strings"),
+    ],
+)
+def test_values_json_cannot_hold_exactly_are_refused_with_a_reason(
+    value: dict[str, object], named: str
+) -> None:
+    with pytest.raises(ValueError, match="RFC 8785") as refused:
+        content_hash(value)
+    assert named in str(refused.value)
+
+
+json_without_fractions = st.recursive(
+    st.none()
+    | st.booleans()
+    | SAFE_INTEGERS
+    | st.text(alphabet=st.characters(max_codepoint=0xD7FF), max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.text(alphabet=st.characters(max_codepoint=0xD7FF), max_size=5), children, max_size=3
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@given(json_without_fractions)
+def test_without_fractional_numbers_the_canonical_form_is_the_one_hashed_before(
+    value: object,
+) -> None:
+    # Memory keys and every stored hash of such payloads stay what they were.
+    before = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    assert canonical_json(value) == before
 
 
 def test_content_hash_changes_with_any_value() -> None:

@@ -124,6 +124,8 @@ class Services:
     memories: MemoryRepository = field(init=False)
     context: ContextReader = field(init=False)
     authenticator: Authenticator = field(init=False)
+    migration_notes: list[str] = field(default_factory=list)
+    """What the migrations run by :meth:`open` said about the data they changed."""
 
     def __post_init__(self) -> None:
         jobs = self.settings.jobs
@@ -149,8 +151,8 @@ class Services:
     def open(cls, settings: Settings, clock: Clock | None = None) -> Services:
         """Open the configured store, bring its schema up to date, build the services."""
         store = Store.from_url(settings.store)
-        upgrade(store)
-        return cls(settings, store, clock or SystemClock())
+        notes = upgrade(store)
+        return cls(settings, store, clock or SystemClock(), migration_notes=notes)
 
     def close(self) -> None:
         """Release the store's connections."""

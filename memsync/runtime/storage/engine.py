@@ -8,14 +8,13 @@ upgraded. PostgreSQL runs through psycopg 3 with row locks where writers could r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-
-from memsync.episode import canonical_json
 
 __all__ = ["Store", "create_store_engine", "normalise_store_url"]
 
@@ -36,7 +35,12 @@ def normalise_store_url(url: str) -> str:
 
 
 def _json_serializer(value: Any) -> str:
-    return canonical_json(value)
+    # How SQLite stores a JSON column: compact and with sorted keys, at the speed of the
+    # standard library's C encoder. The canonical form (RFC 8785) matters only where a
+    # hash is taken, and the content hash is computed before anything is stored.
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def create_store_engine(url: str, *, echo: bool = False) -> Engine:

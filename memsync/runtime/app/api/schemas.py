@@ -70,13 +70,11 @@ class CreateEpisodeRequest(RequestBody):
     @field_validator("payload", "metadata", "provenance")
     @classmethod
     def _plain_json(cls, value: dict[str, Any]) -> dict[str, Any]:
-        # Python's JSON parser accepts NaN and Infinity; the store's canonical JSON
-        # does not, so they are refused here, as a validation error on the field.
+        # Python's JSON parser accepts NaN, Infinity and integers of any size; canonical
+        # JSON (RFC 8785) does not, so they are refused here, as a validation error on
+        # the field that says which value and what to send instead.
         if value:
-            try:
-                canonical_json(value)
-            except ValueError:
-                raise ValueError("NaN and Infinity are not valid JSON numbers") from None
+            canonical_json(value)
         return value
 
     @model_validator(mode="after")

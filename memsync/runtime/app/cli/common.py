@@ -97,6 +97,9 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
     connector name) exits 2 naming the file and the field.
     """
     services = Services.open(loaded or settings())
+    # A migration that changed data says so once, on whichever command ran it.
+    for note in services.migration_notes:
+        errors.print(f"migrated: {note}")
     try:
         yield services
     except ConfigError as error:
