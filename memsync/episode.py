@@ -7,13 +7,18 @@ Canonicalization Scheme), so JSON values that are equal hash alike: the order of
 ``1`` against ``1.0`` and the way a string is escaped never matter. Ingest compares the
 two to decide the outcome:
 
-============================  ==========  =============================================
-key seen before?              same hash?  outcome
-============================  ==========  =============================================
-no (or the draft has no key)  --          ``created``: a new episode, revision 1
-yes                           yes         ``duplicate``: nothing is written
-yes                           no          ``revised``: revision n+1, revision n is kept
-============================  ==========  =============================================
+============================  ==================  =====================================
+key seen before?              same hash, subject?  outcome
+============================  ==================  =====================================
+no (or the draft has no key)  --                  ``created``: a new episode, revision 1
+yes                           yes                 ``duplicate``: nothing is written
+yes                           no                  ``revised``: revision n+1, revision n
+                                                  is kept (a new subject moves it)
+============================  ==================  =====================================
+
+A key names one source record within a tenant, wherever it is filed: the same key
+under another subject is the record moving (its subject template used a field that
+changed), never a second episode.
 """
 
 from __future__ import annotations
@@ -71,14 +76,17 @@ class IngestStatus(enum.StrEnum):
     REVISED = "revised"
 
 
-def classify(stored_hash: str | None, incoming_hash: str) -> IngestStatus:
+def classify(stored_hash: str | None, incoming_hash: str, *, moved: bool = False) -> IngestStatus:
     """Decide the outcome for a keyed draft given the stored episode's hash, if any.
 
     ``stored_hash`` is ``None`` when no episode with the draft's key exists yet.
+    ``moved`` says the draft names another subject than the stored episode's: a
+    revision even when the content is equal, since where a record is filed is part of
+    what is true about it.
     """
     if stored_hash is None:
         return IngestStatus.CREATED
-    if stored_hash == incoming_hash:
+    if stored_hash == incoming_hash and not moved:
         return IngestStatus.DUPLICATE
     return IngestStatus.REVISED
 

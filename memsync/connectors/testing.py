@@ -1,7 +1,7 @@
 """A conformance kit every connector author runs against recorded records.
 
 Connectors cannot touch storage, so the kit simulates ingest with the real decision
-function, :func:`memsync.episode.classify`, over ``(subject, key) -> content hash``.
+function, :func:`memsync.episode.classify`, over ``key -> (subject, content hash)``.
 Use it directly::
 
     ConnectorConformance(lambda: MyConnector(config), records, edited).check_all()
@@ -22,22 +22,27 @@ __all__ = ["ConnectorConformance", "ConnectorConformanceSuite", "SimulatedIngest
 
 
 class SimulatedIngest:
-    """An in-memory stand-in for ingest: remembers the hash stored per (subject, key).
+    """An in-memory stand-in for ingest: remembers the subject and hash stored per key.
 
-    Repeats: a draft whose hash is already stored is a duplicate and changes nothing.
-    Conflicts: a known key with a new hash is a revision and replaces the stored hash.
+    Repeats: a draft whose hash is already stored under its subject is a duplicate and
+    changes nothing. Conflicts: a known key with a new hash, or under another subject,
+    is a revision and replaces what is stored.
     """
 
     def __init__(self) -> None:
-        self.hashes: dict[tuple[str, str], str] = {}
+        self.stored: dict[str, tuple[str, str]] = {}
 
     def ingest(self, draft: EpisodeDraft) -> IngestStatus:
         """Classify ``draft`` against what is stored, then store it."""
         if draft.idempotency_key is None:
             raise AssertionError("connector drafts must always carry an idempotency key")
-        slot = (draft.subject_id, draft.idempotency_key)
-        status = classify(self.hashes.get(slot), draft.content_hash)
-        self.hashes[slot] = draft.content_hash
+        before = self.stored.get(draft.idempotency_key)
+        status = (
+            classify(None, draft.content_hash)
+            if before is None
+            else classify(before[1], draft.content_hash, moved=before[0] != draft.subject_id)
+        )
+        self.stored[draft.idempotency_key] = (draft.subject_id, draft.content_hash)
         return status
 
     def ingest_all(self, drafts: Sequence[EpisodeDraft]) -> list[IngestStatus]:

@@ -67,6 +67,18 @@ def test_an_edited_payload_answers_revised_and_keeps_history(client: TestClient)
     ]
 
 
+def test_a_key_sent_under_another_subject_moves_the_episode(client: TestClient) -> None:
+    created = client.post("/v1/episodes", json=episode()).json()
+    moved = client.post("/v1/episodes", json=episode(subject_id="user-2"))
+
+    assert moved.status_code == 200
+    assert moved.json()["ingest_outcome"] == "revised"
+    assert (moved.json()["id"], moved.json()["subject_id"]) == (created["id"], "user-2")
+    shown = client.get(f"/v1/episodes/{created['id']}").json()
+    assert [revision["subject_id"] for revision in shown["revisions"]] == ["user-1"]
+    assert client.get("/v1/timeline", params={"subject_id": "user-1"}).json()["episodes"] == []
+
+
 def test_batch_counts_only_new_episodes_as_created(client: TestClient) -> None:
     client.post("/v1/episodes", json=episode("a"))
     response = client.post(
@@ -127,7 +139,7 @@ def test_timeline_pages_from_either_end_in_ascending_order(client: TestClient) -
 def test_subjects_are_listed_with_counts_and_deleted_with_counts(client: TestClient) -> None:
     client.post("/v1/episodes", json=episode("a"))
     client.post("/v1/episodes", json=episode("b"))
-    client.post("/v1/episodes", json=episode("a", subject_id="user-2"))
+    client.post("/v1/episodes", json=episode("c", subject_id="user-2"))
 
     listed = client.get("/v1/subjects").json()
     assert listed["total"] == 2

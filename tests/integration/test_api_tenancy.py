@@ -77,7 +77,11 @@ def test_tenants_are_isolated_across_every_endpoint(client: TestClient) -> None:
     )
     timeline = client.get("/v1/timeline", params={"subject_id": "shared-subject"}, headers=acme)
     assert [item["id"] for item in timeline.json()["episodes"]] == [acme_episode.json()["id"]]
-    client.post("/v1/episodes", json={**EPISODE, "subject_id": "acme-only"}, headers=acme)
+    client.post(
+        "/v1/episodes",
+        json={**EPISODE, "subject_id": "acme-only", "idempotency_key": "acme-only-1"},
+        headers=acme,
+    )
     assert client.get("/v1/subjects", headers=globex).json()["total"] == 1
     assert client.get("/v1/subjects", headers=acme).json()["total"] == 2
 

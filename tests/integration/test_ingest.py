@@ -66,14 +66,64 @@ def test_keyless_episodes_always_insert(store: Store) -> None:
     assert count_rows(store, "episodes") == 2
 
 
-def test_same_key_under_another_subject_or_tenant_is_another_episode(store: Store) -> None:
+def test_same_key_under_another_tenant_is_another_episode(store: Store) -> None:
     service = IngestService(store)
     [a] = service.ingest("t1", [draft("k1", {"text": "x"}, subject="alice")])
-    [b] = service.ingest("t1", [draft("k1", {"text": "x"}, subject="bob")])
-    [c] = service.ingest("t2", [draft("k1", {"text": "x"}, subject="alice")])
+    [b] = service.ingest("t2", [draft("k1", {"text": "x"}, subject="alice")])
 
-    assert {a.status, b.status, c.status} == {IngestStatus.CREATED}
-    assert len({a.episode_id, b.episode_id, c.episode_id}) == 3
+    assert {a.status, b.status} == {IngestStatus.CREATED}
+    assert a.episode_id != b.episode_id
+
+
+def test_same_key_under_another_subject_is_a_revision_that_moves_the_record(
+    store: Store,
+) -> None:
+    clock = FakeClock(datetime(2026, 3, 1, tzinfo=UTC))
+    service = IngestService(store, clock)
+    [filed] = service.ingest("t1", [draft("ticket:9", {"text": "x"}, subject="org:100")])
+    clock.advance(timedelta(hours=1))
+    [moved] = service.ingest("t1", [draft("ticket:9", {"text": "x"}, subject="org:200")])
+    [again] = service.ingest("t1", [draft("ticket:9", {"text": "x"}, subject="org:200")])
+
+    assert (moved.status, moved.episode_id, moved.revision) == (
+        IngestStatus.REVISED,
+        filed.episode_id,
+        2,
+    )
+    assert (again.status, again.revision) == (IngestStatus.DUPLICATE, 2)
+    assert count_rows(store, "episodes") == 1
+    repository = EpisodeRepository(store)
+    assert repository.get_many("t1", [filed.episode_id])[filed.episode_id].subject_id == "org:200"
+    [earlier] = repository.revisions("t1", filed.episode_id)
+    assert (earlier.revision, earlier.subject_id) == (1, "org:100")
+    assert [s.subject_id for s in repository.subjects("t1", limit=10, offset=0).subjects] == [
+        "org:200"
+    ]
+
+
+def test_a_batch_that_files_one_key_under_two_subjects_ends_under_the_later(
+    store: Store,
+) -> None:
+    service = IngestService(store)
+    outcomes = service.ingest(
+        "t1",
+        [
+            draft("k1", {"text": "x"}, subject="alice"),
+            draft("k2", {"text": "y"}, subject="alice"),
+            draft("k1", {"text": "x"}, subject="bob"),
+        ],
+    )
+
+    assert [outcome.status for outcome in outcomes] == [
+        IngestStatus.CREATED,
+        IngestStatus.CREATED,
+        IngestStatus.REVISED,
+    ]
+    with store.read() as connection:
+        filed = dict(
+            connection.execute(sa.text("SELECT idempotency_key, subject_id FROM episodes")).all()
+        )
+    assert filed == {"k1": "bob", "k2": "alice"}
 
 
 def test_edited_payload_is_a_new_revision_and_the_old_one_is_kept(store: Store) -> None:
@@ -171,7 +221,7 @@ payloads = st.dictionaries(
 )
 keyed_drafts = st.lists(
     st.tuples(st.sampled_from(["alice", "bob"]), st.text(alphabet="xyz", min_size=1, max_size=3)),
-    unique=True,
+    unique_by=lambda ref: ref[1],
     max_size=12,
 ).flatmap(
     lambda refs: st.tuples(

@@ -13,6 +13,7 @@ from alembic.runtime.migration import MigrationContext
 
 from memsync.episode import EpisodeDraft, IngestStatus, content_hash
 from memsync.runtime.ingest import IngestService
+from memsync.runtime.reading.episodes import EpisodeRepository
 from memsync.runtime.storage import Base, Store, current_revision, head_revision, upgrade
 from memsync.runtime.storage.migrate import downgrade
 from memsync.runtime.storage.types import JSONDocument, UTCDateTime
@@ -126,7 +127,7 @@ def insert_old_episode(
                 revision=revision,
                 compiled_revision=compiled_revision,
                 occurred_at=T0,
-                created_at=T0 if revision == 1 else T0 - timedelta(days=1),
+                created_at=written if revision == 1 else written - timedelta(days=1),
                 revised_at=written if revision > 1 else None,
             )
         )
@@ -209,3 +210,125 @@ def test_0006_rehashes_stored_payloads_canonically_and_creates_no_revision(
         2,
     )
     assert plain != episode_id
+
+
+_OLD_MEMORIES = sa.table(
+    "memories",
+    *(sa.column(name) for name in ("tenant_id", "subject_id", "memory_key", "kind", "content")),
+    *(sa.column(name) for name in ("claim_key", "claim_value", "confidence", "status")),
+    *(sa.column(name) for name in ("negated", "explicit_change", "status_rule", "job_id")),
+    sa.column("id", sa.Uuid),
+    sa.column("metadata", JSONDocument),
+    *(sa.column(name, UTCDateTime) for name in ("valid_from", "valid_to", "asserted_at")),
+    *(sa.column(name, UTCDateTime) for name in ("created_at", "updated_at", "status_changed_at")),
+)
+_OLD_SOURCES = sa.table(
+    "memory_sources",
+    *(sa.column(name) for name in ("tenant_id", "subject_id", "episode_revision")),
+    sa.column("memory_id", sa.Uuid),
+    sa.column("episode_id", sa.Uuid),
+    sa.column("added_at", UTCDateTime),
+)
+
+
+def insert_old_memory(store: Store, subject: str, episode_id: uuid.UUID) -> uuid.UUID:
+    """An active memory derived from one episode, as revision 0005 stored it."""
+    memory_id = uuid.uuid4()
+    with store.write() as connection:
+        connection.execute(
+            _OLD_MEMORIES.insert().values(
+                tenant_id="t1",
+                id=memory_id,
+                subject_id=subject,
+                memory_key=uuid.uuid4().hex,
+                kind="fact",
+                content="The ticket is about invoices",
+                claim_key=None,
+                claim_value=None,
+                confidence=0.8,
+                negated=False,
+                explicit_change=False,
+                status="active",
+                status_rule=None,
+                valid_from=T0,
+                valid_to=None,
+                asserted_at=T0,
+                metadata={},
+                job_id="j",
+                created_at=T0,
+                updated_at=T0,
+                status_changed_at=T0,
+            )
+        )
+        connection.execute(
+            _OLD_SOURCES.insert().values(
+                tenant_id="t1",
+                memory_id=memory_id,
+                episode_id=episode_id,
+                subject_id=subject,
+                episode_revision=1,
+                added_at=T0,
+            )
+        )
+    return memory_id
+
+
+def test_0007_folds_copies_of_one_key_into_the_newest_and_keeps_them_as_revisions(
+    store: Store,
+) -> None:
+    downgrade(store, "0006")
+    first = {"title": "Invoice is wrong"}
+    older = insert_old_episode(
+        store, "org:100", "ticket:9", {"title": "Invoice wrong"}, revision=2, written=T0
+    )
+    insert_old_revision(store, older, 1, first, recorded=T0 - timedelta(days=1), replaced=T0)
+    insert_old_memory(store, "org:100", older)
+    newest = insert_old_episode(
+        store, "org:200", "ticket:9", {"title": "Invoice wrong"}, written=T0 + timedelta(hours=1)
+    )
+    other_tenant = insert_old_episode(
+        store, "org:300", "ticket:9", {"title": "Elsewhere"}, tenant="t2"
+    )
+    single = insert_old_episode(store, "org:100", "ticket:10", {"title": "Alone"})
+
+    notes = upgrade(store)
+
+    assert (
+        "0007 one record per key: 1 keys were stored under more than one subject; 1 copies "
+        "became earlier revisions of the newest copy, and 1 memory provenance rows now name it"
+    ) in notes
+    repository = EpisodeRepository(store)
+    stored = repository.get_many("t1", [older, newest, single])
+    assert set(stored) == {newest, single}
+    record = stored[newest]
+    assert (record.subject_id, record.revision, record.compiled_revision) == ("org:200", 3, 2)
+    assert record.created_at == T0 - timedelta(days=1)
+    history = repository.revisions("t1", newest)
+    assert [(r.revision, r.subject_id, r.payload) for r in history] == [
+        (1, "org:100", first),
+        (2, "org:100", {"title": "Invoice wrong"}),
+    ]
+    assert [r.replaced_at for r in history] == [T0, T0 + timedelta(hours=1)]
+    assert repository.get_many("t2", [other_tenant])[other_tenant].revision == 1
+    with store.read() as connection:
+        cited = connection.execute(sa.text("SELECT episode_id FROM memory_sources")).scalar_one()
+    assert str(cited).replace("-", "") == newest.hex
+
+    service = IngestService(store)
+    [again] = service.ingest(
+        "t1",
+        [
+            EpisodeDraft(
+                subject_id="org:200",
+                source="test",
+                type="note",
+                payload={"title": "Invoice wrong"},
+                idempotency_key="ticket:9",
+            )
+        ],
+    )
+    assert (again.status, again.episode_id, again.revision) == (
+        IngestStatus.DUPLICATE,
+        newest,
+        3,
+    )

@@ -84,6 +84,29 @@ def test_overlapping_windows_store_each_record_once_and_count_the_repeats(store:
     assert len(stored_keys(store)) == 60 == len(set(stored_keys(store)))
 
 
+def test_a_record_whose_subject_field_changed_is_revised_and_moved_not_created_again(
+    store: Store,
+) -> None:
+    clock = FakeClock(T0 + timedelta(hours=1))
+    filed = FakeRecord(id="t1", updated_at=T0, body="refund", fields={"group": "org-100"})
+    connector = FakeConnector(config(subject="org:{group}"), [filed])
+    sync = runner(store, clock)
+    first = sync.sync(connector)
+
+    clock.advance(timedelta(hours=1))
+    connector.records = [
+        FakeRecord(
+            id="t1", updated_at=T0 + timedelta(hours=1), body="refund", fields={"group": "org-200"}
+        )
+    ]
+    second = sync.sync(connector)
+
+    assert (first.created, second.created, second.revised) == (1, 0, 1)
+    with store.read() as connection:
+        filed_under = connection.execute(sa.select(EpisodeRow.subject_id)).scalars().all()
+    assert filed_under == ["org:org-200"]
+
+
 def test_records_with_equal_cursor_values_at_the_window_edge_are_not_lost(store: Store) -> None:
     edge = T0 + timedelta(hours=1)
     clock = FakeClock(edge)

@@ -40,10 +40,10 @@ def pending_episode_ids(connection: Connection, tenant_id: str, subject_id: str)
 
 
 def uncompiled_episodes(
-    connection: Connection, tenant_id: str, episode_ids: Sequence[uuid.UUID]
+    connection: Connection, tenant_id: str, subject_id: str, episode_ids: Sequence[uuid.UUID]
 ) -> list[tuple[EpisodeView, int]]:
-    """Those of ``episode_ids`` still uncompiled, with their compiled revision, in
-    time order."""
+    """Those of ``episode_ids`` still uncompiled and still filed under ``subject_id``,
+    with their compiled revision, in time order."""
     columns = sa.select(
         episodes.c.id,
         episodes.c.subject_id,
@@ -59,7 +59,10 @@ def uncompiled_episodes(
     # A chunk can outgrow what one statement may bind: read it a slice at a time.
     for some_ids in in_slices(episode_ids):
         query = columns.where(
-            episodes.c.tenant_id == tenant_id, episodes.c.id.in_(some_ids), UNCOMPILED
+            episodes.c.tenant_id == tenant_id,
+            episodes.c.id.in_(some_ids),
+            episodes.c.subject_id == subject_id,
+            UNCOMPILED,
         )
         rows.extend(connection.execute(query))
     rows.sort(key=lambda row: (row.occurred_at, row.id))

@@ -271,15 +271,19 @@ class CompileService:
             # extraction is slow network I/O and is recorded, so the compile below
             # replays it without a request.
             with self._store.read() as connection:
-                pending = [view for view, _ in uncompiled_episodes(connection, tenant_id, chunk)]
+                pending = [
+                    view
+                    for view, _ in uncompiled_episodes(connection, tenant_id, subject_id, chunk)
+                ]
             compiler.prepare(pending)
             prepared = {(view.id, view.revision) for view in pending}
         with self._store.write() as connection:
             self._lock_subject(connection, tenant_id, subject_id)
             now = self._clock.now()
             # Read again under the lock: a concurrent compile may have taken some of
-            # these episodes since they were listed, and ingest may have revised some.
-            episodes = uncompiled_episodes(connection, tenant_id, chunk)
+            # these episodes since they were listed, and ingest may have revised some
+            # or moved them to another subject.
+            episodes = uncompiled_episodes(connection, tenant_id, subject_id, chunk)
             if prepared is not None:
                 # Whatever was revised since the extraction waits for the next compile,
                 # so the model is never called while the write lock is held.
@@ -295,7 +299,12 @@ class CompileService:
             change_sets: list[ChangeSet] = []
             revised = [view.id for view, compiled in episodes if compiled > 0]
             if revised:
-                citing = memories_citing(connection, tenant_id, revised)
+                # A moved record's memories in its old subject are not this subject's.
+                citing = [
+                    memory
+                    for memory in memories_citing(connection, tenant_id, revised)
+                    if memory.subject_id == subject_id
+                ]
                 unsupported = supersede_unsupported(
                     subject_id, citing, revised, derived_keys, job_id, now
                 )

@@ -10,9 +10,9 @@ set-based: a batch costs a constant number of statements whatever its size:
 3. for the (rare) revised episodes: a row lock on PostgreSQL, one statement that
    copies their current revisions into ``episode_revisions``, one executemany update.
 
-The unique index on (tenant_id, subject_id, idempotency_key) is what guarantees one
-episode per key under any number of concurrent writers; the code only has to be
-ready to lose the race gracefully.
+The unique index on (tenant_id, idempotency_key) is what guarantees one episode per
+key under any number of concurrent writers, wherever the record is filed; the code
+only has to be ready to lose the race gracefully.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from datetime import datetime
 from sqlalchemy.engine import Connection
 
 from memsync.clock import Clock, SystemClock
-from memsync.episode import EpisodeDraft, IngestStatus, classify
-from memsync.runtime.ingest.statements import EpisodeStatements, IngestOutcome, KeyRef, key_ref
+from memsync.episode import EpisodeDraft, IngestStatus
+from memsync.runtime.ingest.statements import EpisodeStatements, IngestOutcome, key_of
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.statistics import StatisticsRefresher
 
@@ -59,12 +59,14 @@ revised episodes in it (never with duplicates only): the hook for triggers."""
 class IngestService:
     """Stores episode drafts idempotently.
 
-    Repeats: a draft whose (tenant, subject, key) exists with the same content hash
-    is a ``duplicate`` and writes nothing, however long after the first it comes.
-    Conflicts: the same key with another content hash is ``revised``: the stored
-    episode moves to revision n+1 and revision n is kept in ``episode_revisions``.
-    Keyless drafts are always ``created``. Within one call, drafts are applied in
-    order, so a key that appears twice with two payloads ends at the later one.
+    A key names one source record within a tenant, wherever it is filed. Repeats: a
+    draft whose key exists with the same content hash under the same subject is a
+    ``duplicate`` and writes nothing, however long after the first it comes.
+    Conflicts: the same key with another content hash, or under another subject, is
+    ``revised``: the stored episode moves to revision n+1 (and to the draft's subject)
+    and revision n is kept in ``episode_revisions`` with the subject it had. Keyless
+    drafts are always ``created``. Within one call, drafts are applied in order, so a
+    key that appears twice with two payloads ends at the later one.
     """
 
     def __init__(
@@ -150,45 +152,44 @@ class IngestService:
         drafts: Sequence[EpisodeDraft],
         now: datetime,
     ) -> list[IngestOutcome]:
-        refs = [key_ref(draft) for draft in drafts]
+        keys = [key_of(draft) for draft in drafts]
         if self._expect_new:
             # Mostly new keys lately: try the insert first, look up only what conflicted.
             inserted = self._statements.insert_keyed(connection, tenant_id, drafts, now)
-            known = [ref for ref in refs if ref not in inserted]
+            known = [key for key in keys if key not in inserted]
             stored = self._statements.lookup(connection, tenant_id, known) if known else {}
         else:
             # Mostly re-reads lately: look up first, insert only what is missing; a key
             # a concurrent writer inserted in between does not come back from the
             # insert, and one more lookup classifies it.
-            stored = self._statements.lookup(connection, tenant_id, refs)
-            missing = [d for d, ref in zip(drafts, refs, strict=True) if ref not in stored]
+            stored = self._statements.lookup(connection, tenant_id, keys)
+            missing = [d for d, key in zip(drafts, keys, strict=True) if key not in stored]
             inserted = (
                 self._statements.insert_keyed(connection, tenant_id, missing, now)
                 if missing
                 else {}
             )
-            raced = [key_ref(draft) for draft in missing if key_ref(draft) not in inserted]
+            raced = [key_of(draft) for draft in missing if key_of(draft) not in inserted]
             if raced:
                 stored.update(self._statements.lookup(connection, tenant_id, raced))
 
         to_revise = [
-            (draft, stored[ref])
-            for draft, ref in zip(drafts, refs, strict=True)
-            if ref not in inserted
-            and classify(stored[ref].content_hash, draft.content_hash) is IngestStatus.REVISED
+            (draft, stored[key])
+            for draft, key in zip(drafts, keys, strict=True)
+            if key not in inserted and stored[key].outcome_for(draft) is IngestStatus.REVISED
         ]
         revised = (
             self._statements.revise(connection, tenant_id, to_revise, now) if to_revise else {}
         )
 
         outcomes: list[IngestOutcome] = []
-        for ref in refs:
-            if ref in inserted:
-                outcomes.append(IngestOutcome(inserted[ref], IngestStatus.CREATED, 1))
-            elif ref in revised:
-                outcomes.append(revised[ref])
+        for key in keys:
+            if key in inserted:
+                outcomes.append(IngestOutcome(inserted[key], IngestStatus.CREATED, 1))
+            elif key in revised:
+                outcomes.append(revised[key])
             else:
-                existing = stored[ref]
+                existing = stored[key]
                 outcomes.append(
                     IngestOutcome(existing.episode_id, IngestStatus.DUPLICATE, existing.revision)
                 )
@@ -198,13 +199,13 @@ class IngestService:
 def _rounds(batch: Sequence[EpisodeDraft]) -> list[list[int]]:
     """Split the keyed drafts of a batch into rounds in which each key appears once."""
     rounds: list[list[int]] = []
-    seen: Counter[KeyRef] = Counter()
+    seen: Counter[str] = Counter()
     for index, draft in enumerate(batch):
         if draft.idempotency_key is None:
             continue
-        ref = key_ref(draft)
-        round_number = seen[ref]
-        seen[ref] += 1
+        key = key_of(draft)
+        round_number = seen[key]
+        seen[key] += 1
         if round_number == len(rounds):
             rounds.append([])
         rounds[round_number].append(index)

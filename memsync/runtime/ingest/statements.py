@@ -18,23 +18,19 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
 from memsync.clock import utc
-from memsync.episode import EpisodeDraft, IngestStatus, canonical_json
+from memsync.episode import EpisodeDraft, IngestStatus, canonical_json, classify
 from memsync.runtime.storage import tables
 
 __all__ = [
     "EpisodeStatements",
     "IngestOutcome",
-    "KeyRef",
     "StoredKey",
     "delete_subject_episodes",
-    "key_ref",
+    "key_of",
 ]
 
 _episodes = tables.episodes
 _revisions = tables.episode_revisions
-
-KeyRef = tuple[str, str]
-"""(subject_id, idempotency_key)"""
 
 
 class IngestOutcome(NamedTuple):
@@ -46,16 +42,26 @@ class IngestOutcome(NamedTuple):
 
 
 class StoredKey(NamedTuple):
-    """What a lookup finds for a key: the episode, its content hash and revision."""
+    """What a lookup finds for a key: the episode, its content hash and revision, and
+    the subject it is filed under now."""
 
     episode_id: uuid.UUID
     content_hash: str
     revision: int
+    subject_id: str
+
+    def outcome_for(self, draft: EpisodeDraft) -> IngestStatus:
+        """What ingesting ``draft`` over this stored state is: a different hash or
+        another subject is a revision (one that moves the record), else a duplicate."""
+        return classify(
+            self.content_hash, draft.content_hash, moved=self.subject_id != draft.subject_id
+        )
 
 
-def key_ref(draft: EpisodeDraft) -> KeyRef:
+def key_of(draft: EpisodeDraft) -> str:
+    """A keyed draft's idempotency key: one record per key within a tenant."""
     assert draft.idempotency_key is not None
-    return (draft.subject_id, draft.idempotency_key)
+    return draft.idempotency_key
 
 
 class EpisodeStatements:
@@ -66,21 +72,22 @@ class EpisodeStatements:
         self._postgresql = postgresql
 
     def lookup(
-        self, connection: Connection, tenant_id: str, refs: Sequence[KeyRef]
-    ) -> dict[KeyRef, StoredKey]:
-        """One statement: the stored hash and revision of each existing key.
+        self, connection: Connection, tenant_id: str, keys: Sequence[str]
+    ) -> dict[str, StoredKey]:
+        """One statement: the stored hash, revision and subject of each existing key,
+        whatever subject it is filed under.
 
         The wanted keys travel as one JSON array that the database unpacks, and the
         statement is shaped so that each key is one probe of the key index, never a
         scan of the tenant's episodes.
         """
-        wanted = {"tenant_id": tenant_id, "wanted": json.dumps(refs, ensure_ascii=False)}
+        wanted = {"tenant_id": tenant_id, "wanted": json.dumps(keys, ensure_ascii=False)}
         if self._postgresql:
             # Raw driver rows: this runs for every key of every re-sync.
             rows = connection.exec_driver_sql(_PG_LOOKUP, wanted)
-            return {(row[0], row[1]): StoredKey(row[2], row[3], row[4]) for row in rows}
+            return {row[0]: StoredKey(row[1], row[2], row[3], row[4]) for row in rows}
         return {
-            (row.subject_id, row.idempotency_key): StoredKey(row.id, row.content_hash, row.revision)
+            row.idempotency_key: StoredKey(row.id, row.content_hash, row.revision, row.subject_id)
             for row in connection.execute(_SQLITE_LOOKUP, wanted)
         }
 
@@ -111,11 +118,12 @@ class EpisodeStatements:
         tenant_id: str,
         drafts: Sequence[EpisodeDraft],
         now: datetime,
-    ) -> dict[KeyRef, uuid.UUID]:
-        """Insert keyed drafts, skipping keys that exist; return the ones inserted."""
+    ) -> dict[str, uuid.UUID]:
+        """Insert keyed drafts, skipping keys that exist (under any subject); return the
+        ones inserted."""
         # Concurrent writers insert in one global order (by key), so two batches that
         # share keys wait on each other instead of deadlocking.
-        ordered = sorted(drafts, key=key_ref)
+        ordered = sorted(drafts, key=key_of)
         ids = [uuid.uuid4() for _ in ordered]
         if self._postgresql:
             result = connection.execute(
@@ -125,17 +133,17 @@ class EpisodeStatements:
             statement = (
                 sqlite.insert(_episodes)
                 .on_conflict_do_nothing(
-                    index_elements=["tenant_id", "subject_id", "idempotency_key"],
+                    index_elements=["tenant_id", "idempotency_key"],
                     index_where=_episodes.c.idempotency_key.is_not(None),
                 )
-                .returning(_episodes.c.subject_id, _episodes.c.idempotency_key, _episodes.c.id)
+                .returning(_episodes.c.idempotency_key, _episodes.c.id)
             )
             rows = [
                 _episode_row(tenant_id, id_, draft, now)
                 for id_, draft in zip(ids, ordered, strict=True)
             ]
             result = connection.execute(statement, rows)
-        return {(row.subject_id, row.idempotency_key): row.id for row in result}
+        return {row.idempotency_key: row.id for row in result}
 
     def revise(
         self,
@@ -143,11 +151,18 @@ class EpisodeStatements:
         tenant_id: str,
         candidates: Sequence[tuple[EpisodeDraft, StoredKey]],
         now: datetime,
-    ) -> dict[KeyRef, IngestOutcome]:
-        """Move each episode to a new revision, keeping the current one in history."""
+    ) -> dict[str, IngestOutcome]:
+        """Move each episode to a new revision, keeping the current one in history with
+        the subject it was filed under. A draft under another subject moves the episode
+        there."""
         ids = [stored.episode_id for _, stored in candidates]
         locked = (
-            sa.select(_episodes.c.id, _episodes.c.content_hash, _episodes.c.revision)
+            sa.select(
+                _episodes.c.id,
+                _episodes.c.content_hash,
+                _episodes.c.revision,
+                _episodes.c.subject_id,
+            )
             .where(_episodes.c.tenant_id == tenant_id, _episodes.c.id.in_(ids))
             .order_by(_episodes.c.id)  # one lock order for every writer
         )
@@ -156,27 +171,28 @@ class EpisodeStatements:
             # (SQLite already holds the database write lock for this transaction).
             locked = locked.with_for_update()
         current = {
-            row.id: StoredKey(row.id, row.content_hash, row.revision)
+            row.id: StoredKey(row.id, row.content_hash, row.revision, row.subject_id)
             for row in connection.execute(locked)
         }
 
-        outcomes: dict[KeyRef, IngestOutcome] = {}
+        outcomes: dict[str, IngestOutcome] = {}
         updates: list[dict[str, Any]] = []
         for draft, stored in candidates:
             now_stored = current[stored.episode_id]
-            ref = key_ref(draft)
-            if now_stored.content_hash == draft.content_hash:
-                outcomes[ref] = IngestOutcome(
+            key = key_of(draft)
+            if now_stored.outcome_for(draft) is IngestStatus.DUPLICATE:
+                outcomes[key] = IngestOutcome(
                     now_stored.episode_id, IngestStatus.DUPLICATE, now_stored.revision
                 )
                 continue
             new_revision = now_stored.revision + 1
-            outcomes[ref] = IngestOutcome(now_stored.episode_id, IngestStatus.REVISED, new_revision)
+            outcomes[key] = IngestOutcome(now_stored.episode_id, IngestStatus.REVISED, new_revision)
             updates.append(
                 {
                     "b_id": now_stored.episode_id,
                     "b_guard": now_stored.revision,
                     "revision": new_revision,
+                    "subject_id": draft.subject_id,
                     **_content(draft),
                     "occurred_at": utc(draft.occurred_at) if draft.occurred_at else None,
                     "revised_at": now,
@@ -192,6 +208,7 @@ class EpisodeStatements:
                     "tenant_id",
                     "episode_id",
                     "revision",
+                    "subject_id",
                     "source",
                     "content_hash",
                     "payload",
@@ -205,6 +222,7 @@ class EpisodeStatements:
                     _episodes.c.tenant_id,
                     _episodes.c.id,
                     _episodes.c.revision,
+                    _episodes.c.subject_id,
                     _episodes.c.source,
                     _episodes.c.content_hash,
                     _episodes.c.payload,
@@ -219,6 +237,7 @@ class EpisodeStatements:
         connection.execute(
             tables.update_each_if(_episodes, tenant_id, "revision").values(
                 revision=sa.bindparam("revision"),
+                subject_id=sa.bindparam("subject_id"),
                 source=sa.bindparam("source"),
                 type=sa.bindparam("type"),
                 payload=sa.bindparam("payload"),
@@ -239,13 +258,15 @@ class EpisodeStatements:
 
 
 def delete_subject_episodes(connection: Connection, tenant_id: str, subject_id: str) -> int:
-    """Delete a subject's episodes and their earlier revisions; return how many episodes."""
+    """Delete a subject's episodes, their earlier revisions, and the earlier revisions of
+    records that were filed under it before they moved; return how many episodes."""
     of_subject = sa.select(_episodes.c.id).where(
         _episodes.c.tenant_id == tenant_id, _episodes.c.subject_id == subject_id
     )
     connection.execute(
         _revisions.delete().where(
-            _revisions.c.tenant_id == tenant_id, _revisions.c.episode_id.in_(of_subject)
+            _revisions.c.tenant_id == tenant_id,
+            sa.or_(_revisions.c.episode_id.in_(of_subject), _revisions.c.subject_id == subject_id),
         )
     )
     result = connection.execute(
@@ -291,26 +312,24 @@ def _episode_row(
 # that stale statistics (right after a bulk load) would plan as a scan. The COLLATE
 # and IS NOT NULL clauses are what make the partial "C"-collated key index usable.
 _PG_LOOKUP = (
-    "SELECT found.subject_id, found.idempotency_key, found.id, found.content_hash, "
-    "found.revision "
-    "FROM jsonb_array_elements(CAST(%(wanted)s AS jsonb)) AS wanted(ref) "
-    "CROSS JOIN LATERAL (SELECT e.subject_id, e.idempotency_key, e.id, e.content_hash, "
-    "e.revision FROM episodes AS e WHERE e.tenant_id = %(tenant_id)s "
-    'AND e.subject_id = (wanted.ref->>0) COLLATE "C" '
-    'AND e.idempotency_key = (wanted.ref->>1) COLLATE "C" '
+    "SELECT found.idempotency_key, found.id, found.content_hash, found.revision, "
+    "found.subject_id "
+    "FROM jsonb_array_elements_text(CAST(%(wanted)s AS jsonb)) AS wanted(key) "
+    "CROSS JOIN LATERAL (SELECT e.idempotency_key, e.id, e.content_hash, e.revision, "
+    "e.subject_id FROM episodes AS e WHERE e.tenant_id = %(tenant_id)s "
+    'AND e.idempotency_key = wanted.key COLLATE "C" '
     "AND e.idempotency_key IS NOT NULL LIMIT 1) AS found"
 )
 
 
 # SQLite: CROSS JOIN fixes the join order (the wanted keys outside, the key index
-# probed inside); a row-value IN list would instead be planned as a scan of the
-# tenant's primary-key range.
+# probed inside); an IN list would instead be planned as a scan of the tenant's
+# primary-key range.
 _SQLITE_LOOKUP = sa.text(
     "SELECT e.subject_id, e.idempotency_key, e.id, e.content_hash, e.revision "
     "FROM json_each(:wanted) AS wanted CROSS JOIN episodes AS e "
     "WHERE e.tenant_id = :tenant_id "
-    "AND e.subject_id = json_extract(wanted.value, '$[0]') "
-    "AND e.idempotency_key = json_extract(wanted.value, '$[1]') "
+    "AND e.idempotency_key = wanted.value "
     "AND e.idempotency_key IS NOT NULL"
 ).columns(
     sa.column("subject_id", sa.String),
@@ -331,9 +350,9 @@ def _pg_insert(*, on_conflict: bool) -> sa.TextClause:
     server in C. The statement text is constant, so it is prepared once.
     """
     conflict = (
-        "ON CONFLICT (tenant_id, subject_id, idempotency_key) "
+        "ON CONFLICT (tenant_id, idempotency_key) "
         "WHERE idempotency_key IS NOT NULL DO NOTHING "
-        "RETURNING subject_id, idempotency_key, id"
+        "RETURNING idempotency_key, id"
         if on_conflict
         else ""
     )

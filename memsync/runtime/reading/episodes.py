@@ -81,10 +81,11 @@ class EpisodeRecord(Episode):
 
 @dataclass(frozen=True, slots=True)
 class RevisionRecord:
-    """An earlier revision of an episode, kept when a newer payload replaced it (the API
-    shows it as it is)."""
+    """An earlier revision of an episode, kept when a newer payload or a move replaced
+    it (the API shows it as it is); ``subject_id`` is where it was filed then."""
 
     revision: int
+    subject_id: str
     content_hash: str
     source: str
     payload: dict[str, Any]

@@ -51,10 +51,12 @@ class Base(DeclarativeBase):
 class EpisodeRow(Base):
     """One logical source event at its current revision.
 
-    ``idempotency_key`` is unique per (tenant, subject) when set and never expires.
-    ``revision`` starts at 1 and grows when the same key arrives with another payload;
-    earlier revisions live in ``episode_revisions``. ``compiled_revision`` is the
-    revision the last successful compile consumed (0: never compiled).
+    ``idempotency_key`` is unique per tenant when set and never expires: it names one
+    source record wherever it is filed, so ``subject_id`` is where the record is filed
+    *now*. ``revision`` starts at 1 and grows when the same key arrives with another
+    payload or under another subject; earlier revisions live in ``episode_revisions``.
+    ``compiled_revision`` is the revision the last successful compile consumed (0:
+    never compiled).
     """
 
     __tablename__ = "episodes"
@@ -80,7 +82,6 @@ class EpisodeRow(Base):
         sa.Index(
             "uq_episodes_idempotency_key",
             "tenant_id",
-            "subject_id",
             "idempotency_key",
             unique=True,
             sqlite_where=sa.text("idempotency_key IS NOT NULL"),
@@ -102,13 +103,15 @@ class EpisodeRow(Base):
 
 
 class EpisodeRevisionRow(Base):
-    """An earlier revision of an episode, kept when a newer payload replaced it."""
+    """An earlier revision of an episode, kept when a newer payload (or a move to
+    another subject) replaced it; ``subject_id`` is where it was filed then."""
 
     __tablename__ = "episode_revisions"
 
     tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
     episode_id: Mapped[uuid.UUID] = mapped_column(sa.Uuid, primary_key=True)
     revision: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    subject_id: Mapped[str] = mapped_column(identifier(SUBJECT_ID_LENGTH))
     source: Mapped[str] = mapped_column(identifier(LABEL_LENGTH))
     content_hash: Mapped[str] = mapped_column(sa.String(64))
     payload: Mapped[dict[str, Any]] = mapped_column(JSONDocument)

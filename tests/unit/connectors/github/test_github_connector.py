@@ -163,7 +163,7 @@ def test_two_overlapping_windows_store_every_item_once(fake: FakeGitHub) -> None
     # its review because of the new comment (duplicates); the old comment and the
     # labeled event fall in the overlap (duplicates).
     assert second == {"created": 2, "duplicate": 4, "revised": 1}
-    assert len(store.hashes) == 7
+    assert len(store.stored) == 7
 
 
 def test_an_edited_title_is_a_revision_a_comment_new_and_a_close_event_recorded_once(
@@ -187,7 +187,7 @@ def test_an_edited_title_is_a_revision_a_comment_new_and_a_close_event_recorded_
 
     assert closing == {"created": 1, "revised": 1, "duplicate": 1}  # event, issue state
     assert again == {"duplicate": 3}
-    assert sum(":event:" in key for _, key in store.hashes) == 1
+    assert sum(":event:" in key for key in store.stored) == 1
 
 
 # -- pagination ------------------------------------------------------------------------------

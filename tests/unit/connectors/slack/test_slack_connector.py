@@ -129,7 +129,7 @@ def test_two_overlapping_windows_store_every_message_and_reply_once(fake: FakeSl
     # m3, m4 (posted at 4 s and 5 s) and r1 (6 s, a reply to m0, found through the
     # lookback) fall in the overlap and are duplicates; m0-m2 are read but not handed out.
     assert second == {"created": 3, "duplicate": 3}
-    assert len(store.hashes) == 9
+    assert len(store.stored) == 9
 
 
 def test_a_reply_to_an_old_thread_is_found_by_the_next_sync(fake: FakeSlack) -> None:
@@ -164,7 +164,7 @@ def test_an_edited_message_is_a_revision(fake: FakeSlack) -> None:
     outcome = sync(connector(fake), store, at(1800), at(7200))
 
     assert outcome == {"revised": 1}
-    assert len(store.hashes) == 1
+    assert len(store.stored) == 1
 
 
 def test_a_new_reply_does_not_revise_its_parent(fake: FakeSlack) -> None:
