@@ -14,11 +14,14 @@ no (or the draft has no key)  --                  ``created``: a new episode, re
 yes                           yes                 ``duplicate``: nothing is written
 yes                           no                  ``revised``: revision n+1, revision n
                                                   is kept (a new subject moves it)
+yes, deleted                  --                  ``revised``: the record is back
 ============================  ==================  =====================================
 
 A key names one source record within a tenant, wherever it is filed: the same key
 under another subject is the record moving (its subject template used a field that
-changed), never a second episode.
+changed), never a second episode. A :class:`Tombstone` says the source showed a record
+deleted: its episode gets a revision marked deleted (outcome ``tombstoned``), and the
+content it had is kept.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ __all__ = [
     "EpisodeDraft",
     "IngestStatus",
     "JSONObject",
+    "KeyScope",
+    "Tombstone",
     "canonical_json",
     "classify",
     "content_hash",
@@ -74,21 +79,67 @@ class IngestStatus(enum.StrEnum):
     CREATED = "created"
     DUPLICATE = "duplicate"
     REVISED = "revised"
+    TOMBSTONED = "tombstoned"
 
 
-def classify(stored_hash: str | None, incoming_hash: str, *, moved: bool = False) -> IngestStatus:
+def classify(
+    stored_hash: str | None, incoming_hash: str, *, moved: bool = False, deleted: bool = False
+) -> IngestStatus:
     """Decide the outcome for a keyed draft given the stored episode's hash, if any.
 
     ``stored_hash`` is ``None`` when no episode with the draft's key exists yet.
-    ``moved`` says the draft names another subject than the stored episode's: a
-    revision even when the content is equal, since where a record is filed is part of
-    what is true about it.
+    ``moved`` says the draft names another subject than the stored episode's, and
+    ``deleted`` that the stored episode is a tombstone: each is a revision even when
+    the content is equal, since where a record is filed and whether it exists are part
+    of what is true about it.
     """
     if stored_hash is None:
         return IngestStatus.CREATED
-    if stored_hash == incoming_hash and not moved:
+    if stored_hash == incoming_hash and not moved and not deleted:
         return IngestStatus.DUPLICATE
     return IngestStatus.REVISED
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """The source shows that the record with ``key`` is gone: deleted, or moved out of
+    what its connector reads (a GitHub issue transferred to another repository).
+
+    ``with_children`` also covers every record whose key starts with ``key + ":"`` (a
+    deleted ticket's comments and audits). Repeats: a tombstone for a record already
+    deleted, or never stored, changes nothing.
+    """
+
+    key: str
+    with_children: bool = False
+
+    @property
+    def children_range(self) -> tuple[str, str]:
+        """``[low, high)``: every key below this one (keys separate their parts with
+        ``:``)."""
+        return KeyScope(f"{self.key}:").key_range
+
+
+@dataclass(frozen=True, slots=True)
+class KeyScope:
+    """Stored records selected by key and time: every key that starts with ``prefix``,
+    of the ``episode_types`` (all types when empty), that occurred within
+    ``[occurred_from, occurred_to]`` (an open end when ``None``)."""
+
+    prefix: str
+    occurred_from: datetime | None = None
+    occurred_to: datetime | None = None
+    episode_types: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not self.prefix:
+            raise ValueError("a key scope needs a non-empty prefix")
+
+    @property
+    def key_range(self) -> tuple[str, str]:
+        """``[low, high)`` in code-point order (how keys are compared and indexed):
+        the prefix, and the prefix with its last character one higher."""
+        return self.prefix, self.prefix[:-1] + chr(ord(self.prefix[-1]) + 1)
 
 
 @dataclass(frozen=True, slots=True)

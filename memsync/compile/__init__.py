@@ -15,6 +15,8 @@ from memsync.compile.resolve import (
     ChangeSet,
     OpenConflict,
     ProvenanceAddition,
+    Reassertion,
+    SourceStanding,
     StatusChange,
     Supersession,
     apply_changes,
@@ -22,7 +24,7 @@ from memsync.compile.resolve import (
     manual_resolution,
     memory_id,
     resolve,
-    supersede_unsupported,
+    withdraw_unsupported,
 )
 from memsync.compile.similarity import SimilarityThresholds, jaccard, tokens
 from memsync.compile.types import (
@@ -57,7 +59,9 @@ __all__ = [
     "PolicyTable",
     "ProvenanceAddition",
     "RankedMemory",
+    "Reassertion",
     "SimilarityThresholds",
+    "SourceStanding",
     "StatusChange",
     "StoredMemory",
     "Supersession",
@@ -71,6 +75,6 @@ __all__ = [
     "memory_id",
     "memory_key",
     "resolve",
-    "supersede_unsupported",
     "tokens",
+    "withdraw_unsupported",
 ]

@@ -14,7 +14,10 @@ Each candidate, in order of ``(valid_from, memory_key)``:
 
 1. Same ``memory_key`` as a stored memory → merge (new episodes, earliest ``valid_from``,
    latest ``asserted_at``). A superseded memory that gains newer evidence is contested
-   again and reinstated if it now wins; a tombstoned or manually superseded one is not.
+   again and reinstated if it now wins; a manually superseded one is not. A memory
+   retired because its evidence went away (rules ``source_revised``, ``source_moved``,
+   ``source_deleted``: see :func:`withdraw_unsupported`) is contested again on any
+   evidence, even from an episode it already cites: that episode came back.
 2. Same single-valued claim and value as an active memory of another kind → merge into
    it and record ``claim_duplicate``.
 3. Otherwise a new memory, contested against the active ones:
@@ -35,9 +38,10 @@ A loser's ``valid_to`` becomes the winner's start, or its own start when it neve
 from __future__ import annotations
 
 import bisect
+import enum
 import uuid
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -45,6 +49,7 @@ from memsync.compile.claims import ClaimRegistry
 from memsync.compile.policy import ConflictPolicy, PolicyTable
 from memsync.compile.similarity import LexicalIndex, SimilarityThresholds, tokens
 from memsync.compile.types import (
+    WITHDRAWN,
     CandidateMemory,
     MemoryKind,
     MemoryStatus,
@@ -58,6 +63,8 @@ __all__ = [
     "ConflictFinding",
     "OpenConflict",
     "ProvenanceAddition",
+    "Reassertion",
+    "SourceStanding",
     "StatusChange",
     "Supersession",
     "apply_changes",
@@ -66,7 +73,7 @@ __all__ = [
     "memory_id",
     "processing_order",
     "resolve",
-    "supersede_unsupported",
+    "withdraw_unsupported",
 ]
 
 # Fixed namespace so memory and conflict ids are the same on every node and every run.
@@ -97,6 +104,17 @@ class ProvenanceAddition:
 
 
 @dataclass(frozen=True, slots=True)
+class Reassertion:
+    """Episodes that asserted a stored memory again (they already were among its
+    sources): the store notes the revision that did, which is what keeps the memory
+    supported when another of its sources goes away. Changes nothing about the memory."""
+
+    memory_id: uuid.UUID
+    memory_key: str
+    episode_ids: tuple[uuid.UUID, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class StatusChange:
     """Set a stored memory's status, ``valid_to`` and ``status_rule`` to these values.
 
@@ -117,7 +135,8 @@ class Supersession:
 
     ``loser_memory_id`` is ``None`` for ``claim_duplicate`` (the loser was a candidate
     merged into the winner, never stored); ``winner_*`` are ``None`` for
-    ``source_revised`` (nothing replaced the memory; its evidence went away).
+    ``source_revised``, ``source_moved`` and ``source_deleted`` (nothing replaced the
+    memory; its evidence went away, and ``loser_episode_ids`` are the episodes that did).
     """
 
     subject_id: str
@@ -166,7 +185,11 @@ class OpenConflict(ConflictFinding):
 
 @dataclass(frozen=True, slots=True)
 class ChangeSet:
-    """Everything one resolution decided, to be applied atomically by the store."""
+    """Everything one resolution decided, to be applied atomically by the store.
+
+    ``reassertions`` note which revision of an episode asserted a memory again; they are
+    bookkeeping, not a change of any memory, so :attr:`is_empty` ignores them.
+    """
 
     memories_to_create: tuple[StoredMemory, ...] = ()
     provenance_to_add: tuple[ProvenanceAddition, ...] = ()
@@ -174,6 +197,7 @@ class ChangeSet:
     supersessions: tuple[Supersession, ...] = ()
     open_conflicts: tuple[OpenConflict, ...] = ()
     resolved_conflict_ids: tuple[uuid.UUID, ...] = ()
+    reassertions: tuple[Reassertion, ...] = ()
 
     @property
     def memories_created(self) -> int:
@@ -295,6 +319,8 @@ class _Resolution:
         self.lexical = LexicalIndex()
         self.supersessions: list[Supersession] = []
         self.conflicts: dict[uuid.UUID, OpenConflict] = {}
+        # memory_key -> every candidate episode that asserted it in this resolution.
+        self.asserted: dict[str, set[uuid.UUID]] = defaultdict(set)
         for memory in sorted(existing, key=lambda stored: stored.memory_key):
             if memory.subject_id != subject_id:
                 raise ValueError(
@@ -331,10 +357,12 @@ class _Resolution:
     def add(self, candidate: CandidateMemory) -> None:
         stored = self.memories.get(candidate.memory_key)
         if stored is not None:
+            self.asserted[stored.memory_key].update(candidate.source_episode_ids)
             self._reassert(stored, candidate)
             return
         duplicate = self._same_claim_other_kind(candidate)
         if duplicate is not None:
+            self.asserted[duplicate.memory_key].update(candidate.source_episode_ids)
             merged = _merge(duplicate, candidate)
             if merged != duplicate:
                 self._put(merged)
@@ -345,10 +373,13 @@ class _Resolution:
         self._apply(newcomer, decision, candidate.valid_from)
 
     def _reassert(self, stored: StoredMemory, candidate: CandidateMemory) -> None:
-        if stored.status is MemoryStatus.TOMBSTONED:
-            return  # a person deleted it; evidence does not bring it back
+        # Retired because its evidence went away: this candidate is evidence again, even
+        # from an episode already among its sources (a re-created or moved-back record).
+        withdrawn = stored.status is not MemoryStatus.ACTIVE and stored.status_rule in WITHDRAWN
+        if stored.status is MemoryStatus.TOMBSTONED and not withdrawn:
+            return  # removed by a person, not by its sources; evidence does not undo that
         merged = _merge(stored, candidate)
-        if merged == stored:
+        if merged == stored and not withdrawn:
             return  # nothing new: this is what keeps a second compile empty
         self._put(merged)
         if merged.status is MemoryStatus.ACTIVE or stored.status_rule is SupersessionRule.MANUAL:
@@ -357,7 +388,9 @@ class _Resolution:
         # contested as of its latest assertion, the same rank recency compares.
         reopened = replace(merged, valid_to=None, status=MemoryStatus.ACTIVE, status_rule=None)
         decision = self._contest(reopened, merged.last_asserted)
-        if decision.loss is None:
+        if decision.loss is None or withdrawn:
+            # A returning memory that loses is superseded by the winner, as a new one
+            # would be; one that lost a contest before stays as it was.
             self._apply(reopened, decision, merged.last_asserted)
 
     def _same_claim_other_kind(self, candidate: CandidateMemory) -> StoredMemory | None:
@@ -572,12 +605,21 @@ class _Resolution:
                         rule=final.status_rule,
                     )
                 )
+        reassertions: list[Reassertion] = []
+        for key in sorted(self.asserted):
+            before = self.original.get(key)
+            if before is None:
+                continue
+            again = tuple(sorted(self.asserted[key] & set(before.source_episode_ids)))
+            if again:
+                reassertions.append(Reassertion(before.id, key, again))
         return ChangeSet(
             memories_to_create=tuple(created),
             provenance_to_add=tuple(provenance),
             status_changes=tuple(statuses),
             supersessions=tuple(self.supersessions),
             open_conflicts=tuple(self.conflicts[key] for key in sorted(self.conflicts)),
+            reassertions=tuple(reassertions),
         )
 
 
@@ -646,49 +688,73 @@ def _canonical(
     return replace(candidate, claim_key=canonical_key)  # recomputes memory_key
 
 
-def supersede_unsupported(
-    subject_id: str,
+class SourceStanding(enum.StrEnum):
+    """Where one source episode of a memory stands now, as the caller found it."""
+
+    SUPPORTS = "supports"
+    """Live, filed under the memory's subject, and its current revision asserts the
+    memory (or has not been compiled yet, so its own compile will decide)."""
+    REVISED_AWAY = "revised_away"
+    """Live and filed under the memory's subject, but its current revision no longer
+    asserts the memory."""
+    MOVED = "moved"
+    """Live, but the record is filed under another subject now."""
+    DELETED = "deleted"
+    """A tombstone: the source showed the record deleted (or it is gone from the store)."""
+
+
+def withdraw_unsupported(
     memories: Sequence[StoredMemory],
-    revised_episode_ids: Collection[uuid.UUID],
-    rederived_memory_keys: Collection[str],
+    standings: Mapping[uuid.UUID, Mapping[uuid.UUID, SourceStanding]],
     job_id: str | None,
     now: datetime,
 ) -> ChangeSet:
-    """Supersede memories whose evidence was revised away (rule ``source_revised``).
+    """Retire the active memories that no source episode supports any more.
 
-    A memory qualifies when it is active, every one of its source episodes is in
-    ``revised_episode_ids``, and recompiling those episodes at their new revision did
-    not derive it again (its key is not in ``rederived_memory_keys``). Memories with
-    other supporting episodes stay. Repeats: a memory already superseded is skipped, so
-    calling this twice changes nothing the second time.
+    ``standings[memory.id][episode_id]`` says where each source of a memory stands; a
+    source it does not name supports the memory. A memory with at least one source
+    that ``SUPPORTS`` it stays. Otherwise, when every source moved away or was
+    deleted, the memory is ``tombstoned`` (rule ``source_moved`` when every source
+    moved, else ``source_deleted``): it leaves the read path of its subject. When some
+    source is still there but no longer asserts it, the memory is ``superseded`` (rule
+    ``source_revised``). Each retirement writes a record whose loser episodes are the
+    memory's sources and whose winner is ``None``; any later evidence brings the memory
+    back (see :func:`resolve`). Memories of several subjects may be passed: each record
+    is filed under its memory's subject. Repeats: a memory already retired is skipped,
+    so calling this twice changes nothing the second time.
     """
     require_aware(now, "now")
-    revised = set(revised_episode_ids)
     statuses: list[StatusChange] = []
     records: list[Supersession] = []
-    for memory in sorted(memories, key=lambda stored: stored.memory_key):
-        if (
-            memory.status is not MemoryStatus.ACTIVE
-            or not memory.source_episode_ids
-            or not set(memory.source_episode_ids) <= revised
-            or memory.memory_key in rederived_memory_keys
-        ):
+    for memory in sorted(memories, key=lambda stored: (stored.subject_id, stored.memory_key)):
+        if memory.status is not MemoryStatus.ACTIVE or not memory.source_episode_ids:
             continue
-        ended = max(memory.valid_from, now)
+        named = standings.get(memory.id, {})
+        where = {
+            named.get(episode, SourceStanding.SUPPORTS) for episode in memory.source_episode_ids
+        }
+        if SourceStanding.SUPPORTS in where:
+            continue
+        if where == {SourceStanding.MOVED}:
+            status, rule = MemoryStatus.TOMBSTONED, SupersessionRule.SOURCE_MOVED
+        elif where <= {SourceStanding.MOVED, SourceStanding.DELETED}:
+            status, rule = MemoryStatus.TOMBSTONED, SupersessionRule.SOURCE_DELETED
+        else:
+            status, rule = MemoryStatus.SUPERSEDED, SupersessionRule.SOURCE_REVISED
         statuses.append(
             StatusChange(
                 memory.id,
                 memory.memory_key,
                 MemoryStatus.ACTIVE,
-                MemoryStatus.SUPERSEDED,
-                ended,
-                SupersessionRule.SOURCE_REVISED,
+                status,
+                max(memory.valid_from, now),
+                rule,
             )
         )
         records.append(
             Supersession(
-                subject_id=subject_id,
-                rule=SupersessionRule.SOURCE_REVISED,
+                subject_id=memory.subject_id,
+                rule=rule,
                 claim_key=memory.claim_key,
                 score=None,
                 threshold=None,

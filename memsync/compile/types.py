@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from memsync.episode import canonical_json
 
 __all__ = [
+    "WITHDRAWN",
     "CandidateMemory",
     "Compiler",
     "ConflictStatus",
@@ -69,7 +70,20 @@ class SupersessionRule(enum.StrEnum):
     LEXICAL = "lexical"
     POLICY_KEEP_EXISTING = "policy_keep_existing"
     SOURCE_REVISED = "source_revised"
+    SOURCE_MOVED = "source_moved"
+    SOURCE_DELETED = "source_deleted"
     MANUAL = "manual"
+
+
+WITHDRAWN: frozenset[SupersessionRule] = frozenset(
+    {
+        SupersessionRule.SOURCE_REVISED,
+        SupersessionRule.SOURCE_MOVED,
+        SupersessionRule.SOURCE_DELETED,
+    }
+)
+"""The rules that retire a memory because its evidence went away (nothing beat it):
+any new evidence for it brings it back."""
 
 
 def require_aware(moment: datetime, what: str) -> datetime:

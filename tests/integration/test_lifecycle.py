@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memsync.clock import FakeClock
-from memsync.episode import EpisodeDraft, IngestStatus
+from memsync.compile.types import MemoryStatus, SupersessionRule
+from memsync.episode import EpisodeDraft, IngestStatus, KeyScope, Tombstone
 from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService, delete_subject_episodes
-from memsync.runtime.reading import EpisodeRepository, MemoryRepository
+from memsync.runtime.reading import ContextReader, EpisodeRepository, MemoryRepository
 from memsync.runtime.storage import Store
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -22,6 +23,17 @@ def ticket(key: str, text: str, org: str, day: int = 0) -> EpisodeDraft:
         source="zendesk",
         type="zendesk.ticket",
         payload={"subject": text},
+        idempotency_key=key,
+        occurred_at=START + timedelta(days=day),
+    )
+
+
+def note(key: str, text: str, subject: str, day: int = 0) -> EpisodeDraft:
+    return EpisodeDraft(
+        subject_id=subject,
+        source="chat",
+        type="message",
+        payload={"text": text},
         idempotency_key=key,
         occurred_at=START + timedelta(days=day),
     )
@@ -46,19 +58,142 @@ def compiler(store: Store, clock: FakeClock) -> CompileService:
     return CompileService(store, clock=clock)
 
 
-def test_a_moved_record_is_compiled_under_its_new_subject(
-    store: Store, ingest: IngestService, compiler: CompileService
+def compiled_after(
+    ingest: IngestService, compiler: CompileService, drafts: list[EpisodeDraft]
 ) -> None:
-    ingest.ingest("t1", [ticket("z:1", "Invoice 1234 is charged twice", "org:100")])
-    compiler.compile("t1", "org:100")
+    ingest.ingest("t1", drafts)
+    for subject in compiler.subjects_with_uncompiled("t1"):
+        compiler.compile("t1", subject)
 
-    [moved] = ingest.ingest("t1", [ticket("z:1", "Invoice 1234 is charged twice", "org:200")])
+
+def bundle_text(store: Store, clock: FakeClock, subject: str) -> str:
+    reader = ContextReader(EpisodeRepository(store), MemoryRepository(store), clock)
+    return reader.bundle("t1", subject, "what do we know?", 2000).assembled_context
+
+
+INVOICE = "Invoice 1234 is charged twice"
+
+
+def test_a_moved_record_leaves_its_old_subject_and_is_derived_under_the_new_one(
+    store: Store, clock: FakeClock, ingest: IngestService, compiler: CompileService
+) -> None:
+    compiled_after(ingest, compiler, [ticket("z:1", INVOICE, "org:100")])
+    assert INVOICE in bundle_text(store, clock, "org:100")
+
+    [moved] = ingest.ingest("t1", [ticket("z:1", INVOICE, "org:200")])
+    # Only the new subject has something to compile; compiling it cleans the old one.
+    assert compiler.subjects_with_uncompiled("t1") == ["org:200"]
     result = compiler.compile("t1", "org:200")
 
-    assert moved.status is IngestStatus.REVISED
-    assert result.episodes_compiled == 1
-    assert any("Invoice 1234" in content for content in active(store, "org:200"))
+    assert (moved.status, result.memories_tombstoned) == (IngestStatus.REVISED, 1)
+    assert active(store, "org:100") == set()
+    assert INVOICE not in bundle_text(store, clock, "org:100")
+    assert any(INVOICE in content for content in active(store, "org:200"))
+    assert INVOICE in bundle_text(store, clock, "org:200")
+    memories = MemoryRepository(store)
+    (left,) = memories.memories("t1", "org:100", statuses=[MemoryStatus.TOMBSTONED])
+    assert left.status_rule is SupersessionRule.SOURCE_MOVED
+    (record,) = memories.supersessions("t1", "org:100")
+    assert (record.rule, record.loser_memory_id, record.winner_memory_id) == (
+        SupersessionRule.SOURCE_MOVED,
+        left.id,
+        None,
+    )
+    assert record.loser_episode_ids == [str(moved.episode_id)]
     assert compiler.compile("t1", "org:100").episodes_compiled == 0
+
+
+def test_a_record_moved_back_brings_its_memories_back(
+    store: Store, ingest: IngestService, compiler: CompileService
+) -> None:
+    compiled_after(ingest, compiler, [ticket("z:1", INVOICE, "org:100")])
+    before = active(store, "org:100")
+    compiled_after(ingest, compiler, [ticket("z:1", INVOICE, "org:200")])
+
+    compiled_after(ingest, compiler, [ticket("z:1", INVOICE, "org:100")])
+
+    assert active(store, "org:100") == before
+    assert active(store, "org:200") == set()
+
+
+def test_a_deleted_record_retires_what_only_it_supported(
+    store: Store, clock: FakeClock, ingest: IngestService, compiler: CompileService
+) -> None:
+    shared = "We refund within 30 days of purchase"
+    compiled_after(
+        ingest,
+        compiler,
+        [
+            ticket("z:1", INVOICE, "org:100"),
+            note("n:1", shared, "org:100"),
+            note("n:2", shared, "org:100"),
+        ],
+    )
+
+    [gone] = ingest.tombstone("t1", [Tombstone("z:1")])
+    assert len(ingest.tombstone("t1", [Tombstone("z:1"), Tombstone("n:1")])) == 1
+    assert ingest.tombstone("t1", [Tombstone("z:1")]) == []  # a repeat changes nothing
+    result = compiler.compile("t1", "org:100")
+
+    assert result.memories_tombstoned == 1
+    assert not any(INVOICE in content for content in active(store, "org:100"))
+    assert shared in active(store, "org:100")  # n:2 still says it
+    text = bundle_text(store, clock, "org:100")
+    assert INVOICE not in text
+    memories = MemoryRepository(store)
+    assert memories.search("t1", "org:100", kind=None, text="invoice", limit=10) == []
+    assert memories.count_by_subject("t1", ["org:100"]) == {
+        "org:100": len(active(store, "org:100"))
+    }
+    (record,) = [
+        r
+        for r in memories.supersessions("t1", "org:100")
+        if r.rule == SupersessionRule.SOURCE_DELETED
+    ]
+    assert record.loser_episode_ids == [str(gone.episode_id)]
+    episode = EpisodeRepository(store).get_many("t1", [gone.episode_id])[gone.episode_id]
+    assert (episode.revision, episode.deleted_at, episode.payload) == (
+        2,
+        clock.now(),
+        {"subject": INVOICE},
+    )
+
+
+def test_a_record_deleted_then_re_created_is_revised_and_its_memories_come_back(
+    store: Store, ingest: IngestService, compiler: CompileService
+) -> None:
+    compiled_after(ingest, compiler, [ticket("z:1", INVOICE, "org:100")])
+    before = active(store, "org:100")
+    ingest.tombstone("t1", [Tombstone("z:1")])
+    compiler.compile("t1", "org:100")
+
+    [back] = ingest.ingest("t1", [ticket("z:1", INVOICE, "org:100")])
+    compiler.compile("t1", "org:100")
+
+    assert (back.status, back.revision) == (IngestStatus.REVISED, 3)
+    assert active(store, "org:100") == before
+    [deleted] = [
+        r for r in EpisodeRepository(store).revisions("t1", back.episode_id) if r.deleted_at
+    ]
+    assert deleted.revision == 2
+
+
+def test_a_tombstone_with_children_covers_every_key_below_its_own(
+    store: Store, ingest: IngestService
+) -> None:
+    ingest.ingest(
+        "t1",
+        [
+            ticket("z:1", INVOICE, "org:100"),
+            note("z:1:comment:5", "me too", "org:100"),
+            note("z:10", "another ticket", "org:100"),
+        ],
+    )
+
+    outcomes = ingest.tombstone("t1", [Tombstone("z:1", with_children=True)])
+
+    assert len(outcomes) == 2
+    assert ingest.live_keys("t1", KeyScope("z:")) == ["z:10"]
 
 
 def test_deleting_a_subject_also_forgets_revisions_filed_under_it_by_records_that_moved(

@@ -332,3 +332,32 @@ def test_0007_folds_copies_of_one_key_into_the_newest_and_keeps_them_as_revision
         newest,
         3,
     )
+
+
+def test_0008_provenance_names_the_revision_its_episode_was_last_compiled_at(
+    store: Store,
+) -> None:
+    downgrade(store, "0007")
+    recompiled = insert_old_episode(
+        store, "ana", "k1", {"title": "v2"}, revision=2, compiled_revision=2
+    )
+    waiting = insert_old_episode(
+        store, "ana", "k2", {"title": "v2"}, revision=2, compiled_revision=1
+    )
+    insert_old_memory(store, "ana", recompiled)
+    insert_old_memory(store, "ana", waiting)
+
+    notes = upgrade(store)
+
+    with store.read() as connection:
+        revisions = {
+            str(episode).replace("-", ""): revision
+            for episode, revision in connection.execute(
+                sa.text("SELECT episode_id, episode_revision FROM memory_sources")
+            )
+        }
+    assert revisions == {recompiled.hex: 2, waiting.hex: 1}
+    assert (
+        "0008 tombstones: 1 memory provenance rows now name the revision their episode was "
+        "last compiled at"
+    ) in notes

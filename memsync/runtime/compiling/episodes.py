@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -18,6 +18,8 @@ from memsync.compile.types import EpisodeView
 from memsync.runtime.storage.tables import UNCOMPILED, episodes, in_slices, update_each_if
 
 __all__ = [
+    "Pending",
+    "Uncompiled",
     "mark_compiled",
     "pending_episode_ids",
     "subjects_due",
@@ -27,23 +29,40 @@ __all__ = [
 ]
 
 
-def pending_episode_ids(connection: Connection, tenant_id: str, subject_id: str) -> list[uuid.UUID]:
-    """The ids of the subject's uncompiled episodes, in time order."""
-    query = sa.select(episodes.c.id, episodes.c.occurred_at).where(
+class Pending(NamedTuple):
+    """An uncompiled episode of a subject; ``seen`` when an earlier revision of it was
+    compiled (it was revised, moved here, deleted or brought back since)."""
+
+    id: uuid.UUID
+    seen: bool
+
+
+class Uncompiled(NamedTuple):
+    """An uncompiled episode at its current revision, the revision compiled before (0:
+    none), and whether the current revision is a tombstone."""
+
+    view: EpisodeView
+    compiled_revision: int
+    deleted: bool
+
+
+def pending_episode_ids(connection: Connection, tenant_id: str, subject_id: str) -> list[Pending]:
+    """The subject's uncompiled episodes, in time order."""
+    query = sa.select(episodes.c.id, episodes.c.occurred_at, episodes.c.compiled_revision).where(
         episodes.c.tenant_id == tenant_id, episodes.c.subject_id == subject_id, UNCOMPILED
     )
     # No ORDER BY: sorting in SQL makes the planners prefer the timeline index (which
     # scans every episode of the subject) over the partial index of the uncompiled
     # ones, and the no-op recompile must not grow with the subject.
     rows = sorted(connection.execute(query), key=lambda row: (row.occurred_at, row.id))
-    return [row.id for row in rows]
+    return [Pending(row.id, row.compiled_revision > 0) for row in rows]
 
 
 def uncompiled_episodes(
     connection: Connection, tenant_id: str, subject_id: str, episode_ids: Sequence[uuid.UUID]
-) -> list[tuple[EpisodeView, int]]:
+) -> list[Uncompiled]:
     """Those of ``episode_ids`` still uncompiled and still filed under ``subject_id``,
-    with their compiled revision, in time order."""
+    in time order."""
     columns = sa.select(
         episodes.c.id,
         episodes.c.subject_id,
@@ -54,6 +73,7 @@ def uncompiled_episodes(
         episodes.c.revision,
         episodes.c.content_hash,
         episodes.c.compiled_revision,
+        episodes.c.deleted_at,
     )
     rows: list[sa.Row[Any]] = []
     # A chunk can outgrow what one statement may bind: read it a slice at a time.
@@ -67,7 +87,7 @@ def uncompiled_episodes(
         rows.extend(connection.execute(query))
     rows.sort(key=lambda row: (row.occurred_at, row.id))
     return [
-        (
+        Uncompiled(
             EpisodeView(
                 id=row.id,
                 subject_id=row.subject_id,
@@ -79,6 +99,7 @@ def uncompiled_episodes(
                 content_hash=row.content_hash,
             ),
             row.compiled_revision,
+            row.deleted_at is not None,
         )
         for row in rows
     ]

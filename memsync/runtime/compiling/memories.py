@@ -13,12 +13,12 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from memsync.compile.resolve import ChangeSet, OpenConflict
+from memsync.compile.resolve import ChangeSet, OpenConflict, SourceStanding
 from memsync.compile.types import (
     ConflictStatus,
     MemoryKind,
@@ -37,6 +37,8 @@ __all__ = [
     "load_conflict",
     "load_for_resolution",
     "memories_citing",
+    "source_standings",
+    "subjects_citing",
     "with_sources",
 ]
 
@@ -54,6 +56,7 @@ def _recorded(episode_ids: Sequence[uuid.UUID]) -> list[str]:
 
 _memories = tables.memories
 _sources = tables.memory_sources
+_episodes = tables.episodes
 _supersessions = tables.supersessions
 _conflicts = tables.conflicts
 
@@ -126,6 +129,94 @@ def memories_citing(
         )
     )
     return with_sources(connection, tenant_id, rows)
+
+
+def subjects_citing(
+    connection: Connection, tenant_id: str, episode_ids: Collection[uuid.UUID]
+) -> set[str]:
+    """The subjects of the memories that list any of ``episode_ids`` in their provenance."""
+    subjects: set[str] = set()
+    for some_ids in tables.in_slices(sorted(episode_ids)):
+        query = (
+            sa.select(_sources.c.subject_id)
+            .where(_sources.c.tenant_id == tenant_id, _sources.c.episode_id.in_(some_ids))
+            .distinct()
+        )
+        subjects.update(connection.execute(query).scalars())
+    return subjects
+
+
+def source_standings(
+    connection: Connection,
+    tenant_id: str,
+    memories: Sequence[StoredMemory],
+    recompiled: Collection[uuid.UUID],
+    rederived_keys: Collection[str],
+) -> dict[uuid.UUID, dict[uuid.UUID, SourceStanding]]:
+    """Where every source episode of each memory stands now (see :class:`SourceStanding`).
+
+    ``recompiled`` are the episodes being compiled again in the caller's transaction and
+    ``rederived_keys`` the memory keys their new revisions derive: such an episode still
+    supports a memory of its subject only if it derives it again. Any other episode
+    supports a memory while the revision that last asserted it is the one compiled, or
+    while its current revision waits for its own compile to decide.
+    """
+    by_id = {memory.id: memory for memory in memories}
+    standings: dict[uuid.UUID, dict[uuid.UUID, SourceStanding]] = defaultdict(dict)
+    joined = _sources.outerjoin(
+        _episodes,
+        sa.and_(
+            _episodes.c.tenant_id == _sources.c.tenant_id,
+            _episodes.c.id == _sources.c.episode_id,
+        ),
+    )
+    columns = sa.select(
+        _sources.c.memory_id,
+        _sources.c.episode_id,
+        _sources.c.episode_revision,
+        _episodes.c.revision,
+        _episodes.c.compiled_revision,
+        _episodes.c.subject_id,
+        _episodes.c.deleted_at,
+    ).select_from(joined)
+    for some_ids in tables.in_slices(sorted(by_id)):
+        query = columns.where(_sources.c.tenant_id == tenant_id, _sources.c.memory_id.in_(some_ids))
+        for row in connection.execute(query):
+            memory = by_id[row.memory_id]
+            standings[row.memory_id][row.episode_id] = _standing(
+                _Source(*row), memory, recompiled, rederived_keys
+            )
+    return standings
+
+
+class _Source(NamedTuple):
+    """One provenance row and the current state of its episode (``None``s: gone)."""
+
+    memory_id: uuid.UUID
+    episode_id: uuid.UUID
+    episode_revision: int
+    revision: int | None
+    compiled_revision: int | None
+    subject_id: str | None
+    deleted_at: datetime | None
+
+
+def _standing(
+    row: _Source,
+    memory: StoredMemory,
+    recompiled: Collection[uuid.UUID],
+    rederived_keys: Collection[str],
+) -> SourceStanding:
+    if row.revision is None or row.compiled_revision is None or row.deleted_at is not None:
+        return SourceStanding.DELETED  # a tombstone, or its subject was deleted
+    if row.subject_id != memory.subject_id:
+        return SourceStanding.MOVED
+    if row.episode_id in recompiled:
+        rederived = memory.memory_key in rederived_keys
+        return SourceStanding.SUPPORTS if rederived else SourceStanding.REVISED_AWAY
+    if row.compiled_revision < row.revision or row.episode_revision == row.compiled_revision:
+        return SourceStanding.SUPPORTS
+    return SourceStanding.REVISED_AWAY
 
 
 def apply_change_set(
@@ -228,6 +319,24 @@ def apply_change_set(
                 }
                 for memory_id, subject_id, episode_id in provenance
             ],
+        )
+    asserted_again = [
+        {"b_memory": again.memory_id, "b_episode": episode_id, "b_revision": revision}
+        for again in changes.reassertions
+        for episode_id in again.episode_ids
+        if (revision := episode_revisions.get(episode_id)) is not None
+    ]
+    if asserted_again:
+        # The episode asserted the memory again, at the revision being compiled.
+        connection.execute(
+            _sources.update()
+            .where(
+                _sources.c.tenant_id == tenant_id,
+                _sources.c.memory_id == sa.bindparam("b_memory"),
+                _sources.c.episode_id == sa.bindparam("b_episode"),
+            )
+            .values(episode_revision=sa.bindparam("b_revision")),
+            asserted_again,
         )
     if changes.status_changes:
         connection.execute(

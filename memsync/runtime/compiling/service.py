@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -29,10 +29,11 @@ from memsync.compile.resolve import (
     apply_changes,
     manual_resolution,
     resolve,
-    supersede_unsupported,
+    withdraw_unsupported,
 )
 from memsync.compile.types import Compiler, ConflictStatus, MemoryStatus, StoredMemory
 from memsync.runtime.compiling.episodes import (
+    Pending,
     mark_compiled,
     pending_episode_ids,
     subjects_with_uncompiled,
@@ -43,6 +44,8 @@ from memsync.runtime.compiling.memories import (
     load_conflict,
     load_for_resolution,
     memories_citing,
+    source_standings,
+    subjects_citing,
 )
 from memsync.runtime.compiling.recorder import SqlExtractionRecorder
 from memsync.runtime.compiling.settings import (
@@ -74,6 +77,9 @@ class CompileSummary:
     episodes_compiled: int
     memories_created: int
     memories_superseded: int
+    memories_tombstoned: int
+    """Memories, of this subject or of the subjects a record moved away from, that every
+    source left (moved or deleted): they are off the read path now."""
     conflicts_opened: int
 
 
@@ -102,6 +108,7 @@ class _ChunkOutcome:
     episodes_compiled: int
     created: tuple[StoredMemory, ...]
     superseded: int
+    tombstoned: int
     conflicts_opened: int
     memories_loaded: int
 
@@ -127,6 +134,11 @@ class _ChunkOutcome:
             episodes_compiled=episodes_compiled,
             created=tuple(m for changes in change_sets for m in changes.memories_to_create),
             superseded=superseded,
+            tombstoned=sum(
+                change.to_status is MemoryStatus.TOMBSTONED
+                for changes in change_sets
+                for change in changes.status_changes
+            ),
             conflicts_opened=sum(len(changes.open_conflicts) for changes in change_sets),
             memories_loaded=memories_loaded,
         )
@@ -139,12 +151,14 @@ class _Tally:
     episodes_compiled: int = 0
     created: list[StoredMemory] = field(default_factory=list)
     superseded: int = 0
+    tombstoned: int = 0
     conflicts_opened: int = 0
 
     def add(self, outcome: _ChunkOutcome) -> None:
         self.episodes_compiled += outcome.episodes_compiled
         self.created.extend(outcome.created)
         self.superseded += outcome.superseded
+        self.tombstoned += outcome.tombstoned
         self.conflicts_opened += outcome.conflicts_opened
 
     def result(self, subject_id: str, job_id: str) -> CompileResult:
@@ -154,6 +168,7 @@ class _Tally:
             episodes_compiled=self.episodes_compiled,
             memories_created=len(self.created),
             memories_superseded=self.superseded,
+            memories_tombstoned=self.tombstoned,
             conflicts_opened=self.conflicts_opened,
             memories=tuple(self.created),
         )
@@ -170,7 +185,10 @@ class CompileService:
     Repeats: a second compile with no new or revised episodes reads the (indexed) set
     of uncompiled episodes, finds it empty and writes nothing: ``memories_created``
     is 0. Conflicts between memories are settled by the resolver's policies and kept
-    as supersession records; nothing is deleted.
+    as supersession records; nothing is deleted. A record that moved here from another
+    subject, or was deleted, retires the memories only it supported, in whatever
+    subject they are (``tombstoned``, rule ``source_moved`` or ``source_deleted``):
+    compiling the subject a record moved to is what cleans the one it left.
     """
 
     def __init__(
@@ -262,9 +280,10 @@ class CompileService:
         compiler: Compiler,
         tenant_id: str,
         subject_id: str,
-        chunk: Sequence[uuid.UUID],
+        chunk: Sequence[Pending],
         job_id: str,
     ) -> _ChunkOutcome:
+        ids = [episode.id for episode in chunk]
         prepared: set[tuple[uuid.UUID, int]] | None = None
         if compiler.prepares_ahead:
             # Ask the model before taking the subject's lock and the write transaction:
@@ -272,44 +291,60 @@ class CompileService:
             # replays it without a request.
             with self._store.read() as connection:
                 pending = [
-                    view
-                    for view, _ in uncompiled_episodes(connection, tenant_id, subject_id, chunk)
+                    found.view
+                    for found in uncompiled_episodes(connection, tenant_id, subject_id, ids)
+                    if not found.deleted
                 ]
             compiler.prepare(pending)
             prepared = {(view.id, view.revision) for view in pending}
+        # A record that moved here, or was revised or deleted, may have left memories in
+        # other subjects too: those subjects are locked with this one, in one order.
+        seen = [episode.id for episode in chunk if episode.seen]
+        elsewhere: set[str] = set()
+        if seen:
+            with self._store.read() as connection:
+                elsewhere = subjects_citing(connection, tenant_id, seen) - {subject_id}
         with self._store.write() as connection:
-            self._lock_subject(connection, tenant_id, subject_id)
+            locked = self._lock_subjects(connection, tenant_id, {subject_id, *elsewhere})
             now = self._clock.now()
             # Read again under the lock: a concurrent compile may have taken some of
             # these episodes since they were listed, and ingest may have revised some
             # or moved them to another subject.
-            episodes = uncompiled_episodes(connection, tenant_id, subject_id, chunk)
+            episodes = uncompiled_episodes(connection, tenant_id, subject_id, ids)
             if prepared is not None:
                 # Whatever was revised since the extraction waits for the next compile,
                 # so the model is never called while the write lock is held.
-                episodes = [e for e in episodes if (e[0].id, e[0].revision) in prepared]
+                episodes = [e for e in episodes if (e.view.id, e.view.revision) in prepared]
             if not episodes:
                 return _ChunkOutcome.of(0, [], memories_loaded=0)
-            views = [view for view, _ in episodes]
-            candidates = compiler.compile(views)
+            views = [found.view for found in episodes]
+            # A tombstone derives nothing; compiling it is retiring what it supported.
+            candidates = compiler.compile([found.view for found in episodes if not found.deleted])
             derived_keys = {candidate.memory_key for candidate in candidates}
             existing = load_for_resolution(connection, tenant_id, subject_id, derived_keys)
             memories_loaded = len(existing)
 
             change_sets: list[ChangeSet] = []
-            revised = [view.id for view, compiled in episodes if compiled > 0]
-            if revised:
-                # A moved record's memories in its old subject are not this subject's.
-                citing = [
-                    memory
-                    for memory in memories_citing(connection, tenant_id, revised)
-                    if memory.subject_id == subject_id
-                ]
-                unsupported = supersede_unsupported(
-                    subject_id, citing, revised, derived_keys, job_id, now
+            seen_again = [found.view.id for found in episodes if found.compiled_revision > 0]
+            if seen_again:
+                citing = memories_citing(connection, tenant_id, seen_again)
+                # Rare: a memory citing these appeared in a subject not locked yet.
+                self._lock_subjects(connection, tenant_id, {m.subject_id for m in citing} - locked)
+                standings = source_standings(
+                    connection, tenant_id, citing, {view.id for view in views}, derived_keys
                 )
-                existing = apply_changes(existing, unsupported)
-                change_sets.append(unsupported)
+                here = [memory for memory in citing if memory.subject_id == subject_id]
+                withdrawn_here = withdraw_unsupported(here, standings, job_id, now)
+                existing = apply_changes(existing, withdrawn_here)
+                change_sets.append(withdrawn_here)
+                change_sets.append(
+                    withdraw_unsupported(
+                        [memory for memory in citing if memory.subject_id != subject_id],
+                        standings,
+                        job_id,
+                        now,
+                    )
+                )
             change_sets.append(
                 resolve(
                     subject_id,
@@ -376,12 +411,22 @@ class CompileService:
     # -- steps ---------------------------------------------------------------------------
 
     def _lock_subject(self, connection: Connection, tenant_id: str, subject_id: str) -> None:
+        self._lock_subjects(connection, tenant_id, {subject_id})
+
+    def _lock_subjects(
+        self, connection: Connection, tenant_id: str, subject_ids: Collection[str]
+    ) -> set[str]:
+        """Take the compile lock of each subject, in one order for every compile (so
+        two compiles that need each other's subjects wait instead of deadlocking);
+        return the subjects locked."""
         if self._store.is_postgresql:
-            connection.execute(
-                sa.text("SELECT pg_advisory_xact_lock(:key)"),
-                {"key": _subject_lock_key(tenant_id, subject_id)},
-            )
+            for subject_id in sorted(subject_ids):
+                connection.execute(
+                    sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                    {"key": _subject_lock_key(tenant_id, subject_id)},
+                )
         # SQLite: the write transaction already holds the database write lock.
+        return set(subject_ids)
 
 
 _SUMMARY_FIELDS = tuple(summary_field.name for summary_field in fields(CompileSummary))

@@ -25,7 +25,7 @@ from datetime import datetime
 from sqlalchemy.engine import Connection
 
 from memsync.clock import Clock, SystemClock
-from memsync.episode import EpisodeDraft, IngestStatus
+from memsync.episode import EpisodeDraft, IngestStatus, KeyScope, Tombstone
 from memsync.runtime.ingest.statements import EpisodeStatements, IngestOutcome, key_of
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.statistics import StatisticsRefresher
@@ -40,6 +40,7 @@ class IngestSummary:
     created: int = 0
     duplicates: int = 0
     revised: int = 0
+    tombstoned: int = 0
 
     @classmethod
     def of(cls, outcomes: Iterable[IngestOutcome]) -> IngestSummary:
@@ -48,12 +49,14 @@ class IngestSummary:
             created=counts[IngestStatus.CREATED],
             duplicates=counts[IngestStatus.DUPLICATE],
             revised=counts[IngestStatus.REVISED],
+            tombstoned=counts[IngestStatus.TOMBSTONED],
         )
 
 
 BatchCommitted = Callable[[str, frozenset[str]], None]
-"""Called after each committed batch with the tenant and the subjects that got new or
-revised episodes in it (never with duplicates only): the hook for triggers."""
+"""Called after each committed batch with the tenant and the subjects that got new,
+revised or tombstoned episodes in it (never with duplicates only): the hook for
+triggers."""
 
 
 class IngestService:
@@ -113,6 +116,38 @@ class IngestService:
                     self._on_batch_committed(tenant_id, changed)
         self._statistics.added(sum(o.status is IngestStatus.CREATED for o in outcomes))
         return outcomes
+
+    def tombstone(self, tenant_id: str, tombstones: Sequence[Tombstone]) -> list[IngestOutcome]:
+        """Mark the records the tombstones cover deleted; return one ``tombstoned``
+        outcome per episode that was live, in episode id order.
+
+        Each episode gets a new revision marked deleted that keeps its content; its
+        subject is unchanged. Repeats: a record already deleted, or never stored, is
+        left alone and has no outcome. A later live draft of the key revives the record
+        (``revised``). A batch of ``batch_size`` tombstones commits on its own.
+        """
+        outcomes: list[IngestOutcome] = []
+        for start in range(0, len(tombstones), self._batch_size):
+            batch = tombstones[start : start + self._batch_size]
+            with self._store.write() as connection:
+                found = self._statements.live_covered(connection, tenant_id, batch)
+                if found:
+                    self._statements.tombstone(connection, tenant_id, found, self._clock.now())
+            outcomes.extend(
+                IngestOutcome(episode.episode_id, IngestStatus.TOMBSTONED, episode.revision + 1)
+                for episode in found
+            )
+            if found and self._on_batch_committed is not None:
+                self._on_batch_committed(
+                    tenant_id, frozenset(episode.subject_id for episode in found)
+                )
+        return outcomes
+
+    def live_keys(self, tenant_id: str, scope: KeyScope) -> list[str]:
+        """The keys of the tenant's records in ``scope`` that are not deleted: one
+        statement (a range scan of the key index), whatever the scope's size."""
+        with self._store.read() as connection:
+            return self._statements.live_keys(connection, tenant_id, scope)
 
     # -- one batch, one transaction -------------------------------------------------
 

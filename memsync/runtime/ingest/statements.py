@@ -18,12 +18,20 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
 from memsync.clock import utc
-from memsync.episode import EpisodeDraft, IngestStatus, canonical_json, classify
+from memsync.episode import (
+    EpisodeDraft,
+    IngestStatus,
+    KeyScope,
+    Tombstone,
+    canonical_json,
+    classify,
+)
 from memsync.runtime.storage import tables
 
 __all__ = [
     "EpisodeStatements",
     "IngestOutcome",
+    "LiveEpisode",
     "StoredKey",
     "delete_subject_episodes",
     "key_of",
@@ -42,20 +50,34 @@ class IngestOutcome(NamedTuple):
 
 
 class StoredKey(NamedTuple):
-    """What a lookup finds for a key: the episode, its content hash and revision, and
-    the subject it is filed under now."""
+    """What a lookup finds for a key: the episode, its content hash and revision, the
+    subject it is filed under now and whether it is a tombstone."""
 
     episode_id: uuid.UUID
     content_hash: str
     revision: int
     subject_id: str
+    deleted: bool
 
     def outcome_for(self, draft: EpisodeDraft) -> IngestStatus:
-        """What ingesting ``draft`` over this stored state is: a different hash or
-        another subject is a revision (one that moves the record), else a duplicate."""
+        """What ingesting ``draft`` over this stored state is: a different hash,
+        another subject (a move) or a deleted record (it is back) is a revision, else
+        a duplicate."""
         return classify(
-            self.content_hash, draft.content_hash, moved=self.subject_id != draft.subject_id
+            self.content_hash,
+            draft.content_hash,
+            moved=self.subject_id != draft.subject_id,
+            deleted=self.deleted,
         )
+
+
+class LiveEpisode(NamedTuple):
+    """A stored episode that is not a tombstone: what a tombstone turns into one."""
+
+    episode_id: uuid.UUID
+    key: str
+    revision: int
+    subject_id: str
 
 
 def key_of(draft: EpisodeDraft) -> str:
@@ -85,9 +107,11 @@ class EpisodeStatements:
         if self._postgresql:
             # Raw driver rows: this runs for every key of every re-sync.
             rows = connection.exec_driver_sql(_PG_LOOKUP, wanted)
-            return {row[0]: StoredKey(row[1], row[2], row[3], row[4]) for row in rows}
+            return {row[0]: StoredKey(row[1], row[2], row[3], row[4], row[5]) for row in rows}
         return {
-            row.idempotency_key: StoredKey(row.id, row.content_hash, row.revision, row.subject_id)
+            row.idempotency_key: StoredKey(
+                row.id, row.content_hash, row.revision, row.subject_id, row.deleted
+            )
             for row in connection.execute(_SQLITE_LOOKUP, wanted)
         }
 
@@ -162,6 +186,7 @@ class EpisodeStatements:
                 _episodes.c.content_hash,
                 _episodes.c.revision,
                 _episodes.c.subject_id,
+                _episodes.c.deleted_at.is_not(None).label("deleted"),
             )
             .where(_episodes.c.tenant_id == tenant_id, _episodes.c.id.in_(ids))
             .order_by(_episodes.c.id)  # one lock order for every writer
@@ -171,7 +196,7 @@ class EpisodeStatements:
             # (SQLite already holds the database write lock for this transaction).
             locked = locked.with_for_update()
         current = {
-            row.id: StoredKey(row.id, row.content_hash, row.revision, row.subject_id)
+            row.id: StoredKey(row.id, row.content_hash, row.revision, row.subject_id, row.deleted)
             for row in connection.execute(locked)
         }
 
@@ -201,39 +226,7 @@ class EpisodeStatements:
         if not updates:
             return outcomes
 
-        archived = [update["b_id"] for update in updates]
-        connection.execute(
-            _revisions.insert().from_select(
-                [
-                    "tenant_id",
-                    "episode_id",
-                    "revision",
-                    "subject_id",
-                    "source",
-                    "content_hash",
-                    "payload",
-                    "metadata",
-                    "provenance",
-                    "occurred_at",
-                    "recorded_at",
-                    "replaced_at",
-                ],
-                sa.select(
-                    _episodes.c.tenant_id,
-                    _episodes.c.id,
-                    _episodes.c.revision,
-                    _episodes.c.subject_id,
-                    _episodes.c.source,
-                    _episodes.c.content_hash,
-                    _episodes.c.payload,
-                    _episodes.c.metadata,
-                    _episodes.c.provenance,
-                    _episodes.c.occurred_at,
-                    sa.func.coalesce(_episodes.c.revised_at, _episodes.c.created_at),
-                    sa.literal(now, type_=_episodes.c.created_at.type),
-                ).where(_episodes.c.tenant_id == tenant_id, _episodes.c.id.in_(archived)),
-            )
-        )
+        _archive(connection, tenant_id, [update["b_id"] for update in updates], now)
         connection.execute(
             tables.update_each_if(_episodes, tenant_id, "revision").values(
                 revision=sa.bindparam("revision"),
@@ -245,6 +238,8 @@ class EpisodeStatements:
                 provenance=sa.bindparam("provenance"),
                 session_id=sa.bindparam("session_id"),
                 content_hash=sa.bindparam("content_hash"),
+                # A live read of a deleted record is the record back.
+                deleted_at=None,
                 # A revision without its own occurred_at keeps the one already stored.
                 occurred_at=sa.func.coalesce(
                     sa.bindparam("occurred_at", type_=_episodes.c.occurred_at.type),
@@ -255,6 +250,125 @@ class EpisodeStatements:
             updates,
         )
         return outcomes
+
+    def live_covered(
+        self, connection: Connection, tenant_id: str, tombstones: Sequence[Tombstone]
+    ) -> list[LiveEpisode]:
+        """The episodes the tombstones cover that are not tombstones yet, locked on
+        PostgreSQL, in one lock order: a statement per slice of exact keys and one for
+        the key ranges of ``with_children``."""
+        keys = sorted({tombstone.key for tombstone in tombstones})
+        ranges = sorted({t.children_range for t in tombstones if t.with_children})
+        conditions: list[sa.ColumnElement[bool]] = [
+            _episodes.c.idempotency_key.in_(some) for some in tables.in_slices(keys)
+        ]
+        if ranges:
+            conditions.append(
+                sa.or_(
+                    *(
+                        sa.and_(
+                            _episodes.c.idempotency_key >= low, _episodes.c.idempotency_key < high
+                        )
+                        for low, high in ranges
+                    )
+                )
+            )
+        found: dict[uuid.UUID, LiveEpisode] = {}
+        for condition in conditions:
+            query = (
+                sa.select(
+                    _episodes.c.id,
+                    _episodes.c.idempotency_key,
+                    _episodes.c.revision,
+                    _episodes.c.subject_id,
+                )
+                .where(
+                    _episodes.c.tenant_id == tenant_id,
+                    _episodes.c.deleted_at.is_(None),
+                    condition,
+                )
+                .order_by(_episodes.c.id)
+            )
+            if self._postgresql:
+                query = query.with_for_update()
+            for row in connection.execute(query):
+                found[row.id] = LiveEpisode(
+                    row.id, row.idempotency_key, row.revision, row.subject_id
+                )
+        return [found[episode_id] for episode_id in sorted(found)]
+
+    def tombstone(
+        self,
+        connection: Connection,
+        tenant_id: str,
+        episodes: Sequence[LiveEpisode],
+        now: datetime,
+    ) -> None:
+        """Give each episode a revision marked deleted: the current one is archived and
+        the new one keeps its content, so what was deleted stays readable."""
+        for some in tables.in_slices(episodes):
+            _archive(connection, tenant_id, [episode.episode_id for episode in some], now)
+            connection.execute(
+                tables.update_each_if(_episodes, tenant_id, "revision").values(
+                    revision=sa.bindparam("revision"), deleted_at=now, revised_at=now
+                ),
+                [
+                    {
+                        "b_id": episode.episode_id,
+                        "b_guard": episode.revision,
+                        "revision": episode.revision + 1,
+                    }
+                    for episode in some
+                ],
+            )
+
+    def live_keys(self, connection: Connection, tenant_id: str, scope: KeyScope) -> list[str]:
+        """The keys of the episodes in ``scope`` that are not tombstones: one range scan
+        of the key index, whatever the size of the scope."""
+        low, high = scope.key_range
+        query = sa.select(_episodes.c.idempotency_key).where(
+            _episodes.c.tenant_id == tenant_id,
+            _episodes.c.idempotency_key >= low,
+            _episodes.c.idempotency_key < high,
+            _episodes.c.deleted_at.is_(None),
+        )
+        if scope.occurred_from is not None:
+            query = query.where(_episodes.c.occurred_at >= scope.occurred_from)
+        if scope.occurred_to is not None:
+            query = query.where(_episodes.c.occurred_at <= scope.occurred_to)
+        if scope.episode_types:
+            query = query.where(_episodes.c.type.in_(sorted(scope.episode_types)))
+        return list(connection.execute(query).scalars())
+
+
+def _archive(
+    connection: Connection, tenant_id: str, episode_ids: Sequence[uuid.UUID], now: datetime
+) -> None:
+    """Copy the current revision of each episode into ``episode_revisions``, replaced
+    ``now``: one statement for all of them."""
+    copied = (
+        "revision",
+        "subject_id",
+        "source",
+        "content_hash",
+        "payload",
+        "metadata",
+        "provenance",
+        "occurred_at",
+        "deleted_at",
+    )
+    connection.execute(
+        _revisions.insert().from_select(
+            ["tenant_id", "episode_id", *copied, "recorded_at", "replaced_at"],
+            sa.select(
+                _episodes.c.tenant_id,
+                _episodes.c.id,
+                *(_episodes.c[column] for column in copied),
+                sa.func.coalesce(_episodes.c.revised_at, _episodes.c.created_at),
+                sa.literal(now, type_=_episodes.c.created_at.type),
+            ).where(_episodes.c.tenant_id == tenant_id, _episodes.c.id.in_(episode_ids)),
+        )
+    )
 
 
 def delete_subject_episodes(connection: Connection, tenant_id: str, subject_id: str) -> int:
@@ -313,10 +427,10 @@ def _episode_row(
 # and IS NOT NULL clauses are what make the partial "C"-collated key index usable.
 _PG_LOOKUP = (
     "SELECT found.idempotency_key, found.id, found.content_hash, found.revision, "
-    "found.subject_id "
+    "found.subject_id, found.deleted_at IS NOT NULL "
     "FROM jsonb_array_elements_text(CAST(%(wanted)s AS jsonb)) AS wanted(key) "
     "CROSS JOIN LATERAL (SELECT e.idempotency_key, e.id, e.content_hash, e.revision, "
-    "e.subject_id FROM episodes AS e WHERE e.tenant_id = %(tenant_id)s "
+    "e.subject_id, e.deleted_at FROM episodes AS e WHERE e.tenant_id = %(tenant_id)s "
     'AND e.idempotency_key = wanted.key COLLATE "C" '
     "AND e.idempotency_key IS NOT NULL LIMIT 1) AS found"
 )
@@ -326,7 +440,8 @@ _PG_LOOKUP = (
 # probed inside); an IN list would instead be planned as a scan of the tenant's
 # primary-key range.
 _SQLITE_LOOKUP = sa.text(
-    "SELECT e.subject_id, e.idempotency_key, e.id, e.content_hash, e.revision "
+    "SELECT e.subject_id, e.idempotency_key, e.id, e.content_hash, e.revision, "
+    "e.deleted_at IS NOT NULL AS deleted "
     "FROM json_each(:wanted) AS wanted CROSS JOIN episodes AS e "
     "WHERE e.tenant_id = :tenant_id "
     "AND e.idempotency_key = wanted.value "
@@ -337,6 +452,7 @@ _SQLITE_LOOKUP = sa.text(
     sa.column("id", sa.Uuid),
     sa.column("content_hash", sa.String),
     sa.column("revision", sa.Integer),
+    sa.column("deleted", sa.Boolean),
 )
 
 

@@ -49,6 +49,9 @@ class Episode:
     occurred_at: datetime
     created_at: datetime
     revision: int
+    deleted_at: datetime | None
+    """Set while the current revision is a tombstone: the source showed the record
+    deleted (its last content is kept)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +97,7 @@ class RevisionRecord:
     occurred_at: datetime
     recorded_at: datetime
     replaced_at: datetime
+    deleted_at: datetime | None
 
 
 def _fields_of(row: Row[Any], names: tuple[str, ...]) -> dict[str, Any]:
@@ -194,7 +198,8 @@ class EpisodeRepository:
     def recent(
         self, tenant_id: str, subject_id: str, *, as_of: datetime, limit: int
     ) -> list[EpisodeRecord]:
-        """The newest episodes that had happened and been stored by ``as_of``."""
+        """The newest episodes that had happened and been stored by ``as_of``, and that
+        are not deleted."""
         query = (
             sa.select(_episodes)
             .where(
@@ -202,6 +207,7 @@ class EpisodeRepository:
                 _episodes.c.subject_id == subject_id,
                 _episodes.c.occurred_at <= as_of,
                 _episodes.c.created_at <= as_of,
+                _episodes.c.deleted_at.is_(None),
             )
             .order_by(_episodes.c.occurred_at.desc(), _episodes.c.id)
             .limit(limit)

@@ -83,6 +83,7 @@ class InspectedEpisode(RecordJson):
     revision: int
     revisions_kept: int
     compiled_revision: int
+    deleted_at: IsoDatetime | None
 
     @classmethod
     def derived(cls, record: EpisodeRecord) -> dict[str, Any]:

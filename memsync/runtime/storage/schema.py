@@ -56,7 +56,9 @@ class EpisodeRow(Base):
     *now*. ``revision`` starts at 1 and grows when the same key arrives with another
     payload or under another subject; earlier revisions live in ``episode_revisions``.
     ``compiled_revision`` is the revision the last successful compile consumed (0:
-    never compiled).
+    never compiled). ``deleted_at`` is set while the current revision is a tombstone:
+    the source showed the record deleted; the payload is the last one it had, and a
+    later live read of the key revives the record as a new revision.
     """
 
     __tablename__ = "episodes"
@@ -77,6 +79,7 @@ class EpisodeRow(Base):
     occurred_at: Mapped[datetime] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     revised_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (
         sa.Index(
@@ -120,6 +123,7 @@ class EpisodeRevisionRow(Base):
     occurred_at: Mapped[datetime] = mapped_column(UTCDateTime)
     recorded_at: Mapped[datetime] = mapped_column(UTCDateTime)
     replaced_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (
         sa.ForeignKeyConstraint(
@@ -170,7 +174,10 @@ class MemoryRow(Base):
 
 
 class MemorySourceRow(Base):
-    """Provenance: one episode (at a revision) that asserted a memory. A set per memory."""
+    """Provenance: one episode that asserted a memory, and the latest revision of it
+    that did. A set per memory. The episode still supports the memory while that is
+    its compiled revision, it is not deleted and it is filed under the memory's subject.
+    """
 
     __tablename__ = "memory_sources"
 
@@ -312,6 +319,7 @@ class SyncRunRow(Base):
     created: Mapped[int] = mapped_column(sa.Integer, default=0)
     duplicates: Mapped[int] = mapped_column(sa.Integer, default=0)
     revised: Mapped[int] = mapped_column(sa.Integer, default=0)
+    tombstoned: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
     skipped: Mapped[int] = mapped_column(sa.Integer, default=0)
     errors: Mapped[int] = mapped_column(sa.Integer, default=0)
     error: Mapped[str | None] = mapped_column(sa.Text)

@@ -15,31 +15,34 @@ from memsync.runtime.sync.policy import RunKind, RunStatus
 __all__ = ["COUNTERS", "MAX_SKIPPED_REASONS", "RunRecord", "Tally"]
 
 #: The counters of a run, in the order records, logs and tables show them.
-COUNTERS = ("fetched", "created", "duplicates", "revised", "skipped", "errors")
+COUNTERS = ("fetched", "created", "duplicates", "revised", "tombstoned", "skipped", "errors")
 #: Skip reasons kept per run: enough to diagnose, bounded for a source full of bad records.
 MAX_SKIPPED_REASONS = 20
 
 
 @dataclass(slots=True)
 class Tally:
-    """Running counts of one run. ``committed`` counts drafts in committed batches."""
+    """Running counts of one run. ``committed`` counts drafts in committed batches and
+    records found deleted (``tombstoned``)."""
 
     fetched: int = 0
     created: int = 0
     duplicates: int = 0
     revised: int = 0
+    tombstoned: int = 0
     skipped: int = 0
     errors: int = 0
     skipped_reasons: list[str] = field(default_factory=list)
 
     @property
     def committed(self) -> int:
-        return self.created + self.duplicates + self.revised
+        return self.created + self.duplicates + self.revised + self.tombstoned
 
     def add(self, summary: IngestSummary) -> None:
         self.created += summary.created
         self.duplicates += summary.duplicates
         self.revised += summary.revised
+        self.tombstoned += summary.tombstoned
 
     def skip(self, reason: str) -> None:
         self.skipped += 1
@@ -68,6 +71,7 @@ class RunRecord:
     created: int
     duplicates: int
     revised: int
+    tombstoned: int
     skipped: int
     errors: int
     error: str | None
@@ -92,6 +96,7 @@ class RunRecord:
             created=row.created,
             duplicates=row.duplicates,
             revised=row.revised,
+            tombstoned=row.tombstoned,
             skipped=row.skipped,
             errors=row.errors,
             error=row.error,

@@ -27,10 +27,11 @@ def test_the_package_exports_exactly_the_engine_surface() -> None:
         "DEFAULT_POLICIES", "Bundle", "CandidateMemory", "Cardinality", "ChangeSet",
         "ClaimKey", "ClaimRegistry", "ClaimRegistryError", "Compiler", "ConflictPolicy",
         "ConflictStatus", "EpisodeView", "HeuristicCompiler", "MemoryKind", "MemoryStatus",
-        "OpenConflict", "PolicyTable", "ProvenanceAddition", "RankedMemory", "SimilarityThresholds",
-        "StatusChange", "StoredMemory", "Supersession", "SupersessionRule", "apply_changes",
-        "assemble_bundle", "conflict_id", "estimate_tokens", "jaccard", "manual_resolution",
-        "memory_id", "memory_key", "resolve", "supersede_unsupported", "tokens",
+        "OpenConflict", "PolicyTable", "ProvenanceAddition", "RankedMemory", "Reassertion",
+        "SimilarityThresholds", "SourceStanding", "StatusChange", "StoredMemory", "Supersession",
+        "SupersessionRule", "apply_changes", "assemble_bundle", "conflict_id", "estimate_tokens",
+        "jaccard", "manual_resolution", "memory_id", "memory_key", "resolve", "tokens",
+        "withdraw_unsupported",
     }  # fmt: skip
     for name in memsync.compile.__all__:
         assert hasattr(memsync.compile, name), name

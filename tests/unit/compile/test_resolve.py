@@ -7,14 +7,15 @@ import pytest
 from memsync.compile.claims import ClaimRegistryError
 from memsync.compile.policy import PolicyTable
 from memsync.compile.resolve import (
+    SourceStanding,
     apply_changes,
     conflict_id,
     manual_resolution,
     memory_id,
-    supersede_unsupported,
+    withdraw_unsupported,
 )
 from memsync.compile.similarity import SimilarityThresholds
-from memsync.compile.types import MemoryKind, MemoryStatus, SupersessionRule
+from memsync.compile.types import MemoryKind, MemoryStatus, StoredMemory, SupersessionRule
 
 from .builders import (
     NOW,
@@ -427,7 +428,17 @@ def test_a_candidate_of_another_subject_is_rejected() -> None:
         run([stranger])
 
 
-# -- source_revised and manual --------------------------------------------------------
+# -- retired sources, their return, and manual -----------------------------------------
+
+MOVED, DELETED, REVISED_AWAY = (
+    SourceStanding.MOVED,
+    SourceStanding.DELETED,
+    SourceStanding.REVISED_AWAY,
+)
+
+
+def _standing_of_episode_1(store: list[StoredMemory], standing: SourceStanding) -> dict:
+    return {memory.id: {episode(1): standing} for memory in store}
 
 
 def test_memories_whose_only_sources_were_revised_away_are_superseded() -> None:
@@ -439,17 +450,124 @@ def test_memories_whose_only_sources_were_revised_away_are_superseded() -> None:
             claim("location.current", "Berlin", 1, source=1),
         ]
     )
-    rederived = {claim("location.current", "Berlin", 1, source=1).memory_key}
+    berlin = by_content(store, "location.current = Berlin").id
+    standings = _standing_of_episode_1(store, REVISED_AWAY)
+    standings[berlin] = {episode(1): SourceStanding.SUPPORTS}  # derived again
 
-    changes = supersede_unsupported(SUBJECT, store, {episode(1)}, rederived, "job-2", NOW)
+    changes = withdraw_unsupported(store, standings, "job-2", NOW)
     store = apply_changes(store, changes)
 
     assert active_contents(store) == ["location.current = Berlin", "tools.used = vim"]
     (record,) = changes.supersessions
     assert record.rule is SupersessionRule.SOURCE_REVISED
     assert record.winner_memory_id is None
-    assert by_content(store, "location.home_city = Lisbon").valid_to == NOW
-    assert supersede_unsupported(SUBJECT, store, {episode(1)}, rederived, "job-3", NOW).is_empty
+    lisbon = by_content(store, "location.home_city = Lisbon")
+    assert (lisbon.status, lisbon.valid_to) == (MemoryStatus.SUPERSEDED, NOW)
+    assert withdraw_unsupported(store, standings, "job-3", NOW).is_empty
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "rule"),
+    [
+        (MOVED, MOVED, SupersessionRule.SOURCE_MOVED),
+        (DELETED, DELETED, SupersessionRule.SOURCE_DELETED),
+        (MOVED, DELETED, SupersessionRule.SOURCE_DELETED),
+    ],
+)
+def test_a_memory_every_source_of_which_moved_or_was_deleted_is_tombstoned(
+    first: SourceStanding, second: SourceStanding, rule: SupersessionRule
+) -> None:
+    _, store = run([statement(STRIPE_OLD, 1, source=1), statement(STRIPE_OLD, 2, source=2)])
+    (memory,) = store
+
+    changes = withdraw_unsupported(
+        store, {memory.id: {episode(1): first, episode(2): second}}, "job-2", NOW
+    )
+
+    (change,) = changes.status_changes
+    assert (change.to_status, change.rule) == (MemoryStatus.TOMBSTONED, rule)
+    (record,) = changes.supersessions
+    assert (record.rule, record.subject_id) == (rule, SUBJECT)
+    assert record.loser_episode_ids == (episode(1), episode(2))
+
+
+@pytest.mark.parametrize("gone", [MOVED, DELETED, REVISED_AWAY])
+def test_a_memory_with_another_live_source_stays_active(gone: SourceStanding) -> None:
+    _, store = run([statement(STRIPE_OLD, 1, source=1), statement(STRIPE_OLD, 2, source=2)])
+
+    changes = withdraw_unsupported(store, _standing_of_episode_1(store, gone), "job-2", NOW)
+
+    assert changes.is_empty
+
+
+def test_a_memory_of_another_subject_is_retired_under_its_own_subject() -> None:
+    _, store = run([statement(STRIPE_OLD, 1, source=1)])
+    elsewhere = [replace(memory, subject_id="bob") for memory in store]
+
+    changes = withdraw_unsupported(elsewhere, _standing_of_episode_1(elsewhere, MOVED), "j", NOW)
+
+    assert [record.subject_id for record in changes.supersessions] == ["bob"]
+
+
+@pytest.mark.parametrize(
+    "retired", [SupersessionRule.SOURCE_DELETED, SupersessionRule.SOURCE_MOVED]
+)
+def test_a_tombstoned_memory_comes_back_when_its_record_asserts_it_again(
+    retired: SupersessionRule,
+) -> None:
+    _, store = run([statement(STRIPE_OLD, 1, source=1)])
+    gone = MOVED if retired is SupersessionRule.SOURCE_MOVED else DELETED
+    store = apply_changes(
+        store, withdraw_unsupported(store, _standing_of_episode_1(store, gone), "job-2", NOW)
+    )
+
+    changes, store = run([statement(STRIPE_OLD, 1, source=1)], store)
+
+    (memory,) = store
+    assert (memory.status, memory.status_rule, memory.valid_to) == (MemoryStatus.ACTIVE, None, None)
+    assert [(c.from_status, c.to_status) for c in changes.status_changes] == [
+        (MemoryStatus.TOMBSTONED, MemoryStatus.ACTIVE)
+    ]
+
+
+def test_a_returning_memory_that_loses_is_superseded_by_the_winner() -> None:
+    _, store = run([claim("location.current", "Berlin", 1, source=1)])
+    store = apply_changes(
+        store, withdraw_unsupported(store, _standing_of_episode_1(store, DELETED), "j", NOW)
+    )
+    _, store = run([claim("location.current", "Madrid", 5, source=2)], store)
+
+    changes, store = run([claim("location.current", "Berlin", 1, source=1)], store)
+
+    berlin = by_content(store, "location.current = Berlin")
+    assert (berlin.status, berlin.status_rule) == (
+        MemoryStatus.SUPERSEDED,
+        SupersessionRule.CLAIM_CONTRADICTION,
+    )
+    assert active_contents(store) == ["location.current = Madrid"]
+    assert [record.rule for record in changes.supersessions] == [
+        SupersessionRule.CLAIM_CONTRADICTION
+    ]
+
+
+def test_a_memory_tombstoned_by_a_person_is_not_brought_back_by_evidence() -> None:
+    _, store = run([statement(STRIPE_OLD, 1, source=1)])
+    removed = [replace(memory, status=MemoryStatus.TOMBSTONED) for memory in store]
+
+    changes, _ = run([statement(STRIPE_OLD, 3, source=2)], removed)
+
+    assert changes.is_empty
+
+
+def test_asserting_a_memory_again_is_noted_but_changes_nothing() -> None:
+    candidates = [statement(STRIPE_OLD, 1, source=1), statement(STRIPE_OLD, 2, source=2)]
+    _, store = run(candidates)
+
+    again, _ = run(candidates, store)
+
+    assert again.is_empty
+    (noted,) = again.reassertions
+    assert noted.episode_ids == (episode(1), episode(2))
 
 
 def test_manual_resolution_supersedes_the_rejected_memory_and_closes_the_conflict() -> None:

@@ -60,13 +60,14 @@ def compile_command(
         return
     print_table(
         f"compile (tenant {tenant!r})",
-        ("subject", "episodes", "created", "superseded", "conflicts"),
+        ("subject", "episodes", "created", "superseded", "tombstoned", "conflicts"),
         (
             (
                 result["subject_id"],
                 str(result["episodes_compiled"]),
                 str(result["memories_created"]),
                 str(result["memories_superseded"]),
+                str(result["memories_tombstoned"]),
                 str(result["conflicts_opened"]),
             )
             for result in results

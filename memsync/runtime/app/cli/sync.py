@@ -65,7 +65,8 @@ def print_run(record: RunRecord, *, as_json: bool = False, out: Console = consol
         f"{record.kind.value} run {record.id} of {record.connector} ({record.connector_type}, "
         f"tenant {record.tenant_id}): {record.status.value}; fetched {record.fetched}, "
         f"created {record.created}, duplicates {record.duplicates}, revised {record.revised}, "
-        f"skipped {record.skipped}, errors {record.errors}; window {window_start} .. "
+        f"tombstoned {record.tombstoned}, skipped {record.skipped}, errors {record.errors}; "
+        f"window {window_start} .. "
         f"{record.window_end.isoformat()}; {record.duration_seconds or 0:.2f}s",
         markup=False,
         highlight=False,
