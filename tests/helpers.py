@@ -12,7 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from memsync.clock import Clock, FakeClock
-from memsync.connectors import Cursor, Window
+from memsync.connectors import Cursor, Deletion, Window
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import ApiSettings, Settings
@@ -57,9 +57,9 @@ class BlockingConnector(FakeConnector):
         self.reached = threading.Event()
         self.release = threading.Event()
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[FakeRecord]:
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[FakeRecord | Deletion]:
         for record in super().fetch(window, cursor):
-            if record.id == self.block_at:
+            if isinstance(record, FakeRecord) and record.id == self.block_at:
                 self.reached.set()
                 assert self.release.wait(timeout=60)
             yield record

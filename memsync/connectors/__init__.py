@@ -12,7 +12,9 @@ from __future__ import annotations
 from memsync.connectors.base import (
     Connector,
     Cursor,
+    Deletion,
     KeyPolicy,
+    Listing,
     RecordConnector,
     SourceRecord,
     Window,
@@ -47,6 +49,7 @@ from memsync.connectors.registry import (
     load_registry,
 )
 from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
+from memsync.episode import KeyScope, Tombstone
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -58,8 +61,11 @@ __all__ = [
     "ConnectorInfo",
     "ConnectorRegistry",
     "Cursor",
+    "Deletion",
     "Duration",
     "KeyPolicy",
+    "KeyScope",
+    "Listing",
     "RateLimitExhausted",
     "RateLimited",
     "RecordConnector",
@@ -74,6 +80,7 @@ __all__ = [
     "StopRun",
     "SubjectTemplate",
     "SubjectTemplateError",
+    "Tombstone",
     "Window",
     "format_duration",
     "load_registry",

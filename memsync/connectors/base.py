@@ -3,9 +3,12 @@
 A connector reads one source. It declares, as class attributes, its ``type``, its
 ``key_policy`` and a written ``key_rationale``; it implements :meth:`Connector.fetch`
 (read everything updated in a window), :meth:`Connector.idempotency_key` and a few small
-hooks that map a record to an episode. The framework owns the rest: windows and overlap,
-cursors and checkpoints, batching, ingest, run records, and the retry policy (connectors
-call :mod:`memsync.connectors.retry` with the configured caps).
+hooks that map a record to an episode. A connector that can see deletions says which in
+``deletions`` and reports them from ``fetch`` as a :class:`~memsync.episode.Tombstone`
+(this record is gone) or a :class:`Listing` (every record of this scope that exists is
+among these). The framework owns the rest: windows and overlap, cursors and
+checkpoints, batching, ingest, run records, and the retry policy (connectors call
+:mod:`memsync.connectors.retry` with the configured caps).
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ from memsync.connectors.config import (
     SubjectTemplateField,
 )
 from memsync.connectors.errors import ConnectorDefinitionError, SkipRecord
-from memsync.episode import EpisodeDraft, JSONObject
+from memsync.episode import EpisodeDraft, JSONObject, KeyScope, Tombstone
 
 __all__ = [
     "ConfigT",
     "Connector",
     "Cursor",
+    "Deletion",
     "KeyPolicy",
+    "Listing",
     "RecordConnector",
     "RecordT",
     "SourceRecord",
@@ -120,6 +125,29 @@ class Cursor:
         return Cursor(position=position, token=token)
 
 
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A fetch's statement that it read a whole scope: every record of ``scope`` that
+    exists at the source now has its key in ``present``, so a stored record of the
+    scope that is not there is gone (the runtime tombstones it).
+
+    Only a complete read proves an absence: a connector yields a listing only after it
+    read the scope to its end, never for a read cut short, a page limit or a filter
+    that hides records (edited-only, updated-since). The keys must be those the
+    records map to. Subclasses may decide absence differently (:meth:`gone`).
+    """
+
+    scope: KeyScope
+    present: frozenset[str]
+
+    def gone(self, key: str) -> bool:
+        """Whether the stored record ``key`` (in :attr:`scope`) is absent at the source."""
+        return key not in self.present
+
+
+Deletion = Tombstone | Listing
+"""What a fetch may yield besides records: what it saw deleted."""
+
 ConfigT = TypeVar("ConfigT", bound=ConnectorConfig)
 RecordT = TypeVar("RecordT")
 
@@ -138,6 +166,12 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
       ingest stores a revision. Under ``content``, an edited record gets a new key.
     - Two different records must never share a key; if they did, one would overwrite
       (revise) the other.
+    - A record whose subject changes keeps its key: ingest moves it (a revision).
+    - Deletions are reported only when the source shows them (see :attr:`deletions`):
+      a :class:`~memsync.episode.Tombstone` for a record seen deleted, a
+      :class:`Listing` after reading a whole scope. Reporting a deletion again is
+      harmless; reporting one that did not happen retires true memories, so a
+      connector that cannot tell says nothing.
     - Connectors never touch storage, the scheduler or the clock of the run loop.
     """
 
@@ -154,6 +188,9 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
     example_key: ClassVar[str]
     #: The fields a record offers to the subject template (checked when config loads).
     subject_fields: ClassVar[frozenset[str]] = frozenset()
+    #: What deletions ``fetch`` observes and reports, and what it cannot see, in a
+    #: sentence or two (shown by ``memsync connectors list``). Empty: it reports none.
+    deletions: ClassVar[str] = ""
     #: Whether ``fetch`` yields records in non-decreasing :meth:`record_cursor` order.
     #: Only then may the runner checkpoint its cursor in the middle of a run; otherwise
     #: a record with an earlier position could still be on its way when a run stops.
@@ -170,8 +207,9 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
     # --- what a connector implements ----------------------------------------------------
 
     @abc.abstractmethod
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[RecordT]:
-        """Yield every record updated in ``window``, paginating to the end.
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[RecordT | Deletion]:
+        """Yield every record updated in ``window``, paginating to the end, and the
+        deletions it saw (a connector with :attr:`deletions` only).
 
         Repeats: may yield records ingested before (the window overlaps the previous
         one); that is expected. Retries: transient failures are retried within the

@@ -4,6 +4,9 @@ Like httpx's ``MockTransport``: it implements the real contract, so a runner tes
 uses it exercises the same code path as production. Faults are scripted per record:
 ``connector.fail_at("r3", RateLimitExhausted(...))`` makes ``fetch`` raise that error
 when it reaches ``r3`` (after yielding the records before it), a given number of times.
+Deletions too: ``connector.delete("r3", at=when)`` removes the record and makes a fetch
+whose window holds ``when`` report its tombstone; with ``list_windows: true`` in the
+config, every fetch also lists its window as completely read.
 """
 
 from __future__ import annotations
@@ -13,18 +16,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar, Literal
 
-from memsync.connectors.base import Connector, Cursor, KeyPolicy, Window
+from memsync.connectors.base import Connector, Cursor, Deletion, KeyPolicy, Listing, Window
 from memsync.connectors.config import ConnectorConfig, SubjectTemplateField
 from memsync.connectors.errors import ConnectorError, SkipRecord
-from memsync.episode import JSONObject
+from memsync.episode import JSONObject, KeyScope, Tombstone
 
 __all__ = ["FakeConfig", "FakeConnector", "FakeRecord"]
 
 
 class FakeConfig(ConnectorConfig):
-    """Config of the fake connector: nothing beyond the common fields."""
+    """Config of the fake connector. ``list_windows``: after its records, a fetch
+    yields a :class:`Listing` of every record that occurred in the window."""
 
     type: Literal["fake"] = "fake"
+    list_windows: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,11 @@ class FakeConnector(Connector[FakeConfig, FakeRecord]):
         "A fake record has a stable id, so the key is the id alone: an edited body is a "
         "revision of the same episode, and re-reading an unchanged record stores nothing."
     )
+    deletions = (
+        "A record removed with delete() is reported as a tombstone by every fetch whose "
+        "window holds its deletion time; with list_windows, a fetch also lists its window, "
+        "so a record that is simply gone from the list is found too."
+    )
     config_model = FakeConfig
     example_key = "fake:demo:record:r1"
     subject_fields: ClassVar[frozenset[str]] = frozenset({"id", "group"})
@@ -63,6 +73,13 @@ class FakeConnector(Connector[FakeConfig, FakeRecord]):
         self.fetches: list[tuple[Window, Cursor | None]] = []
         self._faults: dict[str, _Fault] = {}
         self._skips: dict[str, str] = {}
+        self._deleted: dict[str, datetime] = {}
+
+    def delete(self, record_id: str, *, at: datetime) -> None:
+        """Remove the record from the source at ``at``; fetches report its tombstone.
+        Adding a record with its id again later is the record re-created."""
+        self.records = [record for record in self.records if record.id != record_id]
+        self._deleted[record_id] = at
 
     def fail_at(self, record_id: str, error: ConnectorError, *, times: int = 1) -> None:
         """Make the next ``times`` fetches raise ``error`` on reaching ``record_id``."""
@@ -72,9 +89,11 @@ class FakeConnector(Connector[FakeConfig, FakeRecord]):
         """Make ``to_episode`` raise :class:`SkipRecord` with ``reason`` for this record."""
         self._skips[record_id] = reason
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[FakeRecord]:
-        """Yield the records whose ``updated_at`` is in the window, oldest first."""
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[FakeRecord | Deletion]:
+        """Yield the records whose ``updated_at`` is in the window, oldest first, then
+        the tombstones of records deleted in it (and the window's listing)."""
         self.fetches.append((window, cursor))
+        present: set[str] = set()
         for record in sorted(self.records, key=lambda r: (r.updated_at, r.id)):
             if not window.contains(record.updated_at):
                 continue
@@ -82,10 +101,21 @@ class FakeConnector(Connector[FakeConfig, FakeRecord]):
             if fault is not None and fault.remaining > 0:
                 fault.remaining -= 1
                 raise fault.error
+            present.add(self.idempotency_key(record))
             yield record
+        live = {record.id for record in self.records}
+        for record_id, at in sorted(self._deleted.items()):
+            if record_id not in live and window.contains(at):
+                yield Tombstone(self._key(record_id))
+        if self.config.list_windows:
+            scope = KeyScope(self._key(""), occurred_from=window.start, occurred_to=window.end)
+            yield Listing(scope, frozenset(present))
 
     def idempotency_key(self, record: FakeRecord) -> str:
-        return f"fake:{self.config.name}:record:{record.id}"
+        return self._key(record.id)
+
+    def _key(self, record_id: str) -> str:
+        return f"fake:{self.config.name}:record:{record_id}"
 
     def record_cursor(self, record: FakeRecord) -> datetime:
         return record.updated_at

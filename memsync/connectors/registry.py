@@ -54,6 +54,11 @@ class ConnectorInfo:
     def example_key(self) -> str:
         return self.connector_class.example_key
 
+    @property
+    def deletions(self) -> str:
+        """What deletions the connector observes, or ``""``: none."""
+        return self.connector_class.deletions
+
 
 def _describe(entry_point: EntryPoint) -> str:
     dist = getattr(entry_point, "dist", None)

@@ -1,36 +1,70 @@
 """A conformance kit every connector author runs against recorded records.
 
 Connectors cannot touch storage, so the kit simulates ingest with the real decision
-function, :func:`memsync.episode.classify`, over ``key -> (subject, content hash)``.
-Use it directly::
+function, :func:`memsync.episode.classify`, over what a store keeps per key (subject,
+content hash, whether it is deleted). Use it directly::
 
     ConnectorConformance(lambda: MyConnector(config), records, edited).check_all()
 
 or subclass :class:`ConnectorConformanceSuite` in a pytest module (name the subclass
-``Test…`` so pytest collects it) and implement its three methods.
+``Test…`` so pytest collects it) and implement its three methods. A connector that
+declares ``deletions`` also gives a :class:`DeletionScenario`: a source it reads three
+times, unchanged and then with one record removed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic
 
-from memsync.connectors.base import Connector, KeyPolicy, RecordT, validate_connector_class
-from memsync.episode import EpisodeDraft, IngestStatus, classify
+from memsync.connectors.base import (
+    Connector,
+    KeyPolicy,
+    Listing,
+    RecordT,
+    Window,
+    validate_connector_class,
+)
+from memsync.connectors.errors import SkipRecord
+from memsync.episode import EpisodeDraft, IngestStatus, KeyScope, Tombstone, classify
 
-__all__ = ["ConnectorConformance", "ConnectorConformanceSuite", "SimulatedIngest"]
+__all__ = [
+    "ConnectorConformance",
+    "ConnectorConformanceSuite",
+    "DeletionScenario",
+    "SimulatedIngest",
+    "StoredRecord",
+]
+
+
+@dataclass(slots=True)
+class StoredRecord:
+    """What the simulated store keeps of one key."""
+
+    subject_id: str
+    content_hash: str
+    type: str
+    occurred_at: datetime | None
+    deleted: bool = False
 
 
 class SimulatedIngest:
-    """An in-memory stand-in for ingest: remembers the subject and hash stored per key.
+    """An in-memory stand-in for ingest and the runner's handling of deletions.
 
     Repeats: a draft whose hash is already stored under its subject is a duplicate and
-    changes nothing. Conflicts: a known key with a new hash, or under another subject,
-    is a revision and replaces what is stored.
+    changes nothing; a tombstone for a deleted or unknown key changes nothing.
+    Conflicts: a known key with a new hash, under another subject, or deleted, is a
+    revision and replaces what is stored.
     """
 
     def __init__(self) -> None:
-        self.stored: dict[str, tuple[str, str]] = {}
+        self.stored: dict[str, StoredRecord] = {}
+
+    @property
+    def deleted(self) -> set[str]:
+        return {key for key, record in self.stored.items() if record.deleted}
 
     def ingest(self, draft: EpisodeDraft) -> IngestStatus:
         """Classify ``draft`` against what is stored, then store it."""
@@ -40,13 +74,88 @@ class SimulatedIngest:
         status = (
             classify(None, draft.content_hash)
             if before is None
-            else classify(before[1], draft.content_hash, moved=before[0] != draft.subject_id)
+            else classify(
+                before.content_hash,
+                draft.content_hash,
+                moved=before.subject_id != draft.subject_id,
+                deleted=before.deleted,
+            )
         )
-        self.stored[draft.idempotency_key] = (draft.subject_id, draft.content_hash)
+        self.stored[draft.idempotency_key] = StoredRecord(
+            draft.subject_id, draft.content_hash, draft.type, draft.occurred_at
+        )
         return status
 
     def ingest_all(self, drafts: Sequence[EpisodeDraft]) -> list[IngestStatus]:
         return [self.ingest(draft) for draft in drafts]
+
+    def tombstone(self, tombstone: Tombstone) -> list[str]:
+        """Mark the live keys the tombstone covers deleted; return them."""
+        low, high = tombstone.children_range
+        covered = [
+            key
+            for key, record in self.stored.items()
+            if not record.deleted
+            and (key == tombstone.key or (tombstone.with_children and low <= key < high))
+        ]
+        for key in covered:
+            self.stored[key].deleted = True
+        return covered
+
+    def apply_listing(self, listing: Listing) -> list[str]:
+        """Tombstone the live keys of the listing's scope it says are gone; return them."""
+        gone = [key for key in self._live_in(listing.scope) if listing.gone(key)]
+        for key in gone:
+            self.stored[key].deleted = True
+        return gone
+
+    def _live_in(self, scope: KeyScope) -> list[str]:
+        low, high = scope.key_range
+        return [
+            key
+            for key, record in self.stored.items()
+            if low <= key < high
+            and not record.deleted
+            and (not scope.episode_types or record.type in scope.episode_types)
+            and _within(record.occurred_at, scope)
+        ]
+
+    def sync(self, connector: Connector[Any, Any], items: Iterable[object]) -> list[str]:
+        """Apply one fetch as the runner would (records, then listings); return the
+        keys it marked deleted."""
+        deleted: list[str] = []
+        listings: list[Listing] = []
+        for item in items:
+            if isinstance(item, Tombstone):
+                deleted.extend(self.tombstone(item))
+            elif isinstance(item, Listing):
+                listings.append(item)
+            else:
+                try:
+                    self.ingest(connector.to_episode(item))
+                except SkipRecord:
+                    continue
+        for listing in listings:
+            deleted.extend(self.apply_listing(listing))
+        return deleted
+
+
+def _within(moment: datetime | None, scope: KeyScope) -> bool:
+    if moment is None:
+        return True
+    after_start = scope.occurred_from is None or moment >= scope.occurred_from
+    return after_start and (scope.occurred_to is None or moment <= scope.occurred_to)
+
+
+@dataclass(frozen=True)
+class DeletionScenario:
+    """A source for the deletion checks: ``read()`` returns a connector reading the
+    source as it is now, over ``window``; ``remove()`` deletes one record at the source
+    and returns the key that record was stored under."""
+
+    read: Callable[[], Connector[Any, Any]]
+    remove: Callable[[], str]
+    window: Window
 
 
 class ConnectorConformance(Generic[RecordT]):
@@ -64,12 +173,14 @@ class ConnectorConformance(Generic[RecordT]):
         make_connector: Callable[[], Connector[Any, RecordT]],
         records: Sequence[RecordT],
         edited: Sequence[RecordT] = (),
+        deletions: Callable[[], DeletionScenario] | None = None,
     ) -> None:
         if not records:
             raise ValueError("the conformance kit needs at least one recorded record")
         self.make_connector = make_connector
         self.records = list(records)
         self.edited = list(edited)
+        self.deletions = deletions
 
     def check_all(self) -> None:
         """Run every check."""
@@ -79,6 +190,7 @@ class ConnectorConformance(Generic[RecordT]):
         self.check_episodes_are_well_formed()
         self.check_resync_creates_nothing()
         self.check_edits_follow_the_key_policy()
+        self.check_deletions_are_reported()
 
     def check_declaration(self) -> None:
         """Class attributes are present; the rationale is not empty."""
@@ -156,6 +268,33 @@ class ConnectorConformance(Generic[RecordT]):
                 f"{draft.idempotency_key} was {status}, expected {expected}"
             )
 
+    def check_deletions_are_reported(self) -> None:
+        """A connector that declares ``deletions`` reports nothing deleted when it
+        re-reads an unchanged source, and a tombstone for a record removed from it."""
+        connector = self.make_connector()
+        if not connector.deletions:
+            return
+        assert self.deletions is not None, (
+            f"{connector.type} declares deletions; give the kit a DeletionScenario"
+        )
+        scenario = self.deletions()
+        store = SimulatedIngest()
+        first = scenario.read()
+        assert store.sync(first, first.fetch(scenario.window, None)) == []
+        assert store.stored, f"{connector.type}: the scenario's source holds no records"
+        again = scenario.read()
+        falsely = store.sync(again, again.fetch(scenario.window, None))
+        assert falsely == [], f"{connector.type}: an unchanged re-read reported {falsely} deleted"
+        removed = scenario.remove()
+        assert removed in store.stored, f"{connector.type}: {removed!r} was never read"
+        after = scenario.read()
+        deleted = store.sync(after, after.fetch(scenario.window, None))
+        assert removed in deleted, (
+            f"{connector.type}: {removed!r} was removed at the source but no deletion "
+            f"was reported (reported: {deleted})"
+        )
+        assert store.stored[removed].deleted
+
 
 class ConnectorConformanceSuite(Generic[RecordT]):
     """A pytest mixin: subclass as ``TestMyConnectorConformance`` and implement
@@ -171,9 +310,16 @@ class ConnectorConformanceSuite(Generic[RecordT]):
     def edited_records(self) -> Sequence[RecordT]:
         return ()
 
+    def deletion_scenario(self) -> DeletionScenario:
+        """Required when the connector declares ``deletions``."""
+        raise NotImplementedError
+
     def _kit(self) -> ConnectorConformance[RecordT]:
         return ConnectorConformance(
-            self.make_connector, self.recorded_records(), self.edited_records()
+            self.make_connector,
+            self.recorded_records(),
+            self.edited_records(),
+            self.deletion_scenario,
         )
 
     def test_declares_type_policy_and_rationale(self) -> None:
@@ -193,3 +339,6 @@ class ConnectorConformanceSuite(Generic[RecordT]):
 
     def test_edits_follow_the_key_policy(self) -> None:
         self._kit().check_edits_follow_the_key_policy()
+
+    def test_deletions_are_reported_and_nothing_else(self) -> None:
+        self._kit().check_deletions_are_reported()

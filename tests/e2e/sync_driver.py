@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memsync.clock import FakeClock, SystemClock
-from memsync.connectors import Cursor, Window
+from memsync.connectors import Cursor, Deletion, Window
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
@@ -47,9 +47,9 @@ class GatedConnector(FakeConnector):
         super().__init__(fake_config(), records)
         self.gate_at, self.gate, self.marker = gate_at, gate, marker
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[FakeRecord]:
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[FakeRecord | Deletion]:
         for record in super().fetch(window, cursor):
-            if record.id == self.gate_at:
+            if isinstance(record, FakeRecord) and record.id == self.gate_at:
                 self.marker.touch()
                 os.open(self.gate, os.O_RDONLY)  # blocks: nobody ever writes
             yield record

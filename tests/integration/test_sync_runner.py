@@ -10,7 +10,14 @@ import pytest
 import sqlalchemy as sa
 
 from memsync.clock import FakeClock
-from memsync.connectors import Cursor, RateLimitExhausted, RetryableError, StopRun, Window
+from memsync.connectors import (
+    Cursor,
+    Deletion,
+    RateLimitExhausted,
+    RetryableError,
+    StopRun,
+    Window,
+)
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
@@ -196,8 +203,8 @@ class UnorderedConnector(FakeConnector):
 
     ordered_by_cursor = False
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[FakeRecord]:
-        held: FakeRecord | None = None
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[FakeRecord | Deletion]:
+        held: FakeRecord | Deletion | None = None
         for record in super().fetch(window, cursor):
             if held is None:
                 held = record
@@ -424,3 +431,63 @@ def test_run_records_are_listed_newest_first_and_filtered_by_connector(store: St
     [latest] = sync.repository.list_runs("default", limit=1)
     assert sync.repository.get_run("default", latest.id) == latest
     assert sync.repository.get_run("other-tenant", latest.id) is None
+
+
+def live_keys(store: Store) -> list[str]:
+    with store.read() as connection:
+        query = sa.select(EpisodeRow.idempotency_key).where(EpisodeRow.deleted_at.is_(None))
+        return sorted(connection.execute(query).scalars())
+
+
+def test_a_reported_deletion_is_a_tombstone_once_and_a_re_creation_revives_it(
+    store: Store,
+) -> None:
+    clock = FakeClock(T0 + timedelta(hours=1))
+    connector = FakeConnector(config(), records(3))
+    sync = runner(store, clock)
+    sync.sync(connector)
+
+    connector.delete("r0001", at=T0 + timedelta(hours=1, minutes=10))
+    clock.advance(timedelta(minutes=30))
+    deleted = sync.sync(connector)
+    clock.advance(timedelta(minutes=20))
+    again = sync.sync(connector)  # the overlap holds the deletion again
+    connector.records.append(FakeRecord(id="r0001", updated_at=clock.now(), body="v1"))
+    clock.advance(timedelta(minutes=1))
+    recreated = sync.sync(connector)
+
+    assert (deleted.tombstoned, again.tombstoned) == (1, 0)
+    assert (recreated.created, recreated.revised, recreated.tombstoned) == (0, 1, 0)
+    assert live_keys(store) == [f"fake:src:record:r000{i}" for i in range(3)]
+
+
+def test_a_listed_window_tombstones_what_vanished_from_it_and_nothing_when_unchanged(
+    store: Store,
+) -> None:
+    clock = FakeClock(T0 + timedelta(days=1))
+    connector = FakeConnector(config(list_windows=True), records(5))
+    sync = runner(store, clock)
+    first = sync.sync(connector)
+    unchanged = sync.backfill(connector, since=T0 - timedelta(hours=1))
+
+    connector.records = [r for r in connector.records if r.id != "r0002"]
+    clock.advance(timedelta(minutes=1))
+    vanished = sync.backfill(connector, since=T0 - timedelta(hours=1))
+
+    assert (first.tombstoned, unchanged.tombstoned, vanished.tombstoned) == (0, 0, 1)
+    assert "fake:src:record:r0002" not in live_keys(store)
+    assert len(live_keys(store)) == 4
+
+
+def test_a_listing_only_covers_its_window(store: Store) -> None:
+    clock = FakeClock(T0 + timedelta(days=1))
+    connector = FakeConnector(config(list_windows=True, overlap="0s"), records(5))
+    sync = runner(store, clock)
+    sync.sync(connector)
+
+    connector.records = [r for r in connector.records if r.id != "r0002"]  # long before
+    clock.advance(timedelta(hours=1))
+    later = sync.sync(connector)  # window: the last hour, which held none of them
+
+    assert later.tombstoned == 0
+    assert len(live_keys(store)) == 5

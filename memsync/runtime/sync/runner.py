@@ -2,7 +2,8 @@
 
 A run reads one window from a connector, maps each record to an episode draft, and
 ingests the drafts in batches through :class:`~memsync.runtime.ingest.IngestService`
-(the one ingest path; each batch commits on its own). After each committed batch it
+(the one ingest path; each batch commits on its own), with the deletions the connector
+reports (tombstones, and listings of completely read scopes). After each committed batch it
 records the counts and, when the rule in :func:`~memsync.runtime.sync.policy.
 checkpoint_position` allows, the cursor, in one transaction. See docs/sync.md.
 """
@@ -16,14 +17,14 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from memsync.clock import Clock, SystemClock
-from memsync.connectors import Connector, Cursor, SkipRecord, Window
+from memsync.connectors import Connector, Cursor, Listing, SkipRecord, Tombstone, Window
 from memsync.episode import EpisodeDraft
 from memsync.runtime.ingest import DEFAULT_BATCH_SIZE, IngestService, IngestSummary
 from memsync.runtime.sync.policy import (
@@ -70,6 +71,33 @@ class _WindowProgress:
     """The highest record position committed so far in the current window."""
 
     high: datetime | None = None
+
+
+@dataclass(slots=True)
+class _Pending:
+    """What the next commit writes: drafts (and their highest position), then the
+    tombstones read since the last commit."""
+
+    drafts: list[EpisodeDraft] = field(default_factory=list)
+    high: datetime | None = None
+    tombstones: list[Tombstone] = field(default_factory=list)
+
+    def add(self, draft: EpisodeDraft, position: datetime) -> None:
+        self.drafts.append(draft)
+        self.high = position if self.high is None else max(self.high, position)
+
+    def tombstone_covers(self, draft: EpisodeDraft) -> bool:
+        if not self.tombstones:
+            return False
+        key = draft.idempotency_key or ""
+        return any(
+            key == tombstone.key
+            or (tombstone.with_children and key.startswith(tombstone.children_range[0]))
+            for tombstone in self.tombstones
+        )
+
+    def clear(self) -> None:
+        self.drafts, self.high, self.tombstones = [], None, []
 
 
 class SyncRunner:
@@ -297,15 +325,17 @@ class SyncRunner:
         *,
         checkpoint: bool,
     ) -> None:
-        """Fetch the window and ingest it in batches.
+        """Fetch the window and ingest it in batches, with the deletions it reports.
 
-        An error from the connector ends the fetch; the records it yielded before are
-        still committed (they are valid), then the error is raised. An error while
-        committing is raised at once: that batch rolled back and is read again next run.
+        An error from the connector ends the fetch; the records and deletions it
+        yielded before are still committed (they are valid), then the error is raised.
+        An error while committing is raised at once: that batch rolled back and is read
+        again next run. A :class:`~memsync.connectors.Listing` is applied after the
+        window's last batch, when everything it lists as present is stored.
         """
         progress = _WindowProgress()
-        batch: list[EpisodeDraft] = []
-        batch_high: datetime | None = None
+        pending = _Pending()
+        listings: list[Listing] = []
         records = iter(connector.fetch(window, cursor))
         cut_short: Exception | None = None
         while True:
@@ -316,6 +346,12 @@ class SyncRunner:
             except Exception as error:
                 cut_short = error
                 break
+            if isinstance(record, Tombstone):
+                pending.tombstones.append(record)
+                continue
+            if isinstance(record, Listing):
+                listings.append(record)
+                continue
             tally.fetched += 1
             try:
                 draft = connector.to_episode(record)
@@ -326,15 +362,16 @@ class SyncRunner:
             except Exception as error:
                 cut_short = error
                 break
-            batch.append(draft)
-            batch_high = position if batch_high is None else max(batch_high, position)
-            if len(batch) >= self._batch_size:
-                self._commit(
-                    connector, window, run_id, tally, batch, batch_high, progress, checkpoint
-                )
-                batch, batch_high = [], None
-        if batch:
-            self._commit(connector, window, run_id, tally, batch, batch_high, progress, checkpoint)
+            if pending.tombstone_covers(draft):
+                # Deleted, then seen again in the same read: the deletion goes first.
+                self._commit(connector, window, run_id, tally, pending, progress, checkpoint)
+            pending.add(draft, position)
+            if len(pending.drafts) >= self._batch_size:
+                self._commit(connector, window, run_id, tally, pending, progress, checkpoint)
+        if pending.drafts or pending.tombstones:
+            self._commit(connector, window, run_id, tally, pending, progress, checkpoint)
+        for listing in listings:
+            self._apply_listing(connector, run_id, tally, listing)
         if cut_short is not None:
             raise cut_short
 
@@ -344,13 +381,17 @@ class SyncRunner:
         window: Window,
         run_id: uuid.UUID,
         tally: Tally,
-        batch: list[EpisodeDraft],
-        batch_high: datetime | None,
+        pending: _Pending,
         progress: _WindowProgress,
         checkpoint: bool,
     ) -> None:
         config = connector.config
-        tally.add(IngestSummary.of(self._ingest.ingest(config.tenant, batch)))
+        if pending.drafts:
+            tally.add(IngestSummary.of(self._ingest.ingest(config.tenant, pending.drafts)))
+        if pending.tombstones:
+            tally.add(IngestSummary.of(self._ingest.tombstone(config.tenant, pending.tombstones)))
+        batch_high = pending.high
+        pending.clear()
         if batch_high is not None and (progress.high is None or batch_high > progress.high):
             progress.high = batch_high
         position = (
@@ -370,6 +411,23 @@ class SyncRunner:
             self._clock.now(),
             connector=config.name,
             cursor=None if position is None else Cursor(position=position),
+        )
+
+    def _apply_listing(
+        self, connector: AnyConnector, run_id: uuid.UUID, tally: Tally, listing: Listing
+    ) -> None:
+        """Tombstone the stored records of a completely read scope that it did not list:
+        one read of the scope's keys (a range of the key index), then the tombstones in
+        batches, whatever the scope's size."""
+        config = connector.config
+        gone = [
+            key for key in self._ingest.live_keys(config.tenant, listing.scope) if listing.gone(key)
+        ]
+        if gone:
+            tombstoned = self._ingest.tombstone(config.tenant, [Tombstone(key) for key in gone])
+            tally.add(IngestSummary.of(tombstoned))
+        self.repository.record_progress(
+            config.tenant, run_id, tally, self._clock.now(), connector=config.name
         )
 
     @contextmanager

@@ -1,22 +1,42 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memsync.connectors import RateLimitExhausted, StopRun, Window
+from memsync.connectors import Deletion, Listing, RateLimitExhausted, StopRun, Tombstone, Window
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
-from memsync.connectors.testing import ConnectorConformance, ConnectorConformanceSuite
+from memsync.connectors.testing import (
+    ConnectorConformance,
+    ConnectorConformanceSuite,
+    DeletionScenario,
+)
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 RECORDS = [FakeRecord(id=f"r{i}", updated_at=T0 + timedelta(minutes=i)) for i in range(4)]
 
 
-def _connector(records: Sequence[FakeRecord] = RECORDS) -> FakeConnector:
-    return FakeConnector(FakeConfig(name="demo", subject="team:{id}"), records)
+WINDOW = Window(start=None, end=T0 + timedelta(days=1))
+
+
+def _connector(records: Sequence[FakeRecord] = RECORDS, **config: object) -> FakeConnector:
+    return FakeConnector(FakeConfig(name="demo", subject="team:{id}", **config), records)
+
+
+def _scenario(
+    records: Sequence[FakeRecord] = RECORDS, connector: FakeConnector | None = None
+) -> DeletionScenario:
+    source = connector or _connector(records)
+    removed = records[len(records) // 2]
+
+    def remove() -> str:
+        source.delete(removed.id, at=T0 + timedelta(hours=2))
+        return source.idempotency_key(removed)
+
+    return DeletionScenario(read=lambda: source, remove=remove, window=WINDOW)
 
 
 class TestFakeConformance(ConnectorConformanceSuite[FakeRecord]):
@@ -28,6 +48,64 @@ class TestFakeConformance(ConnectorConformanceSuite[FakeRecord]):
 
     def edited_records(self) -> Sequence[FakeRecord]:
         return [FakeRecord(id="r1", updated_at=T0 + timedelta(hours=1), body="edited")]
+
+    def deletion_scenario(self) -> DeletionScenario:
+        return _scenario()
+
+
+def test_a_deleted_record_is_reported_while_its_deletion_is_in_the_window() -> None:
+    connector = _connector()
+    connector.delete("r1", at=T0 + timedelta(hours=2))
+
+    inside = list(connector.fetch(WINDOW, None))
+    later = list(connector.fetch(Window(start=T0 + timedelta(hours=3), end=WINDOW.end), None))
+
+    assert inside[-1] == Tombstone("fake:demo:record:r1")
+    assert [item.id for item in inside[:-1] if isinstance(item, FakeRecord)] == ["r0", "r2", "r3"]
+    assert later == []
+
+
+def test_listing_windows_lists_every_record_of_the_window() -> None:
+    *_, listing = _connector(list_windows=True).fetch(WINDOW, None)
+
+    assert isinstance(listing, Listing)
+    assert listing.present == {f"fake:demo:record:r{i}" for i in range(4)}
+    assert listing.gone("fake:demo:record:r9")
+    assert (listing.scope.prefix, listing.scope.occurred_to) == ("fake:demo:record:", WINDOW.end)
+
+
+def test_conformance_kit_catches_a_connector_that_declares_deletions_but_misses_them() -> None:
+    class Forgetful(FakeConnector):
+        def fetch(self, window: Window, cursor: object) -> Iterator[FakeRecord | Deletion]:
+            return (item for item in super().fetch(window, None) if isinstance(item, FakeRecord))
+
+    kit = ConnectorConformance(
+        _connector,
+        RECORDS,
+        deletions=lambda: _scenario(
+            connector=Forgetful(FakeConfig(name="demo", subject="team:{id}"), RECORDS)
+        ),
+    )
+    with pytest.raises(AssertionError, match="no deletion was reported"):
+        kit.check_deletions_are_reported()
+
+
+def test_conformance_kit_catches_a_connector_that_reports_deletions_that_did_not_happen() -> None:
+    class Alarmist(FakeConnector):
+        def fetch(self, window: Window, cursor: object) -> Iterator[FakeRecord | Deletion]:
+            yield from super().fetch(window, None)
+            if len(self.fetches) > 1:
+                yield Tombstone("fake:demo:record:r0")
+
+    kit = ConnectorConformance(
+        _connector,
+        RECORDS,
+        deletions=lambda: _scenario(
+            connector=Alarmist(FakeConfig(name="demo", subject="team:{id}"), RECORDS)
+        ),
+    )
+    with pytest.raises(AssertionError, match="unchanged re-read reported"):
+        kit.check_deletions_are_reported()
 
 
 def test_fetch_yields_only_the_window_oldest_first() -> None:
@@ -87,4 +165,6 @@ def test_conformance_kit_catches_keys_built_from_content_under_identity() -> Non
 @given(st.lists(st.text(min_size=1, max_size=12), unique=True, min_size=1, max_size=20))
 def test_distinct_ids_give_distinct_stable_keys(ids: list[str]) -> None:
     records = [FakeRecord(id=i, updated_at=T0) for i in ids]
-    ConnectorConformance(lambda: _connector(records), records).check_all()
+    ConnectorConformance(
+        lambda: _connector(records), records, deletions=lambda: _scenario(records)
+    ).check_all()

@@ -222,7 +222,8 @@ def runs_show(
 def connectors_list(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Every installed connector type: key policy, example key and rationale."""
+    """Every installed connector type: key policy, example key and rationale, and the
+    deletions it observes."""
     infos = list(load_registry())
     if as_json:
         console.print_json(
@@ -233,6 +234,7 @@ def connectors_list(
                         "key_policy": info.key_policy.value,
                         "example_key": info.example_key,
                         "key_rationale": info.key_rationale,
+                        "deletions": info.deletions,
                         "origin": info.origin,
                     }
                     for info in infos
@@ -242,7 +244,10 @@ def connectors_list(
         return
     print_table(
         "connector types",
-        ("type", "key policy", "example key", "rationale"),
-        ((i.type, i.key_policy.value, i.example_key, i.key_rationale) for i in infos),
+        ("type", "key policy", "example key", "rationale", "deletions observed"),
+        (
+            (i.type, i.key_policy.value, i.example_key, i.key_rationale, i.deletions or "none")
+            for i in infos
+        ),
         lines=True,
     )
