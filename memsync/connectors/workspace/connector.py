@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
+from memsync.connectors.base import Cursor, Deletion, KeyPolicy, Listing, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, SubjectTemplateField
 from memsync.connectors.errors import StopRun
 from memsync.connectors.workspace._ignore import (
@@ -21,7 +21,7 @@ from memsync.connectors.workspace._ignore import (
     is_ignored,
     read_ignore_file,
 )
-from memsync.episode import JSONObject
+from memsync.episode import JSONObject, KeyScope
 
 _CHUNK_BYTES = 64 * 1024
 # Git's own heuristic: a NUL byte in the first 8000 bytes means binary.
@@ -50,6 +50,11 @@ class WorkspaceConfig(ConnectorConfig):
         return self.workspace_id or self.name
 
 
+def files_prefix(workspace_id: str) -> str:
+    """What the keys of a workspace's file versions start with."""
+    return f"workspace:{workspace_id}:file:"
+
+
 @dataclass(frozen=True, slots=True)
 class _WorkspaceRecord:
     """What files and snapshots share: the workspace they were scanned in, the
@@ -76,7 +81,7 @@ class WorkspaceFile(_WorkspaceRecord):
 
     def key(self) -> str:
         """``workspace:{id}:file:{path}:{sha256}``: any change of content is a new key."""
-        return f"workspace:{self.workspace_id}:file:{self.path}:{self.sha256}"
+        return f"{files_prefix(self.workspace_id)}{self.path}:{self.sha256}"
 
     @property
     def position(self) -> datetime:
@@ -141,6 +146,19 @@ class WorkspaceSnapshot(_WorkspaceRecord):
 WorkspaceRecord = WorkspaceFile | WorkspaceSnapshot
 
 
+@dataclass(frozen=True, slots=True)
+class FilesListing(Listing):
+    """Every file of a complete scan: a stored file version is gone when its *path* is
+    absent. Earlier versions of a file that is still there stay as they were seen (the
+    content key policy); every version of a removed file goes."""
+
+    paths: frozenset[str] = frozenset()
+
+    def gone(self, key: str) -> bool:
+        path, _, _ = key.removeprefix(self.scope.prefix).rpartition(":")
+        return path not in self.paths
+
+
 def _escape(path: str) -> str:
     # Keeps one line per file even for the (legal, rare) newline in a file name.
     return path.replace("\\", "\\\\").replace("\n", "\\n")
@@ -185,12 +203,19 @@ class WorkspaceConnector(RecordConnector[WorkspaceConfig, WorkspaceRecord]):
         "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
     )
     subject_fields: ClassVar[frozenset[str]] = frozenset({"workspace_id"})
+    deletions = (
+        "Every scan is complete, so a file present before and absent now (removed, "
+        "renamed away, or no longer included) is reported with every stored version of "
+        "it. A scan that could not read a directory reports no deletion."
+    )
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[WorkspaceRecord]:
-        """Yield a :class:`WorkspaceFile` per in-scope text file, then one snapshot.
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[WorkspaceRecord | Deletion]:
+        """Yield a :class:`WorkspaceFile` per in-scope text file, one snapshot, then the
+        listing of every file found (skipped files count as present).
 
         Repeats: an unchanged tree yields the same records (same keys, same payloads).
-        A missing or unreadable root raises :class:`StopRun`.
+        A missing or unreadable root raises :class:`StopRun`; an unreadable directory
+        below it makes the scan incomplete, and no listing is yielded.
         """
         root = self.config.root
         if not root.is_dir():
@@ -198,22 +223,36 @@ class WorkspaceConnector(RecordConnector[WorkspaceConfig, WorkspaceRecord]):
         globs = GlobFilter.from_globs(self.config.include, self.config.exclude)
         found: list[tuple[str, str]] = []
         skipped: list[tuple[str, str]] = []
-        for path, entry in self._walk(root, "", (), globs):
+        unread: list[str] = []
+        for path, entry in self._walk(root, "", (), globs, unread):
             scanned = self._scan_file(path, entry)
             if scanned.record is None:
                 skipped.append((path, scanned.skip_reason or "skipped"))
                 continue
             found.append((path, scanned.record.sha256))
             yield scanned.record
-        yield WorkspaceSnapshot(
+        snapshot = WorkspaceSnapshot(
             workspace_id=self.config.effective_workspace_id,
             files=tuple(sorted(found)),
             scanned_at=window.end,
             skipped=tuple(skipped),
         )
+        yield snapshot
+        if not unread:
+            prefix = files_prefix(snapshot.workspace_id)
+            yield FilesListing(
+                KeyScope(prefix, episode_types=frozenset({WorkspaceFile.episode_type})),
+                frozenset(f"{prefix}{path}:{file_hash}" for path, file_hash in found),
+                paths=frozenset(path for path, _ in (*found, *skipped)),
+            )
 
     def _walk(
-        self, root: Path, relative: str, rules: tuple[IgnoreFile, ...], globs: GlobFilter
+        self,
+        root: Path,
+        relative: str,
+        rules: tuple[IgnoreFile, ...],
+        globs: GlobFilter,
+        unread: list[str],
     ) -> Iterator[tuple[str, os.DirEntry[str]]]:
         directory = root / relative if relative else root
         if self.config.respect_gitignore:
@@ -225,6 +264,7 @@ class WorkspaceConnector(RecordConnector[WorkspaceConfig, WorkspaceRecord]):
                 # Sorted so that records come out in the same order on every scan.
                 entries = sorted(iterator, key=lambda entry: entry.name)
         except PermissionError:
+            unread.append(relative)
             return
         for entry in entries:
             path = f"{relative}/{entry.name}" if relative else entry.name
@@ -234,7 +274,7 @@ class WorkspaceConnector(RecordConnector[WorkspaceConfig, WorkspaceRecord]):
                 if entry.name == ".git" or is_ignored(rules, path, is_dir=True):
                     continue
                 if globs.enters(path):
-                    yield from self._walk(root, path, rules, globs)
+                    yield from self._walk(root, path, rules, globs, unread)
             elif (
                 entry.is_file(follow_symlinks=False)
                 and not is_ignored(rules, path, is_dir=False)

@@ -10,8 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memsync.connectors import StopRun, Window
-from memsync.connectors.testing import ConnectorConformanceSuite, SimulatedIngest
+from memsync.connectors import Listing, StopRun, Window
+from memsync.connectors.testing import (
+    ConnectorConformanceSuite,
+    DeletionScenario,
+    SimulatedIngest,
+)
 from memsync.connectors.workspace import (
     WorkspaceConfig,
     WorkspaceConnector,
@@ -44,7 +48,12 @@ def _connector(root: Path, **options: object) -> WorkspaceConnector:
 
 
 def _scan(root: Path, **options: object) -> list[WorkspaceRecord]:
-    return list(_connector(root, **options).fetch(WINDOW, None))
+    """The records of one scan (its listing left out)."""
+    return [
+        item
+        for item in _connector(root, **options).fetch(WINDOW, None)
+        if isinstance(item, WorkspaceFile | WorkspaceSnapshot)
+    ]
 
 
 def _paths(records: Sequence[WorkspaceRecord]) -> list[str]:
@@ -81,6 +90,56 @@ class TestWorkspaceConformance(ConnectorConformanceSuite[WorkspaceRecord]):
         changed = [r for r in self.edited if r not in self.records]
         assert len(changed) == 2  # the edited file and the new snapshot
         return changed
+
+    def deletion_scenario(self) -> DeletionScenario:
+        def remove() -> str:
+            (file,) = [r for r in _scan(self.root) if getattr(r, "path", "") == "README.md"]
+            (self.root / "README.md").unlink()
+            return _connector(self.root).idempotency_key(file)
+
+        return DeletionScenario(read=lambda: _connector(self.root), remove=remove, window=WINDOW)
+
+
+def _sync_all(store: SimulatedIngest, root: Path) -> list[str]:
+    connector = _connector(root)
+    return store.sync(connector, connector.fetch(WINDOW, None))
+
+
+def test_a_removed_file_is_reported_with_every_version_and_an_edited_one_is_not(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path, {"notes.md": "v1", "src/app.py": "print(1)\n", "bin.dat": b"\0\1"})
+    store = SimulatedIngest()
+    _sync_all(store, tmp_path)
+    _write(tmp_path, {"notes.md": "v2", "src/app.py": "print(2)\n"})
+    assert _sync_all(store, tmp_path) == []  # edited: the earlier versions stay as seen
+
+    (tmp_path / "notes.md").unlink()
+    gone = _sync_all(store, tmp_path)
+
+    assert sorted(gone) == sorted(k for k in store.stored if ":file:notes.md:" in k)
+    assert len(gone) == 2
+    assert not any("app.py" in key or "bin.dat" in key for key in store.deleted)
+
+
+def test_a_scan_that_could_not_read_a_directory_reports_no_deletion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write(tmp_path, {"a.md": "a", "locked/b.md": "b"})
+    store = SimulatedIngest()
+    _sync_all(store, tmp_path)
+    real_scandir = os.scandir
+
+    def refuse_locked(path: object) -> object:
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "scandir", refuse_locked)
+    items = list(_connector(tmp_path).fetch(WINDOW, None))
+
+    assert not any(isinstance(item, Listing) for item in items)
+    assert store.sync(_connector(tmp_path), items) == []
 
 
 def test_gitignore_semantics_negation_dir_only_anchored_and_double_star(tmp_path: Path) -> None:
