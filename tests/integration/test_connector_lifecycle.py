@@ -3,16 +3,23 @@ deleted and re-created at the source, as the run records count them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+import respx
 import sqlalchemy as sa
 
 from memsync.clock import FakeClock
 from memsync.connectors import Connector, load_registry
+from memsync.runtime.app.config import load_settings
+from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
+from memsync.runtime.reading import ContextReader, EpisodeRepository, MemoryRepository
 from memsync.runtime.storage import Store
 from memsync.runtime.storage.schema import EpisodeRow
 from memsync.runtime.sync import RunRecord, SyncRepository, SyncRunner
@@ -89,3 +96,103 @@ def test_workspace_a_removed_file_is_tombstoned_and_comes_back_when_restored(
     assert counts(unchanged) == (0, 0, 0)
     assert counts(restored) == (0, 1, 0)
     assert any("docs/refunds.md" in key for key in live_keys(store))
+
+
+# -- zendesk -------------------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "memsync.example.yaml"
+ZENDESK = "https://acme.zendesk.com"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "zendesk"
+
+
+class ZendeskSource:
+    """One ticket as the export serves it; tests change its organisation and status."""
+
+    def __init__(self, api: respx.MockRouter) -> None:
+        self.organization_id = 509974
+        self.status = "open"
+        self.updated_at = NOW - timedelta(hours=1)
+        api.get("/api/v2/incremental/tickets/cursor.json").mock(side_effect=self._export)
+        api.get("/api/v2/tickets/35436/comments.json").respond(json=_fixture("ticket_comments"))
+        api.get("/api/v2/tickets/35436/audits.json").respond(json=_fixture("ticket_audits"))
+
+    def change(self, at: datetime, **fields: object) -> None:
+        for name, value in fields.items():
+            setattr(self, name, value)
+        self.updated_at = at
+
+    def _export(self, request: httpx.Request) -> httpx.Response:
+        page = _fixture("incremental_tickets_cursor")
+        ticket = page["tickets"][0]
+        ticket.update(
+            organization_id=self.organization_id,
+            status=self.status,
+            updated_at=self.updated_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
+        return httpx.Response(200, json=page)
+
+
+def _fixture(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((FIXTURES / f"{name}.json").read_text())
+    return loaded
+
+
+@pytest.fixture
+def zendesk() -> Iterator[tuple[ZendeskSource, Connector]]:  # type: ignore[type-arg]
+    """The Zendesk connector exactly as the example configuration declares it."""
+    settings = load_settings(EXAMPLE, environ={"ZENDESK_TOKEN": "example-token"})
+    registry = load_registry()
+    [config] = [c for c in registry.parse_configs(settings.connectors) if c.type == "zendesk"]
+    assert config.subject.text == "org:{organization_id}"
+    with respx.mock(base_url=ZENDESK, assert_all_called=False) as api:
+        connector = registry.build(config)
+        yield ZendeskSource(api), connector
+        connector.close()
+
+
+def test_zendesk_a_ticket_moved_between_organisations_is_one_episode_and_leaves_the_old_one(
+    store: Store,
+    runner: SyncRunner,
+    clock: FakeClock,
+    zendesk: tuple[ZendeskSource, Connector],  # type: ignore[type-arg]
+) -> None:
+    source, connector = zendesk
+    compiler = CompileService(store, clock=clock)
+    reader = ContextReader(EpisodeRepository(store), MemoryRepository(store), clock)
+    first = runner.sync(connector)
+    compiler.compile("default", "org:509974")
+    fact = "printer is on fire"
+    assert fact in reader.bundle("default", "org:509974", "status?", 2000).assembled_context
+
+    clock.advance(timedelta(minutes=15))
+    source.change(clock.now() - timedelta(minutes=2), organization_id=200)
+    moved = runner.sync(connector)
+    for subject in CompileService(store, clock=clock).subjects_with_uncompiled("default"):
+        compiler.compile("default", subject)
+
+    # The ticket, its comment and its status change: each moved, none created again.
+    assert counts(first) == (3, 0, 0)
+    assert counts(moved) == (0, 3, 0)
+    with store.read() as connection:
+        rows = connection.execute(
+            sa.select(EpisodeRow.subject_id, EpisodeRow.revision).where(
+                EpisodeRow.idempotency_key == "zendesk:acme:ticket:35436"
+            )
+        ).all()
+    assert [tuple(row) for row in rows] == [("org:200", 2)]
+    assert fact not in reader.bundle("default", "org:509974", "status?", 2000).assembled_context
+    assert fact in reader.bundle("default", "org:200", "status?", 2000).assembled_context
+
+    clock.advance(timedelta(minutes=15))
+    source.change(clock.now() - timedelta(minutes=2), status="deleted")
+    deleted = runner.sync(connector)
+    compiler.compile("default", "org:200")
+    assert counts(deleted) == (0, 0, 3)
+    assert fact not in reader.bundle("default", "org:200", "status?", 2000).assembled_context
+
+    clock.advance(timedelta(minutes=15))
+    source.change(clock.now() - timedelta(minutes=2), status="open")
+    restored = runner.sync(connector)
+    compiler.compile("default", "org:200")
+    assert counts(restored) == (0, 3, 0)
+    assert fact in reader.bundle("default", "org:200", "status?", 2000).assembled_context

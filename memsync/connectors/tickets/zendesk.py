@@ -9,6 +9,9 @@ What is read, per window:
   ``links.next``, or offset pagination via ``next_page``), from which the ``Change``
   events on ``status`` become status-change records.
 
+A ticket the export shows with status ``deleted`` is a tombstone for the ticket and
+everything below its key (comments, status changes); nothing more is read for it.
+
 Next-page links are followed by path and query against the configured base URL, so
 credentials are only ever sent to that host and a fake server works unchanged.
 """
@@ -26,11 +29,11 @@ from pydantic import Field, SecretStr
 
 from memsync.clock import Clock, SystemClock
 from memsync.connectors._parsing import optional_int, parse_iso_time, required_int
-from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
+from memsync.connectors.base import Cursor, Deletion, KeyPolicy, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
-from memsync.episode import JSONObject
+from memsync.episode import JSONObject, Tombstone
 
 _INCREMENTAL_PATH = "/api/v2/incremental/tickets/cursor.json"
 # Zendesk refuses an incremental export that starts less than a minute ago.
@@ -235,6 +238,12 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
         "status or subject changed is a new revision of the same episode, a redacted "
         "comment revises its comment, and re-reading an unchanged ticket stores nothing."
     )
+    deletions = (
+        "A ticket the incremental export shows with status 'deleted' (soft-deleted, in "
+        "the trash) is reported with its comments and status changes. A ticket purged "
+        "from the trash before the next run is not seen, and neither is a comment "
+        "redacted or removed from a ticket that still exists."
+    )
     config_model = ZendeskConfig
     example_key = "zendesk:acme:ticket:35436:comment:1274"
     subject_fields: ClassVar[frozenset[str]] = frozenset(
@@ -286,9 +295,10 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
 
     # --- reading --------------------------------------------------------------------------
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[ZendeskRecord]:
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[ZendeskRecord | Deletion]:
         """Yield each ticket updated in the window, followed by its comments and status
-        changes. Tickets updated after ``window.end`` are left for the next run."""
+        changes, or a tombstone for a deleted one. Tickets updated after ``window.end``
+        are left for the next run."""
         start = window.start or self.config.start or datetime(1970, 1, 1, tzinfo=UTC)
         start = min(start, window.end - _EXPORT_MIN_AGE)
         params: dict[str, str | int] = {"start_time": max(int(start.timestamp()), 0)}
@@ -300,6 +310,9 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
             for raw in tickets:
                 ticket = self._ticket(raw)
                 if ticket.ticket.updated_at > window.end:
+                    continue
+                if ticket.data.get("status") == "deleted":
+                    yield Tombstone(ticket.key(), with_children=True)
                     continue
                 yield ticket
                 if self.config.include_comments:

@@ -12,12 +12,14 @@ from hypothesis import strategies as st
 
 from memsync.clock import FakeClock
 from memsync.connectors import (
+    Deletion,
     RateLimitExhausted,
     RetryableError,
     StopRun,
+    Tombstone,
     Window,
 )
-from memsync.connectors.testing import ConnectorConformanceSuite
+from memsync.connectors.testing import ConnectorConformanceSuite, DeletionScenario
 from memsync.connectors.tickets import (
     TicketRef,
     ZendeskComment,
@@ -66,7 +68,7 @@ class Harness:
         self.slept.append(seconds)
         self.clock.advance(timedelta(seconds=seconds))
 
-    def fetch(self, window: Window = WINDOW) -> list[ZendeskRecord]:
+    def fetch(self, window: Window = WINDOW) -> list[ZendeskRecord | Deletion]:
         return list(self.connector.fetch(window, None))
 
 
@@ -104,6 +106,18 @@ def _recorded(status: str = "open") -> list[ZendeskRecord]:
 
 
 class TestZendeskConformance(ConnectorConformanceSuite[ZendeskRecord]):
+    status = "open"
+
+    def test_deletions_are_reported_and_nothing_else(self, api: respx.MockRouter) -> None:
+        def export(request: httpx.Request) -> httpx.Response:
+            page = load_fixture("zendesk", "incremental_tickets_cursor.json")
+            page["tickets"][0]["status"] = self.status
+            return httpx.Response(200, json=page)
+
+        api.get(EXPORT).mock(side_effect=export)
+        _mock_ticket_children(api, 35436)
+        super().test_deletions_are_reported_and_nothing_else()
+
     def make_connector(self) -> ZendeskConnector:
         return ZendeskConnector(_config())
 
@@ -112,6 +126,23 @@ class TestZendeskConformance(ConnectorConformanceSuite[ZendeskRecord]):
 
     def edited_records(self) -> Sequence[ZendeskRecord]:
         return [r for r in _recorded(status="solved") if isinstance(r, ZendeskTicket)]
+
+    def deletion_scenario(self) -> DeletionScenario:
+        def remove() -> str:
+            self.status = "deleted"
+            return "zendesk:acme:ticket:35436"
+
+        return DeletionScenario(read=self.make_connector, remove=remove, window=WINDOW)
+
+
+def test_a_deleted_ticket_is_a_tombstone_for_it_and_all_below_it(api: respx.MockRouter) -> None:
+    page = load_fixture("zendesk", "incremental_tickets_cursor.json")
+    page["tickets"][0]["status"] = "deleted"
+    api.get(EXPORT).respond(json=page)
+    comments = api.get("/api/v2/tickets/35436/comments.json")
+
+    assert Harness().fetch() == [Tombstone("zendesk:acme:ticket:35436", with_children=True)]
+    assert not comments.called
 
 
 def test_fixture_copies_match_the_shared_set() -> None:
