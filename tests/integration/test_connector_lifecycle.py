@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from memsync.clock import FakeClock
 from memsync.connectors import Connector, load_registry
+from memsync.connectors.slack.fake_api import FakeSlack
 from memsync.runtime.app.config import load_settings
 from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
@@ -196,3 +197,39 @@ def test_zendesk_a_ticket_moved_between_organisations_is_one_episode_and_leaves_
     compiler.compile("default", "org:200")
     assert counts(restored) == (0, 3, 0)
     assert fact in reader.bundle("default", "org:200", "status?", 2000).assembled_context
+
+
+# -- slack ---------------------------------------------------------------------------------
+
+
+def test_slack_a_deleted_message_is_tombstoned_and_an_unchanged_re_read_tombstones_nothing(
+    store: Store, runner: SyncRunner, clock: FakeClock
+) -> None:
+    start = int((NOW - timedelta(hours=2)).timestamp())
+    with FakeSlack(token="xoxb-test", start_ts=start) as fake:
+        fake.add_channel("C1", "general")
+        posted = [fake.post_message("C1", f"note {i}") for i in range(3)]
+        connector = build(
+            {
+                "name": "sl",
+                "type": "slack",
+                "token": "xoxb-test",
+                "channels": ["C1"],
+                "subject": "slack:{channel}",
+                "base_url": f"{fake.base_url}/api",
+            }
+        )
+        first = runner.sync(connector)
+        clock.advance(timedelta(minutes=15))
+        unchanged = runner.sync(connector)
+        fake.delete_message("C1", posted[1].ts)
+        clock.advance(timedelta(minutes=15))
+        deleted = runner.sync(connector)
+        connector.close()
+
+    assert (counts(first), counts(unchanged), counts(deleted)) == (
+        (3, 0, 0),
+        (0, 0, 0),
+        (0, 0, 1),
+    )
+    assert f"slack:T12345678:C1:{posted[1].ts}" not in live_keys(store)

@@ -14,6 +14,12 @@ A top-level message or reply becomes a record when it was posted in the window o
 edited in it (``edited.ts``); older, unchanged messages of the lookback range are read
 but not handed out. An edit keeps the key and changes the payload: a revision.
 
+Deletions: a ``message_deleted`` item (its ``deleted_ts``) and a ``tombstone`` (a
+deleted parent whose replies remain) are tombstones for that message. And the history
+of each channel is read completely over ``[window.start - lookback, window.end]``, so
+after it the fetch lists every top-level message of that range: one stored there and
+absent now was deleted.
+
 Order: ``conversations.history`` is newest first, and the runner's cursor is the
 latest committed position, so a run cut short after its newest records would skip the
 older ones for good. A fetch therefore reads its whole range first and yields records
@@ -41,11 +47,11 @@ from slack_sdk.errors import SlackApiError
 
 from memsync.clock import Clock
 from memsync.connectors._parsing import optional_str
-from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
+from memsync.connectors.base import Cursor, Deletion, KeyPolicy, Listing, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, SkipRecord, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
-from memsync.episode import JSONObject
+from memsync.episode import JSONObject, KeyScope, Tombstone
 
 _PUBLIC_API = "https://slack.com/api/"
 _SOURCE = "slack"
@@ -84,6 +90,9 @@ _FATAL_ERRORS = {
     "channel_not_found": "the channel does not exist or the token cannot see it",
 }
 _TRANSIENT_ERRORS = {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+
+#: History items that stand for a deleted message rather than being one.
+_DELETED_SUBTYPES = frozenset({"message_deleted", "tombstone"})
 
 
 class SlackConfig(ConnectorConfig):
@@ -132,7 +141,7 @@ class SlackMessage:
         """``slack:{team}:{channel}:{ts}``. Repeats: a message or reply re-read (overlap,
         lookback, backfill) gets the same key. Conflicts: Slack never gives two messages
         of one channel the same ts."""
-        return f"{_SOURCE}:{self.team}:{self.channel}:{self.ts}"
+        return _key(self.team, self.channel, self.ts)
 
     @property
     def position(self) -> datetime:
@@ -147,9 +156,11 @@ class SlackMessage:
     def occurred_at(self) -> datetime:
         return slack_ts_to_datetime(self.ts)
 
+    top_level_type: ClassVar[str] = "slack.message"
+
     @property
     def episode_type(self) -> str:
-        return "slack.reply" if self.is_reply else "slack.message"
+        return "slack.reply" if self.is_reply else self.top_level_type
 
     def subject_values(self) -> Mapping[str, SubjectTemplateField]:
         return {
@@ -165,6 +176,10 @@ class SlackMessage:
         if self.subtype in CONTENTLESS_SUBTYPES:
             raise SkipRecord(f"{self.key()}: subtype '{self.subtype}' carries no content")
         return dict(self.data)
+
+
+def _key(team: str, channel: str, ts: str) -> str:
+    return f"{_SOURCE}:{team}:{channel}:{ts}"
 
 
 def slack_ts_to_datetime(ts: str) -> datetime:
@@ -207,6 +222,12 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
         "team, channel and ts, never the text: an edited message is a new revision of the "
         "same episode and re-reading an unchanged one stores nothing."
     )
+    deletions = (
+        "A top-level message absent from a complete re-read of the channel's history over "
+        "[window start - lookback, window end] that held it before, and messages the "
+        "history shows as 'message_deleted' or 'tombstone'. A deleted reply is seen only "
+        "as a 'message_deleted' item, and nothing older than the lookback is re-checked."
+    )
     config_model = SlackConfig
     example_key = "slack:T024BE7LD:C123ABC:1712345678.000200"
     subject_fields: ClassVar[frozenset[str]] = frozenset(
@@ -238,33 +259,49 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
 
     # --- reading --------------------------------------------------------------------------
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[SlackMessage]:
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[SlackMessage | Deletion]:
         """Yield messages and replies posted or edited in the window, oldest position
-        first, after reading the whole range (see the module docstring for why)."""
+        first, after reading the whole range (see the module docstring for why), then
+        the deletions seen."""
         start = window.start or self.config.start
         team = self._team()
         records: list[SlackMessage] = []
+        deletions: list[Deletion] = []
         for channel in self._channels():
-            records.extend(self._channel_records(team, channel, start, window.end))
+            records.extend(self._channel_records(team, channel, start, window.end, deletions))
         records.sort(key=lambda record: record.position)
         yield from records
+        yield from deletions
 
     def _channel_records(
-        self, team: str, channel: _Channel, start: datetime | None, end: datetime
+        self,
+        team: str,
+        channel: _Channel,
+        start: datetime | None,
+        end: datetime,
+        deletions: list[Deletion],
     ) -> Iterator[SlackMessage]:
+        """The channel's records; what it saw deleted is appended to ``deletions``."""
         params: dict[str, Any] = {
             "channel": channel.id,
             "latest": _datetime_to_slack_ts(end),
             "inclusive": True,
             "limit": self.config.page_size,
         }
-        if start is not None:
-            params["oldest"] = _datetime_to_slack_ts(start - self.config.lookback)
+        oldest = None if start is None else start - self.config.lookback
+        if oldest is not None:
+            params["oldest"] = _datetime_to_slack_ts(oldest)
         threads: list[str] = []
+        present: set[str] = set()
         for raw in self._pages("conversations.history", params, "messages"):
             message = _message(team, channel, raw)
-            if _changed_since(message, start):
-                yield message
+            if message.subtype in _DELETED_SUBTYPES:
+                gone = optional_str(raw.get("deleted_ts")) or message.ts
+                deletions.append(Tombstone(_key(team, channel.id, gone)))
+            else:
+                present.add(message.key())
+                if _changed_since(message, start):
+                    yield message
             latest_reply = optional_str(raw.get("latest_reply"))
             if (
                 self.config.include_threads
@@ -273,6 +310,14 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
                 and (start is None or slack_ts_to_datetime(latest_reply) >= start)
             ):
                 threads.append(message.ts)
+        # Every page of the range was read: what it no longer holds was deleted.
+        scope = KeyScope(
+            _key(team, channel.id, ""),
+            occurred_from=oldest,
+            occurred_to=end,
+            episode_types=frozenset({SlackMessage.top_level_type}),
+        )
+        deletions.append(Listing(scope, frozenset(present)))
         for parent_ts in threads:
             yield from self._replies(team, channel, parent_ts, start, end)
 

@@ -38,6 +38,9 @@ Scripting:
 - ``edit_message(channel, ts, text, *, edited_ts=None, edited_by=None)``: top-level or
   reply, ts unchanged; ``add_join(channel, user, *, ts=None, inviter=None)``:
   ``"<@U|name> has joined the channel"``;
+- ``delete_message(channel, ts)``: as Slack does it, a top-level message without
+  replies and a reply disappear (the parent's reply fields follow); a parent with
+  replies stays in the history as a ``tombstone`` ("This message was deleted.");
 - ``script_rate_limit(method, *, times=1, retry_after=1)``: 429 with the fixture
   headers and ``retry-after``, body ``{"ok": false, "error": "ratelimited"}``;
   ``script_error(method, error, *, times=1)``: HTTP 200 ``{"ok": false, "error":
@@ -55,9 +58,10 @@ the same cursor and window rules); ``users.info``. Errors: ``channel_not_found``
 against live Slack: the parent is returned only on the first replies page (and only
 if inside ``oldest`` / ``latest``); ``reply_users`` is not truncated.
 
-Not done: ``conversations.members``, ``chat.*``, deletes (``message_deleted``),
-``thread_broadcast``, ``include_all_metadata``; ``conversations.list`` types other
-than public and private channels; per-method rate tiers except by scripting.
+Not done: ``conversations.members``, ``chat.*``, ``message_deleted`` items (post one
+with ``subtype`` and ``extra={"deleted_ts": ...}`` to serve it), ``thread_broadcast``,
+``include_all_metadata``; ``conversations.list`` types other than public and private
+channels; per-method rate tiers except by scripting.
 
 What slack-sdk 3.48 does by itself, read from its sources
 (``slack_sdk/web/base_client.py``, ``slack_sdk/http_retry/``,
@@ -116,6 +120,9 @@ def ts_to_micros(ts: str) -> int:
     """``"1512085950.000216"`` -> 1512085950000216 (exact; no float rounding)."""
     seconds, _, fraction = ts.partition(".")
     return int(seconds) * 1_000_000 + int((fraction or "0").ljust(6, "0")[:6])
+
+
+_DELETED = "This message was deleted."
 
 
 def micros_to_ts(micros: int) -> str:
@@ -368,6 +375,33 @@ class FakeSlack(FakeHTTPServer):
             }
             message._cache = None
             return message
+
+    def delete_message(self, channel: str, ts: str) -> None:
+        """Delete a message or reply the way Slack shows it afterwards (see the module
+        docstring)."""
+        with self._lock:
+            ch = self._channel(channel)
+            key = ts_to_micros(ts)
+            reply = ch.replies.pop(key, None)
+            if reply is not None:
+                parent_key = ts_to_micros(reply.thread_ts or ts)
+                remaining = ch.threads[parent_key]
+                remaining.remove(key)
+                parent = ch.messages[parent_key]
+                parent.reply_count = len(remaining)
+                parent.latest_reply = micros_to_ts(remaining[-1]) if remaining else None
+                parent._cache = None
+                return
+            message = ch.messages.get(key)
+            if message is None:
+                raise KeyError(f"{channel} has no message {ts}")
+            if ch.threads.get(key):
+                message.subtype, message.text, message.edited = "tombstone", _DELETED, None
+                message.extra = {**message.extra, "hidden": True}
+                message._cache = None
+                return
+            del ch.messages[key]
+            ch.keys.remove(key)
 
     def add_join(
         self, channel: str, user: str, *, ts: str | None = None, inviter: str | None = None

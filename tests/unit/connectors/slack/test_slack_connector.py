@@ -16,7 +16,12 @@ from memsync.connectors.errors import RateLimitExhausted, SkipRecord, StopRun
 from memsync.connectors.slack import SlackConfig, SlackConnector, SlackMessage
 from memsync.connectors.slack.connector import slack_ts_to_datetime
 from memsync.connectors.slack.fake_api import FakeSlack
-from memsync.connectors.testing import ConnectorConformanceSuite, SimulatedIngest
+from memsync.connectors.testing import (
+    ConnectorConformanceSuite,
+    DeletionScenario,
+    SimulatedIngest,
+)
+from memsync.episode import Tombstone
 from tests.unit.connectors.sync_helpers import RecordedSleep, sync
 
 START_TS = 1_700_000_000
@@ -57,8 +62,13 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
+def messages(conn: SlackConnector, window: Window) -> list[SlackMessage]:
+    """The records of one fetch, without the deletions it reports."""
+    return [item for item in conn.fetch(window, None) if isinstance(item, SlackMessage)]
+
+
 def fetch(conn: SlackConnector, start: datetime | None, end: datetime = END) -> list[str]:
-    return [conn.idempotency_key(r) for r in conn.fetch(Window(start, end), None)]
+    return [conn.idempotency_key(r) for r in messages(conn, Window(start, end))]
 
 
 # -- what is read, and the keys --------------------------------------------------------------
@@ -70,7 +80,7 @@ def test_messages_and_replies_are_keyed_by_team_channel_and_ts(fake: FakeSlack) 
     later = fake.post_message("C1", "deployed")
     conn = connector(fake)
 
-    records = list(conn.fetch(Window(None, END), None))
+    records = messages(conn, Window(None, END))
 
     assert [conn.idempotency_key(r) for r in records] == [
         f"slack:{TEAM}:C1:{parent.ts}",
@@ -89,7 +99,7 @@ def test_channel_names_are_resolved_through_conversations_list(fake: FakeSlack) 
     message = fake.post_message("C2", "hello")
     conn = connector(fake, channels=["#random"], subject="slack:{channel_name}")
 
-    (record,) = conn.fetch(Window(None, END), None)
+    (record,) = messages(conn, Window(None, END))
 
     assert conn.idempotency_key(record) == f"slack:{TEAM}:C2:{message.ts}"
     assert conn.to_episode(record).subject_id == "slack:random"
@@ -107,7 +117,7 @@ def test_contentless_subtypes_are_skipped_with_a_reason(fake: FakeSlack) -> None
     conn = connector(fake)
     store = SimulatedIngest()
 
-    join = next(iter(conn.fetch(Window(None, END), None)))
+    join = messages(conn, Window(None, END))[0]
     with pytest.raises(SkipRecord, match="channel_join"):
         conn.to_episode(join)
     assert sync(conn, store, None, END) == {"skipped": 1, "created": 1}
@@ -140,7 +150,7 @@ def test_a_reply_to_an_old_thread_is_found_by_the_next_sync(fake: FakeSlack) -> 
 
     window_start = at(2 * 86400)  # two days after the parent
     conn = connector(fake)
-    records = list(conn.fetch(Window(window_start, at(4 * 86400)), None))
+    records = messages(conn, Window(window_start, at(4 * 86400)))
 
     assert [conn.idempotency_key(r) for r in records] == [f"slack:{TEAM}:C1:{reply.ts}"]
     assert sync(conn, store, window_start, at(4 * 86400)) == {"created": 1}
@@ -268,7 +278,7 @@ def _recorded(edit: bool) -> list[SlackMessage]:
         if edit:
             server.edit_message("C1", parent.ts, "question, edited")
             server.edit_message("C1", reply.ts, "answer, edited")
-        records = list(connector(server).fetch(Window(None, END), None))
+        records = messages(connector(server), Window(None, END))
     if edit:
         return [r for r in records if r.ts in (parent.ts, reply.ts)]
     return records
@@ -284,6 +294,81 @@ class TestSlackConformance(ConnectorConformanceSuite[SlackMessage]):
 
     def edited_records(self) -> Sequence[SlackMessage]:
         return _recorded(edit=True)
+
+    def test_deletions_are_reported_and_nothing_else(self, fake: FakeSlack) -> None:
+        self.source = fake
+        super().test_deletions_are_reported_and_nothing_else()
+
+    def deletion_scenario(self) -> DeletionScenario:
+        fake = self.source
+        kept = fake.post_message("C1", "we ship on friday", ts=f"{START_TS + 10}.000000")
+        doomed = fake.post_message("C1", "wrong channel, sorry", ts=f"{START_TS + 20}.000000")
+        fake.post_reply("C1", kept.ts, "ok", ts=f"{START_TS + 30}.000000")
+
+        def remove() -> str:
+            fake.delete_message("C1", doomed.ts)
+            return f"slack:{TEAM}:C1:{doomed.ts}"
+
+        return DeletionScenario(
+            read=lambda: connector(fake), remove=remove, window=Window(at(5), at(3600))
+        )
+
+
+# -- deletions --------------------------------------------------------------------------------
+
+
+def test_a_message_gone_from_a_completely_read_history_is_tombstoned(fake: FakeSlack) -> None:
+    messages_ = [fake.post_message("C1", f"m{i}", ts=f"{START_TS + i}.000000") for i in range(4)]
+    store = SimulatedIngest()
+    sync(connector(fake), store, None, at(60))
+    assert "tombstoned" not in sync(connector(fake), store, at(30), at(90))
+
+    fake.delete_message("C1", messages_[1].ts)
+    outcome = sync(connector(fake), store, at(60), at(120))  # the lookback reaches it
+
+    assert outcome == {"tombstoned": 1}
+    assert store.deleted == {f"slack:{TEAM}:C1:{messages_[1].ts}"}
+
+
+def test_a_deleted_message_older_than_the_lookback_is_not_seen(fake: FakeSlack) -> None:
+    old = fake.post_message("C1", "old", ts=f"{START_TS}.000000")
+    store = SimulatedIngest()
+    sync(connector(fake), store, None, at(60))
+    fake.delete_message("C1", old.ts)
+
+    assert sync(connector(fake, lookback="1d"), store, at(3 * 86400), at(4 * 86400)) == {}
+    assert store.deleted == set()
+
+
+def test_a_deleted_parent_with_replies_is_a_tombstone_and_its_replies_stay(
+    fake: FakeSlack,
+) -> None:
+    parent = fake.post_message("C1", "question", ts=f"{START_TS}.000000")
+    reply = fake.post_reply("C1", parent.ts, "answer", ts=f"{START_TS + 5}.000000")
+    store = SimulatedIngest()
+    sync(connector(fake), store, None, at(60))
+    fake.delete_message("C1", parent.ts)
+
+    items = list(connector(fake).fetch(Window(None, at(120)), None))
+
+    assert Tombstone(f"slack:{TEAM}:C1:{parent.ts}") in items
+    assert store.sync(connector(fake), items) == [f"slack:{TEAM}:C1:{parent.ts}"]
+    assert not store.stored[f"slack:{TEAM}:C1:{reply.ts}"].deleted
+
+
+def test_a_message_deleted_item_is_a_tombstone_for_the_message_it_names(fake: FakeSlack) -> None:
+    fake.post_message(
+        "C1",
+        "",
+        ts=f"{START_TS + 9}.000000",
+        subtype="message_deleted",
+        extra={"deleted_ts": "1600000000.000100", "hidden": True},
+    )
+
+    items = list(connector(fake).fetch(Window(None, at(60)), None))
+
+    assert Tombstone(f"slack:{TEAM}:C1:1600000000.000100") in items
+    assert not any(isinstance(item, SlackMessage) for item in items)
 
 
 def test_config_parses_through_the_registry_and_checks_subject_fields() -> None:
