@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -46,10 +45,8 @@ def measure(
     """One sync of the whole window: fetch, map and simulated ingest."""
     connector = make_connector()
     requests_before = request_count()
-    outcomes: Counter[str] = Counter()
     started = time.perf_counter()
-    for record in connector.fetch(Window(None, END), None):
-        outcomes[str(store.ingest(connector.to_episode(record)))] += 1
+    outcomes = store.sync(connector, connector.fetch(Window(None, END), None))
     elapsed = time.perf_counter() - started
     records = sum(outcomes.values())
     return {

@@ -7,10 +7,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from memsync.clock import FakeClock
-from memsync.connectors.base import Connector, Listing, Window
-from memsync.connectors.errors import SkipRecord
+from memsync.connectors.base import Connector, Window
 from memsync.connectors.testing import SimulatedIngest
-from memsync.episode import Tombstone
 
 
 def sync(
@@ -19,26 +17,8 @@ def sync(
     start: datetime | None,
     end: datetime,
 ) -> Counter[str]:
-    """Fetch one window and ingest every record, then apply the deletions it reports as
-    the runner does; count outcomes (skips, and records tombstoned)."""
-    outcomes: Counter[str] = Counter()
-    listings: list[Listing] = []
-    for record in connector.fetch(Window(start, end), None):
-        if isinstance(record, Tombstone):
-            outcomes["tombstoned"] += len(store.tombstone(record))
-            continue
-        if isinstance(record, Listing):
-            listings.append(record)
-            continue
-        try:
-            draft = connector.to_episode(record)
-        except SkipRecord:
-            outcomes["skipped"] += 1
-            continue
-        outcomes[str(store.ingest(draft))] += 1
-    for listing in listings:
-        outcomes["tombstoned"] += len(store.apply_listing(listing))
-    return +outcomes  # without zero counts
+    """Fetch one window and apply it as the runner does; count outcomes (and skips)."""
+    return store.sync(connector, connector.fetch(Window(start, end), None))
 
 
 class RecordedSleep:

@@ -352,7 +352,8 @@ def test_a_deleted_parent_with_replies_is_a_tombstone_and_its_replies_stay(
     items = list(connector(fake).fetch(Window(None, at(120)), None))
 
     assert Tombstone(f"slack:{TEAM}:C1:{parent.ts}") in items
-    assert store.sync(connector(fake), items) == [f"slack:{TEAM}:C1:{parent.ts}"]
+    assert store.sync(connector(fake), items) == {"tombstoned": 1, "duplicate": 1}
+    assert store.deleted == {f"slack:{TEAM}:C1:{parent.ts}"}
     assert not store.stored[f"slack:{TEAM}:C1:{reply.ts}"].deleted
 
 
