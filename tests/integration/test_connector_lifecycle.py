@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from memsync.clock import FakeClock
 from memsync.connectors import Connector, load_registry
+from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.slack.fake_api import FakeSlack
 from memsync.runtime.app.config import load_settings
 from memsync.runtime.compiling import CompileService
@@ -233,3 +234,39 @@ def test_slack_a_deleted_message_is_tombstoned_and_an_unchanged_re_read_tombston
         (0, 0, 1),
     )
     assert f"slack:T12345678:C1:{posted[1].ts}" not in live_keys(store)
+
+
+# -- github --------------------------------------------------------------------------------
+
+
+def test_github_a_transferred_issue_and_a_deleted_one_are_tombstoned_with_what_hangs_on_them(
+    store: Store, runner: SyncRunner, clock: FakeClock
+) -> None:
+    with FakeGitHub(token="t", start=NOW - timedelta(minutes=30)) as fake:
+        fake.add_issue("acme", "api", 1, "Webhooks ignore Retry-After", "steps")
+        fake.add_issue("acme", "api", 2, "Docs are stale", "which ones")
+        fake.add_comment("acme", "api", 1, "seen it too")
+        fake.add_comment("acme", "api", 2, "the API page")
+        connector = build(
+            {
+                "name": "gh",
+                "type": "github",
+                "repo": "acme/api",
+                "token": "t",
+                "base_url": fake.base_url,
+                "subject": "repo:{repository}",
+            }
+        )
+        first = runner.sync(connector)
+        fake.transfer_issue("acme", "api", 1, "acme", "platform")
+        clock.advance(timedelta(minutes=15))
+        transferred = runner.sync(connector)
+        fake.add_event("acme", "api", 2, "deleted")
+        fake.delete_issue("acme", "api", 2)
+        clock.advance(timedelta(minutes=15))
+        deleted = runner.sync(connector)
+        connector.close()
+
+    assert counts(first) == (4, 0, 0)
+    assert (counts(transferred), counts(deleted)) == ((0, 0, 2), (0, 0, 2))
+    assert live_keys(store) == set()

@@ -15,6 +15,11 @@ The streams are merged in order of their position (``updated_at``, ``created_at`
 so records come out oldest first across streams and repositories: the runner's cursor
 (the latest committed position) never passes a record that was not yet yielded.
 
+Deletions: GitHub lists none. An issue whose events in the window say it was
+``transferred`` (or ``deleted``) is read again (``GET /repos/{o}/{r}/issues/{n}``): a
+404 or 410, or an answer from another repository (a transfer redirects), makes it a
+tombstone for the issue and everything below it; its events are then not handed out.
+
 PyGithub is configured so that the connector, not the library, decides about waits:
 no urllib3 retries and no throttling sleeps (``retry=None``,
 ``seconds_between_requests=None``); every page goes through the shared
@@ -47,11 +52,11 @@ from pydantic import Field, SecretStr, field_validator
 
 from memsync.clock import Clock
 from memsync.connectors._parsing import optional_int, optional_str, parse_iso_time, required_int
-from memsync.connectors.base import Cursor, KeyPolicy, RecordConnector, Window
+from memsync.connectors.base import Cursor, Deletion, KeyPolicy, RecordConnector, Window
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
-from memsync.episode import JSONObject
+from memsync.episode import JSONObject, Tombstone
 
 GitHubStream = Literal["issues", "pull_requests", "issue_comments", "reviews", "issue_events"]
 _ALL_STREAMS: frozenset[GitHubStream] = frozenset(
@@ -81,6 +86,9 @@ DEFAULT_EVENT_TYPES: frozenset[str] = frozenset(
         "ready_for_review",
     }
 )
+
+#: Issue events after which the issue may be gone from the repository: it is read again.
+GONE_EVENTS: frozenset[str] = frozenset({"transferred", "deleted"})
 
 _PUBLIC_API = "https://api.github.com"
 # GitHub asks clients to wait at least a minute after a secondary limit that names no
@@ -150,6 +158,10 @@ class RepoRef:
     @property
     def key_prefix(self) -> str:
         return f"{_SOURCE}:{self.owner}:{self.name}"
+
+    def issue_key_prefix(self, number: int) -> str:
+        """What the keys of an issue and of its comments and events start with."""
+        return f"{self.key_prefix}:issue:{number}"
 
     def subject_values(
         self, number: int, author: str | None, kind: str
@@ -241,7 +253,7 @@ class GitHubComment(_EditableItem):
 
     def key(self) -> str:
         """``…:issue:{n}:comment:{id}``; comment ids are unique per repository."""
-        return f"{self.repo.key_prefix}:issue:{self.issue_number}:comment:{self.comment_id}"
+        return f"{self.repo.issue_key_prefix(self.issue_number)}:comment:{self.comment_id}"
 
     def subject_values(self) -> Mapping[str, SubjectTemplateField]:
         return self.repo.subject_values(self.issue_number, self.author, "issue_comment")
@@ -263,7 +275,7 @@ class GitHubIssueEvent(_GitHubItem):
 
     def key(self) -> str:
         """``…:issue:{n}:event:{id}``; event ids are unique per repository."""
-        return f"{self.repo.key_prefix}:issue:{self.issue_number}:event:{self.event_id}"
+        return f"{self.repo.issue_key_prefix(self.issue_number)}:event:{self.event_id}"
 
     @property
     def position(self) -> datetime:
@@ -315,6 +327,11 @@ class GitHubReview(_GitHubItem):
 GitHubRecord = GitHubIssue | GitHubComment | GitHubIssueEvent | GitHubReview
 
 
+class _Gone(StopRun):
+    """HTTP 404 or 410: fatal for a list (a wrong repository), the answer sought when an
+    issue is read again to see whether it is still there."""
+
+
 _Page = TypeVar("_Page")
 # One ``<url>; rel="name"`` entry of a ``Link`` header (RFC 8288, as GitHub writes it).
 _LINK = re.compile(r'<([^>]*)>\s*;\s*rel="([^"]*)"')
@@ -340,6 +357,12 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
         "from the (lower-cased) owner, repository and ids, never from text: an edited title "
         "or body is a new revision of the same episode, a closed issue gets its close event "
         "once, and re-reading an unchanged item stores nothing."
+    )
+    deletions = (
+        "An issue whose events in the window say it was transferred or deleted, and "
+        "that answers 404 or 410 (or from another repository) when read again, is "
+        "reported with its comments and events. GitHub lists no deletions otherwise: an "
+        "issue, comment or review deleted without such an event is not seen."
     )
     config_model = GitHubConfig
     example_key = "github:acme:api-server:issue:4471:opened"
@@ -384,11 +407,13 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
 
     # --- reading --------------------------------------------------------------------------
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[GitHubRecord]:
+    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[GitHubRecord | Deletion]:
         """Yield every selected item of every repository updated in the window, oldest
-        position first. Items updated after ``window.end`` are left for the next run."""
+        position first, then a tombstone for each issue found gone. Items updated after
+        ``window.end`` are left for the next run."""
         since = window.start or self.config.start
         streams: list[Iterator[GitHubRecord]] = []
+        gone: list[Tombstone] = []
         wanted = self.config.streams
         for repo in self.config.repositories:
             if wanted & {"issues", "pull_requests", "reviews"}:
@@ -396,8 +421,9 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
             if "issue_comments" in wanted:
                 streams.append(self._comments(repo, since, window.end))
             if "issue_events" in wanted:
-                streams.append(self._events(repo, since, window.end))
+                streams.append(self._events(repo, since, window.end, gone))
         yield from heapq.merge(*streams, key=self.record_cursor)
+        yield from gone
 
     def _issues(
         self, repo: RepoRef, since: datetime | None, until: datetime
@@ -453,18 +479,42 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
             yield comment
 
     def _events(
-        self, repo: RepoRef, since: datetime | None, until: datetime
+        self, repo: RepoRef, since: datetime | None, until: datetime, gone: list[Tombstone]
     ) -> Iterator[GitHubIssueEvent]:
+        """The repository's events in the window, oldest first; an issue they show gone
+        gets a tombstone in ``gone`` instead of its events."""
         # GitHub lists repository events newest first and has no ``since``: read until
         # the first event older than the window, then hand them out oldest first.
         newest_first: list[GitHubIssueEvent] = []
+        suspects: dict[int, None] = {}
         for raw in self._list(repo, "/issues/events", {}):
             event = _event(repo, raw)
             if since is not None and event.created_at < since:
                 break
-            if event.created_at <= until and event.event in self.config.event_types:
+            if event.created_at > until:
+                continue
+            if event.event in GONE_EVENTS:
+                suspects[event.issue_number] = None
+            if event.event in self.config.event_types:
                 newest_first.append(event)
-        yield from reversed(newest_first)
+        missing = {number for number in suspects if self._issue_is_gone(repo, number)}
+        gone.extend(
+            Tombstone(repo.issue_key_prefix(n), with_children=True) for n in sorted(missing)
+        )
+        yield from (e for e in reversed(newest_first) if e.issue_number not in missing)
+
+    def _issue_is_gone(self, repo: RepoRef, number: int) -> bool:
+        """Read the issue again: gone when it answers 404 or 410, or when the answer is
+        an issue of another repository (GitHub redirects a transferred issue)."""
+        url = f"{self.config.api_base}/repos/{repo.owner}/{repo.name}/issues/{number}"
+        what = f"github '{self.name}': GET /repos/{repo.full_name}/issues/{number}"
+        requester = self.client.requester
+        try:
+            _, issue = self._call(partial(requester.requestJsonAndCheck, "GET", url), what)
+        except _Gone:
+            return True
+        where = issue.get("repository_url") if isinstance(issue, dict) else None
+        return not str(where or "").lower().endswith(f"/repos/{repo.full_name}")
 
     def _list(self, repo: RepoRef, path: str, params: dict[str, Any]) -> Iterator[JSONObject]:
         """Every item of a list endpoint, following the ``Link`` header's ``next`` page by
@@ -533,10 +583,10 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
                 f"{what}: HTTP 401 {message!r}: GitHub refused the token. Create a new token "
                 "and update the connector's 'token'."
             )
-        if status == 404:
-            return StopRun(
-                f"{what}: HTTP 404: not found. Check the repository name, that the token can "
-                f"see it (private repositories answer 404 without access), and base_url "
+        if status in (404, 410):
+            return _Gone(
+                f"{what}: HTTP {status}: not found. Check the repository name, that the token "
+                f"can see it (private repositories answer 404 without access), and base_url "
                 f"{self.config.api_base}"
             )
         if status >= 500:

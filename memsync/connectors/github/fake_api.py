@@ -45,6 +45,14 @@ strings; omitted ones come from the fake's clock, one minute per call after
 - ``add_review(owner, repo, number, state="APPROVED", body="", *, submitted_at=None,
   user="octocat", commit_id=..., id=None) -> FakeReview``: pull requests only; bumps
   the pull request.
+- ``delete_issue(owner, repo, number)``: the issue and its comments leave every list
+  and ``/issues/{n}`` answers 410 "This issue was deleted", as GitHub does; its events
+  stay listed (GitHub lists no event for a deletion: to exercise a connector's 410
+  path, ``add_event(..., "deleted")`` before deleting).
+- ``transfer_issue(owner, repo, number, to_owner, to_repo, *, to_number=None) ->
+  FakeIssue``: the issue and its comments move to the other repository under a new
+  number (the next free one), the old repository lists a ``transferred`` event, and
+  its ``/issues/{n}`` answers 301 to the new location, as GitHub does.
 - ``script_rate_limit(kind="primary" | "secondary", *, on_request_number=None,
   path=None, times=1, retry_after=None, reset_at=None, status=403 | 429)`` and
   ``script_error(status, *, message=None, body=None, headers=None,
@@ -149,7 +157,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlencode
@@ -313,6 +321,8 @@ class _Repo:
     comments: dict[int, FakeComment] = field(default_factory=dict)
     events: list[FakeEvent] = field(default_factory=list)
     reviews: dict[int, list[FakeReview]] = field(default_factory=dict)
+    # number -> where a deleted (None) or transferred (the new API url) issue went
+    gone: dict[int, str | None] = field(default_factory=dict)
     version: int = 0
     views: dict[str, tuple[int, list[Any], list[Any]]] = field(default_factory=dict)
     templates: dict[str, Json] = field(default_factory=dict)
@@ -334,6 +344,7 @@ _ERROR_BODIES: dict[int, tuple[str, str]] = {
         "https://docs.github.com/rest/issues/issues#list-repository-issues",
     ),
     404: ("Not Found", "https://docs.github.com/rest"),
+    410: ("Gone", "https://docs.github.com/rest"),
     422: ("Validation Failed", "https://docs.github.com/rest"),
     500: ("Server Error", "https://docs.github.com/rest"),
     502: ("Server Error", "https://docs.github.com/rest"),
@@ -615,6 +626,53 @@ class FakeGitHub(FakeHTTPServer):
             self._repo(owner, repo).reviews.setdefault(number, []).append(review)
             self._touch(issue, when)
             return review
+
+    def delete_issue(self, owner: str, repo: str, number: int) -> None:
+        """Delete an issue (see the module docstring)."""
+        with self._lock:
+            r = self._repo(owner, repo)
+            self._issue(owner, repo, number)
+            del r.issues[number]
+            r.comments = {i: c for i, c in r.comments.items() if c.issue_number != number}
+            r.gone[number] = None
+            r.version += 1
+
+    def transfer_issue(
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        to_owner: str,
+        to_repo: str,
+        *,
+        to_number: int | None = None,
+    ) -> FakeIssue:
+        """Move an issue to another repository (see the module docstring); returns it
+        as it is there."""
+        with self._lock:
+            issue = self._issue(owner, repo, number)
+            source = self._repo(owner, repo)
+            target = self._repo(to_owner, to_repo, create=True)
+            new_number = to_number if to_number is not None else max(target.issues, default=0) + 1
+            when = self._time(None)
+            moved = replace(issue, owner=to_owner, repo=to_repo, number=new_number, _cache=None)
+            moved.updated_at = max(issue.updated_at, when)
+            target.issues[new_number] = moved
+            for ident in [i for i, c in source.comments.items() if c.issue_number == number]:
+                comment = source.comments.pop(ident)
+                target.comments[ident] = replace(
+                    comment, owner=to_owner, repo=to_repo, issue_number=new_number, _cache=None
+                )
+            source.events.append(
+                FakeEvent(
+                    owner, repo, number, self._new_id("event"), "transferred", "octocat", when
+                )
+            )
+            del source.issues[number]
+            source.gone[number] = f"{self.base_url}/repos/{to_owner}/{to_repo}/issues/{new_number}"
+            source.version += 1
+            target.version += 1
+            return moved
 
     def script_rate_limit(
         self,
@@ -908,9 +966,13 @@ class FakeGitHub(FakeHTTPServer):
         if e.label is not None:
             data["label"] = {"name": e.label, "color": "ededed"}
         if with_issue:
-            issue = self._issue_json(r, r.issues[e.issue_number])
-            issue.pop("closed_by", None)  # the fixture's embedded issue has no closed_by
-            data["issue"] = issue
+            found = r.issues.get(e.issue_number)
+            if found is None:  # deleted or transferred since: only what still names it
+                data["issue"] = {"number": e.issue_number}
+            else:
+                issue = self._issue_json(r, found)
+                issue.pop("closed_by", None)  # the fixture's embedded issue has no closed_by
+                data["issue"] = issue
         return data
 
     def _review_json(self, r: _Repo, v: FakeReview) -> Json:
@@ -1049,6 +1111,14 @@ class FakeGitHub(FakeHTTPServer):
                     events,
                     lambda e: compact_json(self._event_json(r, e, with_issue=True)),
                 )
+            case ["issues", number] if number.isdigit() and int(number) in r.gone:
+                moved_to = r.gone[int(number)]
+                if moved_to is None:
+                    raise _HTTPError(
+                        410, "This issue was deleted", "https://docs.github.com/rest/issues"
+                    )
+                body = {"message": "Moved Permanently", "url": moved_to}
+                return FakeResponse(301, compact_json(body), json_headers([("location", moved_to)]))
             case ["issues", number] if number.isdigit():
                 issue = self._find_issue(r, int(number))
                 return self._json_response(request, self._issue_json(r, issue))

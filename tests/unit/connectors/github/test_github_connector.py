@@ -15,7 +15,12 @@ from memsync.connectors.base import Window
 from memsync.connectors.errors import RateLimitExhausted, StopRun
 from memsync.connectors.github import GitHubConfig, GitHubConnector, GitHubRecord
 from memsync.connectors.github.fake_api import FakeGitHub
-from memsync.connectors.testing import ConnectorConformanceSuite, SimulatedIngest
+from memsync.connectors.testing import (
+    ConnectorConformanceSuite,
+    DeletionScenario,
+    SimulatedIngest,
+)
+from memsync.episode import Tombstone
 from tests.unit.connectors.sync_helpers import RecordedSleep, sync
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -375,6 +380,65 @@ class TestGitHubConformance(ConnectorConformanceSuite[GitHubRecord]):
 
     def edited_records(self) -> Sequence[GitHubRecord]:
         return _recorded(edit=True)
+
+    def test_deletions_are_reported_and_nothing_else(self, fake: FakeGitHub) -> None:
+        self.source = fake
+        script_repository(fake)
+        super().test_deletions_are_reported_and_nothing_else()
+
+    def deletion_scenario(self) -> DeletionScenario:
+        fake = self.source
+
+        def remove() -> str:
+            fake.transfer_issue("acme", "api", 1, "acme", "elsewhere")
+            return "github:acme:api:issue:1:opened"
+
+        return DeletionScenario(
+            read=lambda: connector(fake), remove=remove, window=Window(None, END)
+        )
+
+
+# -- transfers and deletions -------------------------------------------------------------------
+
+
+def test_a_transferred_issue_is_a_tombstone_for_it_and_everything_below_it(
+    fake: FakeGitHub,
+) -> None:
+    script_repository(fake)
+    fake.transfer_issue("acme", "api", 1, "acme", "elsewhere")
+    conn = connector(fake)
+
+    items = list(conn.fetch(Window(None, END), None))
+
+    assert items[-1] == Tombstone("github:acme:api:issue:1", with_children=True)
+    assert not any(":issue:1:" in conn.idempotency_key(i) for i in items[:-1])
+    assert fake.request_count("/repos/acme/api/issues/1") == 1
+
+
+def test_an_issue_that_answers_410_after_a_deleted_event_is_a_tombstone(fake: FakeGitHub) -> None:
+    script_repository(fake)
+    store = SimulatedIngest()
+    sync(connector(fake), store, None, END)
+    fake.add_event("acme", "api", 1, "deleted")
+    fake.delete_issue("acme", "api", 1)
+
+    outcome = sync(connector(fake), store, None, END)
+
+    assert outcome["tombstoned"] == 3  # the issue, its comment and its labeled event
+    assert store.deleted == {k for k in store.stored if k.startswith("github:acme:api:issue:1:")}
+
+
+def test_an_issue_still_there_after_a_transferred_event_is_not_a_deletion(
+    fake: FakeGitHub,
+) -> None:
+    script_repository(fake)
+    fake.add_event("acme", "api", 1, "transferred")  # e.g. transferred back since
+    store = SimulatedIngest()
+
+    outcome = sync(connector(fake), store, None, END)
+
+    assert "tombstoned" not in outcome
+    assert "github:acme:api:issue:1:opened" in store.stored
 
 
 def test_config_parses_through_the_registry_with_one_repo_or_many() -> None:
