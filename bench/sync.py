@@ -7,8 +7,15 @@ Scenarios, each in its own interpreter against a throwaway store:
   record is the overhead a scheduled re-sync pays for a record it already has.
 - ``workspace``: a generated tree of F small text files: a first sync, then a re-sync
   of the unchanged tree (every file hashed again, every key already stored).
+- ``deletions``: N fake records synced once, then full re-reads of the window in one
+  process, alternating the plain re-read and one whose fetch lists the window
+  completely (deletion detection on, nothing deleted), three times each (the ratio
+  compares medians); then 1% of the
+  records vanish from the source and a listed re-read tombstones them. Every SQL
+  statement is counted per re-read, so the cost of detection shows as a time ratio
+  and as a number of statements that does not grow with N.
 
-Prints a Markdown table; see docs/benchmarks.md.
+Prints Markdown tables; see docs/benchmarks.md.
 
     python -m bench.sync [--records 100000] [--files 20000] [--db sqlite postgresql]
 """
@@ -17,11 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import sqlalchemy as sa
 
 from bench.common import machine, peak_rss_mib, print_table, run_child, throwaway_store
 from memsync.clock import FakeClock
@@ -44,9 +54,8 @@ def timed(action: Any) -> tuple[RunRecord, float]:
     return record, elapsed
 
 
-def fake_source(url: str, count: int, _directory: str) -> dict[str, Any]:
-    """A first sync, then a re-read of the same window as one backfill slice."""
-    records = [
+def fake_records(count: int) -> list[FakeRecord]:
+    return [
         FakeRecord(
             id=f"{i:07d}",
             updated_at=T0 + timedelta(seconds=i * 300),
@@ -55,18 +64,35 @@ def fake_source(url: str, count: int, _directory: str) -> dict[str, Any]:
         )
         for i in range(count)
     ]
-    config = FakeConfig.model_validate({"name": "bench", "subject": "team:{group}"})
-    connector = FakeConnector(config, records)
-    store, clock = Store.from_url(url), FakeClock(NOW)
-    runner = SyncRunner(
+
+
+def fake_connector(records: list[FakeRecord], **options: object) -> FakeConnector:
+    config = {"name": "bench", "subject": "team:{group}", **options}
+    return FakeConnector(FakeConfig.model_validate(config), records)
+
+
+def fake_runner(store: Store) -> SyncRunner:
+    clock = FakeClock(NOW)
+    return SyncRunner(
         SyncRepository(store), IngestService(store, clock), clock=clock, batch_size=BATCH
     )
-    first, first_s = timed(lambda: runner.sync(connector))
-    again, again_s = timed(
+
+
+def reread(runner: SyncRunner, connector: FakeConnector) -> tuple[RunRecord, float]:
+    """A full re-read of the fake's window, as one backfill slice."""
+    return timed(
         lambda: runner.backfill(
             connector, since=T0 - timedelta(seconds=1), until=NOW, slice_length=NOW - T0
         )
     )
+
+
+def fake_source(url: str, count: int, _directory: str) -> dict[str, Any]:
+    """A first sync, then a re-read of the same window as one backfill slice."""
+    connector = fake_connector(fake_records(count))
+    runner = fake_runner(Store.from_url(url))
+    first, first_s = timed(lambda: runner.sync(connector))
+    again, again_s = reread(runner, connector)
     assert (first.created, again.duplicates, again.created) == (count, count, 0)
     return {"first": first_s, "again": again_s, "items": count, "peak_rss_mib": peak_rss_mib()}
 
@@ -106,7 +132,50 @@ def workspace(url: str, files: int, directory: str) -> dict[str, Any]:
     return {"first": first_s, "again": again_s, "items": files + 1, "peak_rss_mib": peak_rss_mib()}
 
 
-SCENARIOS = {"fake": fake_source, "workspace": workspace}
+def deletions(url: str, count: int, _directory: str) -> dict[str, Any]:
+    """Re-reads without and with deletion detection, in one process and one store."""
+    records = fake_records(count)
+    plain, listed = fake_connector(records), fake_connector(records, list_windows=True)
+    store = Store.from_url(url)
+    statements = [0]
+
+    def count_statement(*_: object) -> None:
+        statements[0] += 1
+
+    sa.event.listen(store.engine, "before_cursor_execute", count_statement)
+    runner = fake_runner(store)
+
+    def counted(connector: FakeConnector) -> tuple[RunRecord, float, int]:
+        before = statements[0]
+        record, seconds = reread(runner, connector)
+        return record, seconds, statements[0] - before
+
+    first, first_s = timed(lambda: runner.sync(plain))
+    runs: dict[str, list[tuple[RunRecord, float, int]]] = {"plain": [], "listed": []}
+    for _ in range(3):  # alternated, so drift of the machine hits both alike
+        runs["plain"].append(counted(plain))
+        runs["listed"].append(counted(listed))
+    for record, _, _ in (*runs["plain"], *runs["listed"]):
+        assert (record.duplicates, record.tombstoned) == (count, 0)
+    vanished = count // 100
+    listed.records = records[vanished:]
+    deleted, deleted_s, deleted_statements = counted(listed)
+    assert (deleted.tombstoned, first.created) == (vanished, count)
+    return {
+        "items": count,
+        "first": first_s,
+        "plain": [seconds for _, seconds, _ in runs["plain"]],
+        "listed": [seconds for _, seconds, _ in runs["listed"]],
+        "plain_statements": runs["plain"][0][2],
+        "listed_statements": runs["listed"][0][2],
+        "vanished": vanished,
+        "deleted": deleted_s,
+        "deleted_statements": deleted_statements,
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+SCENARIOS = {"fake": fake_source, "workspace": workspace, "deletions": deletions}
 
 
 def child(backend: str, scenario: str, count: int) -> None:
@@ -158,6 +227,41 @@ def main() -> None:
             "re-read s",
             "re-read µs/rec",
             "peak RSS MiB",
+        ],
+        rows,
+    )
+    print()
+    rows = []
+    for backend in arguments.db:
+        for size in (arguments.records // 10, arguments.records):
+            result = run_child("bench.sync", [backend, "deletions", str(size)])
+            plain, listed = result["plain"], result["listed"]
+            rows.append(
+                (
+                    backend,
+                    f"{size:,}",
+                    " / ".join(f"{seconds:.2f}" for seconds in plain),
+                    " / ".join(f"{seconds:.2f}" for seconds in listed),
+                    f"{statistics.median(listed) / statistics.median(plain):.2f}",
+                    str(result["plain_statements"]),
+                    str(result["listed_statements"]),
+                    f"{result['vanished']:,}",
+                    f"{result['deleted']:.2f}",
+                    str(result["deleted_statements"]),
+                )
+            )
+    print_table(
+        [
+            "db",
+            "records",
+            "re-read s (plain)",
+            "re-read s (listed)",
+            "listed / plain",
+            "statements (plain)",
+            "statements (listed)",
+            "vanished",
+            "re-read s (vanished)",
+            "statements (vanished)",
         ],
         rows,
     )

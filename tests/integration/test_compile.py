@@ -58,16 +58,6 @@ def clock() -> FakeClock:
     return FakeClock(START + timedelta(days=30))
 
 
-@pytest.fixture
-def ingest(store: Store, clock: FakeClock) -> IngestService:
-    return IngestService(store, clock)
-
-
-@pytest.fixture
-def compiler(store: Store, clock: FakeClock) -> CompileService:
-    return CompileService(store, clock=clock)
-
-
 EPISODES = [
     said("m1", "My name is Ana. I live in Lisbon and I work at Acme.", 0),
     said("m2", "I'm in Berlin this week for a conference.", 1),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import pytest
 
@@ -12,31 +13,33 @@ from memsync.episode import EpisodeDraft, IngestStatus, KeyScope, Tombstone
 from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService, delete_subject_episodes
 from memsync.runtime.reading import ContextReader, EpisodeRepository, MemoryRepository
+from memsync.runtime.reading.inspector import inspect_subject
 from memsync.runtime.storage import Store
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
-def ticket(key: str, text: str, org: str, day: int = 0) -> EpisodeDraft:
-    return EpisodeDraft(
-        subject_id=org,
-        source="zendesk",
-        type="zendesk.ticket",
-        payload={"subject": text},
-        idempotency_key=key,
-        occurred_at=START + timedelta(days=day),
-    )
-
-
-def note(key: str, text: str, subject: str, day: int = 0) -> EpisodeDraft:
+def ticket(
+    key: str,
+    text: str,
+    subject: str,
+    day: int = 0,
+    *,
+    source: str = "zendesk",
+    type: str = "zendesk.ticket",
+    field: str = "subject",
+) -> EpisodeDraft:
     return EpisodeDraft(
         subject_id=subject,
-        source="chat",
-        type="message",
-        payload={"text": text},
+        source=source,
+        type=type,
+        payload={field: text},
         idempotency_key=key,
         occurred_at=START + timedelta(days=day),
     )
+
+
+note = partial(ticket, source="chat", type="message", field="text")
 
 
 def active(store: Store, subject: str) -> set[str]:
@@ -46,16 +49,6 @@ def active(store: Store, subject: str) -> set[str]:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(START + timedelta(days=30))
-
-
-@pytest.fixture
-def ingest(store: Store, clock: FakeClock) -> IngestService:
-    return IngestService(store, clock)
-
-
-@pytest.fixture
-def compiler(store: Store, clock: FakeClock) -> CompileService:
-    return CompileService(store, clock=clock)
 
 
 def compiled_after(
@@ -151,6 +144,11 @@ def test_a_deleted_record_retires_what_only_it_supported(
         if r.rule == SupersessionRule.SOURCE_DELETED
     ]
     assert record.loser_episode_ids == [str(gone.episode_id)]
+    report = inspect_subject(EpisodeRepository(store), memories, "t1", "org:100")
+    (shown,) = report.memories[MemoryStatus.TOMBSTONED]
+    assert shown.status_rule is SupersessionRule.SOURCE_DELETED
+    assert SupersessionRule.SOURCE_DELETED in {r.rule for r in report.supersessions}
+    assert [e.deleted_at for e in report.episodes if e.id == gone.episode_id] == [clock.now()]
     episode = EpisodeRepository(store).get_many("t1", [gone.episode_id])[gone.episode_id]
     assert (episode.revision, episode.deleted_at, episode.payload) == (
         2,

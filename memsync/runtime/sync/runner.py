@@ -420,12 +420,12 @@ class SyncRunner:
         one read of the scope's keys (a range of the key index), then the tombstones in
         batches, whatever the scope's size."""
         config = connector.config
-        gone = [
-            key for key in self._ingest.live_keys(config.tenant, listing.scope) if listing.gone(key)
-        ]
-        if gone:
-            tombstoned = self._ingest.tombstone(config.tenant, [Tombstone(key) for key in gone])
-            tally.add(IngestSummary.of(tombstoned))
+        live = self._ingest.live_keys(config.tenant, listing.scope)
+        gone = [key for key in live if listing.gone(key)]
+        if not gone:
+            return  # the usual case: a read that finds nothing deleted writes nothing
+        tombstoned = self._ingest.tombstone(config.tenant, [Tombstone(key) for key in gone])
+        tally.add(IngestSummary.of(tombstoned))
         self.repository.record_progress(
             config.tenant, run_id, tally, self._clock.now(), connector=config.name
         )

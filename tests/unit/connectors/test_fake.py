@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memsync.connectors import Deletion, Listing, RateLimitExhausted, StopRun, Tombstone, Window
+from memsync.connectors import Deletion, Listing, Tombstone, Window
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.connectors.testing import (
     ConnectorConformance,
@@ -74,20 +74,18 @@ def test_listing_windows_lists_every_record_of_the_window() -> None:
     assert (listing.scope.prefix, listing.scope.occurred_to) == ("fake:demo:record:", WINDOW.end)
 
 
+def _deletion_kit(connector_class: type[FakeConnector]) -> ConnectorConformance[FakeRecord]:
+    source = connector_class(FakeConfig(name="demo", subject="team:{id}"), RECORDS)
+    return ConnectorConformance(_connector, RECORDS, deletions=lambda: _scenario(connector=source))
+
+
 def test_conformance_kit_catches_a_connector_that_declares_deletions_but_misses_them() -> None:
     class Forgetful(FakeConnector):
         def fetch(self, window: Window, cursor: object) -> Iterator[FakeRecord | Deletion]:
             return (item for item in super().fetch(window, None) if isinstance(item, FakeRecord))
 
-    kit = ConnectorConformance(
-        _connector,
-        RECORDS,
-        deletions=lambda: _scenario(
-            connector=Forgetful(FakeConfig(name="demo", subject="team:{id}"), RECORDS)
-        ),
-    )
     with pytest.raises(AssertionError, match="no deletion was reported"):
-        kit.check_deletions_are_reported()
+        _deletion_kit(Forgetful).check_deletions_are_reported()
 
 
 def test_conformance_kit_catches_a_connector_that_reports_deletions_that_did_not_happen() -> None:
@@ -97,43 +95,8 @@ def test_conformance_kit_catches_a_connector_that_reports_deletions_that_did_not
             if len(self.fetches) > 1:
                 yield Tombstone("fake:demo:record:r0")
 
-    kit = ConnectorConformance(
-        _connector,
-        RECORDS,
-        deletions=lambda: _scenario(
-            connector=Alarmist(FakeConfig(name="demo", subject="team:{id}"), RECORDS)
-        ),
-    )
     with pytest.raises(AssertionError, match="unchanged re-read reported"):
-        kit.check_deletions_are_reported()
-
-
-def test_fetch_yields_only_the_window_oldest_first() -> None:
-    window = Window(start=T0 + timedelta(minutes=1), end=T0 + timedelta(minutes=2))
-    assert [r.id for r in _connector(RECORDS[::-1]).fetch(window, None)] == ["r1", "r2"]
-
-
-def test_scripted_fault_fires_at_its_record_then_clears() -> None:
-    connector = _connector()
-    error = RateLimitExhausted("cap", attempts=3, waited=10, retry_after=60)
-    connector.fail_at("r2", error)
-    window = Window(start=None, end=T0 + timedelta(days=1))
-    seen: list[str] = []
-    with pytest.raises(RateLimitExhausted):
-        seen.extend(r.id for r in connector.fetch(window, None))
-    assert seen == ["r0", "r1"]
-    assert [r.id for r in connector.fetch(window, None)] == ["r0", "r1", "r2", "r3"]
-    assert len(connector.fetches) == 2
-
-
-def test_scripted_fault_can_repeat() -> None:
-    connector = _connector()
-    connector.fail_at("r0", StopRun("auth"), times=2)
-    window = Window(start=None, end=T0 + timedelta(days=1))
-    for _ in range(2):
-        with pytest.raises(StopRun):
-            list(connector.fetch(window, None))
-    assert len(list(connector.fetch(window, None))) == 4
+        _deletion_kit(Alarmist).check_deletions_are_reported()
 
 
 def test_conformance_kit_catches_a_connector_whose_keys_collide() -> None:
