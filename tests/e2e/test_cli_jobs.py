@@ -148,3 +148,48 @@ def test_run_serves_the_api_and_syncs_the_connector_on_its_schedule(tmp_path: Pa
     # Two files and the scan's snapshot of the workspace.
     assert (job["result"]["run_status"], job["result"]["created"]) == ("succeeded", 3)
     assert [run["id"] for run in runs["runs"]] == [job["result"]["run_id"]]
+
+
+def test_serve_alone_runs_async_compiles_so_the_sdk_wait_completes(tmp_path: Path) -> None:
+    from statewave import StatewaveClient
+
+    port = free_port()
+    config = write_config(tmp_path, port=port)
+    base = f"http://127.0.0.1:{port}"
+
+    def listening() -> bool:
+        try:
+            return httpx.get(f"{base}/v1/health", timeout=5).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    with background(config, "serve"):
+        wait_until(listening, timeout=60, what="memsync serve to listen")
+        with StatewaveClient(base) as client:
+            client.create_episode(
+                subject_id="ana",
+                source="chat",
+                type="message",
+                payload={"messages": [{"role": "user", "content": "I live in Lisbon."}]},
+            )
+            job = client.compile_memories_wait("ana", poll_interval=0.05, timeout=60)
+    assert job.status == "completed"
+    assert job.memories_created > 0
+
+
+def test_serve_with_no_workers_leaves_jobs_queued(tmp_path: Path) -> None:
+    port = free_port()
+    config = write_config(tmp_path, port=port)
+    enqueued = memsync(config, "compile", "ws:notes", "--async").stdout.strip()
+    base = f"http://127.0.0.1:{port}"
+
+    def listening() -> bool:
+        try:
+            return httpx.get(f"{base}/v1/health", timeout=5).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    with background(config, "serve", "--workers", "0"):
+        wait_until(listening, timeout=60, what="memsync serve to listen")
+        job = httpx.get(f"{base}/v1/jobs/{enqueued}", timeout=5).json()
+    assert job["status"] == "pending"

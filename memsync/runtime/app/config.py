@@ -114,9 +114,12 @@ class JobsSettings(_Strict):
     """Background jobs: triggers, leases, retries and the nightly schedule.
 
     ``compile_every_n_episodes``: enqueue a compile of a subject once it has this many
-    uncompiled episodes (0: off). ``nightly_compile``: a crontab line (in
-    ``timezone``) at which every subject with uncompiled episodes gets a compile job
-    (empty: off). See docs/operations.md for leases, retries and misfires.
+    uncompiled episodes (0: off). ``serve_workers``: worker threads ``memsync serve``
+    runs beside the API, so async compiles and syncs complete against a plain server
+    (0: none, for deployments that run ``memsync worker`` processes instead).
+    ``nightly_compile``: a crontab line (in ``timezone``) at which every subject with
+    uncompiled episodes gets a compile job (empty: off). See docs/operations.md for
+    leases, retries and misfires.
     """
 
     compile_every_n_episodes: int = Field(default=0, ge=0)
@@ -128,6 +131,7 @@ class JobsSettings(_Strict):
     retry_backoff_seconds: float = Field(default=10.0, ge=0)
     retry_backoff_max_seconds: float = Field(default=600.0, ge=0)
     misfire_grace_seconds: int = Field(default=3600, ge=1)
+    serve_workers: int = Field(default=1, ge=0, le=64)
 
     @field_validator("timezone")
     @classmethod

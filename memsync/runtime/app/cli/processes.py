@@ -10,6 +10,8 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 from typing import Annotated
 
@@ -17,6 +19,7 @@ import typer
 
 from memsync.runtime.app.cli.common import EXIT_USAGE, app, errors, open_services, settings
 from memsync.runtime.app.config import Settings
+from memsync.runtime.app.services import Services
 from memsync.runtime.jobs import run_workers
 
 __all__ = ["run", "scheduler", "serve", "worker"]
@@ -65,15 +68,49 @@ def _serving_settings(host: str | None, port: int | None) -> Settings:
     return loaded
 
 
-@app.command()
-def serve(host: HostOption = None, port: PortOption = None) -> None:
-    """Serve the HTTP API (Statewave v1 compatible) until SIGTERM/SIGINT, then exit 0."""
+@contextmanager
+def _workers_beside(services: Services, count: int) -> Iterator[None]:
+    """``count`` worker threads for the duration of the block; on leaving it they stop
+    claiming, finish the job in hand and are joined."""
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=services.worker(index).run, args=(stop,), name=f"worker-{index}")
+        for index in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+
+def _serve(services: Services, settings: Settings, workers: int | None) -> None:
+    """The HTTP API until SIGTERM/SIGINT, with ``workers`` job workers beside it."""
     from memsync.runtime.app.api.app import create_app
     from memsync.runtime.app.api.server import serve_until_stopped
 
+    count = settings.jobs.serve_workers if workers is None else workers
+    with _workers_beside(services, count):
+        # The server owns SIGTERM/SIGINT here; when it returns, the workers stop too.
+        serve_until_stopped(create_app(services), settings.api.host, settings.api.port)
+
+
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(min=0, help="job worker threads beside the API (default: jobs.serve_workers, 1)"),
+]
+
+
+@app.command()
+def serve(host: HostOption = None, port: PortOption = None, workers: WorkersOption = None) -> None:
+    """Serve the HTTP API (Statewave v1 compatible) and run queued jobs beside it, until
+    SIGTERM/SIGINT, then exit 0. ``--workers 0`` leaves jobs to ``memsync worker``."""
     loaded = _serving_settings(host, port)
     with open_services(loaded) as services:
-        serve_until_stopped(create_app(services), loaded.api.host, loaded.api.port)
+        _serve(services, loaded, workers)
 
 
 @app.command()
@@ -104,27 +141,21 @@ def scheduler() -> None:
 
 
 @app.command()
-def run(host: HostOption = None, port: PortOption = None) -> None:
-    """One machine, all in one: the HTTP API, the scheduler and one worker thread.
+def run(host: HostOption = None, port: PortOption = None, workers: WorkersOption = None) -> None:
+    """One machine, all in one: the HTTP API, the scheduler and the job workers.
 
-    SIGTERM/SIGINT: the API shuts down gracefully, the worker finishes the job in hand,
+    SIGTERM/SIGINT: the API shuts down gracefully, the workers finish the job in hand,
     the scheduler stops; exit 0.
     """
-    from memsync.runtime.app.api.app import create_app
-    from memsync.runtime.app.api.server import serve_until_stopped
-
     _logging()
     loaded = _serving_settings(host, port)
     with open_services(loaded) as services:
-        stop = threading.Event()
         running = services.scheduler()
         running.start()
-        worker_thread = threading.Thread(target=services.worker(0).run, args=(stop,), name="worker")
-        worker_thread.start()
         try:
-            # The server owns SIGTERM/SIGINT here; when it returns, the rest stops too.
-            serve_until_stopped(create_app(services), loaded.api.host, loaded.api.port)
+            # All in one means jobs run here: at least one worker, whatever the config.
+            _serve(
+                services, loaded, max(1, loaded.jobs.serve_workers if workers is None else workers)
+            )
         finally:
-            stop.set()
-            worker_thread.join()
             running.shutdown()
