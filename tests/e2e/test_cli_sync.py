@@ -191,3 +191,28 @@ def test_a_rate_limit_mid_run_exits_3_and_the_next_run_completes_without_duplica
     with store.read() as connection:
         keys = connection.exec_driver_sql("SELECT idempotency_key FROM episodes").scalars().all()
     assert sorted(keys) == [f"zendesk:acme:ticket:{i}" for i in (1, 2, 3)]
+
+
+def test_jobs_wait_exits_3_for_a_job_that_completed_partially(
+    tmp_path: Path, store: Store, store_url: str
+) -> None:
+    from datetime import timedelta
+
+    from memsync.clock import SystemClock
+    from memsync.runtime.jobs import JobOutcome, JobQueue
+
+    config = write_config(tmp_path, store_url, "  []\n")
+    queue, now = JobQueue(store), SystemClock().now()
+    job, _ = queue.enqueue("default", "sync", "ws", now=now)
+    claimed = queue.claim("test", now=now, lease=timedelta(minutes=1))
+    assert claimed is not None
+    queue.complete(claimed, "test", {"run_status": "partial"}, now=now, outcome=JobOutcome.PARTIAL)
+
+    waited = CliRunner().invoke(app, ["--config", str(config), "jobs", "wait", str(job.id)])
+    listed = CliRunner().invoke(
+        app, ["--config", str(config), "jobs", "list", "--outcome", "partial", "--json"]
+    )
+
+    assert waited.exit_code == 3, waited.output
+    assert json.loads(waited.stdout)["outcome"] == "partial"
+    assert [listed_job["id"] for listed_job in json.loads(listed.stdout)] == [str(job.id)]

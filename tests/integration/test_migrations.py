@@ -61,3 +61,43 @@ def test_records_written_before_0005_get_their_episode_counts(store: Store) -> N
             sa.text("SELECT winner_episode_count, loser_episode_count FROM supersessions")
         ).one()
     assert tuple(counts) == (3, 70)
+
+
+def test_jobs_finished_before_0006_get_the_outcome_their_status_implies(store: Store) -> None:
+    from memsync.runtime.jobs import JobOutcome, JobQueue, JobStatus
+
+    downgrade(store, "0005")
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    old_jobs = sa.table(
+        "jobs",
+        *(sa.column(name) for name in ("tenant_id", "id", "kind", "target", "status")),
+        *(sa.column(name) for name in ("trigger", "attempts", "max_attempts")),
+        *(sa.column(name) for name in ("run_after", "queued_at")),
+    )
+    ids = {status: uuid.uuid4() for status in ("completed", "failed", "pending")}
+    with store.write() as connection:
+        for status, job_id in ids.items():
+            connection.execute(
+                old_jobs.insert().values(
+                    tenant_id="t1",
+                    id=job_id.hex if store.engine.dialect.name == "sqlite" else job_id,
+                    kind="compile",
+                    target=f"subject-{status}",
+                    status=status,
+                    trigger="manual",
+                    attempts=1,
+                    max_attempts=5,
+                    run_after=moment,
+                    queued_at=moment,
+                )
+            )
+
+    upgrade(store)
+
+    queue = JobQueue(store)
+    outcomes = {status: queue.get("t1", job_id) for status, job_id in ids.items()}
+    assert {status: job.outcome for status, job in outcomes.items() if job} == {
+        JobStatus.COMPLETED.value: JobOutcome.SUCCEEDED,
+        JobStatus.FAILED.value: JobOutcome.FAILED,
+        JobStatus.PENDING.value: None,
+    }

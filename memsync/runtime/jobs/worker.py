@@ -13,18 +13,49 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from memsync.clock import Clock, SystemClock
-from memsync.runtime.jobs.queue import Job, JobQueue
+from memsync.runtime.jobs.queue import Job, JobOutcome, JobQueue
 
-__all__ = ["JobHandler", "PermanentJobError", "Worker", "run_workers", "worker_name"]
+__all__ = [
+    "JobHandler",
+    "JobResult",
+    "NeedsAttention",
+    "PermanentJobError",
+    "RetryAt",
+    "Worker",
+    "run_workers",
+    "worker_name",
+]
 
 logger = logging.getLogger("memsync.jobs")
 
-JobHandler = Callable[[Job], Mapping[str, Any]]
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """What a handler returns when "done" needs saying more precisely: the result, the
+    outcome (``partial`` when only part of the work was done), and when a follow-up job
+    of the same target should carry on (``None``: no follow-up)."""
+
+    result: Mapping[str, Any]
+    outcome: JobOutcome = JobOutcome.SUCCEEDED
+    follow_up_at: datetime | None = None
+
+
+JobHandler = Callable[[Job], "Mapping[str, Any] | JobResult"]
 """Runs one job and returns its result (JSON-ready). Raising fails the attempt."""
+
+
+class RetryAt(Exception):
+    """A transient failure whose end is known (a rate limit's reset): the attempt fails
+    and the job is retried at ``at``, not after the backoff."""
+
+    def __init__(self, message: str, *, at: datetime) -> None:
+        super().__init__(message)
+        self.at = at
 
 
 class PermanentJobError(Exception):
@@ -33,6 +64,11 @@ class PermanentJobError(Exception):
     Any other exception is taken as transient and retried with backoff until the
     job's attempts are used up.
     """
+
+
+class NeedsAttention(PermanentJobError):
+    """An error a person must fix (refused credentials, a missing resource, an invalid
+    configuration): the job fails at once with outcome ``needs_attention``."""
 
 
 def worker_name() -> str:
@@ -73,7 +109,7 @@ class Worker:
         )
         heartbeat.start()
         try:
-            result = self._handlers[job.kind](job)
+            returned = self._handlers[job.kind](job)
         except Exception as error:
             stop_heartbeat.set()
             heartbeat.join()
@@ -83,14 +119,31 @@ class Worker:
                 f"{type(error).__name__}: {error}",
                 now=self._clock.now(),
                 retryable=not isinstance(error, PermanentJobError),
+                needs_attention=isinstance(error, NeedsAttention),
+                retry_at=error.at if isinstance(error, RetryAt) else None,
             )
             logger.warning(
-                "job %s (%s %s) failed: %s -> %s", job.id, job.kind, job.target, error, status
+                "job %s (%s %s) attempt %d failed: %s -> %s",
+                job.id,
+                job.kind,
+                job.target,
+                job.attempts,
+                error,
+                status,
             )
             return job
         stop_heartbeat.set()
         heartbeat.join()
-        if not self._queue.complete(job, self.name, result, now=self._clock.now()):
+        done = returned if isinstance(returned, JobResult) else JobResult(returned)
+        completed = self._queue.complete(
+            job,
+            self.name,
+            done.result,
+            now=self._clock.now(),
+            outcome=done.outcome,
+            follow_up_at=done.follow_up_at,
+        )
+        if not completed:
             # Our lease expired and another worker reclaimed the job; its run counts.
             logger.warning("job %s finished after its lease was lost; result dropped", job.id)
         return job

@@ -320,6 +320,11 @@ class SyncRunRow(Base):
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     duration_seconds: Mapped[float | None] = mapped_column(sa.Float)
+    # Set when the error is one a person must fix (credentials, configuration, a
+    # resource that does not exist): retrying will not help.
+    needs_attention: Mapped[bool] = mapped_column(sa.Boolean, default=False)
+    # Set when the run ended on a rate limit whose reset the source announced.
+    retry_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (
         sa.Index(
@@ -396,6 +401,7 @@ class BackfillSliceRow(Base):
 
 
 JOB_STATUSES = ("pending", "running", "completed", "failed")
+JOB_OUTCOMES = ("succeeded", "partial", "failed", "needs_attention")
 
 
 class JobRow(Base):
@@ -435,6 +441,7 @@ class JobRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     error: Mapped[str | None] = mapped_column(sa.Text)
+    outcome: Mapped[str | None] = mapped_column(identifier(16))
 
     __table_args__ = (
         sa.Index(

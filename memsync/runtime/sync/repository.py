@@ -248,6 +248,8 @@ class SyncRepository:
         connector: str,
         cursor: Cursor | None = None,
         finished_backfill: uuid.UUID | None = None,
+        needs_attention: bool = False,
+        retry_at: datetime | None = None,
     ) -> RunRecord:
         """Close the run with its final counts and status; move the cursor if given.
 
@@ -263,6 +265,8 @@ class SyncRepository:
                 heartbeat_at=now,
                 finished_at=now,
                 duration_seconds=(now - started_at).total_seconds(),
+                needs_attention=needs_attention,
+                retry_at=retry_at,
                 **tally.columns(),
             )
             if cursor is not None:

@@ -31,6 +31,8 @@ from memsync.runtime.sync.policy import (
     checkpoint_position,
     describe_error,
     incremental_window,
+    needs_attention,
+    retry_at,
     status_after,
 )
 from memsync.runtime.sync.records import RunRecord, Tally
@@ -250,14 +252,17 @@ class SyncRunner:
             except (Exception, KeyboardInterrupt) as caught:
                 error = caught
                 tally.errors += 1
+        finished = self._clock.now()
         record = self.repository.finish_run(
             config.tenant,
             run_id,
             tally,
             status=status_after(error, tally.committed),
             error=None if error is None else describe_error(error),
+            needs_attention=needs_attention(error),
+            retry_at=retry_at(error, finished),
             started_at=now,
-            now=self._clock.now(),
+            now=finished,
             connector=config.name,
             cursor=final_cursor,
             finished_backfill=decided.backfill_id if error is None else None,

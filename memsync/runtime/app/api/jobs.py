@@ -13,7 +13,7 @@ from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError
 from memsync.runtime.app.services import Services
 from memsync.runtime.compiling import COMPILE_JOB
-from memsync.runtime.jobs import Job, JobStatus
+from memsync.runtime.jobs import Job, JobOutcome, JobStatus
 
 __all__ = ["CompileJobResponse", "JobsResponse", "enqueue_compile", "router"]
 
@@ -83,13 +83,15 @@ def list_jobs(
     services: ServicesDep,
     caller: CallerDep,
     status: Annotated[list[JobStatus] | None, Query()] = None,
+    outcome: Annotated[list[JobOutcome] | None, Query()] = None,
     kind: Annotated[str | None, Query(max_length=32)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> JobsResponse:
-    """The tenant's jobs of every kind, newest first; filter by status and kind."""
+    """The tenant's jobs of every kind, newest first; filter by status, outcome
+    (``partial``, ``needs_attention``, ...) and kind."""
     jobs = services.queue.list(
-        caller.tenant_id, statuses=status, kind=kind, limit=limit, offset=offset
+        caller.tenant_id, statuses=status, outcomes=outcome, kind=kind, limit=limit, offset=offset
     )
     return JobsResponse(jobs=jobs)
 

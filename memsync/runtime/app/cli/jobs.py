@@ -11,6 +11,7 @@ import typer
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
+    EXIT_PARTIAL,
     TenantOption,
     app,
     errors,
@@ -18,7 +19,7 @@ from memsync.runtime.app.cli.common import (
     parse_id,
     print_table,
 )
-from memsync.runtime.jobs import JobStatus
+from memsync.runtime.jobs import JobOutcome, JobStatus
 
 __all__ = ["jobs_app"]
 
@@ -32,6 +33,9 @@ JobId = Annotated[str, typer.Argument(help="job id")]
 @jobs_app.command("list")
 def jobs_list(
     status: Annotated[list[JobStatus] | None, typer.Option(help="only these")] = None,
+    outcome: Annotated[
+        list[JobOutcome] | None, typer.Option(help="only these, e.g. partial, needs_attention")
+    ] = None,
     kind: Annotated[str | None, typer.Option(help="only this kind, e.g. compile")] = None,
     tenant: TenantOption = "default",
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
@@ -39,19 +43,22 @@ def jobs_list(
 ) -> None:
     """Jobs, newest first: kind, target, status, attempts, error."""
     with open_services() as services:
-        found = services.queue.list(tenant, statuses=status, kind=kind, limit=limit)
+        found = services.queue.list(
+            tenant, statuses=status, outcomes=outcome, kind=kind, limit=limit
+        )
     if as_json:
         typer.echo(json.dumps([job.to_dict() for job in found], indent=2))
         return
     print_table(
         f"jobs (tenant {tenant!r})",
-        ("id", "kind", "target", "status", "attempts", "trigger", "queued", "error"),
+        ("id", "kind", "target", "status", "outcome", "attempts", "trigger", "queued", "error"),
         (
             (
                 str(job.id),
                 job.kind,
                 job.target,
                 job.status.value,
+                job.outcome.value if job.outcome else "",
                 f"{job.attempts}/{job.max_attempts}",
                 job.trigger,
                 job.queued_at.isoformat(timespec="seconds"),
@@ -81,7 +88,8 @@ def jobs_wait(
     timeout: Annotated[float, typer.Option(help="seconds to wait at most")] = 300.0,
     poll: Annotated[float, typer.Option(help="seconds between looks")] = 0.5,
 ) -> None:
-    """Wait until a job completes (exit 0) or fails (exit 1); exit 1 on timeout."""
+    """Wait until a job finishes: exit 0 completed, 3 completed partially (a sync that
+    stored part of its window), 1 failed or still running at the timeout."""
     wanted = parse_id(job_id, "job")
     deadline = time.monotonic() + timeout
     waiting = threading.Event()
@@ -95,6 +103,9 @@ def jobs_wait(
                 break
             waiting.wait(poll)
     typer.echo(json.dumps(job.to_dict(), indent=2))
+    if job.outcome is JobOutcome.PARTIAL:
+        errors.print(f"job {job_id} completed partially: {job.result}")
+        raise typer.Exit(EXIT_PARTIAL)
     if job.status is not JobStatus.COMPLETED:
         if not job.finished:
             errors.print(f"job {job_id} is still {job.status.value} after {timeout}s")
