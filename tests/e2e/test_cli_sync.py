@@ -216,3 +216,53 @@ def test_jobs_wait_exits_3_for_a_job_that_completed_partially(
     assert waited.exit_code == 3, waited.output
     assert json.loads(waited.stdout)["outcome"] == "partial"
     assert [listed_job["id"] for listed_job in json.loads(listed.stdout)] == [str(job.id)]
+
+
+def test_show_commands_take_a_unique_id_prefix(
+    tmp_path: Path, store: Store, store_url: str
+) -> None:
+    from memsync.clock import SystemClock
+    from memsync.runtime.jobs import JobQueue
+
+    config = workspace_config(tmp_path, store_url)
+    synced = memsync("--config", str(config), "sync", "ws", "--json", cwd=tmp_path)
+    run_id = json.loads(synced.stdout)["id"]
+    queue = JobQueue(store)
+    jobs = [
+        queue.enqueue("default", "compile", f"s{i}", now=SystemClock().now())[0] for i in range(40)
+    ]
+    by_first = {}
+    for job in jobs:
+        by_first.setdefault(str(job.id)[0], []).append(job)
+    # 40 ids over 16 hex digits: some first digit is shared (pigeonhole).
+    shared = next(first for first, same in by_first.items() if len(same) > 1)
+    unique_job = jobs[0]
+    unique_prefix = str(unique_job.id)[:8]
+
+    def cli(*args: str) -> Any:
+        return CliRunner().invoke(app, ["--config", str(config), *args])
+
+    shown_run = cli("runs", "show", run_id[:8], "--json")
+    shown_job = cli("jobs", "show", unique_prefix)
+    ambiguous = cli("jobs", "show", shared)
+    missing = cli("jobs", "show", "ffffffffffff")
+    not_hex = cli("jobs", "show", "xyz")
+
+    assert shown_run.exit_code == 0, shown_run.output
+    assert json.loads(shown_run.stdout)["id"] == run_id
+    assert shown_job.exit_code == 0, shown_job.output
+    assert json.loads(shown_job.stdout)["id"] == str(unique_job.id)
+    assert ambiguous.exit_code == 2
+    assert "starts more than one job id" in ambiguous.output
+    assert missing.exit_code == 1
+    assert "no job id starts with 'ffffffffffff'" in missing.output
+    assert not_hex.exit_code == 2
+    assert "is not the start of an id" in not_hex.output
+
+
+def test_version_prints_the_package_version() -> None:
+    import memsync as package
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"memsync {package.__version__}"

@@ -468,6 +468,14 @@ class JobQueue:
             row = connection.execute(self._by_id(tenant_id, job_id)).first()
         return _job(row) if row is not None else None
 
+    def ids_starting_with(self, tenant_id: str, prefix: str, *, limit: int = 2) -> list[uuid.UUID]:
+        """Ids of the tenant's jobs that start with ``prefix`` (at most ``limit``), for
+        shortened ids; ``ValueError`` when ``prefix`` is not hex."""
+        matches = tables.id_starts_with(_jobs.c.id, prefix, postgresql=self._store.is_postgresql)
+        query = sa.select(_jobs.c.id).where(_jobs.c.tenant_id == tenant_id, matches).limit(limit)
+        with self._store.read() as connection:
+            return list(connection.execute(query).scalars())
+
     def list(
         self,
         tenant_id: str,

@@ -38,6 +38,7 @@ __all__ = [
     "connector_cursors",
     "episode_revisions",
     "episodes",
+    "id_starts_with",
     "in_slices",
     "insert_or_ignore",
     "jobs",
@@ -98,6 +99,19 @@ def update_each_if(table: sa.Table, tenant_id: str, guard: str) -> sa.Update:
         table.c.id == sa.bindparam("b_id"),
         table.c[guard] == sa.bindparam("b_guard"),
     )
+
+
+def id_starts_with(column: sa.ColumnElement[Any], prefix: str, *, postgresql: bool) -> Any:
+    """A predicate for the UUIDs in ``column`` whose hex digits start with ``prefix``
+    (dashes ignored, any case), for ids people type shortened. ``ValueError`` when the
+    prefix is not hex."""
+    digits = prefix.replace("-", "").lower()
+    if not digits or len(digits) > 32 or not all(c in "0123456789abcdef" for c in digits):
+        raise ValueError(f"{prefix!r} is not the start of an id (hex digits, e.g. 3f2a1b)")
+    if postgresql:
+        return sa.func.replace(sa.cast(column, sa.Text), "-", "").like(digits + "%")
+    # SQLite keeps a UUID as its 32 hex digits.
+    return sa.type_coerce(column, sa.String).like(digits + "%")
 
 
 def insert_or_ignore(table: sa.Table, *, postgresql: bool) -> Any:

@@ -440,6 +440,16 @@ class SyncRepository:
             ).one_or_none()
         return None if row is None else RunRecord.from_row(row)
 
+    def run_ids_starting_with(
+        self, tenant_id: str, prefix: str, *, limit: int = 2
+    ) -> list[uuid.UUID]:
+        """Ids of the tenant's runs that start with ``prefix`` (at most ``limit``), for
+        shortened ids; ``ValueError`` when ``prefix`` is not hex."""
+        matches = tables.id_starts_with(_runs.c.id, prefix, postgresql=self._store.is_postgresql)
+        query = sa.select(_runs.c.id).where(_runs.c.tenant_id == tenant_id, matches).limit(limit)
+        with self._store.read() as connection:
+            return list(connection.execute(query).scalars())
+
     def list_runs(
         self, tenant_id: str, *, connector: str | None = None, limit: int = 50, offset: int = 0
     ) -> list[RunRecord]:

@@ -8,7 +8,7 @@ file and the field), 3 partial success.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, time
 from pathlib import Path
@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+import memsync
 from memsync.runtime.app.config import ConfigError, Settings, load_settings
 from memsync.runtime.app.services import Services, UnknownConnector
 
@@ -33,6 +34,7 @@ __all__ = [
     "parse_id",
     "parse_moment",
     "print_table",
+    "resolve_id",
     "settings",
     "usage_error",
 ]
@@ -60,6 +62,12 @@ class _Options:
 _options = _Options()
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"memsync {memsync.__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global_options(
     config: Annotated[
@@ -71,6 +79,12 @@ def _global_options(
             dir_okay=False,
         ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="print the version and exit", callback=_print_version, is_eager=True
+        ),
+    ] = False,
 ) -> None:
     _options.config_path = config
 
@@ -122,6 +136,25 @@ def print_table(
     for row in rows:
         table.add_row(*row)
     out.print(table)
+
+
+def resolve_id(value: str, what: str, starting_with: Callable[[str], list[uuid.UUID]]) -> uuid.UUID:
+    """A full id, or the one id that starts with ``value`` (as ``git`` takes a short
+    commit hash): exit 1 when none does, 2 when several do or ``value`` is not hex."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        pass
+    try:
+        found = starting_with(value)
+    except ValueError as error:
+        raise usage_error(str(error)) from None
+    if not found:
+        errors.print(f"no {what} id starts with {value!r}", markup=False)
+        raise typer.Exit(EXIT_FAILED)
+    if len(found) > 1:
+        raise usage_error(f"{value!r} starts more than one {what} id: give more of it")
+    return found[0]
 
 
 def parse_id(value: str, what: str) -> uuid.UUID:

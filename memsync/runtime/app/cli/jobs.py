@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from typing import Annotated
 
 import typer
@@ -16,9 +17,10 @@ from memsync.runtime.app.cli.common import (
     app,
     errors,
     open_services,
-    parse_id,
     print_table,
+    resolve_id,
 )
+from memsync.runtime.app.services import Services
 from memsync.runtime.jobs import JobOutcome, JobStatus
 
 __all__ = ["jobs_app"]
@@ -27,7 +29,11 @@ jobs_app = typer.Typer(help="Background jobs: what is queued, running and failed
 jobs_app.info.no_args_is_help = True
 app.add_typer(jobs_app, name="jobs")
 
-JobId = Annotated[str, typer.Argument(help="job id")]
+JobId = Annotated[str, typer.Argument(help="job id, or its first digits if they are unique")]
+
+
+def _job_id(services: Services, tenant: str, value: str) -> uuid.UUID:
+    return resolve_id(value, "job", lambda start: services.queue.ids_starting_with(tenant, start))
 
 
 @jobs_app.command("list")
@@ -72,8 +78,8 @@ def jobs_list(
 @jobs_app.command("show")
 def jobs_show(job_id: JobId, tenant: TenantOption = "default") -> None:
     """One job as JSON: attempts, lease, times, result and error."""
-    wanted = parse_id(job_id, "job")
     with open_services() as services:
+        wanted = _job_id(services, tenant, job_id)
         job = services.queue.get(tenant, wanted)
     if job is None:
         errors.print(f"no job {job_id} in tenant {tenant!r}")
@@ -90,10 +96,10 @@ def jobs_wait(
 ) -> None:
     """Wait until a job finishes: exit 0 completed, 3 completed partially (a sync that
     stored part of its window), 1 failed or still running at the timeout."""
-    wanted = parse_id(job_id, "job")
     deadline = time.monotonic() + timeout
     waiting = threading.Event()
     with open_services() as services:
+        wanted = _job_id(services, tenant, job_id)
         while True:
             job = services.queue.get(tenant, wanted)
             if job is None:

@@ -27,9 +27,9 @@ from memsync.runtime.app.cli.common import (
     console,
     errors,
     open_services,
-    parse_id,
     parse_moment,
     print_table,
+    resolve_id,
     usage_error,
 )
 from memsync.runtime.app.handlers import SYNC_JOB
@@ -203,14 +203,17 @@ def runs_list(
 
 @runs_app.command("show")
 def runs_show(
-    run_id: Annotated[str, typer.Argument(help="run id (from `memsync runs list`)")],
+    run_id: Annotated[
+        str, typer.Argument(help="run id (from `memsync runs list`), or its unique first digits")
+    ],
     tenant: TenantOption = "default",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """One run record."""
-    parsed = parse_id(run_id, "run")
     with open_services() as services:
-        record = services.runs.get_run(tenant, parsed)
+        runs = services.runs
+        parsed = resolve_id(run_id, "run", lambda start: runs.run_ids_starting_with(tenant, start))
+        record = runs.get_run(tenant, parsed)
     if record is None:
         errors.print(f"no run {run_id} for tenant '{tenant}'", markup=False)
         raise typer.Exit(EXIT_FAILED)
