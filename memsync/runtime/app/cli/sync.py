@@ -224,8 +224,10 @@ def runs_show(
 def connectors_list(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Every installed connector type: key policy, example key and rationale."""
-    infos = list(load_registry())
+    """Every installed connector type: key policy, example key and rationale. A plugin
+    that fails to load is listed as broken, with the reason; the others work."""
+    registry = load_registry()
+    infos = list(registry)
     if as_json:
         console.print_json(
             json.dumps(
@@ -239,12 +241,14 @@ def connectors_list(
                     }
                     for info in infos
                 ]
+                + [{"type": name, "broken": reason} for name, reason in registry.broken.items()]
             )
         )
         return
     print_table(
         "connector types",
         ("type", "key policy", "example key", "rationale"),
-        ((i.type, i.key_policy.value, i.example_key, i.key_rationale) for i in infos),
+        [(i.type, i.key_policy.value, i.example_key, i.key_rationale) for i in infos]
+        + [(name, "BROKEN", "-", reason) for name, reason in registry.broken.items()],
         lines=True,
     )
