@@ -31,6 +31,7 @@ __all__ = [
     "hash_api_key",
     "load_settings",
     "redacted_dump",
+    "redacted_store_url",
 ]
 
 STORE_ENV = "MEMSYNC_STORE"
@@ -268,7 +269,7 @@ def _redact(value: Any, secrets: frozenset[str], at: str) -> Any:
             path = f"{at}.{key}" if at else str(key)
             if path == "store" and isinstance(item, str):
                 # A store URL is worth seeing; only its password is secret.
-                redacted[key] = _redact_url_password(item)
+                redacted[key] = redacted_store_url(item)
             elif item is not None and (path in secrets or _SECRET_NAMES.search(str(key))):
                 redacted[key] = REDACTED
             else:
@@ -281,5 +282,6 @@ def _redact(value: Any, secrets: frozenset[str], at: str) -> Any:
     return value
 
 
-def _redact_url_password(url: str) -> str:
+def redacted_store_url(url: str) -> str:
+    """A store URL fit to print: its password, if any, replaced by ``***``."""
     return re.sub(r"(://[^:/@]+:)[^@]+@", r"\1" + REDACTED + "@", url)

@@ -7,6 +7,7 @@ file and the field), 3 partial success.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,17 +20,20 @@ from rich.console import Console
 from rich.table import Table
 
 import memsync
-from memsync.runtime.app.config import ConfigError, Settings, load_settings
+from memsync.runtime.app.config import DEFAULT_STORE, ConfigError, Settings, load_settings
 from memsync.runtime.app.services import Services, UnknownConnector
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_PARTIAL",
+    "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
     "TenantOption",
     "app",
     "console",
+    "debugging",
     "errors",
+    "loaded_store_url",
     "open_services",
     "parse_id",
     "parse_moment",
@@ -42,6 +46,8 @@ __all__ = [
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_PARTIAL = 3
+EXIT_UNAVAILABLE = 4
+"""A service memsync needs (the store, the LLM endpoint) did not answer."""
 
 app = typer.Typer(
     help="memsync: scheduled connector sync for agent memory.",
@@ -57,6 +63,8 @@ TenantOption = Annotated[str, typer.Option(help="tenant")]
 
 class _Options:
     config_path: Path | None = None
+    debug: bool = False
+    store_url: str | None = None
 
 
 _options = _Options()
@@ -79,6 +87,9 @@ def _global_options(
             dir_okay=False,
         ),
     ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="show tracebacks instead of one-line errors")
+    ] = False,
     version: Annotated[
         bool,
         typer.Option(
@@ -87,6 +98,7 @@ def _global_options(
     ] = False,
 ) -> None:
     _options.config_path = config
+    _options.debug = debug
 
 
 def usage_error(message: str) -> typer.Exit:
@@ -98,9 +110,21 @@ def usage_error(message: str) -> typer.Exit:
 def settings() -> Settings:
     """The configuration; exit 2 with the file and field of every problem."""
     try:
-        return load_settings(_options.config_path)
+        loaded = load_settings(_options.config_path)
     except ConfigError as error:
         raise usage_error(f"configuration error\n{error}") from None
+    _options.store_url = loaded.store
+    return loaded
+
+
+def debugging() -> bool:
+    """Whether tracebacks were asked for (``--debug`` or ``MEMSYNC_DEBUG=1``)."""
+    return _options.debug or os.environ.get("MEMSYNC_DEBUG", "") not in ("", "0")
+
+
+def loaded_store_url() -> str:
+    """The store URL of the configuration this command loaded (or the default)."""
+    return _options.store_url or DEFAULT_STORE
 
 
 @contextmanager
