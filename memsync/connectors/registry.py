@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from memsync.connectors.base import Connector, KeyPolicy, validate_connector_class
-from memsync.connectors.config import ConnectorConfig
+from memsync.connectors.config import ConnectorConfig, did_you_mean
 from memsync.connectors.errors import ConnectorConfigError, ConnectorDefinitionError
 
 __all__ = [
@@ -165,7 +165,8 @@ class ConnectorRegistry:
                 f"{self.broken[connector_type]}"
             )
         return (
-            f"unknown connector type {connector_type!r}; known types: "
+            f"unknown connector type {connector_type!r}"
+            f"{did_you_mean(str(connector_type), self.types, otherwise='')}; known types: "
             f"{', '.join(self.types) or 'none (is memsync installed?)'}"
         )
 
@@ -213,7 +214,10 @@ class ConnectorRegistry:
             try:
                 config = connector.config_model.model_validate(dict(raw))
             except ValidationError as error:
-                problems.extend(f"{prefix}: {message}" for message in _field_messages(error))
+                fields = list(connector.config_model.model_fields)
+                problems.extend(
+                    f"{prefix}: {message}" for message in _field_messages(error, fields)
+                )
                 continue
             unknown_fields = config.subject.fields - connector.subject_fields
             if unknown_fields:
@@ -234,12 +238,12 @@ class ConnectorRegistry:
         return self.get(config.type)(config)
 
 
-def _field_messages(error: ValidationError) -> Iterator[str]:
+def _field_messages(error: ValidationError, fields: list[str]) -> Iterator[str]:
     for detail in error.errors(include_url=False):
         field = ".".join(str(part) for part in detail["loc"]) or "config"
         message = str(detail["msg"]).removeprefix("Value error, ")
         if detail["type"] == "extra_forbidden":
-            message = "unknown field (check the spelling)"
+            message = "unknown field" + did_you_mean(str(detail["loc"][-1]), fields)
         elif detail["type"] == "missing":
             message = "field required"
         # Our own validators already start their message with the field name.

@@ -152,13 +152,18 @@ def zendesk() -> Iterator[respx.MockRouter]:
 
 
 def test_a_rate_limit_mid_run_exits_3_and_the_next_run_completes_without_duplicates(
-    tmp_path: Path, store_url: str, store: Store, zendesk: respx.MockRouter
+    tmp_path: Path,
+    store_url: str,
+    store: Store,
+    zendesk: respx.MockRouter,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("ZD_TEST_TOKEN", "t0ken")
     config = write_config(
         tmp_path,
         store_url,
         "  - name: zd\n    type: zendesk\n    subject: 'org:{organization_id}'\n"
-        "    subdomain: acme\n    email: agent@acme.test\n    token: t0ken\n"
+        "    subdomain: acme\n    email: agent@acme.test\n    token: ${ZD_TEST_TOKEN}\n"
         f"    base_url: {BASE}\n    retry: {{max_attempts: 1}}\n",
     )
     first_page = {"tickets": [ticket(1), ticket(2)], "end_of_stream": False, "after_cursor": "c2"}

@@ -32,6 +32,7 @@ def fake() -> Iterator[FakeGitHub]:
 def sync(config: Path, store_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
     environment["MEMSYNC_STORE"] = store_url
+    environment["GH_TEST_TOKEN"] = "t"
     return subprocess.run(
         [sys.executable, "-m", "memsync", "--config", str(config), "sync", "gh"],
         cwd=cwd,
@@ -61,7 +62,7 @@ def test_a_rate_limit_past_the_cap_is_partial_and_the_next_run_completes(
         "  - name: gh\n"
         "    type: github\n"
         "    repo: acme/api\n"
-        "    token: t\n"
+        "    token: ${GH_TEST_TOKEN}\n"
         f"    base_url: {fake.base_url}\n"
         '    subject: "repo:{repository}"\n'
         "    retry:\n"

@@ -12,13 +12,14 @@ import hashlib
 import ipaddress
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from memsync.connectors.config import did_you_mean
 from memsync.runtime.compiling.settings import CompileRules, CompileSettings
 from memsync.schedule import parse_schedule
 
@@ -170,16 +171,29 @@ class Settings(_Strict):
     secret_paths: frozenset[str] = Field(default_factory=frozenset, exclude=True)
 
 
-def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+ConnectorCheck = Callable[[list[Any], str], list[str]]
+"""Validates the raw ``connectors:`` list of a file (its label given): the problems."""
+
+
+def load_settings(
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    check_connectors: ConnectorCheck | None = None,
+) -> Settings:
     """Load settings from ``path`` (or ``$MEMSYNC_CONFIG``; none: all defaults).
 
-    ``$MEMSYNC_STORE`` overrides the store URL of the file.
+    ``$MEMSYNC_STORE`` overrides the store URL of the file. Every problem found is
+    reported at once in one ``ConfigError``, one line each naming the file and the
+    field; with ``check_connectors`` the connectors section is checked too, even when
+    the rest of the file has problems.
     """
     env = os.environ if environ is None else environ
     if path is None and env.get(CONFIG_ENV):
         path = Path(env[CONFIG_ENV])
     document: dict[str, Any] = {}
     secret_paths: set[str] = set()
+    problems: list[str] = []
     label = str(path) if path is not None else "<defaults>"
     if path is not None:
         try:
@@ -196,13 +210,24 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
             loaded = {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: the top level must be a mapping (store:, api:, ...)")
-        document = _interpolate(loaded, env, label, "", secret_paths)
+        problems.extend(
+            f"{label}: {at}: a secret is never written in the file; take it from the "
+            f"environment, e.g. {at.rsplit('.', 1)[-1]}: ${{{_env_name(at)}}}"
+            for at in _literal_secrets(loaded, "")
+        )
+        document = _interpolate(loaded, env, label, "", secret_paths, problems)
     if env.get(STORE_ENV):
         document["store"] = env[STORE_ENV]
+    settings: Settings | None = None
     try:
         settings = Settings.model_validate(document)
     except ValidationError as error:
-        raise ConfigError(_describe(label, error)) from None
+        problems.extend(_describe(label, error))
+    raw_connectors = document.get("connectors")
+    if check_connectors is not None and isinstance(raw_connectors, list):
+        problems.extend(check_connectors(raw_connectors, label))
+    if problems or settings is None:
+        raise ConfigError("\n".join(problems))
     try:
         CompileRules.from_settings(settings.compile)
     except (ValueError, TypeError) as error:
@@ -217,15 +242,19 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     )
 
 
-def _interpolate(value: Any, env: Mapping[str, str], label: str, at: str, secrets: set[str]) -> Any:
+def _interpolate(
+    value: Any, env: Mapping[str, str], label: str, at: str, secrets: set[str], problems: list[str]
+) -> Any:
     if isinstance(value, dict):
         return {
-            key: _interpolate(item, env, label, f"{at}.{key}" if at else str(key), secrets)
+            key: _interpolate(
+                item, env, label, f"{at}.{key}" if at else str(key), secrets, problems
+            )
             for key, item in value.items()
         }
     if isinstance(value, list):
         return [
-            _interpolate(item, env, label, f"{at}[{index}]", secrets)
+            _interpolate(item, env, label, f"{at}[{index}]", secrets, problems)
             for index, item in enumerate(value)
         ]
     if not isinstance(value, str) or "${" not in value:
@@ -237,23 +266,66 @@ def _interpolate(value: Any, env: Mapping[str, str], label: str, at: str, secret
             return env[name]
         if default is not None:
             return default
-        raise ConfigError(
+        problems.append(
             f"{label}: {at}: environment variable {name} is not set "
             f"(set it, or write ${{{name}:-default}})"
         )
+        return ""
 
     secrets.add(at)
     return _INTERPOLATION.sub(substitute, value)
 
 
-def _describe(label: str, error: ValidationError) -> str:
+def _literal_secrets(value: Any, at: str) -> Iterator[str]:
+    """Paths of fields named like secrets whose value is written out, not ``${VAR}``."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{at}.{key}" if at else str(key)
+            if isinstance(item, str) and _SECRET_NAMES.search(str(key)):
+                # A default (``${VAR:-value}``) would be a secret written in the file too.
+                if not _INTERPOLATION.fullmatch(item.strip()) or ("${" in item and ":-" in item):
+                    yield path
+            else:
+                yield from _literal_secrets(item, path)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _literal_secrets(item, f"{at}[{index}]")
+
+
+def _env_name(at: str) -> str:
+    """A plausible environment variable for a secret at ``at``: MEMSYNC_<PATH>."""
+    return "MEMSYNC_" + re.sub(r"[^A-Za-z0-9]+", "_", at).strip("_").upper()
+
+
+def _describe(label: str, error: ValidationError) -> list[str]:
     lines = []
     for problem in error.errors():
-        field = ".".join(
-            f"[{part}]" if isinstance(part, int) else str(part) for part in problem["loc"]
-        ).replace(".[", "[")
-        lines.append(f"{label}: {field or '<top level>'}: {problem['msg']}")
-    return "\n".join(lines)
+        loc = problem["loc"]
+        field = ".".join(f"[{part}]" if isinstance(part, int) else str(part) for part in loc)
+        message = problem["msg"]
+        if problem["type"] == "extra_forbidden":
+            message = "unknown field" + did_you_mean(str(loc[-1]), _fields_at(loc[:-1]))
+        lines.append(f"{label}: {field.replace('.[', '[') or '<top level>'}: {message}")
+    return lines
+
+
+def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The field names of the settings model at ``loc`` (list indexes skipped)."""
+    model: type[BaseModel] | None = Settings
+    for part in loc:
+        if model is None or isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        candidates = [annotation, *get_args(annotation)]
+        model = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
+        if model is None:  # e.g. list[ApiKey]
+            for candidate in candidates:
+                inner = [a for a in get_args(candidate) if isinstance(a, type)]
+                model = next((a for a in inner if issubclass(a, BaseModel)), model)
+    return list(model.model_fields) if model is not None else []
 
 
 def redacted_dump(settings: Settings) -> dict[str, Any]:

@@ -20,7 +20,13 @@ from rich.console import Console
 from rich.table import Table
 
 import memsync
-from memsync.runtime.app.config import DEFAULT_STORE, ConfigError, Settings, load_settings
+from memsync.runtime.app.config import (
+    DEFAULT_STORE,
+    ConfigError,
+    ConnectorCheck,
+    Settings,
+    load_settings,
+)
 from memsync.runtime.app.services import Services, UnknownConnector
 
 __all__ = [
@@ -107,10 +113,10 @@ def usage_error(message: str) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
-def settings() -> Settings:
+def settings(*, check_connectors: ConnectorCheck | None = None) -> Settings:
     """The configuration; exit 2 with the file and field of every problem."""
     try:
-        loaded = load_settings(_options.config_path)
+        loaded = load_settings(_options.config_path, check_connectors=check_connectors)
     except ConfigError as error:
         raise usage_error(f"configuration error\n{error}") from None
     _options.store_url = loaded.store
