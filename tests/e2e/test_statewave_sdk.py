@@ -7,15 +7,13 @@ from collections.abc import Iterator
 
 import pytest
 from statewave import StatewaveClient
-from statewave.client import NO_RETRY
 
 from memsync.clock import FakeClock
 from memsync.runtime.app.config import ApiKey, ApiSettings
 from memsync.runtime.storage import Store
+from tests.e2e.statewave_support import API_KEY, sdk
 from tests.helpers import build_app, live_server
 from tests.jobs_support import worker
-
-API_KEY = "ms_sdk_test_key"
 
 
 @pytest.fixture
@@ -23,10 +21,6 @@ def base_url(store: Store) -> Iterator[str]:
     api = ApiSettings(keys=[ApiKey(name="sdk", key=API_KEY, tenants=["acme", "globex"])])
     with live_server(build_app(store, api)) as url:
         yield url
-
-
-def sdk(base_url: str, tenant: str) -> StatewaveClient:
-    return StatewaveClient(base_url, api_key=API_KEY, tenant_id=tenant, retry=NO_RETRY)
 
 
 def test_sdk_round_trip_of_episodes_timeline_subjects_and_delete(base_url: str) -> None:

@@ -106,7 +106,10 @@ class CreateEpisodeRequest(RequestBody):
 
 
 class BatchEpisodesRequest(RequestBody):
-    episodes: list[CreateEpisodeRequest]
+    """At least one episode (an empty batch is a 422, as in Statewave); the upper bound
+    is ``api.max_batch_size``, checked by the route."""
+
+    episodes: list[CreateEpisodeRequest] = Field(min_length=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

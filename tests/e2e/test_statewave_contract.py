@@ -1,0 +1,32 @@
+"""The details a client written for Statewave v1 checks, one test per detail, driven
+over HTTP against a live server: through the official SDK where it exposes the call,
+with raw httpx where it does not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from statewave import StatewaveAPIError
+
+from memsync.runtime.app.config import ApiKey, ApiSettings
+from memsync.runtime.storage import Store
+from tests.e2e.statewave_support import API_KEY, sdk
+from tests.helpers import build_app, live_server
+
+
+@pytest.fixture
+def base_url(store: Store) -> Iterator[str]:
+    api = ApiSettings(keys=[ApiKey(name="sdk", key=API_KEY, tenants=["acme"])])
+    with live_server(build_app(store, api)) as url:
+        yield url
+
+
+def test_an_empty_batch_is_refused_with_422_and_creates_nothing(base_url: str) -> None:
+    with sdk(base_url, "acme") as client:
+        with pytest.raises(StatewaveAPIError) as refused:
+            client.create_episodes_batch([])
+
+        assert refused.value.status_code == 422
+        assert refused.value.code == "validation_error"
+        assert client.list_subjects().total == 0
