@@ -11,7 +11,7 @@ from statewave import StatewaveAPIError
 
 from memsync.runtime.app.config import ApiKey, ApiSettings
 from memsync.runtime.storage import Store
-from tests.e2e.statewave_support import API_KEY, sdk
+from tests.e2e.statewave_support import API_KEY, sdk, tell_lisbon_and_tea
 from tests.helpers import build_app, live_server
 
 
@@ -30,3 +30,15 @@ def test_an_empty_batch_is_refused_with_422_and_creates_nothing(base_url: str) -
         assert refused.value.status_code == 422
         assert refused.value.code == "validation_error"
         assert client.list_subjects().total == 0
+
+
+def test_search_by_a_kind_memsync_does_not_derive_answers_no_memories(base_url: str) -> None:
+    with sdk(base_url, "acme") as client:
+        tell_lisbon_and_tea(client)
+        client.compile_memories("ana")
+
+        unknown = client.search_memories("ana", kind="procedure")
+        known = client.search_memories("ana", kind="profile_fact")
+
+        assert unknown.memories == []
+        assert [memory.content for memory in known.memories] == ["Lives in Lisbon"]

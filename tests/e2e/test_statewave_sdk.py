@@ -6,12 +6,11 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from statewave import StatewaveClient
 
 from memsync.clock import FakeClock
 from memsync.runtime.app.config import ApiKey, ApiSettings
 from memsync.runtime.storage import Store
-from tests.e2e.statewave_support import API_KEY, sdk
+from tests.e2e.statewave_support import API_KEY, sdk, tell_lisbon_and_tea
 from tests.helpers import build_app, live_server
 from tests.jobs_support import worker
 
@@ -78,16 +77,6 @@ def test_sdk_sees_only_its_tenant(base_url: str) -> None:
         assert globex.get_timeline("user-1").episodes == []
         assert globex.delete_subject("user-1").episodes_deleted == 0
         assert acme.list_subjects().total == 1
-
-
-def tell_lisbon_and_tea(client: StatewaveClient) -> None:
-    client.create_episode(
-        "ana",
-        "chat",
-        "message",
-        {"messages": [{"role": "user", "content": "I live in Lisbon and I prefer tea."}]},
-        idempotency_key="c1",
-    )
 
 
 def test_sdk_compile_search_and_context(base_url: str) -> None:
