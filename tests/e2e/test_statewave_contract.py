@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from statewave import StatewaveAPIError
 
@@ -14,12 +15,21 @@ from memsync.runtime.storage import Store
 from tests.e2e.statewave_support import API_KEY, sdk, tell_lisbon_and_tea
 from tests.helpers import build_app, live_server
 
+ACME = {"X-API-Key": API_KEY, "X-Tenant-ID": "acme"}
+
 
 @pytest.fixture
 def base_url(store: Store) -> Iterator[str]:
     api = ApiSettings(keys=[ApiKey(name="sdk", key=API_KEY, tenants=["acme"])])
     with live_server(build_app(store, api)) as url:
         yield url
+
+
+@pytest.fixture
+def http(base_url: str) -> Iterator[httpx.Client]:
+    """Raw HTTP as the acme tenant, for what the SDK does not expose."""
+    with httpx.Client(base_url=base_url, headers=ACME) as client:
+        yield client
 
 
 def test_an_empty_batch_is_refused_with_422_and_creates_nothing(base_url: str) -> None:
@@ -42,3 +52,19 @@ def test_search_by_a_kind_memsync_does_not_derive_answers_no_memories(base_url: 
 
         assert unknown.memories == []
         assert [memory.content for memory in known.memories] == ["Lives in Lisbon"]
+
+
+def test_only_an_async_compile_answers_with_a_job_id(base_url: str, http: httpx.Client) -> None:
+    # Statewave clients tell an accepted async compile from a finished one by job_id.
+    with sdk(base_url, "acme") as client:
+        tell_lisbon_and_tea(client)
+
+    finished = http.post("/v1/memories/compile", json={"subject_id": "ana"})
+    accepted = http.post("/v1/memories/compile", json={"subject_id": "ana", "async": True})
+
+    assert finished.status_code == 200
+    assert "job_id" not in finished.json()
+    assert finished.json()["compile_id"]
+    assert finished.json()["memories_created"] == len(finished.json()["memories"]) > 0
+    assert accepted.status_code == 202
+    assert accepted.json()["job_id"]
