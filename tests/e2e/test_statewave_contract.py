@@ -68,3 +68,14 @@ def test_only_an_async_compile_answers_with_a_job_id(base_url: str, http: httpx.
     assert finished.json()["memories_created"] == len(finished.json()["memories"]) > 0
     assert accepted.status_code == 202
     assert accepted.json()["job_id"]
+
+
+def test_a_validation_error_says_request_validation_failed_and_lists_fields_in_details(
+    base_url: str,
+) -> None:
+    with sdk(base_url, "acme") as client, pytest.raises(StatewaveAPIError) as refused:
+        client.create_episode("", "chat", "message", {"text": "hi"})
+
+    # The SDK keeps the message only in the exception's text.
+    assert str(refused.value) == "[422] validation_error: Request validation failed"
+    assert [problem["field"] for problem in refused.value.details] == ["subject_id"]

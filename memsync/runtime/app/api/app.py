@@ -19,7 +19,12 @@ from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
 from memsync.runtime.app.api import jobs, memories, runs
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
-from memsync.runtime.app.api.errors import ApiError, BodySizeLimit, install_error_handlers
+from memsync.runtime.app.api.errors import (
+    ApiError,
+    BodySizeLimit,
+    install_error_handlers,
+    validation_error,
+)
 from memsync.runtime.app.api.schemas import (
     BatchCreateResponse,
     BatchEpisodesRequest,
@@ -94,11 +99,8 @@ def create_app(services: Services) -> FastAPI:
         """Record many episodes at once; ``episodes_created`` counts only new ones."""
         limit = services.settings.api.max_batch_size
         if len(body.episodes) > limit:
-            raise ApiError(
-                422,
-                "validation_error",
-                f"episodes: at most {limit} episodes per batch, got {len(body.episodes)}",
-                [{"field": "episodes", "reason": f"at most {limit} episodes per batch"}],
+            raise validation_error(
+                "episodes", f"at most {limit} episodes per batch, got {len(body.episodes)}"
             )
         outcomes = services.ingest.ingest(
             caller.tenant_id, [episode.to_draft() for episode in body.episodes]

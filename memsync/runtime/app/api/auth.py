@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.config import ApiKey, ApiSettings, hash_api_key
 
 __all__ = ["Authenticator", "Caller"]
@@ -40,10 +40,8 @@ class Authenticator:
 
     def authenticate(self, api_key: str | None, tenant_header: str | None) -> Caller:
         if tenant_header is not None and not _TENANT_ID.fullmatch(tenant_header):
-            raise ApiError(
-                422,
-                "validation_error",
-                "X-Tenant-ID: 1 to 64 characters: letters, digits, '.', '_', ':' or '-'",
+            raise validation_error(
+                "X-Tenant-ID", "1 to 64 characters: letters, digits, '.', '_', ':' or '-'"
             )
         if not self._keys:
             return Caller(tenant_header or self._default_tenant, None)

@@ -16,9 +16,19 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["ApiError", "BodySizeLimit", "error_response", "install_error_handlers"]
+__all__ = [
+    "VALIDATION_FAILED",
+    "ApiError",
+    "BodySizeLimit",
+    "error_response",
+    "install_error_handlers",
+    "validation_error",
+]
 
 logger = logging.getLogger("memsync.api")
+
+VALIDATION_FAILED = "Request validation failed"
+"""The ``message`` of every 422, as Statewave words it; what failed is in ``details``."""
 
 
 class ApiError(Exception):
@@ -30,6 +40,13 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.details = details
+
+
+def validation_error(field: str, reason: str) -> ApiError:
+    """A 422 found by a handler rather than by request parsing, in the same shape."""
+    return ApiError(
+        422, "validation_error", VALIDATION_FAILED, [{"field": field, "reason": reason}]
+    )
 
 
 def error_response(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
@@ -66,8 +83,7 @@ def install_error_handlers(app: FastAPI) -> None:
             {"field": _field(tuple(problem["loc"])), "reason": problem["msg"]}
             for problem in error.errors()
         ]
-        message = "; ".join(f"{problem['field']}: {problem['reason']}" for problem in problems)
-        return error_response(422, "validation_error", message, problems)
+        return error_response(422, "validation_error", VALIDATION_FAILED, problems)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -76,7 +92,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RecursionError)
     async def _too_deep(_request: Request, _error: RecursionError) -> JSONResponse:
-        return error_response(422, "validation_error", "body: JSON nested too deeply")
+        error = validation_error("body", "JSON nested too deeply")
+        return error_response(error.status, error.code, error.message, error.details)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:

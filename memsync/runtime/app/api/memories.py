@@ -14,7 +14,7 @@ from memsync.compile.bundle import BundleJson, MemoryJson
 from memsync.compile.types import ConflictStatus
 from memsync.episode import canonical_json
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
-from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.api.jobs import CompileJobResponse, enqueue_compile
 from memsync.runtime.app.api.schemas import RequestBody
 from memsync.runtime.compiling import (
@@ -143,7 +143,7 @@ def resolve_conflict(
     except ConflictNotFound as error:
         raise ApiError(404, "not_found", str(error)) from None
     except ValueError as error:
-        raise ApiError(422, "validation_error", str(error)) from None
+        raise validation_error("keep_memory_id", str(error)) from None
     return resolution
 
 
