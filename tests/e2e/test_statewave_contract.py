@@ -5,13 +5,16 @@ with raw httpx where it does not."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 from statewave import StatewaveAPIError
 
 from memsync.runtime.app.config import ApiKey, ApiSettings
-from memsync.runtime.storage import Store
+from memsync.runtime.storage import Store, upgrade
+from memsync.runtime.storage.migrate import downgrade
+from tests.conftest import Database
 from tests.e2e.statewave_support import API_KEY, sdk, tell_lisbon_and_tea
 from tests.helpers import build_app, live_server
 
@@ -79,3 +82,45 @@ def test_a_validation_error_says_request_validation_failed_and_lists_fields_in_d
     # The SDK keeps the message only in the exception's text.
     assert str(refused.value) == "[422] validation_error: Request validation failed"
     assert [problem["field"] for problem in refused.value.details] == ["subject_id"]
+
+
+def unreachable(database: Database, directory: Path) -> Store:
+    """A store of the backend under test that cannot be reached: nothing listens on
+    port 1, and SQLite cannot create a file in a directory that does not exist."""
+    if database.backend == "sqlite":
+        return Store.from_url(f"sqlite:///{directory / 'missing' / 'store.db'}")
+    return Store.from_url("postgresql+psycopg://memsync@127.0.0.1:1/memsync")
+
+
+def test_liveness_and_readiness_are_served_and_readiness_asks_the_store(
+    http: httpx.Client, database: Database, tmp_path: Path
+) -> None:
+    assert http.get("/healthz").json() == {"status": "ok"}
+    ready = http.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["status"] == "ready"
+
+    down = unreachable(database, tmp_path)
+    try:
+        with live_server(build_app(down)) as url, httpx.Client(base_url=url) as cut_off:
+            alive = cut_off.get("/healthz")
+            not_ready = cut_off.get("/readyz")
+            legacy = cut_off.get("/v1/health")
+    finally:
+        down.dispose()
+    assert (alive.status_code, alive.json()) == (200, {"status": "ok"})
+    assert not_ready.status_code == 503
+    assert not_ready.json()["error"]["code"] == "service_unavailable"
+    assert legacy.status_code == 200
+
+
+def test_readiness_refuses_a_store_whose_schema_is_behind(store: Store, http: httpx.Client) -> None:
+    downgrade(store, "base")
+    try:
+        behind = http.get("/readyz")
+    finally:
+        upgrade(store)
+
+    assert behind.status_code == 503
+    assert "memsync db upgrade" in behind.json()["error"]["message"]
+    assert http.get("/readyz").status_code == 200

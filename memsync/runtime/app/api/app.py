@@ -17,7 +17,7 @@ import memsync
 from memsync.compile.bundle import MemoryJson
 from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
-from memsync.runtime.app.api import jobs, memories, runs
+from memsync.runtime.app.api import health, jobs, memories, runs
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import (
     ApiError,
@@ -31,7 +31,6 @@ from memsync.runtime.app.api.schemas import (
     CreateEpisodeRequest,
     EpisodeResponse,
     EpisodeWithRevisionsResponse,
-    HealthResponse,
     SubjectResponse,
     SubjectsResponse,
     TimelineResponse,
@@ -68,14 +67,10 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
+    app.include_router(health.router)
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
-
-    @app.get("/v1/health")
-    def health(services: ServicesDep) -> HealthResponse:
-        """Liveness: the process answers. Needs no API key."""
-        return HealthResponse(version=memsync.__version__, store=services.store.dialect)
 
     @app.post(
         "/v1/episodes",

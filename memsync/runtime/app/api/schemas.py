@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -38,7 +38,6 @@ __all__ = [
     "CreateEpisodeRequest",
     "EpisodeResponse",
     "EpisodeWithRevisionsResponse",
-    "HealthResponse",
     "RequestBody",
     "SubjectResponse",
     "SubjectsResponse",
@@ -173,9 +172,3 @@ class SubjectResponse(SubjectSummary):
 class SubjectsResponse(BaseModel):
     subjects: list[SubjectResponse]
     total: int
-
-
-class HealthResponse(BaseModel):
-    status: Literal["ok"] = "ok"
-    version: str
-    store: str
