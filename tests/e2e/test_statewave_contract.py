@@ -4,6 +4,7 @@ with raw httpx where it does not."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,3 +125,47 @@ def test_readiness_refuses_a_store_whose_schema_is_behind(store: Store, http: ht
     assert behind.status_code == 503
     assert "memsync db upgrade" in behind.json()["error"]["message"]
     assert http.get("/readyz").status_code == 200
+
+
+def test_every_response_carries_the_callers_request_id_or_a_fresh_one_and_logs_it(
+    base_url: str, http: httpx.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="memsync.api.access"):
+        echoed = http.get("/v1/subjects", headers={"X-Request-ID": "trace-42"})
+        fresh = [http.get("/v1/subjects").headers["X-Request-ID"] for _ in range(2)]
+        malformed = http.get("/v1/subjects", headers={"X-Request-ID": "two words"})
+        with sdk(base_url, "acme") as client, pytest.raises(StatewaveAPIError) as refused:
+            client.create_episode("", "chat", "message", {"text": "hi"})
+
+    assert echoed.headers["X-Request-ID"] == "trace-42"
+    assert len(set(fresh)) == 2
+    assert all(fresh)
+    assert malformed.headers["X-Request-ID"] not in ("two words", *fresh)
+    # The SDK reads the id from the error body, as Statewave sends it.
+    assert refused.value.request_id
+    assert refused.value.request_id not in ("trace-42", *fresh)
+    logged = [record.getMessage() for record in caplog.records]
+    assert any(line.startswith("GET /v1/subjects 200 ") for line in logged)
+    assert any(line.endswith("request_id=trace-42") for line in logged)
+    assert any(line.endswith(f"request_id={refused.value.request_id}") for line in logged)
+
+
+def test_an_unexpected_failure_still_answers_and_logs_with_the_request_id(
+    database: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    down = unreachable(database, tmp_path)
+    try:
+        with (
+            live_server(build_app(down)) as url,
+            httpx.Client(base_url=url) as client,
+            caplog.at_level(logging.INFO, logger="memsync.api"),
+        ):
+            failed = client.get("/v1/subjects", headers={"X-Request-ID": "trace-500"})
+    finally:
+        down.dispose()
+
+    assert failed.status_code >= 500
+    assert failed.headers["X-Request-ID"] == "trace-500"
+    assert failed.json()["error"]["request_id"] == "trace-500"
+    [error_line] = [record for record in caplog.records if record.levelno >= logging.ERROR]
+    assert error_line.getMessage().endswith("request_id=trace-500")

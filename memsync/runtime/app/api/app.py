@@ -25,6 +25,7 @@ from memsync.runtime.app.api.errors import (
     install_error_handlers,
     validation_error,
 )
+from memsync.runtime.app.api.request_ids import RequestIds
 from memsync.runtime.app.api.schemas import (
     BatchCreateResponse,
     BatchEpisodesRequest,
@@ -67,6 +68,8 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
+    # Added last, so it runs first: even a body refused for its size has an id.
+    app.add_middleware(RequestIds)
     app.include_router(health.router)
     app.include_router(memories.router)
     app.include_router(runs.router)

@@ -16,6 +16,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memsync.runtime.app.api.request_ids import REQUEST_ID_HEADER, current_request_id
+
 __all__ = [
     "VALIDATION_FAILED",
     "ApiError",
@@ -53,7 +55,15 @@ def error_response(status: int, code: str, message: str, details: Any = None) ->
     body: dict[str, Any] = {"code": code, "message": message}
     if details is not None:
         body["details"] = details
-    return JSONResponse({"error": body}, status_code=status)
+    request_id = current_request_id()
+    if request_id is None:
+        return JSONResponse({"error": body}, status_code=status)
+    # In the body as Statewave puts it, and in the header here too: a 500 is sent by
+    # Starlette's outermost middleware, past the one that adds the header.
+    body["request_id"] = request_id
+    return JSONResponse(
+        {"error": body}, status_code=status, headers={REQUEST_ID_HEADER: request_id}
+    )
 
 
 def _field(location: tuple[Any, ...]) -> str:
@@ -97,7 +107,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
-        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        logger.exception(
+            "unhandled error on %s %s request_id=%s",
+            request.method,
+            request.url.path,
+            current_request_id(),
+        )
         return error_response(500, "internal_error", "internal error; see the server log")
 
 
