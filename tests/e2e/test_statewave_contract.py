@@ -10,7 +10,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from statewave import StatewaveAPIError
+from statewave import StatewaveAPIError, StatewaveClient
+from statewave.client import NO_RETRY
 
 from memsync.runtime.app.config import ApiKey, ApiSettings
 from memsync.runtime.storage import Store, upgrade
@@ -169,3 +170,53 @@ def test_an_unexpected_failure_still_answers_and_logs_with_the_request_id(
     assert failed.json()["error"]["request_id"] == "trace-500"
     [error_line] = [record for record in caplog.records if record.levelno >= logging.ERROR]
     assert error_line.getMessage().endswith("request_id=trace-500")
+
+
+BOUND_KEY = "ms_bound_to_acme"
+
+
+def test_with_tenant_required_a_request_naming_no_tenant_is_400(store: Store) -> None:
+    api = ApiSettings(
+        require_tenant=True,
+        keys=[
+            ApiKey(name="sdk", key=API_KEY, tenants=["acme", "globex"]),
+            ApiKey(name="acme-only", key=BOUND_KEY, tenants=["acme"]),
+        ],
+    )
+    with live_server(build_app(store, api)) as url:
+        unnamed = StatewaveClient(url, api_key=API_KEY, retry=NO_RETRY)
+        with unnamed, pytest.raises(StatewaveAPIError) as refused:
+            unnamed.create_episode("ana", "chat", "message", {"text": "hi"})
+        # A key bound to one tenant names it; so does the header.
+        with StatewaveClient(url, api_key=BOUND_KEY, retry=NO_RETRY) as bound:
+            bound.create_episode("ana", "chat", "message", {"text": "hi"})
+        with sdk(url, "acme") as named:
+            subjects = named.list_subjects()
+        probe = httpx.get(f"{url}/readyz")
+
+    assert refused.value.status_code == 400
+    assert refused.value.code == "missing_tenant"
+    assert "X-Tenant-ID header is required" in str(refused.value)
+    assert [subject.subject_id for subject in subjects.subjects] == ["ana"]
+    assert probe.status_code == 200
+
+
+def test_with_tenant_required_and_no_keys_a_request_naming_no_tenant_is_400(
+    store: Store,
+) -> None:
+    with live_server(build_app(store, ApiSettings(require_tenant=True))) as url:
+        unnamed = httpx.get(f"{url}/v1/subjects")
+        named = httpx.get(f"{url}/v1/subjects", headers={"X-Tenant-ID": "acme"})
+
+    assert unnamed.status_code == 400
+    assert unnamed.json()["error"]["code"] == "missing_tenant"
+    assert named.status_code == 200
+
+
+def test_by_default_a_request_naming_no_tenant_acts_for_its_keys_first(store: Store) -> None:
+    api = ApiSettings(keys=[ApiKey(name="sdk", key=API_KEY, tenants=["acme", "globex"])])
+    with live_server(build_app(store, api)) as url:
+        with StatewaveClient(url, api_key=API_KEY, retry=NO_RETRY) as unnamed:
+            unnamed.create_episode("ana", "chat", "message", {"text": "hi"})
+        with sdk(url, "acme") as acme:
+            assert acme.list_subjects().total == 1
