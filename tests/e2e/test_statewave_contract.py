@@ -220,3 +220,19 @@ def test_by_default_a_request_naming_no_tenant_acts_for_its_keys_first(store: St
             unnamed.create_episode("ana", "chat", "message", {"text": "hi"})
         with sdk(url, "acme") as acme:
             assert acme.list_subjects().total == 1
+
+
+def test_a_plan_statement_about_the_subject_is_a_profile_fact(base_url: str) -> None:
+    with sdk(base_url, "acme") as client:
+        client.create_episode(
+            "acme-corp",
+            "support",
+            "message",
+            {"messages": [{"role": "user", "content": "I am on the Enterprise plan."}]},
+        )
+        client.compile_memories("acme-corp")
+
+        found = client.search_memories("acme-corp", kind="profile_fact")
+
+    assert [memory.content for memory in found.memories] == ["On the Enterprise plan"]
+    assert found.memories[0].metadata["claim_key"] == "account.plan"
