@@ -71,6 +71,7 @@ def serve(host: HostOption = None, port: PortOption = None) -> None:
     from memsync.runtime.app.api.app import create_app
     from memsync.runtime.app.api.server import serve_until_stopped
 
+    _logging()
     loaded = _serving_settings(host, port)
     with open_services(loaded) as services:
         serve_until_stopped(create_app(services), loaded.api.host, loaded.api.port)
