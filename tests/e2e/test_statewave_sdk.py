@@ -6,16 +6,13 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from statewave import StatewaveClient
-from statewave.client import NO_RETRY
 
 from memsync.clock import FakeClock
 from memsync.runtime.app.config import ApiKey, ApiSettings
 from memsync.runtime.storage import Store
+from tests.e2e.statewave_support import API_KEY, sdk, tell_lisbon_and_tea
 from tests.helpers import build_app, live_server
 from tests.jobs_support import worker
-
-API_KEY = "ms_sdk_test_key"
 
 
 @pytest.fixture
@@ -23,10 +20,6 @@ def base_url(store: Store) -> Iterator[str]:
     api = ApiSettings(keys=[ApiKey(name="sdk", key=API_KEY, tenants=["acme", "globex"])])
     with live_server(build_app(store, api)) as url:
         yield url
-
-
-def sdk(base_url: str, tenant: str) -> StatewaveClient:
-    return StatewaveClient(base_url, api_key=API_KEY, tenant_id=tenant, retry=NO_RETRY)
 
 
 def test_sdk_round_trip_of_episodes_timeline_subjects_and_delete(base_url: str) -> None:
@@ -84,16 +77,6 @@ def test_sdk_sees_only_its_tenant(base_url: str) -> None:
         assert globex.get_timeline("user-1").episodes == []
         assert globex.delete_subject("user-1").episodes_deleted == 0
         assert acme.list_subjects().total == 1
-
-
-def tell_lisbon_and_tea(client: StatewaveClient) -> None:
-    client.create_episode(
-        "ana",
-        "chat",
-        "message",
-        {"messages": [{"role": "user", "content": "I live in Lisbon and I prefer tea."}]},
-        idempotency_key="c1",
-    )
 
 
 def test_sdk_compile_search_and_context(base_url: str) -> None:

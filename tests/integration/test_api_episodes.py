@@ -98,7 +98,9 @@ def test_batch_over_the_configured_size_is_refused(store: Store) -> None:
             "/v1/episodes/batch", json={"episodes": [episode(str(i)) for i in range(3)]}
         )
     assert response.status_code == 422
-    assert "at most 2 episodes" in response.json()["error"]["message"]
+    [problem] = response.json()["error"]["details"]
+    assert problem["field"] == "episodes"
+    assert "at most 2 episodes" in problem["reason"]
 
 
 def test_timeline_pages_from_either_end_in_ascending_order(client: TestClient) -> None:

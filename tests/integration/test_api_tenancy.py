@@ -94,5 +94,6 @@ def test_a_wildcard_key_may_choose_any_tenant(client: TestClient) -> None:
     assert seen["total"] == 1
 
 
-def test_health_needs_no_key(client: TestClient) -> None:
-    assert client.get("/v1/health").status_code == 200
+def test_health_probes_need_no_key(client: TestClient) -> None:
+    for probe in ("/v1/health", "/healthz", "/readyz"):
+        assert client.get(probe).status_code == 200, probe

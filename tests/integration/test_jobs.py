@@ -74,7 +74,7 @@ def test_a_worker_compiles_with_the_job_id_on_what_it_writes(
     assert (done.attempts, done.error) == (1, None)
     assert done.result is not None
     assert done.result["memories_created"] > 0
-    assert done.result["job_id"] == str(job.id)
+    assert done.result["compile_id"] == str(job.id)
     created = scalar(store, "SELECT count(*) FROM memories")
     assert created == done.result["memories_created"] == len(done.result["memory_ids"])
     stamped = scalar(store, "SELECT count(*) FROM memories WHERE job_id = :job", job=str(job.id))

@@ -9,7 +9,15 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from memsync.runtime.storage import Base, Store, current_revision, head_revision, upgrade
+from memsync.runtime.storage import (
+    Base,
+    SchemaState,
+    Store,
+    current_revision,
+    head_revision,
+    schema_state,
+    upgrade,
+)
 from memsync.runtime.storage.migrate import downgrade
 
 
@@ -24,6 +32,28 @@ def test_upgrade_is_idempotent(store: Store) -> None:
     upgrade(store)
     upgrade(store)
     assert current_revision(store) == head_revision()
+
+
+def test_schema_state_is_current_at_head_behind_before_it_and_ahead_past_it(
+    store: Store,
+) -> None:
+    assert schema_state(store) is SchemaState.CURRENT
+    downgrade(store, "0004")
+    assert schema_state(store) is SchemaState.BEHIND
+    downgrade(store, "base")
+    assert schema_state(store) is SchemaState.BEHIND
+
+    upgrade(store)
+    with store.write() as connection:
+        connection.execute(sa.text("UPDATE alembic_version SET version_num = '9999_newer'"))
+    try:
+        assert schema_state(store) is SchemaState.AHEAD
+    finally:
+        with store.write() as connection:
+            connection.execute(
+                sa.text("UPDATE alembic_version SET version_num = :head"),
+                {"head": head_revision()},
+            )
 
 
 def test_records_written_before_0005_get_their_episode_counts(store: Store) -> None:

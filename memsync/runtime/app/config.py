@@ -88,15 +88,27 @@ class ApiKey(_Strict):
     def allows(self, tenant_id: str) -> bool:
         return "*" in self.tenants or tenant_id in self.tenants
 
+    @property
+    def bound_tenant(self) -> str | None:
+        """The one tenant this key may act for, or ``None`` if it may act for several."""
+        only = self.tenants[0]
+        return only if len(self.tenants) == 1 and only != "*" else None
+
 
 class ApiSettings(_Strict):
-    """The HTTP API."""
+    """The HTTP API.
+
+    ``require_tenant``: refuse (400) a request that sends no ``X-Tenant-ID`` unless its
+    API key is bound to exactly one tenant, instead of acting for ``default_tenant`` or
+    the key's first tenant. Off by default.
+    """
 
     host: str = "127.0.0.1"
     port: int = Field(default=8100, ge=0, le=65535)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     max_batch_size: int = Field(default=1000, ge=1, le=100_000)
     default_tenant: str = "default"
+    require_tenant: bool = False
     keys: list[ApiKey] = Field(default_factory=list)
 
     @property

@@ -67,10 +67,16 @@ __all__ = [
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompileSummary:
     """What one compile did, counted: what ``memsync compile --json`` prints and a compile
-    job records. The API's compile response extends it rather than repeat its fields."""
+    job records. The API's compile response extends it rather than repeat its fields.
+
+    ``compile_id`` names this compile: the ``job_id`` recorded on every memory,
+    supersession and conflict it wrote (a compile job's id when a worker ran it). It is
+    not called ``job_id`` here because Statewave clients read a ``job_id`` in a compile
+    answer as "accepted, still running".
+    """
 
     subject_id: str
-    job_id: str
+    compile_id: str
     episodes_compiled: int
     memories_created: int
     memories_superseded: int
@@ -150,7 +156,7 @@ class _Tally:
     def result(self, subject_id: str, job_id: str) -> CompileResult:
         return CompileResult(
             subject_id=subject_id,
-            job_id=job_id,
+            compile_id=job_id,
             episodes_compiled=self.episodes_compiled,
             memories_created=len(self.created),
             memories_superseded=self.superseded,

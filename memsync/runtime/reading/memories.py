@@ -87,7 +87,7 @@ class MemoryRepository:
         elif statuses is not None:
             query = query.where(_memories.c.status.in_([status.value for status in statuses]))
         if kind is not None:
-            query = query.where(_memories.c.kind == kind.value)
+            query = query.where(_memories.c.kind == kind)
         order = (_memories.c.valid_from, _memories.c.id)
         query = query.order_by(*(c.desc() for c in order) if newest_first else order)
         if limit is not None:
@@ -115,18 +115,22 @@ class MemoryRepository:
         tenant_id: str,
         subject_id: str,
         *,
-        kind: MemoryKind | None,
+        kind: str | None,
         text: str | None,
         limit: int,
     ) -> list[StoredMemory]:
-        """Active memories whose content contains every word of ``text`` (case-folded)."""
+        """Active memories whose content contains every word of ``text`` (case-folded).
+
+        ``kind`` is a plain filter, as in Statewave: a kind memsync never derives
+        (``procedure``) matches nothing rather than being an error.
+        """
         query = sa.select(_memories).where(
             _memories.c.tenant_id == tenant_id,
             _memories.c.subject_id == subject_id,
             _memories.c.status == MemoryStatus.ACTIVE.value,
         )
         if kind is not None:
-            query = query.where(_memories.c.kind == kind.value)
+            query = query.where(_memories.c.kind == kind)
         for word in (text or "").lower().split():
             escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             query = query.where(

@@ -17,16 +17,21 @@ import memsync
 from memsync.compile.bundle import MemoryJson
 from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
-from memsync.runtime.app.api import jobs, memories, runs
+from memsync.runtime.app.api import health, jobs, memories, runs
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
-from memsync.runtime.app.api.errors import ApiError, BodySizeLimit, install_error_handlers
+from memsync.runtime.app.api.errors import (
+    ApiError,
+    BodySizeLimit,
+    install_error_handlers,
+    validation_error,
+)
+from memsync.runtime.app.api.request_ids import RequestIds
 from memsync.runtime.app.api.schemas import (
     BatchCreateResponse,
     BatchEpisodesRequest,
     CreateEpisodeRequest,
     EpisodeResponse,
     EpisodeWithRevisionsResponse,
-    HealthResponse,
     SubjectResponse,
     SubjectsResponse,
     TimelineResponse,
@@ -63,14 +68,12 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
+    # Added last, so it runs first: even a body refused for its size has an id.
+    app.add_middleware(RequestIds)
+    app.include_router(health.router)
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
-
-    @app.get("/v1/health")
-    def health(services: ServicesDep) -> HealthResponse:
-        """Liveness: the process answers. Needs no API key."""
-        return HealthResponse(version=memsync.__version__, store=services.store.dialect)
 
     @app.post(
         "/v1/episodes",
@@ -94,11 +97,8 @@ def create_app(services: Services) -> FastAPI:
         """Record many episodes at once; ``episodes_created`` counts only new ones."""
         limit = services.settings.api.max_batch_size
         if len(body.episodes) > limit:
-            raise ApiError(
-                422,
-                "validation_error",
-                f"episodes: at most {limit} episodes per batch, got {len(body.episodes)}",
-                [{"field": "episodes", "reason": f"at most {limit} episodes per batch"}],
+            raise validation_error(
+                "episodes", f"at most {limit} episodes per batch, got {len(body.episodes)}"
             )
         outcomes = services.ingest.ingest(
             caller.tenant_id, [episode.to_draft() for episode in body.episodes]

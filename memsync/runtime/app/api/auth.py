@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.config import ApiKey, ApiSettings, hash_api_key
 
 __all__ = ["Authenticator", "Caller"]
@@ -28,10 +28,17 @@ class Caller:
 
 
 class Authenticator:
-    """Maps request headers to a :class:`Caller`, or refuses with 401 / 403 / 422."""
+    """Maps request headers to a :class:`Caller`, or refuses with 400 / 401 / 403 / 422.
+
+    Without ``X-Tenant-ID`` a request acts for the tenant its key is bound to, or else
+    for the key's first tenant or ``api.default_tenant``; with ``api.require_tenant``
+    that fallback is refused (400 ``missing_tenant``), so no request lands in a tenant
+    it did not name.
+    """
 
     def __init__(self, settings: ApiSettings) -> None:
         self._default_tenant = settings.default_tenant
+        self._require_tenant = settings.require_tenant
         self._keys: dict[str, ApiKey] = {key.stored_hash(): key for key in settings.keys}
 
     @property
@@ -40,22 +47,26 @@ class Authenticator:
 
     def authenticate(self, api_key: str | None, tenant_header: str | None) -> Caller:
         if tenant_header is not None and not _TENANT_ID.fullmatch(tenant_header):
-            raise ApiError(
-                422,
-                "validation_error",
-                "X-Tenant-ID: 1 to 64 characters: letters, digits, '.', '_', ':' or '-'",
+            raise validation_error(
+                "X-Tenant-ID", "1 to 64 characters: letters, digits, '.', '_', ':' or '-'"
             )
         if not self._keys:
-            return Caller(tenant_header or self._default_tenant, None)
+            return Caller(tenant_header or self._unnamed_tenant(None), None)
         if not api_key:
             raise ApiError(401, "unauthorized", "missing X-API-Key header")
         # A dictionary lookup on the hash: the comparison never sees the key itself.
         key = self._keys.get(hash_api_key(api_key))
         if key is None:
             raise ApiError(401, "unauthorized", "unknown API key")
-        tenant_id = tenant_header or (
-            key.tenants[0] if key.tenants[0] != "*" else self._default_tenant
-        )
+        tenant_id = tenant_header or key.bound_tenant or self._unnamed_tenant(key)
         if not key.allows(tenant_id):
             raise ApiError(403, "forbidden", f"this API key may not act for tenant {tenant_id!r}")
         return Caller(tenant_id, key.name)
+
+    def _unnamed_tenant(self, key: ApiKey | None) -> str:
+        """The tenant of a request that names none and whose key is bound to none."""
+        if self._require_tenant:
+            raise ApiError(400, "missing_tenant", "X-Tenant-ID header is required")
+        if key is not None and key.tenants[0] != "*":
+            return key.tenants[0]
+        return self._default_tenant

@@ -16,9 +16,21 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["ApiError", "BodySizeLimit", "error_response", "install_error_handlers"]
+from memsync.runtime.app.api.request_ids import REQUEST_ID_HEADER, current_request_id
+
+__all__ = [
+    "VALIDATION_FAILED",
+    "ApiError",
+    "BodySizeLimit",
+    "error_response",
+    "install_error_handlers",
+    "validation_error",
+]
 
 logger = logging.getLogger("memsync.api")
+
+VALIDATION_FAILED = "Request validation failed"
+"""The ``message`` of every 422, as Statewave words it; what failed is in ``details``."""
 
 
 class ApiError(Exception):
@@ -32,11 +44,26 @@ class ApiError(Exception):
         self.details = details
 
 
+def validation_error(field: str, reason: str) -> ApiError:
+    """A 422 found by a handler rather than by request parsing, in the same shape."""
+    return ApiError(
+        422, "validation_error", VALIDATION_FAILED, [{"field": field, "reason": reason}]
+    )
+
+
 def error_response(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
     if details is not None:
         body["details"] = details
-    return JSONResponse({"error": body}, status_code=status)
+    request_id = current_request_id()
+    if request_id is None:
+        return JSONResponse({"error": body}, status_code=status)
+    # In the body as Statewave puts it, and in the header here too: a 500 is sent by
+    # Starlette's outermost middleware, past the one that adds the header.
+    body["request_id"] = request_id
+    return JSONResponse(
+        {"error": body}, status_code=status, headers={REQUEST_ID_HEADER: request_id}
+    )
 
 
 def _field(location: tuple[Any, ...]) -> str:
@@ -66,8 +93,7 @@ def install_error_handlers(app: FastAPI) -> None:
             {"field": _field(tuple(problem["loc"])), "reason": problem["msg"]}
             for problem in error.errors()
         ]
-        message = "; ".join(f"{problem['field']}: {problem['reason']}" for problem in problems)
-        return error_response(422, "validation_error", message, problems)
+        return error_response(422, "validation_error", VALIDATION_FAILED, problems)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -76,11 +102,17 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RecursionError)
     async def _too_deep(_request: Request, _error: RecursionError) -> JSONResponse:
-        return error_response(422, "validation_error", "body: JSON nested too deeply")
+        error = validation_error("body", "JSON nested too deeply")
+        return error_response(error.status, error.code, error.message, error.details)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
-        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        logger.exception(
+            "unhandled error on %s %s request_id=%s",
+            request.method,
+            request.url.path,
+            current_request_id(),
+        )
         return error_response(500, "internal_error", "internal error; see the server log")
 
 

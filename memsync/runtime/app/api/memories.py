@@ -11,10 +11,10 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, Field
 
 from memsync.compile.bundle import BundleJson, MemoryJson
-from memsync.compile.types import ConflictStatus, MemoryKind
+from memsync.compile.types import ConflictStatus
 from memsync.episode import canonical_json
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
-from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.api.jobs import CompileJobResponse, enqueue_compile
 from memsync.runtime.app.api.schemas import RequestBody
 from memsync.runtime.compiling import (
@@ -93,11 +93,14 @@ def search_memories(
     services: ServicesDep,
     caller: CallerDep,
     subject_id: Annotated[str, Query(min_length=1)],
-    kind: MemoryKind | None = None,
+    kind: Annotated[str | None, Query(max_length=64)] = None,
     q: Annotated[str | None, Query(max_length=1000)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
 ) -> SearchResponse:
-    """Active memories of a subject containing every word of ``q``, newest first."""
+    """Active memories of a subject containing every word of ``q``, newest first.
+
+    ``kind`` filters, whatever its value: a kind memsync does not derive finds nothing.
+    """
     found = services.memories.search(caller.tenant_id, subject_id, kind=kind, text=q, limit=limit)
     return SearchResponse(memories=[MemoryJson.model_validate(memory) for memory in found])
 
@@ -140,7 +143,7 @@ def resolve_conflict(
     except ConflictNotFound as error:
         raise ApiError(404, "not_found", str(error)) from None
     except ValueError as error:
-        raise ApiError(422, "validation_error", str(error)) from None
+        raise validation_error("keep_memory_id", str(error)) from None
     return resolution
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -38,7 +38,6 @@ __all__ = [
     "CreateEpisodeRequest",
     "EpisodeResponse",
     "EpisodeWithRevisionsResponse",
-    "HealthResponse",
     "RequestBody",
     "SubjectResponse",
     "SubjectsResponse",
@@ -106,7 +105,10 @@ class CreateEpisodeRequest(RequestBody):
 
 
 class BatchEpisodesRequest(RequestBody):
-    episodes: list[CreateEpisodeRequest]
+    """At least one episode (an empty batch is a 422, as in Statewave); the upper bound
+    is ``api.max_batch_size``, checked by the route."""
+
+    episodes: list[CreateEpisodeRequest] = Field(min_length=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,9 +172,3 @@ class SubjectResponse(SubjectSummary):
 class SubjectsResponse(BaseModel):
     subjects: list[SubjectResponse]
     total: int
-
-
-class HealthResponse(BaseModel):
-    status: Literal["ok"] = "ok"
-    version: str
-    store: str

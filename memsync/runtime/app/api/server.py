@@ -27,5 +27,9 @@ class _ReturningServer(uvicorn.Server):
 
 
 def serve_until_stopped(app: FastAPI, host: str, port: int) -> None:
-    """Serve ``app`` on ``host:port``; return after SIGTERM/SIGINT and a graceful shutdown."""
-    _ReturningServer(uvicorn.Config(app, host=host, port=port)).run()
+    """Serve ``app`` on ``host:port``; return after SIGTERM/SIGINT and a graceful shutdown.
+
+    uvicorn's access log is off: the application logs each request itself, with its
+    ``X-Request-ID`` (``memsync.api.access``).
+    """
+    _ReturningServer(uvicorn.Config(app, host=host, port=port, access_log=False)).run()

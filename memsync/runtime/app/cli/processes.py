@@ -108,6 +108,7 @@ WorkersOption = Annotated[
 def serve(host: HostOption = None, port: PortOption = None, workers: WorkersOption = None) -> None:
     """Serve the HTTP API (Statewave v1 compatible) and run queued jobs beside it, until
     SIGTERM/SIGINT, then exit 0. ``--workers 0`` leaves jobs to ``memsync worker``."""
+    _logging()
     loaded = _serving_settings(host, port)
     with open_services(loaded) as services:
         _serve(services, loaded, workers)
