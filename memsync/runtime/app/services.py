@@ -201,13 +201,19 @@ class Services:
         """A sync runner that ingests through the one ingest path (with its triggers)."""
         return SyncRunner(self.runs, self.new_ingest(), clock=self.clock)
 
-    def run_sync(self, config: ConnectorConfig, runner: SyncRunner | None = None) -> RunRecord:
+    def run_sync(
+        self,
+        config: ConnectorConfig,
+        runner: SyncRunner | None = None,
+        *,
+        full_refresh: bool = False,
+    ) -> RunRecord:
         """One incremental sync of a configured connector; the connector is closed after.
 
         Raises what :meth:`SyncRunner.sync` raises (``RunInProgress``, ``RunLost``).
         """
         with self._connector(config) as connector:
-            return (runner or self.sync_runner()).sync(connector)
+            return (runner or self.sync_runner()).sync(connector, full_refresh=full_refresh)
 
     def run_backfill(
         self,

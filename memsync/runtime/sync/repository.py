@@ -33,6 +33,7 @@ from memsync.runtime.sync.records import RunRecord, Tally
 
 __all__ = [
     "BackfillPlan",
+    "ConnectorState",
     "RunInProgress",
     "RunLost",
     "RunOwner",
@@ -63,6 +64,19 @@ class RunOwner:
     pid: int
     lease: timedelta
     pid_alive: Callable[[int], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorState:
+    """What ``memsync state show`` and ``GET /v1/connectors/{name}/state`` report."""
+
+    connector: str
+    cursor: Cursor | None
+    cursor_updated_at: datetime | None
+    last_run: RunRecord | None
+    last_success: RunRecord | None
+    lag_seconds: float | None
+    """Now minus the end of the last window read completely (None: never)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,6 +357,75 @@ class SyncRepository:
                 where=_cursors.c.position < insert.excluded.position,
             )
         )
+
+    def state(self, tenant_id: str, connector: str, now: datetime) -> ConnectorState:
+        """Where the connector stands: its cursor, its last run and last success, and
+        its lag (``now`` - the end of the last window it read completely)."""
+        latest = sa.select(_runs).where(
+            _runs.c.tenant_id == tenant_id, _runs.c.connector == connector
+        )
+        latest = latest.order_by(_runs.c.started_at.desc(), _runs.c.id).limit(1)
+        with self._store.read() as connection:
+            stored = connection.execute(
+                sa.select(_cursors.c.cursor, _cursors.c.updated_at).where(
+                    _cursors.c.tenant_id == tenant_id, _cursors.c.connector == connector
+                )
+            ).first()
+            last = connection.execute(latest).first()
+            success = connection.execute(
+                latest.where(_runs.c.status == RunStatus.SUCCEEDED.value)
+            ).first()
+        last_success = RunRecord.from_row(success) if success is not None else None
+        return ConnectorState(
+            connector=connector,
+            cursor=Cursor.from_json(stored.cursor) if stored is not None else None,
+            cursor_updated_at=stored.updated_at if stored is not None else None,
+            last_run=RunRecord.from_row(last) if last is not None else None,
+            last_success=last_success,
+            lag_seconds=(now - last_success.window_end).total_seconds()
+            if last_success is not None
+            else None,
+        )
+
+    def reset_cursor(
+        self, tenant_id: str, connector: str, *, to: datetime | None, now: datetime
+    ) -> Cursor | None:
+        """Move the cursor to ``to`` (backwards too: a person decided it), or remove it
+        (``None``: the next sync reads from the configured ``start``). Returns the new
+        cursor. Raises :class:`RunInProgress` while a run of the connector is going, as
+        its next checkpoint would race the reset."""
+        with self._store.write() as connection:
+            running = connection.execute(
+                sa.select(_runs.c.id).where(
+                    _runs.c.tenant_id == tenant_id,
+                    _runs.c.connector == connector,
+                    _runs.c.status == RunStatus.RUNNING.value,
+                )
+            ).first()
+            if running is not None:
+                raise RunInProgress(
+                    f"connector {connector!r} is running (run {running.id}); reset it once "
+                    "the run has ended"
+                )
+            connection.execute(
+                _cursors.delete().where(
+                    _cursors.c.tenant_id == tenant_id, _cursors.c.connector == connector
+                )
+            )
+            if to is None:
+                return None
+            cursor = Cursor(position=to)
+            connection.execute(
+                _cursors.insert().values(
+                    tenant_id=tenant_id,
+                    connector=connector,
+                    position=to,
+                    cursor=cursor.to_json(),
+                    run_id=None,
+                    updated_at=now,
+                )
+            )
+            return cursor
 
     # -- backfills ---------------------------------------------------------------------
 

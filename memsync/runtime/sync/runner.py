@@ -119,11 +119,13 @@ class SyncRunner:
 
     # -- the two kinds of run ----------------------------------------------------------
 
-    def sync(self, connector: AnyConnector) -> RunRecord:
+    def sync(self, connector: AnyConnector, *, full_refresh: bool = False) -> RunRecord:
         """Run one incremental sync now and return its record.
 
         The window is ``[cursor - overlap, now]`` (first run: from ``config.start``).
         The cursor moves forward only over committed episodes, never past ``now``.
+        ``full_refresh`` reads from ``config.start`` whatever the cursor says (keys keep
+        it idempotent); the cursor still only moves forward.
         """
         config = connector.config
         now = self._clock.now()
@@ -131,7 +133,8 @@ class SyncRunner:
 
         def plan(connection: Connection) -> RunPlan:
             nonlocal start_cursor
-            start_cursor = self.repository.cursor_in(connection, config.tenant, config.name)
+            if not full_refresh:
+                start_cursor = self.repository.cursor_in(connection, config.tenant, config.name)
             return RunPlan(incremental_window(start_cursor, config.overlap, config.start, now))
 
         def read(run_id: uuid.UUID, decided: RunPlan, tally: Tally) -> Cursor:

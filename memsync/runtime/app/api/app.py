@@ -17,7 +17,7 @@ import memsync
 from memsync.compile.bundle import MemoryJson
 from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
-from memsync.runtime.app.api import health, jobs, memories, runs
+from memsync.runtime.app.api import connectors, health, jobs, memories, runs
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import (
     ApiError,
@@ -74,6 +74,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
+    app.include_router(connectors.router)
 
     @app.post(
         "/v1/episodes",

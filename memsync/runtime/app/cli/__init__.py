@@ -2,6 +2,7 @@
 
 - :mod:`.setup` — ``db``, ``keys``, ``config``;
 - :mod:`.sync` — ``sync``, ``backfill``, ``runs``, ``connectors``;
+- :mod:`.state` — ``state show``, ``state reset``;
 - :mod:`.episodes` — ``ingest``, ``demo``;
 - :mod:`.memories` — ``compile``, ``inspect``, ``conflicts``;
 - :mod:`.jobs` — ``jobs``;
@@ -25,7 +26,16 @@ from memsync.compile.llm import LLMExtractionError
 
 # Importing a command module registers its commands on ``app``; the order is the
 # order of ``memsync --help``.
-from memsync.runtime.app.cli import common, episodes, jobs, memories, processes, setup, sync  # noqa: F401
+from memsync.runtime.app.cli import (  # noqa: F401
+    common,
+    episodes,
+    jobs,
+    memories,
+    processes,
+    setup,
+    state,
+    sync,
+)
 from memsync.runtime.app.cli.common import EXIT_UNAVAILABLE, EXIT_USAGE, app, debugging, errors
 from memsync.runtime.app.config import ConfigError, redacted_store_url
 

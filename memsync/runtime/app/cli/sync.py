@@ -111,13 +111,22 @@ def sync_command(
     async_: Annotated[
         bool, typer.Option("--async", help="enqueue a sync job for a worker; print its id")
     ] = False,
+    full_refresh: Annotated[
+        bool,
+        typer.Option(
+            "--full-refresh", help="re-read from the configured start, whatever the cursor"
+        ),
+    ] = False,
 ) -> None:
     """Run one incremental sync of a connector now and print its run record.
 
     Exit 0 succeeded, 3 partial, 1 failed (or the connector is already running: a second
     run fails fast instead of waiting), 2 bad configuration. With ``--async``: enqueue it
-    as a job (joining one already pending) and print its id.
+    as a job (joining one already pending) and print its id. ``--full-refresh`` re-reads
+    from the connector's ``start`` (keys keep it idempotent; the cursor never moves back).
     """
+    if async_ and full_refresh:
+        raise usage_error("--full-refresh runs in the foreground; leave out --async")
     if async_:
         with open_services() as services:
             config = services.connector(name)
@@ -125,7 +134,11 @@ def sync_command(
         typer.echo(str(job.id))
         return
     _log_unless_interactive()
-    _run_to_exit(name, as_json, lambda services, config: services.run_sync(config))
+    _run_to_exit(
+        name,
+        as_json,
+        lambda services, config: services.run_sync(config, full_refresh=full_refresh),
+    )
 
 
 @app.command("backfill")
