@@ -212,7 +212,7 @@ class Services:
 
         Raises what :meth:`SyncRunner.sync` raises (``RunInProgress``, ``RunLost``).
         """
-        with self._connector(config) as connector:
+        with self.connector_instance(config) as connector:
             return (runner or self.sync_runner()).sync(connector, full_refresh=full_refresh)
 
     def run_backfill(
@@ -225,13 +225,14 @@ class Services:
         on_slice: SliceProgress | None = None,
     ) -> RunRecord:
         """A backfill of a configured connector (see :meth:`SyncRunner.backfill`)."""
-        with self._connector(config) as connector:
+        with self.connector_instance(config) as connector:
             return self.sync_runner().backfill(
                 connector, since=since, until=until, slice_length=slice_length, on_slice=on_slice
             )
 
     @contextmanager
-    def _connector(self, config: ConnectorConfig) -> Iterator[AnyConnector]:
+    def connector_instance(self, config: ConnectorConfig) -> Iterator[AnyConnector]:
+        """The connector built from ``config``, closed when the block ends."""
         connector = self.registry.build(config)
         try:
             yield connector

@@ -17,11 +17,18 @@ import typer
 from rich.console import Console
 from rich.progress import Progress
 
-from memsync.connectors import load_registry, parse_duration
+from memsync.connectors import (
+    RateLimitExhausted,
+    RetryableError,
+    StopRun,
+    load_registry,
+    parse_duration,
+)
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
     EXIT_PARTIAL,
+    EXIT_UNAVAILABLE,
     TenantOption,
     app,
     console,
@@ -139,6 +146,25 @@ def sync_command(
         as_json,
         lambda services, config: services.run_sync(config, full_refresh=full_refresh),
     )
+
+
+@app.command("check")
+def check_command(name: ConnectorName) -> None:
+    """Reach the connector's source once with its credentials, storing nothing: exit 0
+    when it answers, 1 when it refuses (credentials, a missing resource), 4 when it
+    does not answer."""
+    with open_services() as services:
+        config = services.connector(name)
+        try:
+            with services.connector_instance(config) as connector:
+                said = connector.check(services.clock.now())
+        except StopRun as error:
+            errors.print(f"{name}: refused: {error}", markup=False)
+            raise typer.Exit(EXIT_FAILED) from None
+        except (RetryableError, RateLimitExhausted) as error:
+            errors.print(f"{name}: no answer: {error}", markup=False)
+            raise typer.Exit(EXIT_UNAVAILABLE) from None
+    console.print(f"{name} ({config.type}): {said}", markup=False)
 
 
 @app.command("backfill")
