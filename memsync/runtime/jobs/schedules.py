@@ -154,9 +154,15 @@ class Scheduler:
         try:
             created = self._firer.fire(schedule, fire_time, now=now)
         except Exception:
-            logger.exception("schedule %s: firing %s failed", schedule.id, fire_time)
+            logger.exception(
+                "schedule firing failed",
+                extra={"schedule": schedule.id, "fire_time": fire_time.isoformat()},
+            )
             return
-        logger.info("schedule %s fired %s: %d new jobs", schedule.id, fire_time, created)
+        logger.info(
+            "schedule fired",
+            extra={"schedule": schedule.id, "fire_time": fire_time.isoformat(), "jobs": created},
+        )
 
     def start(self) -> None:
         """Catch up the latest missed tick of each schedule, then start firing."""

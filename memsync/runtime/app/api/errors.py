@@ -80,7 +80,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
-        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        logger.exception(
+            "unhandled error", extra={"method": request.method, "path": request.url.path}
+        )
         return error_response(500, "internal_error", "internal error; see the server log")
 
 

@@ -28,4 +28,7 @@ class _ReturningServer(uvicorn.Server):
 
 def serve_until_stopped(app: FastAPI, host: str, port: int) -> None:
     """Serve ``app`` on ``host:port``; return after SIGTERM/SIGINT and a graceful shutdown."""
-    _ReturningServer(uvicorn.Config(app, host=host, port=port)).run()
+    # uvicorn leaves logging to the process's one pipeline (log_config=None), and the
+    # access log to memsync's middleware, which adds the route and the duration.
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
+    _ReturningServer(config).run()

@@ -6,9 +6,7 @@ They stop on SIGTERM or SIGINT: they stop claiming, finish the job in hand and e
 
 from __future__ import annotations
 
-import logging
 import signal
-import sys
 import threading
 from types import FrameType
 from typing import Annotated
@@ -36,12 +34,6 @@ def _stop_on_signals() -> threading.Event:
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
     return stop
-
-
-def _logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
-    )
 
 
 def _serving_settings(host: str | None, port: int | None) -> Settings:
@@ -81,7 +73,6 @@ def worker(
     concurrency: Annotated[int, typer.Option(min=1, help="jobs run at once")] = 1,
 ) -> None:
     """Claim and run jobs until SIGTERM/SIGINT (then finish the job in hand)."""
-    _logging()
     with open_services() as services:
         services.connectors  # noqa: B018 - exit 2 on a bad connectors section, before work
         stop = _stop_on_signals()
@@ -94,7 +85,6 @@ def worker(
 @app.command()
 def scheduler() -> None:
     """Fire the configured schedules (they only enqueue jobs) until SIGTERM/SIGINT."""
-    _logging()
     with open_services() as services:
         stop = _stop_on_signals()
         running = services.scheduler()
@@ -113,7 +103,6 @@ def run(host: HostOption = None, port: PortOption = None) -> None:
     from memsync.runtime.app.api.app import create_app
     from memsync.runtime.app.api.server import serve_until_stopped
 
-    _logging()
     loaded = _serving_settings(host, port)
     with open_services(loaded) as services:
         stop = threading.Event()
