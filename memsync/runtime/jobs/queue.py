@@ -416,6 +416,18 @@ class JobQueue:
             row = connection.execute(self._by_id(tenant_id, job_id)).first()
         return _job(row) if row is not None else None
 
+    def depth(self, tenant_id: str | None = None) -> dict[tuple[str, JobStatus], int]:
+        """How many jobs there are by (kind, status), of one tenant or of all (one
+        grouped statement). Kinds and statuses with no job are absent."""
+        query = sa.select(_jobs.c.kind, _jobs.c.status, sa.func.count().label("jobs"))
+        if tenant_id is not None:
+            query = query.where(_jobs.c.tenant_id == tenant_id)
+        query = query.group_by(_jobs.c.kind, _jobs.c.status)
+        with self._store.read() as connection:
+            return {
+                (row.kind, JobStatus(row.status)): row.jobs for row in connection.execute(query)
+            }
+
     def list(
         self,
         tenant_id: str,

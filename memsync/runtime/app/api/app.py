@@ -31,6 +31,7 @@ from memsync.runtime.app.api.schemas import (
     SubjectsResponse,
     TimelineResponse,
 )
+from memsync.runtime.app.observability.http import install_observability
 from memsync.runtime.app.services import Services, SubjectDeletion
 from memsync.runtime.ingest import IngestOutcome, IngestSummary
 
@@ -63,6 +64,7 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
+    install_observability(app, services.metrics)
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)

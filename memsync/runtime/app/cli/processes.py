@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from contextlib import ExitStack
 from types import FrameType
 from typing import Annotated
 
@@ -15,6 +16,7 @@ import typer
 
 from memsync.runtime.app.cli.common import EXIT_USAGE, app, errors, open_services, settings
 from memsync.runtime.app.config import Settings
+from memsync.runtime.app.observability.http import serving_metrics
 from memsync.runtime.jobs import run_workers
 
 __all__ = ["run", "scheduler", "serve", "worker"]
@@ -71,10 +73,22 @@ def serve(host: HostOption = None, port: PortOption = None) -> None:
 @app.command()
 def worker(
     concurrency: Annotated[int, typer.Option(min=1, help="jobs run at once")] = 1,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="serve Prometheus metrics on this port (0: any free one)"
+        ),
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="interface of --metrics-port")] = "127.0.0.1",
 ) -> None:
     """Claim and run jobs until SIGTERM/SIGINT (then finish the job in hand)."""
-    with open_services() as services:
+    with open_services() as services, ExitStack() as serving:
         services.connectors  # noqa: B018 - exit 2 on a bad connectors section, before work
+        if metrics_port is not None:
+            url = serving.enter_context(
+                serving_metrics(services.metrics, metrics_host, metrics_port)
+            )
+            errors.print(f"metrics on {url}", markup=False, highlight=False)
         stop = _stop_on_signals()
         # Said once the signal handlers are in place: from here SIGTERM means "finish
         # the job in hand, then exit 0" (supervisors and tests wait for this line).
