@@ -20,6 +20,7 @@ from memsync.episode import IngestStatus
 from memsync.runtime.app.api import jobs, memories, runs
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError, BodySizeLimit, install_error_handlers
+from memsync.runtime.app.api.openapi import document_api, error_responses
 from memsync.runtime.app.api.schemas import (
     BatchCreateResponse,
     BatchEpisodesRequest,
@@ -65,6 +66,7 @@ def create_app(services: Services) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
     install_observability(app, services.metrics)
+    document_api(app)
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
@@ -114,7 +116,7 @@ def create_app(services: Services) -> FastAPI:
         )
         return _json(response.model_dump_json(), 201)
 
-    @app.get("/v1/episodes/{episode_id}")
+    @app.get("/v1/episodes/{episode_id}", responses=error_responses(404))
     def get_episode(
         episode_id: uuid.UUID, services: ServicesDep, caller: CallerDep
     ) -> EpisodeWithRevisionsResponse:

@@ -16,6 +16,7 @@ metric is listed in docs/operations.md with example alerts.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -42,6 +43,8 @@ RECORD_OUTCOMES: Mapping[str, str | None] = {
     "tombstoned": None,
     "skipped": "skipped",
 }
+
+log = logging.getLogger("memsync.metrics")
 
 # Jobs run from milliseconds (a compile with nothing new) to many minutes (a backfill
 # slice of a big source).
@@ -193,7 +196,7 @@ CommittedPositions = Callable[[], Mapping[tuple[str, str], datetime]]
 class StoreGauges(Collector):
     """``memsync_jobs`` and ``memsync_connector_lag_seconds``, read from the store at
     every scrape (two grouped statements, whatever the size of the store), so every
-    replica reports the same truth.
+    replica reports the same truth; ``memsync_store_up`` says whether it could.
 
     ``kinds`` are reported for every status even with no job (0), so an alert on
     failed jobs has a series to watch before the first failure.
@@ -213,20 +216,38 @@ class StoreGauges(Collector):
 
     def describe(self) -> Iterable[Metric]:
         # Declared without reading the store: registering must not query it.
-        return [self._jobs_family(), self._lag_family()]
+        return [self._up_family(), self._jobs_family(), self._lag_family()]
 
     def collect(self) -> Iterator[Metric]:
+        up = self._up_family()
+        try:
+            depth, positions = self._depth(), self._positions()
+        except Exception:
+            # The process's own counters are still worth scraping while the store is
+            # away; the store's gauges are left out rather than reported stale.
+            log.warning("metrics: the store could not be read", exc_info=True)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
         jobs = self._jobs_family()
         counts = {(kind, status): 0 for kind in self._kinds for status in JobStatus}
-        counts.update(self._depth())
+        counts.update(depth)
         for (kind, status), count in sorted(counts.items()):
             jobs.add_metric([kind, status.value], count)
         yield jobs
         lag = self._lag_family()
         now = self._now()
-        for (tenant, connector), position in sorted(self._positions().items()):
+        for (tenant, connector), position in sorted(positions.items()):
             lag.add_metric([tenant, connector], max((now - position).total_seconds(), 0.0))
         yield lag
+
+    @staticmethod
+    def _up_family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "memsync_store_up", "1 when this scrape could read the store, else 0."
+        )
 
     @staticmethod
     def _jobs_family() -> GaugeMetricFamily:
