@@ -65,6 +65,11 @@ class Schedule:
             raise ValueError(f"schedule {self.id!r} is manual: it never fires")
         return spec.trigger(self.timezone)
 
+    def next_fire_time(self, now: datetime) -> datetime | None:
+        """The first scheduled fire time after ``now`` (None: it never fires again)."""
+        moment = self.trigger().get_next_fire_time(None, now + timedelta(microseconds=1))
+        return utc(moment) if moment is not None else None
+
     def latest_fire_time(self, now: datetime, lookback: timedelta) -> datetime | None:
         """The last scheduled fire time in ``(now - lookback, now]``, or None."""
         trigger = self.trigger()

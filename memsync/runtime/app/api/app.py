@@ -34,6 +34,7 @@ from memsync.runtime.app.api.schemas import (
 )
 from memsync.runtime.app.observability.http import install_observability
 from memsync.runtime.app.services import Services, SubjectDeletion
+from memsync.runtime.app.ui import install_ui
 from memsync.runtime.ingest import IngestOutcome, IngestSummary
 
 __all__ = ["Services", "create_app"]
@@ -70,6 +71,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
+    install_ui(app, services)
 
     @app.get("/v1/health")
     def health(services: ServicesDep) -> HealthResponse:

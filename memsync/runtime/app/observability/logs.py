@@ -216,6 +216,7 @@ def configure_logging(
         library = logging.getLogger(name)
         library.handlers.clear()
         library.propagate = True
+        library.setLevel(logging.NOTSET)  # the root's level decides, as for everyone
 
     # structlog's own loggers (structlog.get_logger()) join the same handler.
     structlog.configure(
