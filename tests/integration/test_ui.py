@@ -15,7 +15,7 @@ from memsync.clock import FakeClock
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import ApiKey, ApiSettings, Settings
 from memsync.runtime.app.services import Services
-from memsync.runtime.jobs import JobStatus
+from memsync.runtime.jobs import Job, JobStatus
 from memsync.runtime.storage import Store
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -48,6 +48,15 @@ def _signed_in(services: Services, tenant: str = "acme") -> TestClient:
     )
     assert response.status_code == 303
     return client
+
+
+def _failed_job(services: Services, error: str) -> Job:
+    """A compile job of acme's subject ana that failed for good with ``error``."""
+    job, _ = services.queue.enqueue("acme", "compile", "ana", now=T0)
+    claimed = services.queue.claim("w", now=T0, lease=timedelta(minutes=1))
+    assert claimed is not None
+    services.queue.fail(claimed, "w", error, now=T0, retryable=False)
+    return job
 
 
 def test_pages_need_a_signed_in_session_when_keys_are_configured(store: Store) -> None:
@@ -89,10 +98,7 @@ def test_a_session_sees_only_its_tenant(store: Store) -> None:
 @pytest.mark.parametrize("token", ["", "forged", "from-another-form"])
 def test_a_change_without_its_own_form_token_changes_nothing(store: Store, token: str) -> None:
     services = _keyed(store)
-    failed, _ = services.queue.enqueue("acme", "compile", "ana", now=T0)
-    claimed = services.queue.claim("w", now=T0, lease=timedelta(minutes=1))
-    assert claimed is not None
-    services.queue.fail(claimed, "w", "boom", now=T0, retryable=False)
+    failed = _failed_job(services, "boom")
     client = _signed_in(services)
     page = client.get("/ui/jobs").text
     if token == "from-another-form":
@@ -106,10 +112,7 @@ def test_a_change_without_its_own_form_token_changes_nothing(store: Store, token
 
 def test_retrying_a_failed_job_enqueues_it_again_and_keeps_the_failure(store: Store) -> None:
     services = _keyed(store)
-    failed, _ = services.queue.enqueue("acme", "compile", "ana", now=T0)
-    claimed = services.queue.claim("w", now=T0, lease=timedelta(minutes=1))
-    assert claimed is not None
-    services.queue.fail(claimed, "w", "boom: the model timed out", now=T0, retryable=False)
+    failed = _failed_job(services, "boom: the model timed out")
     client = _signed_in(services)
     page = client.get("/ui/jobs").text
     assert "boom: the model timed out" in page  # the reason is shown

@@ -155,7 +155,7 @@ class Services:
         self.authenticator = Authenticator(self.settings.api)
         self.metrics.watch(
             StoreGauges(
-                self.queue.depth,
+                lambda: self.queue.depth(with_completed=False),
                 self.runs.committed_positions,
                 self.clock.now,
                 kinds=(COMPILE_JOB, SYNC_JOB),

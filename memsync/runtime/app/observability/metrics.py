@@ -31,7 +31,7 @@ from memsync.runtime.compiling import CompileSummary
 from memsync.runtime.jobs import Job, JobHandler, JobStatus
 from memsync.runtime.sync import RunRecord
 
-__all__ = ["RECORD_OUTCOMES", "Metrics", "StoreGauges"]
+__all__ = ["DEPTH_STATUSES", "RECORD_OUTCOMES", "Metrics", "StoreGauges"]
 
 #: ``memsync_sync_records_total`` outcomes and the run record counter each one reads.
 #: ``tombstoned`` is declared before run records count tombstones, so dashboards and
@@ -45,6 +45,9 @@ RECORD_OUTCOMES: Mapping[str, str | None] = {
 }
 
 log = logging.getLogger("memsync.metrics")
+
+#: The statuses ``memsync_jobs`` reports: the backlog and the failures, not the history.
+DEPTH_STATUSES = (JobStatus.PENDING, JobStatus.RUNNING, JobStatus.FAILED)
 
 # Jobs run from milliseconds (a compile with nothing new) to many minutes (a backfill
 # slice of a big source).
@@ -232,7 +235,7 @@ class StoreGauges(Collector):
         up.add_metric([], 1)
         yield up
         jobs = self._jobs_family()
-        counts = {(kind, status): 0 for kind in self._kinds for status in JobStatus}
+        counts = {(kind, status): 0 for kind in self._kinds for status in DEPTH_STATUSES}
         counts.update(depth)
         for (kind, status), count in sorted(counts.items()):
             jobs.add_metric([kind, status.value], count)
@@ -252,7 +255,10 @@ class StoreGauges(Collector):
     @staticmethod
     def _jobs_family() -> GaugeMetricFamily:
         return GaugeMetricFamily(
-            "memsync_jobs", "Jobs in the store by kind and status.", labels=["kind", "status"]
+            "memsync_jobs",
+            "Jobs in the store by kind and status: pending, running and failed (completed "
+            "jobs are history; see memsync_job_attempts_total).",
+            labels=["kind", "status"],
         )
 
     @staticmethod
