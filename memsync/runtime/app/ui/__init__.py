@@ -41,6 +41,6 @@ def install_ui(app: FastAPI, services: Services) -> None:
         return templates.TemplateResponse(
             request,
             "error.html",
-            {"error": error, "tenant": None},
+            {"error": error, "tenant": None, "ui": None},
             status_code=error.status,
         )

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from jinja2 import StrictUndefined
 
 from memsync.compile.types import ConflictStatus
 from memsync.connectors.config import ConnectorConfig
@@ -61,6 +62,8 @@ def _duration(value: timedelta) -> str:
     return format_duration(max(value, timedelta(0)))
 
 
+# A name a template gets wrong fails the page (and its test) instead of rendering blank.
+templates.env.undefined = StrictUndefined
 templates.env.filters["payload_text"] = payload_text
 templates.env.filters["duration"] = _duration
 
@@ -184,6 +187,7 @@ def _login_form(
             "default_tenant": services.settings.api.default_tenant,
             "error": error,
             "tenant": None,
+            "ui": None,
         },
         status_code=status_code,
     )
@@ -459,6 +463,8 @@ def subject_page(
     tenant = ui.caller.tenant_id
     moment = _moment(as_of)
     report = inspect_subject(ui.services.episodes, ui.services.memories, tenant, subject_id)
+    # The report lists episodes without their payloads; a person reads them here.
+    stored = ui.services.episodes.get_many(tenant, [episode.id for episode in report.episodes])
     revisions = {
         episode.id: ui.services.episodes.revisions(tenant, episode.id)
         for episode in report.episodes
@@ -473,6 +479,7 @@ def subject_page(
         request,
         "subject.html",
         report=report,
+        payloads={episode_id: record.payload for episode_id, record in stored.items()},
         revisions=revisions,
         bundle=bundle,
         task=task,
