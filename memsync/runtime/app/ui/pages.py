@@ -32,7 +32,7 @@ from memsync.runtime.compiling import ConflictNotFound
 from memsync.runtime.jobs import Job, JobStatus
 from memsync.runtime.reading import inspect_subject
 from memsync.runtime.reading.memories import MemoryRepository
-from memsync.runtime.sync import RunStatus
+from memsync.runtime.sync import RunRecord, RunStatus
 from memsync.runtime.sync.records import COUNTERS
 from memsync.schedule import format_duration
 
@@ -241,7 +241,7 @@ class ConnectorRow:
     key_policy: str
     key_rationale: str
     next_fire: datetime | None
-    last_run: Any
+    last_run: RunRecord | None
     lag: timedelta | None
 
 
