@@ -3,10 +3,12 @@ connector that stops mid-read until released."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -23,6 +25,13 @@ from memsync.runtime.storage import Store
 def build_app(store: Store, api: ApiSettings | None = None, clock: Clock | None = None) -> FastAPI:
     settings = Settings(store=str(store.engine.url), api=api or ApiSettings())
     return create_app(Services(settings, store, clock or FakeClock()))
+
+
+def log_lines(stderr: str) -> list[dict[str, Any]]:
+    """Every line of a JSON log, parsed; a line that is not a JSON object fails the test."""
+    parsed = [json.loads(line) for line in stderr.splitlines() if line.strip()]
+    assert all(isinstance(line, dict) for line in parsed), parsed
+    return parsed
 
 
 @contextmanager

@@ -63,13 +63,14 @@ def spawn(*args: str, store_url: str) -> subprocess.Popen[str]:
     )
 
 
-def wait_for_line(process: subprocess.Popen[str], text: str) -> None:
-    """Read the process's stderr until a line contains ``text`` (EOF: it died)."""
+def wait_for_line(process: subprocess.Popen[str], *texts: str) -> None:
+    """Read the process's stderr until a line contains every one of ``texts`` (EOF: it
+    died)."""
     assert process.stderr is not None
     for line in process.stderr:
-        if text in line:
+        if all(text in line for text in texts):
             return
-    raise AssertionError(f"the process exited before saying {text!r}")
+    raise AssertionError(f"the process exited before saying {texts!r}")
 
 
 @pytest.fixture
@@ -246,7 +247,7 @@ def test_two_scheduler_processes_enqueue_a_connector_tick_once_and_its_runs_neve
     processes.extend(schedulers)
     for scheduler in schedulers:
         # Each catches up the latest `every 1m` tick as it starts.
-        wait_for_line(scheduler, "schedule sync:default:notes fired")
+        wait_for_line(scheduler, '"schedule fired"', '"sync:default:notes"')
     workers = [
         spawn(*CLI, "--config", str(config), "worker", store_url=store_url) for _ in range(2)
     ]

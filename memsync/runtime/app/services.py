@@ -16,12 +16,18 @@ from functools import cached_property
 from typing import Any
 
 from memsync.clock import Clock, SystemClock
-from memsync.connectors import ConnectorConfigError, ConnectorRegistry, load_registry
+from memsync.connectors import (
+    ConnectorConfigError,
+    ConnectorRegistry,
+    load_registry,
+    observing_requests,
+)
 from memsync.connectors.base import Connector
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.api.auth import Authenticator
 from memsync.runtime.app.config import ConfigError, JobsSettings, Settings
 from memsync.runtime.app.handlers import SYNC_JOB, compile_handler, sync_handler
+from memsync.runtime.app.observability.metrics import Metrics, StoreGauges
 from memsync.runtime.compiling import (
     COMPILE_JOB,
     CompileService,
@@ -124,8 +130,11 @@ class Services:
     memories: MemoryRepository = field(init=False)
     context: ContextReader = field(init=False)
     authenticator: Authenticator = field(init=False)
+    metrics: Metrics = field(init=False)
+    """What this process did (counters) and the store's gauges, read when scraped."""
 
     def __post_init__(self) -> None:
+        self.metrics = Metrics()
         jobs = self.settings.jobs
         self.queue = JobQueue(
             self.store,
@@ -138,12 +147,20 @@ class Services:
         self.runs = SyncRepository(self.store)
         self.ingest = self.new_ingest()
         self.compile_service = CompileService.from_settings(
-            self.store, self.settings.compile, self.clock
+            self.store, self.settings.compile, self.clock, on_compiled=self.metrics.compiled
         )
         self.episodes = EpisodeRepository(self.store)
         self.memories = MemoryRepository(self.store)
         self.context = ContextReader(self.episodes, self.memories, self.clock)
         self.authenticator = Authenticator(self.settings.api)
+        self.metrics.watch(
+            StoreGauges(
+                lambda: self.queue.depth(with_completed=False),
+                self.runs.committed_positions,
+                self.clock.now,
+                kinds=(COMPILE_JOB, SYNC_JOB),
+            )
+        )
 
     @classmethod
     def open(cls, settings: Settings, clock: Clock | None = None) -> Services:
@@ -207,7 +224,9 @@ class Services:
         Raises what :meth:`SyncRunner.sync` raises (``RunInProgress``, ``RunLost``).
         """
         with self._connector(config) as connector:
-            return (runner or self.sync_runner()).sync(connector)
+            record = (runner or self.sync_runner()).sync(connector)
+        self.metrics.sync_run_finished(record)
+        return record
 
     def run_backfill(
         self,
@@ -220,15 +239,19 @@ class Services:
     ) -> RunRecord:
         """A backfill of a configured connector (see :meth:`SyncRunner.backfill`)."""
         with self._connector(config) as connector:
-            return self.sync_runner().backfill(
+            record = self.sync_runner().backfill(
                 connector, since=since, until=until, slice_length=slice_length, on_slice=on_slice
             )
+        self.metrics.sync_run_finished(record)
+        return record
 
     @contextmanager
     def _connector(self, config: ConnectorConfig) -> Iterator[AnyConnector]:
+        """The connector of ``config``, its source requests counted, closed after."""
         connector = self.registry.build(config)
         try:
-            yield connector
+            with observing_requests(self.metrics.source(config.name)):
+                yield connector
         finally:
             connector.close()
 
@@ -258,8 +281,11 @@ class Services:
         return Worker(
             self.queue,
             {
-                COMPILE_JOB: compile_handler(self.compile_service),
-                SYNC_JOB: sync_handler(configured, lambda config: self.run_sync(config, runner)),
+                COMPILE_JOB: self.metrics.timed(COMPILE_JOB, compile_handler(self.compile_service)),
+                SYNC_JOB: self.metrics.timed(
+                    SYNC_JOB,
+                    sync_handler(configured, lambda config: self.run_sync(config, runner)),
+                ),
             },
             clock=self.clock,
             lease=timedelta(seconds=jobs.lease_seconds),

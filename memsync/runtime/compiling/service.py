@@ -12,14 +12,16 @@ SQLite): the second waits, then finds the episodes compiled and skips them.
 from __future__ import annotations
 
 import hashlib
+import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from structlog.contextvars import bound_contextvars
 
 from memsync.clock import Clock, SystemClock
 from memsync.compile.heuristic import HeuristicCompiler
@@ -62,6 +64,8 @@ __all__ = [
     "ConflictResolution",
     "result_summary",
 ]
+
+log = logging.getLogger("memsync.compile")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,10 +193,12 @@ class CompileService:
         llm: LLMSettings | None = None,
         http: httpx.Client | None = None,
         chunk_episodes: int = DEFAULT_CHUNK_EPISODES,
+        on_compiled: Callable[[CompileResult], None] | None = None,
     ) -> None:
         """``compiler`` overrides everything; else ``llm`` selects the LLM compiler (its
         extractions recorded per tenant in the store); else the heuristic compiler.
-        ``chunk_episodes`` is how many episodes one transaction compiles."""
+        ``chunk_episodes`` is how many episodes one transaction compiles.
+        ``on_compiled`` is told every compile that finished (the process's metrics)."""
         if chunk_episodes < 1:
             raise ValueError(f"chunk_episodes must be at least 1, not {chunk_episodes}")
         self._store = store
@@ -204,13 +210,18 @@ class CompileService:
         # keeps scanning a memories table that grew from empty, once per inserted row.
         self._statistics = StatisticsRefresher(store, ["memories", "memory_sources"])
         self._llm = llm if compiler is None else None
+        self._on_compiled = on_compiled
         self._http = http
         if self._llm is not None and self._http is None:
             self._http = httpx.Client(timeout=self._llm.timeout_seconds)
 
     @classmethod
     def from_settings(
-        cls, store: Store, settings: CompileSettings, clock: Clock | None = None
+        cls,
+        store: Store,
+        settings: CompileSettings,
+        clock: Clock | None = None,
+        on_compiled: Callable[[CompileResult], None] | None = None,
     ) -> CompileService:
         """The service the configuration file describes."""
         return cls(
@@ -219,6 +230,7 @@ class CompileService:
             clock=clock,
             llm=settings.llm if settings.compiler == "llm" else None,
             chunk_episodes=settings.chunk_episodes,
+            on_compiled=on_compiled,
         )
 
     def _compiler_for(self, tenant_id: str) -> Compiler:
@@ -247,6 +259,13 @@ class CompileService:
         where this call stopped.
         """
         job_id = job_id or f"compile-{uuid.uuid4()}"
+        with bound_contextvars(tenant=tenant_id, subject=subject_id):
+            result = self._compile(tenant_id, subject_id, job_id)
+        if self._on_compiled is not None:
+            self._on_compiled(result)
+        return result
+
+    def _compile(self, tenant_id: str, subject_id: str, job_id: str) -> CompileResult:
         compiler = self._compiler_for(tenant_id)
         with self._store.read() as connection:
             pending = pending_episode_ids(connection, tenant_id, subject_id)
@@ -261,7 +280,17 @@ class CompileService:
             # that large keeps the reload at most one memory per episode compiled, so a
             # compile stays linear however large the subject grows.
             size = max(self._chunk_episodes, outcome.memories_loaded)
-        return total.result(subject_id, job_id)
+        result = total.result(subject_id, job_id)
+        log.info(
+            "compiled",
+            extra={
+                "episodes_compiled": result.episodes_compiled,
+                "memories_created": result.memories_created,
+                "memories_superseded": result.memories_superseded,
+                "conflicts_opened": result.conflicts_opened,
+            },
+        )
+        return result
 
     def _compile_chunk(
         self,

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from structlog.contextvars import bound_contextvars
+
 from memsync.clock import Clock, SystemClock
 from memsync.runtime.jobs.queue import Job, JobQueue
 
@@ -67,6 +69,12 @@ class Worker:
         )
         if job is None:
             return None
+        # Every line logged while the job runs carries its id, kind and tenant.
+        with bound_contextvars(tenant=job.tenant_id, job_id=str(job.id), job_kind=job.kind):
+            self._run_claimed(job)
+        return job
+
+    def _run_claimed(self, job: Job) -> None:
         stop_heartbeat = threading.Event()
         heartbeat = threading.Thread(
             target=self._keep_lease, args=(job, stop_heartbeat), daemon=True
@@ -85,21 +93,26 @@ class Worker:
                 retryable=not isinstance(error, PermanentJobError),
             )
             logger.warning(
-                "job %s (%s %s) failed: %s -> %s", job.id, job.kind, job.target, error, status
+                "job attempt failed",
+                extra={
+                    "target": job.target,
+                    "attempt": job.attempts,
+                    "error": f"{type(error).__name__}: {error}",
+                    "status": status.value if status is not None else "lease lost",
+                },
             )
-            return job
+            return
         stop_heartbeat.set()
         heartbeat.join()
         if not self._queue.complete(job, self.name, result, now=self._clock.now()):
             # Our lease expired and another worker reclaimed the job; its run counts.
-            logger.warning("job %s finished after its lease was lost; result dropped", job.id)
-        return job
+            logger.warning("job finished after its lease was lost; result dropped")
 
     def _keep_lease(self, job: Job, stop: threading.Event) -> None:
         interval = self._lease.total_seconds() / 3
         while not stop.wait(interval):
             if not self._queue.heartbeat(job, self.name, now=self._clock.now(), lease=self._lease):
-                logger.warning("lost the lease of job %s", job.id)
+                logger.warning("lost the lease of a job", extra={"job_id": str(job.id)})
                 return
 
     def run(self, stop: threading.Event) -> None:
@@ -109,7 +122,7 @@ class Worker:
                 job = self.run_once()
             except Exception:
                 # The database went away for a moment: wait, then claim again.
-                logger.exception("worker %s could not claim a job", self.name)
+                logger.exception("worker could not claim a job", extra={"worker": self.name})
                 job = None
             if job is None:
                 stop.wait(self._poll_interval)

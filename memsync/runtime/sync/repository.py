@@ -308,6 +308,18 @@ class SyncRepository:
         ).scalar_one_or_none()
         return None if stored is None else Cursor.from_json(stored)
 
+    def committed_positions(self, tenant_id: str | None = None) -> dict[tuple[str, str], datetime]:
+        """Where each connector's incremental sync has committed up to, by (tenant,
+        connector), of one tenant or of all: the end of the last window read completely.
+        A connector before its first checkpoint is absent."""
+        query = sa.select(_cursors.c.tenant_id, _cursors.c.connector, _cursors.c.position)
+        if tenant_id is not None:
+            query = query.where(_cursors.c.tenant_id == tenant_id)
+        with self._store.read() as connection:
+            return {
+                (row.tenant_id, row.connector): row.position for row in connection.execute(query)
+            }
+
     def _advance_cursor(
         self,
         connection: Connection,
@@ -437,15 +449,39 @@ class SyncRepository:
         return None if row is None else RunRecord.from_row(row)
 
     def list_runs(
-        self, tenant_id: str, *, connector: str | None = None, limit: int = 50, offset: int = 0
+        self,
+        tenant_id: str,
+        *,
+        connector: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 50,
+        offset: int = 0,
     ) -> list[RunRecord]:
-        """The tenant's runs, newest first, optionally of one connector."""
+        """The tenant's runs, newest first, optionally of one connector or status."""
         query = sa.select(_runs).where(_runs.c.tenant_id == tenant_id)
         if connector is not None:
             query = query.where(_runs.c.connector == connector)
+        if status is not None:
+            query = query.where(_runs.c.status == status.value)
         query = query.order_by(_runs.c.started_at.desc(), _runs.c.id).limit(limit).offset(offset)
         with self._store.read() as connection:
             return [RunRecord.from_row(row) for row in connection.execute(query)]
+
+    def latest_runs(self, tenant_id: str) -> dict[str, RunRecord]:
+        """Each connector's most recent run in the tenant, by connector name (one
+        statement, whatever the number of connectors)."""
+        newest_first = (
+            sa.func.row_number()
+            .over(
+                partition_by=_runs.c.connector,
+                order_by=(_runs.c.started_at.desc(), _runs.c.id),
+            )
+            .label("newest_first")
+        )
+        ranked = sa.select(_runs, newest_first).where(_runs.c.tenant_id == tenant_id).subquery()
+        query = sa.select(ranked).where(ranked.c.newest_first == 1)
+        with self._store.read() as connection:
+            return {row.connector: RunRecord.from_row(row) for row in connection.execute(query)}
 
 
 def _owned(tenant_id: str, run_id: uuid.UUID) -> tuple[sa.ColumnElement[bool], ...]:

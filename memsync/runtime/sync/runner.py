@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Connection
+from structlog.contextvars import bound_contextvars
 
 from memsync.clock import Clock, SystemClock
 from memsync.connectors import Connector, Cursor, SkipRecord, Window
@@ -184,12 +185,13 @@ class SyncRunner:
             assert backfill is not None
             done = backfill.total_slices - len(backfill.pending)
             log.info(
-                "backfill connector=%s backfill=%s resumed=%s slices_done=%d slices_total=%d",
-                config.name,
-                backfill.id,
-                backfill.resumed,
-                done,
-                backfill.total_slices,
+                "backfill planned",
+                extra={
+                    "backfill_id": str(backfill.id),
+                    "resumed": backfill.resumed,
+                    "slices_done": done,
+                    "slices_total": backfill.total_slices,
+                },
             )
             if on_slice is not None:
                 on_slice(done, backfill.total_slices)
@@ -197,15 +199,14 @@ class SyncRunner:
                 self._read_slice(connector, piece, run_id, tally)
                 done += 1
                 log.info(
-                    "backfill connector=%s slice_start=%s slice_end=%s slices_done=%d "
-                    "slices_total=%d fetched=%d created=%d",
-                    config.name,
-                    piece.start.isoformat(),
-                    piece.end.isoformat(),
-                    done,
-                    backfill.total_slices,
-                    tally.fetched,
-                    tally.created,
+                    "backfill slice done",
+                    extra={
+                        "slice_start": piece.start.isoformat(),
+                        "slice_end": piece.end.isoformat(),
+                        "slices_done": done,
+                        "slices_total": backfill.total_slices,
+                        "counts": {"fetched": tally.fetched, "created": tally.created},
+                    },
                 )
                 if on_slice is not None:
                     on_slice(done, backfill.total_slices)
@@ -232,14 +233,32 @@ class SyncRunner:
             owner=self._owner,
             plan=plan,
         )
+        # Every line logged during the run, by memsync or a connector's libraries,
+        # carries the run's tenant, connector and id.
+        with bound_contextvars(tenant=config.tenant, connector=config.name, run_id=str(run_id)):
+            record, error = self._read_and_finish(connector, kind, now, run_id, decided, read)
+        if isinstance(error, KeyboardInterrupt):
+            raise error
+        return record
+
+    def _read_and_finish(
+        self,
+        connector: AnyConnector,
+        kind: RunKind,
+        now: datetime,
+        run_id: uuid.UUID,
+        decided: RunPlan,
+        read: Callable[[uuid.UUID, RunPlan, Tally], Cursor | None],
+    ) -> tuple[RunRecord, BaseException | None]:
+        config = connector.config
         window = decided.window
         log.info(
-            "run started connector=%s run=%s kind=%s window_start=%s window_end=%s",
-            config.name,
-            run_id,
-            kind.value,
-            window.start.isoformat() if window.start else "-",
-            window.end.isoformat(),
+            "sync run started",
+            extra={
+                "kind": kind.value,
+                "window_start": window.start.isoformat() if window.start else None,
+                "window_end": window.end.isoformat(),
+            },
         )
         tally = Tally()
         error: BaseException | None = None
@@ -262,16 +281,18 @@ class SyncRunner:
             cursor=final_cursor,
             finished_backfill=decided.backfill_id if error is None else None,
         )
-        log.info(
-            "run finished connector=%s run=%s status=%s %s",
-            config.name,
-            run_id,
-            record.status.value,
-            " ".join(f"{name}={count}" for name, count in record.counts().items()),
+        log.log(
+            logging.INFO if error is None else logging.WARNING,
+            "sync run finished",
+            extra={
+                "status": record.status.value,
+                # Nested: "created" is a LogRecord attribute and cannot be an extra.
+                "counts": record.counts(),
+                "error": record.error,
+                "duration_seconds": record.duration_seconds,
+            },
         )
-        if isinstance(error, KeyboardInterrupt):
-            raise error
-        return record
+        return record, error
 
     def _read_slice(
         self, connector: AnyConnector, piece: SliceRef, run_id: uuid.UUID, tally: Tally
@@ -391,7 +412,9 @@ class SyncRunner:
                     if not self.repository.heartbeat(tenant_id, run_id, self._clock.now()):
                         return
                 except Exception:  # the next beat or batch tries again
-                    log.warning("heartbeat failed run=%s", run_id, exc_info=True)
+                    log.warning(
+                        "sync run heartbeat failed", extra={"run_id": str(run_id)}, exc_info=True
+                    )
 
         thread = threading.Thread(target=beat, name=f"memsync-heartbeat-{run_id}", daemon=True)
         thread.start()

@@ -25,6 +25,7 @@ from memsync.runtime.app.api.errors import (
     install_error_handlers,
     validation_error,
 )
+from memsync.runtime.app.api.openapi import document_api, error_responses
 from memsync.runtime.app.api.request_ids import RequestIds
 from memsync.runtime.app.api.schemas import (
     BatchCreateResponse,
@@ -36,7 +37,9 @@ from memsync.runtime.app.api.schemas import (
     SubjectsResponse,
     TimelineResponse,
 )
+from memsync.runtime.app.observability.http import install_observability
 from memsync.runtime.app.services import Services, SubjectDeletion
+from memsync.runtime.app.ui import install_ui
 from memsync.runtime.ingest import IngestOutcome, IngestSummary
 
 __all__ = ["Services", "create_app"]
@@ -68,12 +71,16 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
-    # Added last, so it runs first: even a body refused for its size has an id.
+    install_observability(app, services.metrics)
+    # Added last, so it runs first: every request, even a body refused for its size,
+    # has an id, and the access line written inside knows it.
     app.add_middleware(RequestIds)
+    document_api(app)
     app.include_router(health.router)
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
+    install_ui(app, services)
 
     @app.post(
         "/v1/episodes",
@@ -112,7 +119,7 @@ def create_app(services: Services) -> FastAPI:
         )
         return _json(response.model_dump_json(), 201)
 
-    @app.get("/v1/episodes/{episode_id}")
+    @app.get("/v1/episodes/{episode_id}", responses=error_responses(404))
     def get_episode(
         episode_id: uuid.UUID, services: ServicesDep, caller: CallerDep
     ) -> EpisodeWithRevisionsResponse:

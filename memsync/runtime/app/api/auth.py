@@ -54,8 +54,13 @@ class Authenticator:
             return Caller(tenant_header or self._unnamed_tenant(None), None)
         if not api_key:
             raise ApiError(401, "unauthorized", "missing X-API-Key header")
+        return self.authenticate_hash(hash_api_key(api_key), tenant_header)
+
+    def authenticate_hash(self, key_hash: str, tenant_header: str | None) -> Caller:
+        """As :meth:`authenticate`, for a key known only by its stored hash (the admin
+        page's session keeps the hash, never the key)."""
         # A dictionary lookup on the hash: the comparison never sees the key itself.
-        key = self._keys.get(hash_api_key(api_key))
+        key = self._keys.get(key_hash)
         if key is None:
             raise ApiError(401, "unauthorized", "unknown API key")
         tenant_id = tenant_header or key.bound_tenant or self._unnamed_tenant(key)

@@ -1,8 +1,8 @@
 """Error bodies in the Statewave shape: ``{"error": {"code", "message", "details"}}``.
 
 No input produces a 500: validation problems are 422 naming the field, oversized
-bodies 413, and anything unexpected is logged and answered with a generic 500 that
-leaks nothing.
+bodies 413, an unreachable store 503 (with ``Retry-After``), and anything unexpected
+is logged and answered with a generic 500 that leaks nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -31,6 +32,8 @@ logger = logging.getLogger("memsync.api")
 
 VALIDATION_FAILED = "Request validation failed"
 """The ``message`` of every 422, as Statewave words it; what failed is in ``details``."""
+
+STORE_RETRY_AFTER_SECONDS = 5
 
 
 class ApiError(Exception):
@@ -100,6 +103,18 @@ def install_error_handlers(app: FastAPI) -> None:
         code = _HTTP_CODES.get(error.status_code, "http_error")
         return error_response(error.status_code, code, str(error.detail))
 
+    @app.exception_handler(sa_exc.OperationalError)
+    @app.exception_handler(sa_exc.TimeoutError)
+    async def _store_unavailable(_request: Request, error: Exception) -> JSONResponse:
+        # The store is down, unreachable or (SQLite) locked for longer than the busy
+        # timeout: nothing was written, so the client may simply try again.
+        logger.warning("store unavailable", extra={"error": type(error).__name__})
+        response = error_response(
+            503, "store_unavailable", "the store is unavailable; retry in a few seconds"
+        )
+        response.headers["Retry-After"] = str(STORE_RETRY_AFTER_SECONDS)
+        return response
+
     @app.exception_handler(RecursionError)
     async def _too_deep(_request: Request, _error: RecursionError) -> JSONResponse:
         error = validation_error("body", "JSON nested too deeply")
@@ -108,10 +123,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
         logger.exception(
-            "unhandled error on %s %s request_id=%s",
-            request.method,
-            request.url.path,
-            current_request_id(),
+            "unhandled error",
+            extra={
+                "method": request.method,
+                "path": request.url.path,
+                "request_id": current_request_id(),
+            },
         )
         return error_response(500, "internal_error", "internal error; see the server log")
 

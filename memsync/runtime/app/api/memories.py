@@ -16,6 +16,7 @@ from memsync.episode import canonical_json
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.api.jobs import CompileJobResponse, enqueue_compile
+from memsync.runtime.app.api.openapi import error_responses
 from memsync.runtime.app.api.schemas import RequestBody
 from memsync.runtime.compiling import (
     CompileSummary,
@@ -131,7 +132,7 @@ def list_conflicts(
     return ConflictsResponse(conflicts=[ConflictJson.of(record) for record in records])
 
 
-@router.post("/v1/conflicts/{conflict_id}/resolve")
+@router.post("/v1/conflicts/{conflict_id}/resolve", responses=error_responses(404))
 def resolve_conflict(
     conflict_id: uuid.UUID, body: ResolveConflictRequest, services: ServicesDep, caller: CallerDep
 ) -> ConflictResolution:

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.openapi import error_responses
 from memsync.runtime.sync import RunRecord
 
 __all__ = ["RunsResponse", "router"]
@@ -44,7 +45,7 @@ def list_runs(
     )
 
 
-@router.get("/{run_id}")
+@router.get("/{run_id}", responses=error_responses(404))
 def get_run(run_id: uuid.UUID, services: ServicesDep, caller: CallerDep) -> RunRecord:
     """One run of the caller's tenant; 404 for another tenant's run."""
     record = services.runs.get_run(caller.tenant_id, run_id)

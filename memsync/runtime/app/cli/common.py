@@ -19,6 +19,13 @@ from rich.console import Console
 from rich.table import Table
 
 from memsync.runtime.app.config import ConfigError, Settings, load_settings
+from memsync.runtime.app.observability import (
+    LOG_FORMAT_ENV,
+    LOG_LEVEL_ENV,
+    LogFormat,
+    configure_logging,
+    parse_log_level,
+)
 from memsync.runtime.app.services import Services, UnknownConnector
 
 __all__ = [
@@ -71,8 +78,31 @@ def _global_options(
             dir_okay=False,
         ),
     ] = None,
+    log_format: Annotated[
+        LogFormat | None,
+        typer.Option(
+            "--log-format",
+            envvar=LOG_FORMAT_ENV,
+            case_sensitive=False,
+            help="log lines on stderr: console or json (default: console on a terminal, "
+            "else json).",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str,
+        typer.Option(
+            "--log-level",
+            envvar=LOG_LEVEL_ENV,
+            help="debug, info, warning, error or critical.",
+        ),
+    ] = "info",
 ) -> None:
     _options.config_path = config
+    try:
+        level = parse_log_level(log_level)
+    except ValueError as error:
+        raise usage_error(f"--log-level: {error}") from None
+    configure_logging(log_format, level)
 
 
 def usage_error(message: str) -> typer.Exit:

@@ -6,10 +6,9 @@ They stop on SIGTERM or SIGINT: they stop claiming, finish the job in hand and e
 
 from __future__ import annotations
 
-import logging
 import signal
-import sys
 import threading
+from contextlib import ExitStack
 from types import FrameType
 from typing import Annotated
 
@@ -17,6 +16,7 @@ import typer
 
 from memsync.runtime.app.cli.common import EXIT_USAGE, app, errors, open_services, settings
 from memsync.runtime.app.config import Settings
+from memsync.runtime.app.observability.http import serving_metrics
 from memsync.runtime.jobs import run_workers
 
 __all__ = ["run", "scheduler", "serve", "worker"]
@@ -36,12 +36,6 @@ def _stop_on_signals() -> threading.Event:
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
     return stop
-
-
-def _logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
-    )
 
 
 def _serving_settings(host: str | None, port: int | None) -> Settings:
@@ -71,7 +65,6 @@ def serve(host: HostOption = None, port: PortOption = None) -> None:
     from memsync.runtime.app.api.app import create_app
     from memsync.runtime.app.api.server import serve_until_stopped
 
-    _logging()
     loaded = _serving_settings(host, port)
     with open_services(loaded) as services:
         serve_until_stopped(create_app(services), loaded.api.host, loaded.api.port)
@@ -80,11 +73,22 @@ def serve(host: HostOption = None, port: PortOption = None) -> None:
 @app.command()
 def worker(
     concurrency: Annotated[int, typer.Option(min=1, help="jobs run at once")] = 1,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="serve Prometheus metrics on this port (0: any free one)"
+        ),
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="interface of --metrics-port")] = "127.0.0.1",
 ) -> None:
     """Claim and run jobs until SIGTERM/SIGINT (then finish the job in hand)."""
-    _logging()
-    with open_services() as services:
+    with open_services() as services, ExitStack() as serving:
         services.connectors  # noqa: B018 - exit 2 on a bad connectors section, before work
+        if metrics_port is not None:
+            url = serving.enter_context(
+                serving_metrics(services.metrics, metrics_host, metrics_port)
+            )
+            errors.print(f"metrics on {url}", markup=False, highlight=False)
         stop = _stop_on_signals()
         # Said once the signal handlers are in place: from here SIGTERM means "finish
         # the job in hand, then exit 0" (supervisors and tests wait for this line).
@@ -95,7 +99,6 @@ def worker(
 @app.command()
 def scheduler() -> None:
     """Fire the configured schedules (they only enqueue jobs) until SIGTERM/SIGINT."""
-    _logging()
     with open_services() as services:
         stop = _stop_on_signals()
         running = services.scheduler()
@@ -114,7 +117,6 @@ def run(host: HostOption = None, port: PortOption = None) -> None:
     from memsync.runtime.app.api.app import create_app
     from memsync.runtime.app.api.server import serve_until_stopped
 
-    _logging()
     loaded = _serving_settings(host, port)
     with open_services(loaded) as services:
         stop = threading.Event()
