@@ -19,6 +19,9 @@ from memsync.runtime.app.config import ApiSettings, Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.storage import Store
 
+LOOPBACK = "http://127.0.0.1"
+"""The base URL test clients use: with no API keys the API answers loopback names only."""
+
 
 def build_app(store: Store, api: ApiSettings | None = None, clock: Clock | None = None) -> FastAPI:
     settings = Settings(store=str(store.engine.url), api=api or ApiSettings())

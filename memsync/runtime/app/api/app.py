@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import FastAPI, Query, Response
+from fastapi import FastAPI, Path, Query, Response
 from pydantic import TypeAdapter
 
 import memsync
@@ -21,12 +21,14 @@ from memsync.runtime.app.api import jobs, memories, runs
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError, BodySizeLimit, install_error_handlers
 from memsync.runtime.app.api.schemas import (
+    MAX_OFFSET,
     BatchCreateResponse,
     BatchEpisodesRequest,
     CreateEpisodeRequest,
     EpisodeResponse,
     EpisodeWithRevisionsResponse,
     HealthResponse,
+    SubjectId,
     SubjectResponse,
     SubjectsResponse,
     TimelineResponse,
@@ -128,9 +130,9 @@ def create_app(services: Services) -> FastAPI:
     def timeline(
         services: ServicesDep,
         caller: CallerDep,
-        subject_id: Annotated[str, Query(min_length=1)],
+        subject_id: Annotated[SubjectId, Query()],
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
         newest_first: bool = False,
     ) -> TimelineResponse:
         """A page of a subject's episodes and a page of its memories (every status),
@@ -162,7 +164,7 @@ def create_app(services: Services) -> FastAPI:
         services: ServicesDep,
         caller: CallerDep,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> SubjectsResponse:
         """The tenant's subjects, by id, with their episode and memory counts."""
         page = services.episodes.subjects(caller.tenant_id, limit=limit, offset=offset)
@@ -181,11 +183,21 @@ def create_app(services: Services) -> FastAPI:
             total=page.total,
         )
 
-    @app.delete("/v1/subjects/{subject_id}")
+    @app.delete("/v1/subjects/{subject_id:path}")
     def delete_subject(
-        subject_id: str, services: ServicesDep, caller: CallerDep
+        subject_id: Annotated[SubjectId, Path()], services: ServicesDep, caller: CallerDep
     ) -> SubjectDeletion:
-        """Delete everything of one subject of the caller's tenant. The only delete."""
+        """Delete everything of one subject of the caller's tenant. The only delete.
+
+        The id may contain ``/`` (``repo:acme/api-server``); ``DELETE
+        /v1/subjects?subject_id=`` takes any id, however it is spelt in a URL path."""
+        return services.delete_subject(caller.tenant_id, subject_id)
+
+    @app.delete("/v1/subjects")
+    def delete_subject_by_query(
+        subject_id: Annotated[SubjectId, Query()], services: ServicesDep, caller: CallerDep
+    ) -> SubjectDeletion:
+        """As ``DELETE /v1/subjects/{subject_id}``, the id as a query parameter."""
         return services.delete_subject(caller.tenant_id, subject_id)
 
     return app

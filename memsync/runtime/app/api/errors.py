@@ -1,18 +1,22 @@
 """Error bodies in the Statewave shape: ``{"error": {"code", "message", "details"}}``.
 
 No input produces a 500: validation problems are 422 naming the field, oversized
-bodies 413, and anything unexpected is logged and answered with a generic 500 that
-leaks nothing.
+bodies 413, a store that cannot be reached 503 (until it is back: the next request
+opens a fresh connection), and anything unexpected is logged and answered with a
+generic 500 that leaks nothing.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -32,11 +36,17 @@ class ApiError(Exception):
         self.details = details
 
 
-def error_response(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: Any = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
     if details is not None:
         body["details"] = details
-    return JSONResponse({"error": body}, status_code=status)
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
 def _field(location: tuple[Any, ...]) -> str:
@@ -71,8 +81,31 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 400 and isinstance(error.__cause__, UnicodeDecodeError):
+            # FastAPI answers 400 for a body it cannot decode; to a client it is one
+            # more kind of invalid JSON (JSON is UTF-8), so it is answered as such.
+            return error_response(
+                422,
+                "validation_error",
+                "body: not valid JSON: the body is not UTF-8",
+                [{"field": "body", "reason": "not UTF-8"}],
+            )
         code = _HTTP_CODES.get(error.status_code, "http_error")
-        return error_response(error.status_code, code, str(error.detail))
+        # A 405 says which methods the route allows (Allow), as HTTP requires.
+        return error_response(error.status_code, code, str(error.detail), headers=error.headers)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    @app.exception_handler(PoolTimeout)
+    async def _store_unavailable(request: Request, error: Exception) -> JSONResponse:
+        logger.warning(
+            "store unavailable on %s %s: %s", request.method, request.url.path, type(error).__name__
+        )
+        return error_response(
+            503,
+            "store_unavailable",
+            "the store cannot be reached right now; retry shortly",
+        )
 
     @app.exception_handler(RecursionError)
     async def _too_deep(_request: Request, _error: RecursionError) -> JSONResponse:
