@@ -7,7 +7,11 @@ did not change: one validation layer decides, the same on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +20,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memsync.runtime.app.config import ApiSettings
 from memsync.runtime.ingest.limits import MAX_JSON_DEPTH
 from memsync.runtime.storage import Store, tables
 from tests.helpers import LOOPBACK, build_app
@@ -219,6 +224,75 @@ def test_any_json_is_either_stored_as_sent_or_refused_leaving_the_store_unchange
     else:
         assert response.status_code == 422, response.text
         assert stored_episodes(store) == before
+
+
+# -- 4. all or nothing -----------------------------------------------------------------------
+
+
+def _poison(store: Store, subject: str) -> None:
+    """A store that fails on one subject's insert, as a full disk or a lost connection
+    fails a statement part-way through a request."""
+    with store.write() as connection:
+        if store.is_postgresql:
+            connection.exec_driver_sql(
+                "CREATE OR REPLACE FUNCTION memsync_test_poison() RETURNS trigger AS $$ "
+                f"BEGIN IF NEW.subject_id = '{subject}' THEN "
+                "RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$ "
+                "LANGUAGE plpgsql"
+            )
+            connection.exec_driver_sql(
+                "CREATE TRIGGER memsync_test_poison BEFORE INSERT ON episodes "
+                "FOR EACH ROW EXECUTE FUNCTION memsync_test_poison()"
+            )
+        else:
+            connection.exec_driver_sql(
+                "CREATE TRIGGER memsync_test_poison BEFORE INSERT ON episodes "
+                f"WHEN NEW.subject_id = '{subject}' "
+                "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+            )
+
+
+@pytest.fixture
+def poisoned(store: Store) -> Iterator[Store]:
+    _poison(store, "poison")
+    yield store
+    on = " ON episodes" if store.is_postgresql else ""
+    with store.write() as connection:
+        connection.exec_driver_sql(f"DROP TRIGGER IF EXISTS memsync_test_poison{on}")
+
+
+def test_a_batch_that_fails_part_way_stores_none_of_it(poisoned: Store) -> None:
+    app = build_app(poisoned, ApiSettings(max_batch_size=3000))
+    episodes = [episode(f"k{i}", payload={"n": i}) for i in range(1500)]
+    episodes[1200] = episode("k1200", subject_id="poison")
+    with TestClient(app, base_url=LOOPBACK, raise_server_exceptions=False) as client:
+        response = client.post("/v1/episodes/batch", json={"episodes": episodes})
+
+    assert response.status_code == 500
+    assert stored_episodes(poisoned) == 0
+
+
+@pytest.mark.slow
+def test_memsync_ingest_that_fails_part_way_stores_none_of_it(
+    poisoned: Store, store_url: str, tmp_path: Path
+) -> None:
+    episodes = [episode(f"k{i}", payload={"n": i}) for i in range(1500)]
+    episodes[1200] = episode("k1200", subject_id="poison")
+    path = tmp_path / "episodes.jsonl"
+    path.write_text("\n".join(json.dumps(item) for item in episodes))
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
+
+    result = subprocess.run(
+        [sys.executable, "-m", "memsync", "ingest", str(path)],
+        env={**environment, "MEMSYNC_STORE": store_url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+
+    assert result.returncode != 0
+    assert stored_episodes(poisoned) == 0
 
 
 # -- 5. offsets ------------------------------------------------------------------------------

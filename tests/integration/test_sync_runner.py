@@ -319,6 +319,27 @@ def test_a_run_whose_process_died_is_reclaimed(store: Store) -> None:
     assert stored_keys(store) == sorted(f"fake:src:record:r{i:04d}" for i in range(10))
 
 
+def test_a_batch_commits_with_its_counts_or_not_at_all(store: Store) -> None:
+    clock = FakeClock(T0 + timedelta(days=1))
+    blocked = BlockingConnector(config(), records(10), block_at="r0005")
+    sync = runner(store, clock, batch_size=2)
+    thread, outcome = in_thread(lambda: sync.sync(blocked))
+    assert blocked.reached.wait(timeout=60)
+    # Another process declares the run abandoned while its next batch is on the way.
+    with store.write() as connection:
+        connection.execute(sa.update(SyncRunRow).values(status=RunStatus.FAILED.value))
+
+    blocked.release.set()
+    thread.join(timeout=60)
+
+    assert [type(error) for error in outcome] == [RunLost]
+    [run] = sync.repository.list_runs("default")
+    # r0004 and r0005 were ingested after the run was lost: they rolled back with the
+    # counts that could not be recorded, so the record says exactly what is stored.
+    assert stored_keys(store) == [f"fake:src:record:r{i:04d}" for i in range(4)]
+    assert (run.fetched, run.created) == (4, 4)
+
+
 def test_a_run_on_another_host_is_reclaimed_only_after_its_lease(store: Store) -> None:
     clock = FakeClock(T0 + timedelta(days=1))
     other = BlockingConnector(config(), records(4), block_at="r0002")

@@ -2,9 +2,10 @@
 
 A run reads one window from a connector, maps each record to an episode draft, and
 ingests the drafts in batches through :class:`~memsync.runtime.ingest.IngestService`
-(the one ingest path; each batch commits on its own). After each committed batch it
-records the counts and, when the rule in :func:`~memsync.runtime.sync.policy.
-checkpoint_position` allows, the cursor, in one transaction. See docs/sync.md.
+(the one ingest path; each batch commits on its own). Each batch's transaction also
+records the run's counts and, when the rule in :func:`~memsync.runtime.sync.policy.
+checkpoint_position` allows, the cursor: a run killed at any point shows exactly
+what it committed. See docs/sync.md.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,7 +26,12 @@ from sqlalchemy.engine import Connection
 from memsync.clock import Clock, SystemClock
 from memsync.connectors import Connector, Cursor, SkipRecord, Window
 from memsync.episode import EpisodeDraft
-from memsync.runtime.ingest import DEFAULT_BATCH_SIZE, IngestService, IngestSummary
+from memsync.runtime.ingest import (
+    DEFAULT_BATCH_SIZE,
+    IngestOutcome,
+    IngestService,
+    IngestSummary,
+)
 from memsync.runtime.sync.policy import (
     RunKind,
     checkpoint_position,
@@ -350,12 +356,12 @@ class SyncRunner:
         checkpoint: bool,
     ) -> None:
         config = connector.config
-        tally.add(IngestSummary.of(self._ingest.ingest(config.tenant, batch)))
-        if batch_high is not None and (progress.high is None or batch_high > progress.high):
-            progress.high = batch_high
+        high = progress.high
+        if batch_high is not None and (high is None or batch_high > high):
+            high = batch_high
         position = (
             checkpoint_position(
-                committed_high=progress.high,
+                committed_high=high,
                 window=window,
                 ordered=connector.ordered_by_cursor,
                 complete=False,
@@ -363,14 +369,24 @@ class SyncRunner:
             if checkpoint
             else None
         )
-        self.repository.record_progress(
-            config.tenant,
-            run_id,
-            tally,
-            self._clock.now(),
-            connector=config.name,
-            cursor=None if position is None else Cursor(position=position),
-        )
+
+        def record(connection: Connection, outcomes: list[IngestOutcome]) -> None:
+            counted = replace(tally, skipped_reasons=list(tally.skipped_reasons))
+            counted.add(IngestSummary.of(outcomes))
+            self.repository.record_progress(
+                config.tenant,
+                run_id,
+                counted,
+                self._clock.now(),
+                connector=config.name,
+                cursor=None if position is None else Cursor(position=position),
+                connection=connection,
+            )
+
+        outcomes = self._ingest.ingest(config.tenant, batch, before_commit=record)
+        # Committed: the counts and the high mark now stand for what is stored.
+        tally.add(IngestSummary.of(outcomes))
+        progress.high = high
 
     @contextmanager
     def _heartbeat(self, tenant_id: str, run_id: uuid.UUID) -> Iterator[None]:
