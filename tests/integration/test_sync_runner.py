@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -12,6 +15,7 @@ import sqlalchemy as sa
 from memsync.clock import FakeClock
 from memsync.connectors import Cursor, RateLimitExhausted, RetryableError, StopRun, Window
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.connectors.workspace import WorkspaceConfig, WorkspaceConnector
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
 from memsync.runtime.storage.schema import EpisodeRow, SyncRunRow
@@ -184,6 +188,58 @@ class UnorderedConnector(FakeConnector):
             held = None
         if held is not None:
             yield held
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [("a\x00b", "NUL character"), ("a\ud800b", "not storable"), ("x" * 10, None)],
+    ids=["nul", "lone-surrogate", "plain"],
+)
+def test_text_the_store_cannot_hold_skips_that_record_and_the_run_goes_on(
+    store: Store, body: str, reason: str | None
+) -> None:
+    clock = FakeClock(T0 + timedelta(days=1))
+    source = records(5)
+    source[2] = FakeRecord(id="r0002", updated_at=source[2].updated_at, body=body)
+    sync = runner(store, clock)
+
+    record = sync.sync(FakeConnector(config(), source))
+    again = sync.sync(FakeConnector(config(), source))
+
+    assert record.status is again.status is RunStatus.SUCCEEDED
+    if reason is None:
+        assert record.created == 5
+        return
+    assert (record.created, record.skipped) == (4, 1)
+    assert reason in record.skipped_reasons[0]
+    assert stored_keys(store) == [f"fake:src:record:r{i:04d}" for i in (0, 1, 3, 4)]
+
+
+def test_a_workspace_with_a_late_nul_and_an_undecodable_name_syncs_every_other_file(
+    store: Store, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "late-nul.txt").write_bytes(b"x" * 9000 + b"\x00")
+    with open(os.fsencode(root) + b"/r\xe9sum\xe9.txt", "wb") as handle:
+        handle.write(b"cv")
+    (root / "z.txt").write_text("last")
+    config = WorkspaceConfig.model_validate(
+        {"name": "ws", "subject": "workspace:{workspace_id}", "root": root}
+    )
+    sync = runner(store, FakeClock(T0))
+
+    record = sync.sync(WorkspaceConnector(config))
+
+    assert record.status is RunStatus.SUCCEEDED
+    assert (record.fetched, record.created) == (3, 3)  # two files and the snapshot
+    assert any(
+        key.endswith(":file:r\\xe9sum\\xe9.txt:" + _sha(b"cv")) for key in stored_keys(store)
+    )
+
+
+def _sha(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
 
 
 def test_an_unordered_connector_cut_short_keeps_its_old_cursor(store: Store) -> None:

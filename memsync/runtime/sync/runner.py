@@ -32,6 +32,7 @@ from memsync.runtime.ingest import (
     IngestService,
     IngestSummary,
 )
+from memsync.runtime.ingest.limits import draft_problem
 from memsync.runtime.sync.policy import (
     RunKind,
     checkpoint_position,
@@ -329,9 +330,20 @@ class SyncRunner:
             except SkipRecord as skipped:
                 tally.skip(skipped.reason)
                 continue
+            except UnicodeError as error:
+                # Text from the source with no UTF-8 form (a lone surrogate): this record
+                # cannot be stored, the rest of the run can.
+                tally.skip(f"not storable: {error}")
+                continue
             except Exception as error:
                 cut_short = error
                 break
+            problem = draft_problem(draft)
+            if problem is not None:
+                # The rules every API request meets: a NUL or a too-deep payload must not
+                # wedge this and every later run of the connector at this record.
+                tally.skip(f"{draft.idempotency_key or draft.subject_id}: {problem}")
+                continue
             batch.append(draft)
             batch_high = position if batch_high is None else max(batch_high, position)
             if len(batch) >= self._batch_size:
