@@ -15,6 +15,8 @@ import sqlalchemy as sa
 from memsync.clock import FakeClock
 from memsync.connectors import Cursor, RateLimitExhausted, RetryableError, StopRun, Window
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.connectors.github import GitHubConfig, GitHubConnector
+from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.workspace import WorkspaceConfig, WorkspaceConnector
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
@@ -236,6 +238,30 @@ def test_a_workspace_with_a_late_nul_and_an_undecodable_name_syncs_every_other_f
     assert any(
         key.endswith(":file:r\\xe9sum\\xe9.txt:" + _sha(b"cv")) for key in stored_keys(store)
     )
+
+
+def test_a_github_redirect_fails_the_run_and_leaves_the_cursor(store: Store) -> None:
+    clock = FakeClock(T0 + timedelta(days=1))
+    with FakeGitHub(token="t", start=T0) as fake:
+        fake.add_issue("acme", "api", 1, "x")
+        fake.script_error(302, body=[], headers={"Location": "https://sso.example.com/"})
+        config = GitHubConfig(
+            name="gh",
+            repo="acme/api",
+            token="t",
+            base_url=fake.base_url,
+            subject="repo:{repository}",
+        )
+        connector = GitHubConnector(config, sleep=lambda _: None, clock=clock)
+        try:
+            record = runner(store, clock).sync(connector)
+        finally:
+            connector.close()
+
+    assert record.status is RunStatus.FAILED
+    assert record.error is not None
+    assert "HTTP 302 redirect to https://sso.example.com/" in record.error
+    assert runner(store, clock).repository.cursor("default", "gh") is None
 
 
 def _sha(content: bytes) -> str:
