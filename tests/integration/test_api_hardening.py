@@ -418,3 +418,38 @@ def test_a_method_a_route_does_not_have_is_405_with_allow(client: TestClient, me
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"
     assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+# -- 11. Host in no-key mode -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["rebind.attacker.example", "rebind.attacker.example:8100", "10.0.0.1", "[::2]:8100", ""],
+)
+def test_without_keys_a_host_that_is_not_loopback_is_refused(
+    client: TestClient, store: Store, host: str
+) -> None:
+    for method, path, body in [
+        ("GET", "/v1/subjects", None),
+        ("POST", "/v1/episodes", episode()),
+        ("GET", "/v1/health", None),
+    ]:
+        response = client.request(method, path, json=body, headers={"host": host})
+        assert response.status_code == 400, (path, response.text)
+        assert "not a loopback name" in response.json()["error"]["message"]
+    assert stored_episodes(store) == 0
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost", "localhost:8100", "127.0.0.1:8100", "127.8.9.10", "[::1]:8100", "[::1]"]
+)
+def test_without_keys_loopback_hosts_are_answered(client: TestClient, host: str) -> None:
+    assert client.get("/v1/subjects", headers={"host": host}).status_code == 200
+
+
+def test_with_keys_any_host_is_answered(store: Store) -> None:
+    api = ApiSettings(keys=[{"name": "ops", "key": "k-ops", "tenants": ["*"]}])  # type: ignore[list-item]
+    with TestClient(build_app(store, api), base_url="http://memsync.example.com") as client:
+        response = client.get("/v1/subjects", headers={"x-api-key": "k-ops"})
+    assert response.status_code == 200

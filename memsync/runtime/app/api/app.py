@@ -18,6 +18,7 @@ from memsync.compile.bundle import MemoryJson
 from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
 from memsync.runtime.app.api import jobs, memories, runs
+from memsync.runtime.app.api.auth import LoopbackHostOnly
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError, BodySizeLimit, install_error_handlers
 from memsync.runtime.app.api.schemas import (
@@ -65,6 +66,8 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
+    if not services.authenticator.enabled:
+        app.add_middleware(LoopbackHostOnly)
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
