@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ from hypothesis import strategies as st
 from memsync.runtime.app.config import ApiSettings
 from memsync.runtime.ingest.limits import MAX_JSON_DEPTH
 from memsync.runtime.storage import Store, tables
-from tests.helpers import LOOPBACK, build_app
+from tests.conftest import Database
+from tests.helpers import LOOPBACK, SwitchableProxy, build_app
 
 
 @pytest.fixture
@@ -453,3 +455,58 @@ def test_with_keys_any_host_is_answered(store: Store) -> None:
     with TestClient(build_app(store, api), base_url="http://memsync.example.com") as client:
         response = client.get("/v1/subjects", headers={"x-api-key": "k-ops"})
     assert response.status_code == 200
+
+
+# -- 10. the store going away and coming back ------------------------------------------------
+
+
+@pytest.fixture
+def switchable_store(
+    database: Database, tmp_path: Path
+) -> Iterator[tuple[Store, Callable[[bool], None]]]:
+    """A store the test can take away and give back: behind a TCP proxy on PostgreSQL,
+    a file whose directory appears only when switched on for SQLite."""
+    if database.backend == "postgresql":
+        url = sa.make_url(database.new_url(tmp_path))
+        proxy = SwitchableProxy((url.host or "127.0.0.1", url.port or 5432))
+        store = Store.from_url(url.set(host="127.0.0.1", port=proxy.port).render_as_string(False))
+        try:
+            yield store, lambda up: proxy.on() if up else proxy.off()
+        finally:
+            store.dispose()
+            proxy.close()
+        return
+    template = database.new_url(tmp_path).removeprefix("sqlite:///")
+    target = tmp_path / "later" / "store.db"
+
+    def switch(up: bool) -> None:
+        if up:
+            target.parent.mkdir(exist_ok=True)
+            shutil.copyfile(template, target)
+
+    store = Store.from_url(f"sqlite:///{target}")
+    yield store, switch
+    store.dispose()
+
+
+def test_data_routes_answer_503_while_the_store_is_down_and_recover(
+    switchable_store: tuple[Store, Callable[[bool], None]],
+) -> None:
+    store, switch = switchable_store
+    with TestClient(build_app(store), base_url=LOOPBACK) as client:
+        if store.is_postgresql:  # with a pooled connection that then goes away
+            assert client.get("/v1/subjects").status_code == 200
+        switch(False)
+        down = [
+            client.get("/v1/subjects"),
+            client.post("/v1/episodes", json=episode()),
+            client.get("/v1/timeline", params={"subject_id": "user-1"}),
+        ]
+        health = client.get("/v1/health")
+        switch(True)
+        back = client.post("/v1/episodes", json=episode())
+
+    assert [response.status_code for response in down] == [503, 503, 503]
+    assert {response.json()["error"]["code"] for response in down} == {"store_unavailable"}
+    assert health.status_code == 200  # liveness stays cheap: it does not ask the store
+    assert back.status_code == 201
