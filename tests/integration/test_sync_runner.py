@@ -264,6 +264,29 @@ def test_a_github_redirect_fails_the_run_and_leaves_the_cursor(store: Store) -> 
     assert runner(store, clock).repository.cursor("default", "gh") is None
 
 
+def test_an_upstream_error_echoing_the_token_is_stored_scrubbed(store: Store) -> None:
+    token = "ghp_1234567890abcdef"
+    clock = FakeClock(T0 + timedelta(days=1))
+    with FakeGitHub(token=token, start=T0) as fake:
+        fake.add_issue("acme", "api", 1, "x")
+        fake.script_error(400, message=f"bad header: Authorization: token {token}")
+        config = GitHubConfig(
+            name="gh", repo="acme/api", token=token, base_url=fake.base_url, subject="r"
+        )
+        connector = GitHubConnector(config, sleep=lambda _: None, clock=clock)
+        try:
+            record = runner(store, clock).sync(connector)
+        finally:
+            connector.close()
+
+    assert record.status is RunStatus.FAILED
+    assert record.error is not None
+    assert token not in record.error
+    assert "Authorization: token ***" in record.error
+    [stored] = runner(store, clock).repository.list_runs("default")
+    assert stored.error == record.error
+
+
 def _sha(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 

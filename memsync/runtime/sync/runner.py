@@ -48,6 +48,7 @@ from memsync.runtime.sync.repository import (
     SliceRef,
     SyncRepository,
 )
+from memsync.scrub import Scrubber
 
 __all__ = ["DEFAULT_LEASE", "DEFAULT_SLICE", "SyncRunner", "pid_alive"]
 
@@ -91,6 +92,8 @@ class SyncRunner:
 
     ``clock`` stamps run records and decides windows; ``heartbeat_every`` (real
     seconds, ``None``: no heartbeat thread) keeps the run's lease of ``lease`` fresh.
+    Error texts and skip reasons are scrubbed of ``scrubber``'s secrets and the
+    connector's own (:meth:`~memsync.connectors.base.Connector.secret_values`).
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class SyncRunner:
         host: str | None = None,
         pid: int | None = None,
         is_alive: Callable[[int], bool] = pid_alive,
+        scrubber: Scrubber | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -114,6 +118,8 @@ class SyncRunner:
         # triggers the application attached to it), ``batch_size`` at a time.
         self._ingest = ingest
         self._heartbeat_every = heartbeat_every
+        # Known secrets (each connector adds its own) never reach a run record.
+        self._scrubber = scrubber or Scrubber()
         self._owner = RunOwner(
             host=host or socket.gethostname(),
             pid=os.getpid() if pid is None else pid,
@@ -262,7 +268,7 @@ class SyncRunner:
             run_id,
             tally,
             status=status_after(error, tally.committed),
-            error=None if error is None else describe_error(error),
+            error=None if error is None else self._scrub(connector)(describe_error(error)),
             started_at=now,
             now=self._clock.now(),
             connector=config.name,
@@ -311,6 +317,7 @@ class SyncRunner:
         committing is raised at once: that batch rolled back and is read again next run.
         """
         progress = _WindowProgress()
+        scrub = self._scrub(connector)
         batch: list[EpisodeDraft] = []
         batch_high: datetime | None = None
         records = iter(connector.fetch(window, cursor))
@@ -328,12 +335,12 @@ class SyncRunner:
                 draft = connector.to_episode(record)
                 position = connector.record_cursor(record)
             except SkipRecord as skipped:
-                tally.skip(skipped.reason)
+                tally.skip(scrub(skipped.reason))
                 continue
             except UnicodeError as error:
                 # Text from the source with no UTF-8 form (a lone surrogate): this record
                 # cannot be stored, the rest of the run can.
-                tally.skip(f"not storable: {error}")
+                tally.skip(scrub(f"not storable: {error}"))
                 continue
             except Exception as error:
                 cut_short = error
@@ -342,7 +349,7 @@ class SyncRunner:
             if problem is not None:
                 # The rules every API request meets: a NUL or a too-deep payload must not
                 # wedge this and every later run of the connector at this record.
-                tally.skip(f"{draft.idempotency_key or draft.subject_id}: {problem}")
+                tally.skip(scrub(f"{draft.idempotency_key or draft.subject_id}: {problem}"))
                 continue
             batch.append(draft)
             batch_high = position if batch_high is None else max(batch_high, position)
@@ -399,6 +406,9 @@ class SyncRunner:
         # Committed: the counts and the high mark now stand for what is stored.
         tally.add(IngestSummary.of(outcomes))
         progress.high = high
+
+    def _scrub(self, connector: AnyConnector) -> Scrubber:
+        return self._scrubber.extended(connector.secret_values())
 
     @contextmanager
     def _heartbeat(self, tenant_id: str, run_id: uuid.UUID) -> Iterator[None]:
