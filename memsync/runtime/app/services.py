@@ -279,7 +279,7 @@ class Services:
         return Worker(
             self.queue,
             {
-                COMPILE_JOB: compile_handler(self.compile_service),
+                COMPILE_JOB: compile_handler(self.compile_service, self.queue),
                 SYNC_JOB: sync_handler(configured, lambda config: self.run_sync(config, runner)),
             },
             clock=self.clock,
