@@ -20,7 +20,12 @@ from memsync.episode import IngestStatus
 from memsync.runtime.app.api import jobs, memories, runs
 from memsync.runtime.app.api.auth import LoopbackHostOnly
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
-from memsync.runtime.app.api.errors import ApiError, BodySizeLimit, install_error_handlers
+from memsync.runtime.app.api.errors import (
+    ERROR_RESPONSES,
+    ApiError,
+    BodySizeLimit,
+    install_error_handlers,
+)
 from memsync.runtime.app.api.schemas import (
     MAX_OFFSET,
     BatchCreateResponse,
@@ -62,6 +67,7 @@ def create_app(services: Services) -> FastAPI:
         title="memsync",
         version=memsync.__version__,
         description="Scheduled connector sync for agent memory (Statewave v1 compatible).",
+        responses=ERROR_RESPONSES,
     )
     app.state.services = services
     install_error_handlers(app)

@@ -15,14 +15,56 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["ApiError", "BodySizeLimit", "error_response", "install_error_handlers"]
+__all__ = [
+    "ERROR_RESPONSES",
+    "ApiError",
+    "BodySizeLimit",
+    "ErrorResponse",
+    "error_response",
+    "install_error_handlers",
+]
 
 logger = logging.getLogger("memsync.api")
+
+
+class ErrorProblem(BaseModel):
+    field: str
+    reason: str
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: list[ErrorProblem] | None = None
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer: ``{"error": {"code", "message", "details"?}}``."""
+
+    error: ErrorBody
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorResponse, "description": description}
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _error("Without API keys: a Host that is not a loopback name"),
+    401: _error("Missing or unknown API key"),
+    403: _error("The API key may not act for that tenant"),
+    404: _error("Unknown id or route"),
+    413: _error("Body over api.max_body_bytes"),
+    422: _error("Invalid input; details name each field"),
+    503: _error("The store cannot be reached; retry shortly"),
+}
+"""The errors every route can answer, for the OpenAPI document (each route adds what
+only it answers)."""
 
 
 class ApiError(Exception):
