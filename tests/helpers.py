@@ -7,6 +7,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -21,6 +22,20 @@ from memsync.runtime.storage import Store
 
 LOOPBACK = "http://127.0.0.1"
 """The base URL test clients use: with no API keys the API answers loopback names only."""
+
+
+def episode(key: str | None = "k1", **overrides: Any) -> dict[str, Any]:
+    """A ``POST /v1/episodes`` body for subject ``user-1``; ``overrides`` replace fields."""
+    body: dict[str, Any] = {
+        "subject_id": "user-1",
+        "source": "chat",
+        "type": "message",
+        "payload": {"text": "I live in Lisbon"},
+    }
+    if key is not None:
+        body["idempotency_key"] = key
+    body.update(overrides)
+    return body
 
 
 def build_app(store: Store, api: ApiSettings | None = None, clock: Clock | None = None) -> FastAPI:

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from memsync.runtime.app.config import ApiSettings
 from memsync.runtime.storage import Store
-from tests.helpers import LOOPBACK, build_app
+from tests.helpers import LOOPBACK, build_app, episode
 
 
 @pytest.fixture
@@ -19,19 +19,6 @@ def client(store: Store) -> Iterator[TestClient]:
         build_app(store, ApiSettings(max_body_bytes=64 * 1024)), base_url=LOOPBACK
     ) as client:
         yield client
-
-
-def episode(key: str | None = "k1", **overrides: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "subject_id": "user-1",
-        "source": "chat",
-        "type": "message",
-        "payload": {"text": "I live in Lisbon"},
-    }
-    if key is not None:
-        body["idempotency_key"] = key
-    body.update(overrides)
-    return body
 
 
 def test_create_returns_201_then_200_with_the_same_id(client: TestClient) -> None:

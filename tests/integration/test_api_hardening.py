@@ -25,26 +25,13 @@ from memsync.runtime.app.config import ApiSettings
 from memsync.runtime.ingest.limits import MAX_JSON_DEPTH
 from memsync.runtime.storage import Store, tables
 from tests.conftest import Database
-from tests.helpers import LOOPBACK, SwitchableProxy, build_app
+from tests.helpers import LOOPBACK, SwitchableProxy, build_app, episode
 
 
 @pytest.fixture
 def client(store: Store) -> Iterator[TestClient]:
     with TestClient(build_app(store), base_url=LOOPBACK) as client:
         yield client
-
-
-def episode(key: str | None = "k1", **overrides: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "subject_id": "user-1",
-        "source": "chat",
-        "type": "message",
-        "payload": {"text": "I live in Lisbon"},
-    }
-    if key is not None:
-        body["idempotency_key"] = key
-    body.update(overrides)
-    return body
 
 
 def stored_episodes(store: Store) -> int:

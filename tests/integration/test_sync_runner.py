@@ -25,6 +25,7 @@ from memsync.runtime.sync import (
     RunInProgress,
     RunKind,
     RunLost,
+    RunRecord,
     RunStatus,
     SyncRepository,
     SyncRunner,
@@ -240,23 +241,24 @@ def test_a_workspace_with_a_late_nul_and_an_undecodable_name_syncs_every_other_f
     )
 
 
+def sync_github(store: Store, clock: FakeClock, fake: FakeGitHub, token: str) -> RunRecord:
+    """One sync of ``acme/api`` from ``fake`` through the real GitHub connector."""
+    config = GitHubConfig(
+        name="gh", repo="acme/api", token=token, base_url=fake.base_url, subject="r"
+    )
+    connector = GitHubConnector(config, sleep=lambda _: None, clock=clock)
+    try:
+        return runner(store, clock).sync(connector)
+    finally:
+        connector.close()
+
+
 def test_a_github_redirect_fails_the_run_and_leaves_the_cursor(store: Store) -> None:
     clock = FakeClock(T0 + timedelta(days=1))
     with FakeGitHub(token="t", start=T0) as fake:
         fake.add_issue("acme", "api", 1, "x")
         fake.script_error(302, body=[], headers={"Location": "https://sso.example.com/"})
-        config = GitHubConfig(
-            name="gh",
-            repo="acme/api",
-            token="t",
-            base_url=fake.base_url,
-            subject="repo:{repository}",
-        )
-        connector = GitHubConnector(config, sleep=lambda _: None, clock=clock)
-        try:
-            record = runner(store, clock).sync(connector)
-        finally:
-            connector.close()
+        record = sync_github(store, clock, fake, "t")
 
     assert record.status is RunStatus.FAILED
     assert record.error is not None
@@ -270,14 +272,7 @@ def test_an_upstream_error_echoing_the_token_is_stored_scrubbed(store: Store) ->
     with FakeGitHub(token=token, start=T0) as fake:
         fake.add_issue("acme", "api", 1, "x")
         fake.script_error(400, message=f"bad header: Authorization: token {token}")
-        config = GitHubConfig(
-            name="gh", repo="acme/api", token=token, base_url=fake.base_url, subject="r"
-        )
-        connector = GitHubConnector(config, sleep=lambda _: None, clock=clock)
-        try:
-            record = runner(store, clock).sync(connector)
-        finally:
-            connector.close()
+        record = sync_github(store, clock, fake, token)
 
     assert record.status is RunStatus.FAILED
     assert record.error is not None
