@@ -109,11 +109,20 @@ class IngestService:
         ``batch_size`` drafts at a time), so a failure stores none of it and re-running
         the call is always safe. ``before_commit`` runs last inside that transaction.
         """
-        outcomes: list[IngestOutcome] = []
+        # One transaction holds the locks of every batch until it commits, so two calls
+        # sharing keys must take them in one global order or deadlock: the drafts go
+        # through in key order (a stable sort: a repeated key still applies in order).
+        order = sorted(range(len(drafts)), key=lambda index: _lock_order(drafts[index]))
+        placed: list[IngestOutcome | None] = [None] * len(drafts)
         with self._store.write() as connection:
-            for start in range(0, len(drafts), self._batch_size):
-                batch = drafts[start : start + self._batch_size]
-                outcomes.extend(self._ingest_batch(connection, tenant_id, batch))
+            for start in range(0, len(order), self._batch_size):
+                positions = order[start : start + self._batch_size]
+                batch = [drafts[index] for index in positions]
+                for index, outcome in zip(
+                    positions, self._ingest_batch(connection, tenant_id, batch), strict=True
+                ):
+                    placed[index] = outcome
+            outcomes = [outcome for outcome in placed if outcome is not None]
             if before_commit is not None:
                 before_commit(connection, outcomes)
         if self._on_batch_committed is not None:
@@ -208,6 +217,11 @@ class IngestService:
                     IngestOutcome(existing.episode_id, IngestStatus.DUPLICATE, existing.revision)
                 )
         return outcomes
+
+
+def _lock_order(draft: EpisodeDraft) -> tuple[str, str]:
+    # Keyless drafts conflict with nothing; keyed ones in the order insert_keyed locks.
+    return key_ref(draft) if draft.idempotency_key is not None else ("", "")
 
 
 def _rounds(batch: Sequence[EpisodeDraft]) -> list[list[int]]:

@@ -108,7 +108,7 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
         raise usage_error(f"configuration error\n{error}") from None
     except UnknownConnector as error:
         raise usage_error(str(error)) from None
-    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+    except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException):
         raise
     except Exception:
         # An upstream error may quote a secret; the traceback is printed scrubbed.
