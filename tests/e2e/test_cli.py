@@ -86,3 +86,12 @@ def test_keys_new_prints_a_key_whose_hash_loads(tmp_path: Path) -> None:
     from memsync.runtime.app.config import hash_api_key, load_settings
 
     assert load_settings(config, environ={}).api.keys[0].stored_hash() == hash_api_key(key)
+
+
+def test_ingest_of_a_file_that_is_not_utf8_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    episodes = tmp_path / "episodes.jsonl"
+    episodes.write_bytes(b'{"subject_id": "\xff"}\n')
+    result = memsync("ingest", str(episodes), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "not UTF-8" in result.stderr
+    assert "Traceback" not in result.stderr

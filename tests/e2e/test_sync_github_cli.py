@@ -83,3 +83,35 @@ def test_a_rate_limit_past_the_cap_is_partial_and_the_next_run_completes(
     assert limit.served == 3
     keys = episode_keys(store_url)
     assert len(keys) == len(set(keys)) == 251  # 250 issues and one comment, each once
+
+
+def test_an_upstream_error_quoting_the_token_is_printed_and_stored_scrubbed(
+    store_url: str, tmp_path: Path
+) -> None:
+    token = "ghp_abcdefghijklmnop0123"
+    with FakeGitHub(token=token, start=datetime(2024, 3, 1, tzinfo=UTC)) as server:
+        server.add_issue("acme", "api", 1, "x")
+        server.script_error(400, message=f"echo: Authorization: token {token}", times=5)
+        config = tmp_path / "memsync.yaml"
+        config.write_text(
+            "connectors:\n  - name: gh\n    type: github\n    repo: acme/api\n"
+            "    token: ${GH_TOKEN}\n"
+            f"    base_url: {server.base_url}\n"
+            '    subject: "repo:{repository}"\n'
+        )
+        os.environ["GH_TOKEN"] = token
+        try:
+            result = sync(config, store_url, tmp_path)
+        finally:
+            del os.environ["GH_TOKEN"]
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert token not in result.stdout + result.stderr
+    assert "Authorization: token ***" in result.stdout
+    store = Store.from_url(store_url)
+    try:
+        with store.read() as connection:
+            stored = connection.execute(sa.text("SELECT error FROM sync_runs")).scalar_one()
+    finally:
+        store.dispose()
+    assert token not in stored

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from memsync.runtime.app.config import ApiKey, ApiSettings
 from memsync.runtime.storage import Store
-from tests.helpers import build_app
+from tests.helpers import LOOPBACK, build_app
 
 
 def _resolved(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def _resolved(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, A
 def test_every_success_response_of_every_route_declares_the_fields_of_its_body(
     store: Store,
 ) -> None:
-    document = TestClient(build_app(store)).get("/openapi.json").json()
+    document = TestClient(build_app(store), base_url=LOOPBACK).get("/openapi.json").json()
     components = document["components"]["schemas"]
 
     undescribed = []

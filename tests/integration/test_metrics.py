@@ -29,6 +29,7 @@ from memsync.runtime.compiling import COMPILE_JOB
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.jobs import JobQueue, JobStatus
 from memsync.runtime.storage import Store
+from tests.helpers import LOOPBACK
 from tests.jobs_support import scalar, wait_until
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -89,7 +90,7 @@ def test_a_sync_counts_its_run_records_and_source_requests(
     clock = FakeClock(datetime(2026, 3, 2, tzinfo=UTC))
     services = github_services(store, clock, github)
     github.script_rate_limit("secondary", path=r"/issues$", times=1, retry_after=0)
-    client = TestClient(create_app(services))
+    client = TestClient(create_app(services), base_url=LOOPBACK)
 
     first = services.run_sync(services.connector("gh"))
     second = services.run_sync(services.connector("gh"))
@@ -126,7 +127,7 @@ def test_connector_lag_is_read_from_the_store_at_scrape_time(
     syncing.run_sync(syncing.connector("gh"))
     # Another replica that ran nothing reports the same lag: it reads the store.
     replica = Services(Settings(), store, clock)
-    client = TestClient(create_app(replica))
+    client = TestClient(create_app(replica), base_url=LOOPBACK)
 
     before = sample(
         scrape(client), "memsync_connector_lag_seconds", tenant="default", connector="gh"
@@ -144,7 +145,7 @@ def test_job_depth_counts_every_tenant_and_reports_known_kinds_at_zero(store: St
     services = Services(Settings(), store, FakeClock(T0))
     for tenant, subject in (("acme", "ana"), ("acme", "bob"), ("globex", "cy")):
         services.queue.enqueue(tenant, COMPILE_JOB, subject, now=T0)
-    text = scrape(TestClient(create_app(services)))
+    text = scrape(TestClient(create_app(services), base_url=LOOPBACK))
 
     assert sample(text, "memsync_jobs", kind="compile", status="pending") == 3
     assert sample(text, "memsync_jobs", kind="compile", status="failed") == 0
@@ -163,7 +164,7 @@ def test_workers_time_each_job_attempt_and_count_how_it_ended(store: Store) -> N
 
     assert worker.run_once() is not None
     assert worker.run_once() is not None
-    text = scrape(TestClient(create_app(services)))
+    text = scrape(TestClient(create_app(services), base_url=LOOPBACK))
 
     assert sample(text, "memsync_job_duration_seconds_count", kind="compile") == 1
     assert sample(text, "memsync_job_attempts_total", kind="compile", outcome="completed") == 1
@@ -177,7 +178,7 @@ def test_workers_time_each_job_attempt_and_count_how_it_ended(store: Store) -> N
 def test_compiles_count_superseded_memories_and_opened_conflicts(store: Store) -> None:
     clock = FakeClock(T0)
     services = Services(Settings(), store, clock)
-    client = TestClient(create_app(services))
+    client = TestClient(create_app(services), base_url=LOOPBACK)
     said = [
         ("I live in Lisbon.", T0),
         ("I live in Berlin now.", T0 + timedelta(days=30)),
@@ -207,7 +208,9 @@ def test_http_requests_are_timed_by_route_template_and_logged(store: Store) -> N
     stream = io.StringIO()
     configure_logging(LogFormat.JSON, "info", stream=stream)
     try:
-        client = TestClient(create_app(Services(Settings(), store, FakeClock(T0))))
+        client = TestClient(
+            create_app(Services(Settings(), store, FakeClock(T0))), base_url=LOOPBACK
+        )
         for run_id in (
             "5f0c1a52-0000-4000-8000-000000000001",
             "5f0c1a52-0000-4000-8000-000000000002",

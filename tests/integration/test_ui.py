@@ -17,6 +17,7 @@ from memsync.runtime.app.config import ApiKey, ApiSettings, Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.jobs import Job, JobStatus
 from memsync.runtime.storage import Store
+from tests.helpers import LOOPBACK
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 KEY = "ui-key-0123456789"
@@ -39,7 +40,7 @@ def _keyed(store: Store, connectors: list[dict[str, str]] | None = None) -> Serv
 
 
 def _signed_in(services: Services, tenant: str = "acme") -> TestClient:
-    client = TestClient(create_app(services))
+    client = TestClient(create_app(services), base_url=LOOPBACK)
     page = client.get("/ui/login").text
     response = client.post(
         "/ui/login",
@@ -60,14 +61,14 @@ def _failed_job(services: Services, error: str) -> Job:
 
 
 def test_pages_need_a_signed_in_session_when_keys_are_configured(store: Store) -> None:
-    client = TestClient(create_app(_keyed(store)))
+    client = TestClient(create_app(_keyed(store)), base_url=LOOPBACK)
     for page in ("/ui/connectors", "/ui/runs", "/ui/jobs", "/ui/conflicts", "/ui/subjects/x"):
         response = client.get(page, follow_redirects=False)
         assert (response.status_code, response.headers["location"]) == (303, "/ui/login"), page
 
 
 def test_a_wrong_key_is_refused_and_a_right_one_kept_only_as_its_hash(store: Store) -> None:
-    client = TestClient(create_app(_keyed(store)))
+    client = TestClient(create_app(_keyed(store)), base_url=LOOPBACK)
     token = _csrf(client.get("/ui/login").text, "/ui/login")
 
     wrong = client.post("/ui/login", data={"csrf": token, "api_key": "nope"})
@@ -137,7 +138,7 @@ def test_retrying_a_failed_job_enqueues_it_again_and_keeps_the_failure(store: St
 
 def test_without_keys_the_page_is_open_and_still_checks_form_tokens(store: Store) -> None:
     services = Services(Settings(), store, FakeClock(T0))
-    client = TestClient(create_app(services))
+    client = TestClient(create_app(services), base_url=LOOPBACK)
 
     page = client.get("/ui/jobs")
     refused = client.post("/ui/logout", data={"csrf": "forged"})

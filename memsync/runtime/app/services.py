@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
+import sqlalchemy as sa
+
 from memsync.clock import Clock, SystemClock
 from memsync.connectors import (
     ConnectorConfigError,
@@ -52,6 +54,7 @@ from memsync.runtime.reading import ContextReader, EpisodeRepository, MemoryRepo
 from memsync.runtime.storage import Store, upgrade
 from memsync.runtime.sync import RunRecord, SyncRepository, SyncRunner
 from memsync.runtime.sync.runner import SliceProgress
+from memsync.scrub import Scrubber, secret_values
 
 __all__ = [
     "NIGHTLY_COMPILE",
@@ -173,6 +176,24 @@ class Services:
         """Release the store's connections."""
         self.store.dispose()
 
+    @cached_property
+    def scrubber(self) -> Scrubber:
+        """Every secret value this process knows: API keys, the LLM key, the store's
+        password and each configured connector's secrets. Error texts, run records, job
+        errors, the CLI's output and log lines are scrubbed of them."""
+        known = [key.key for key in self.settings.api.keys if key.key]
+        known += secret_values(self.settings)
+        password = sa.make_url(self.settings.store).password
+        if password:
+            known.append(str(password))
+        try:
+            configured = self.connectors
+        except ConfigError:
+            configured = ()  # reported where the connectors are used
+        for config in configured:
+            known += secret_values(config)
+        return Scrubber(known)
+
     # -- sync --------------------------------------------------------------------------
 
     @cached_property
@@ -216,7 +237,7 @@ class Services:
 
     def sync_runner(self) -> SyncRunner:
         """A sync runner that ingests through the one ingest path (with its triggers)."""
-        return SyncRunner(self.runs, self.new_ingest(), clock=self.clock)
+        return SyncRunner(self.runs, self.new_ingest(), clock=self.clock, scrubber=self.scrubber)
 
     def run_sync(self, config: ConnectorConfig, runner: SyncRunner | None = None) -> RunRecord:
         """One incremental sync of a configured connector; the connector is closed after.
@@ -281,7 +302,9 @@ class Services:
         return Worker(
             self.queue,
             {
-                COMPILE_JOB: self.metrics.timed(COMPILE_JOB, compile_handler(self.compile_service)),
+                COMPILE_JOB: self.metrics.timed(
+                    COMPILE_JOB, compile_handler(self.compile_service, self.queue)
+                ),
                 SYNC_JOB: self.metrics.timed(
                     SYNC_JOB,
                     sync_handler(configured, lambda config: self.run_sync(config, runner)),
@@ -291,6 +314,7 @@ class Services:
             lease=timedelta(seconds=jobs.lease_seconds),
             poll_interval=jobs.poll_seconds,
             name=f"{self._process_name}/{index}",
+            scrub=self.scrubber,
         )
 
     @cached_property

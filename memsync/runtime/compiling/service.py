@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -57,6 +57,7 @@ from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.statistics import StatisticsRefresher
 
 __all__ = [
+    "ChunkCommitting",
     "CompileResult",
     "CompileService",
     "CompileSummary",
@@ -119,6 +120,16 @@ class _ChunkOutcome:
     def memories_created(self) -> int:
         return len(self.created)
 
+    def counts(self) -> dict[str, Any]:
+        """What :data:`ChunkCommitting` is handed."""
+        return {
+            "episodes_compiled": self.episodes_compiled,
+            "memories_created": self.memories_created,
+            "memories_superseded": self.superseded,
+            "conflicts_opened": self.conflicts_opened,
+            "memory_ids": [str(memory.id) for memory in self.created],
+        }
+
     @classmethod
     def of(
         cls, episodes_compiled: int, change_sets: Sequence[ChangeSet], *, memories_loaded: int
@@ -167,6 +178,13 @@ class _Tally:
             conflicts_opened=self.conflicts_opened,
             memories=tuple(self.created),
         )
+
+
+ChunkCommitting = Callable[[Connection, Mapping[str, Any]], None]
+"""Called inside each chunk's transaction, last, with what the chunk did: the counts of
+:class:`CompileSummary` (``episodes_compiled``, ``memories_created``,
+``memories_superseded``, ``conflicts_opened``) and ``memory_ids``, the ids of the
+memories it created. What it writes commits with the chunk, or rolls back with it."""
 
 
 def _subject_lock_key(tenant_id: str, subject_id: str) -> int:
@@ -249,23 +267,35 @@ class CompileService:
         return HeuristicCompiler(self._rules.registry)
 
     def compile(
-        self, tenant_id: str, subject_id: str, *, job_id: str | None = None
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        job_id: str | None = None,
+        on_chunk: ChunkCommitting | None = None,
     ) -> CompileResult:
         """Compile ``subject_id``'s uncompiled episodes; see the class docstring.
 
         The episodes are compiled in time order, ``chunk_episodes`` at a time, one
         transaction per chunk. A failure rolls back the chunk it happens in; the chunks
         before it stay compiled (memories and markers together), so a retry carries on
-        where this call stopped.
+        where this call stopped. ``on_chunk`` records a chunk's counts in its own
+        transaction (a compile job's progress, which then survives a crash).
         """
         job_id = job_id or f"compile-{uuid.uuid4()}"
         with bound_contextvars(tenant=tenant_id, subject=subject_id):
-            result = self._compile(tenant_id, subject_id, job_id)
+            result = self._compile(tenant_id, subject_id, job_id, on_chunk)
         if self._on_compiled is not None:
             self._on_compiled(result)
         return result
 
-    def _compile(self, tenant_id: str, subject_id: str, job_id: str) -> CompileResult:
+    def _compile(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        job_id: str,
+        on_chunk: ChunkCommitting | None,
+    ) -> CompileResult:
         compiler = self._compiler_for(tenant_id)
         with self._store.read() as connection:
             pending = pending_episode_ids(connection, tenant_id, subject_id)
@@ -273,7 +303,7 @@ class CompileService:
         position, size = 0, self._chunk_episodes
         while position < len(pending):
             chunk = pending[position : position + size]
-            outcome = self._compile_chunk(compiler, tenant_id, subject_id, chunk, job_id)
+            outcome = self._compile_chunk(compiler, tenant_id, subject_id, chunk, job_id, on_chunk)
             total.add(outcome)
             position += len(chunk)
             # Every chunk loads the subject's active memories again; a chunk at least
@@ -299,6 +329,7 @@ class CompileService:
         subject_id: str,
         chunk: Sequence[uuid.UUID],
         job_id: str,
+        on_chunk: ChunkCommitting | None,
     ) -> _ChunkOutcome:
         prepared: set[tuple[uuid.UUID, int]] | None = None
         if compiler.prepares_ahead:
@@ -352,7 +383,9 @@ class CompileService:
             for changes in change_sets:
                 apply_change_set(connection, tenant_id, changes, revisions, now, job_id)
             mark_compiled(connection, tenant_id, views)
-        outcome = _ChunkOutcome.of(len(views), change_sets, memories_loaded=memories_loaded)
+            outcome = _ChunkOutcome.of(len(views), change_sets, memories_loaded=memories_loaded)
+            if on_chunk is not None:
+                on_chunk(connection, outcome.counts())
         self._statistics.added(outcome.memories_created)
         return outcome
 

@@ -345,6 +345,35 @@ class JobQueue:
             )
         return updated.rowcount == 1
 
+    def add_progress(
+        self, connection: Connection, job: Job, counts: Mapping[str, int | list[Any]]
+    ) -> dict[str, Any]:
+        """Add ``counts`` to the job's ``result`` in the caller's transaction and return
+        the new totals: numbers add up, lists are extended.
+
+        A handler calls it in the transaction that commits what it counts, so the counts
+        survive a crash with the data, and a reclaimed attempt adds to them instead of
+        starting over. It is not guarded by the lease: what was committed was done,
+        whichever attempt did it. While the job runs, ``result`` shows these totals.
+        """
+        current = sa.select(_jobs.c.result).where(
+            _jobs.c.tenant_id == job.tenant_id, _jobs.c.id == job.id
+        )
+        if self._store.is_postgresql:
+            current = current.with_for_update()
+        totals: dict[str, Any] = dict(connection.execute(current).scalar_one_or_none() or {})
+        for name, value in counts.items():
+            if isinstance(value, list):
+                totals[name] = [*totals.get(name, []), *value]
+            else:
+                totals[name] = int(totals.get(name, 0)) + value
+        connection.execute(
+            _jobs.update()
+            .where(_jobs.c.tenant_id == job.tenant_id, _jobs.c.id == job.id)
+            .values(result=totals)
+        )
+        return totals
+
     def complete(self, job: Job, owner: str, result: Mapping[str, Any], *, now: datetime) -> bool:
         """Record success; False (and nothing written) if ``owner`` lost the lease."""
         with self._store.write() as connection:

@@ -43,7 +43,10 @@ def worker_name() -> str:
 
 
 class Worker:
-    """Claims jobs of the kinds it has handlers for and runs them one at a time."""
+    """Claims jobs of the kinds it has handlers for and runs them one at a time.
+
+    ``scrub`` is applied to the error text of a failed attempt before it is stored.
+    """
 
     def __init__(
         self,
@@ -54,6 +57,7 @@ class Worker:
         lease: timedelta = timedelta(seconds=60),
         poll_interval: float = 1.0,
         name: str | None = None,
+        scrub: Callable[[str], str] | None = None,
     ) -> None:
         self._queue = queue
         self._handlers = dict(handlers)
@@ -61,6 +65,8 @@ class Worker:
         self._lease = lease
         self._poll_interval = poll_interval
         self.name = name or worker_name()
+        # A job's error text is stored and shown: known secrets are scrubbed from it.
+        self._scrub = scrub or str
 
     def run_once(self) -> Job | None:
         """Claim one ready job and run it to its end; return it as claimed, or None."""
@@ -88,7 +94,7 @@ class Worker:
             status = self._queue.fail(
                 job,
                 self.name,
-                f"{type(error).__name__}: {error}",
+                self._scrub(f"{type(error).__name__}: {error}"),
                 now=self._clock.now(),
                 retryable=not isinstance(error, PermanentJobError),
             )

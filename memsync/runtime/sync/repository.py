@@ -214,26 +214,41 @@ class SyncRepository:
         connector: str,
         cursor: Cursor | None = None,
         slice_done: SliceRef | None = None,
+        connection: Connection | None = None,
     ) -> None:
         """After a committed batch (or slice): counters, heartbeat, and the checkpoint.
 
         One transaction, so the cursor or slice checkpoint is never ahead of the run
-        record. Raises :class:`RunLost` (writing nothing) if the run is no longer ours.
+        record; given a ``connection``, the caller's transaction (ingest's, so the
+        counters commit with the episodes they count). Raises :class:`RunLost`
+        (writing nothing) if the run is no longer ours.
         """
-        with self._store.write() as connection:
-            self._update_owned(connection, tenant_id, run_id, heartbeat_at=now, **tally.columns())
-            if cursor is not None:
-                self._advance_cursor(connection, tenant_id, connector, cursor, run_id, now)
-            if slice_done is not None:
-                connection.execute(
-                    _slices.update()
-                    .where(
-                        _slices.c.tenant_id == tenant_id,
-                        _slices.c.backfill_id == slice_done.backfill_id,
-                        _slices.c.slice_start == slice_done.start,
-                    )
-                    .values(done_at=now, run_id=run_id)
+        if connection is None:
+            with self._store.write() as own:
+                self.record_progress(
+                    tenant_id,
+                    run_id,
+                    tally,
+                    now,
+                    connector=connector,
+                    cursor=cursor,
+                    slice_done=slice_done,
+                    connection=own,
                 )
+            return
+        self._update_owned(connection, tenant_id, run_id, heartbeat_at=now, **tally.columns())
+        if cursor is not None:
+            self._advance_cursor(connection, tenant_id, connector, cursor, run_id, now)
+        if slice_done is not None:
+            connection.execute(
+                _slices.update()
+                .where(
+                    _slices.c.tenant_id == tenant_id,
+                    _slices.c.backfill_id == slice_done.backfill_id,
+                    _slices.c.slice_start == slice_done.start,
+                )
+                .values(done_at=now, run_id=run_id)
+            )
 
     def finish_run(
         self,

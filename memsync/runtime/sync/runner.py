@@ -2,9 +2,10 @@
 
 A run reads one window from a connector, maps each record to an episode draft, and
 ingests the drafts in batches through :class:`~memsync.runtime.ingest.IngestService`
-(the one ingest path; each batch commits on its own). After each committed batch it
-records the counts and, when the rule in :func:`~memsync.runtime.sync.policy.
-checkpoint_position` allows, the cursor, in one transaction. See docs/sync.md.
+(the one ingest path; each batch commits on its own). Each batch's transaction also
+records the run's counts and, when the rule in :func:`~memsync.runtime.sync.policy.
+checkpoint_position` allows, the cursor: a run killed at any point shows exactly
+what it committed. See docs/sync.md.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,7 +27,13 @@ from structlog.contextvars import bound_contextvars
 from memsync.clock import Clock, SystemClock
 from memsync.connectors import Connector, Cursor, SkipRecord, Window
 from memsync.episode import EpisodeDraft
-from memsync.runtime.ingest import DEFAULT_BATCH_SIZE, IngestService, IngestSummary
+from memsync.runtime.ingest import (
+    DEFAULT_BATCH_SIZE,
+    IngestOutcome,
+    IngestService,
+    IngestSummary,
+)
+from memsync.runtime.ingest.limits import draft_problem
 from memsync.runtime.sync.policy import (
     RunKind,
     checkpoint_position,
@@ -42,6 +49,7 @@ from memsync.runtime.sync.repository import (
     SliceRef,
     SyncRepository,
 )
+from memsync.scrub import Scrubber
 
 __all__ = ["DEFAULT_LEASE", "DEFAULT_SLICE", "SyncRunner", "pid_alive"]
 
@@ -85,6 +93,8 @@ class SyncRunner:
 
     ``clock`` stamps run records and decides windows; ``heartbeat_every`` (real
     seconds, ``None``: no heartbeat thread) keeps the run's lease of ``lease`` fresh.
+    Error texts and skip reasons are scrubbed of ``scrubber``'s secrets and the
+    connector's own (:meth:`~memsync.connectors.base.Connector.secret_values`).
     """
 
     def __init__(
@@ -99,6 +109,7 @@ class SyncRunner:
         host: str | None = None,
         pid: int | None = None,
         is_alive: Callable[[int], bool] = pid_alive,
+        scrubber: Scrubber | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -108,6 +119,8 @@ class SyncRunner:
         # triggers the application attached to it), ``batch_size`` at a time.
         self._ingest = ingest
         self._heartbeat_every = heartbeat_every
+        # Known secrets (each connector adds its own) never reach a run record.
+        self._scrubber = scrubber or Scrubber()
         self._owner = RunOwner(
             host=host or socket.gethostname(),
             pid=os.getpid() if pid is None else pid,
@@ -274,7 +287,7 @@ class SyncRunner:
             run_id,
             tally,
             status=status_after(error, tally.committed),
-            error=None if error is None else describe_error(error),
+            error=None if error is None else self._scrub(connector)(describe_error(error)),
             started_at=now,
             now=self._clock.now(),
             connector=config.name,
@@ -325,6 +338,7 @@ class SyncRunner:
         committing is raised at once: that batch rolled back and is read again next run.
         """
         progress = _WindowProgress()
+        scrub = self._scrub(connector)
         batch: list[EpisodeDraft] = []
         batch_high: datetime | None = None
         records = iter(connector.fetch(window, cursor))
@@ -342,11 +356,22 @@ class SyncRunner:
                 draft = connector.to_episode(record)
                 position = connector.record_cursor(record)
             except SkipRecord as skipped:
-                tally.skip(skipped.reason)
+                tally.skip(scrub(skipped.reason))
+                continue
+            except UnicodeError as error:
+                # Text from the source with no UTF-8 form (a lone surrogate): this record
+                # cannot be stored, the rest of the run can.
+                tally.skip(scrub(f"not storable: {error}"))
                 continue
             except Exception as error:
                 cut_short = error
                 break
+            problem = draft_problem(draft)
+            if problem is not None:
+                # The rules every API request meets: a NUL or a too-deep payload must not
+                # wedge this and every later run of the connector at this record.
+                tally.skip(scrub(f"{draft.idempotency_key or draft.subject_id}: {problem}"))
+                continue
             batch.append(draft)
             batch_high = position if batch_high is None else max(batch_high, position)
             if len(batch) >= self._batch_size:
@@ -371,12 +396,12 @@ class SyncRunner:
         checkpoint: bool,
     ) -> None:
         config = connector.config
-        tally.add(IngestSummary.of(self._ingest.ingest(config.tenant, batch)))
-        if batch_high is not None and (progress.high is None or batch_high > progress.high):
-            progress.high = batch_high
+        high = progress.high
+        if batch_high is not None and (high is None or batch_high > high):
+            high = batch_high
         position = (
             checkpoint_position(
-                committed_high=progress.high,
+                committed_high=high,
                 window=window,
                 ordered=connector.ordered_by_cursor,
                 complete=False,
@@ -384,14 +409,27 @@ class SyncRunner:
             if checkpoint
             else None
         )
-        self.repository.record_progress(
-            config.tenant,
-            run_id,
-            tally,
-            self._clock.now(),
-            connector=config.name,
-            cursor=None if position is None else Cursor(position=position),
-        )
+
+        def record(connection: Connection, outcomes: list[IngestOutcome]) -> None:
+            counted = replace(tally, skipped_reasons=list(tally.skipped_reasons))
+            counted.add(IngestSummary.of(outcomes))
+            self.repository.record_progress(
+                config.tenant,
+                run_id,
+                counted,
+                self._clock.now(),
+                connector=config.name,
+                cursor=None if position is None else Cursor(position=position),
+                connection=connection,
+            )
+
+        outcomes = self._ingest.ingest(config.tenant, batch, before_commit=record)
+        # Committed: the counts and the high mark now stand for what is stored.
+        tally.add(IngestSummary.of(outcomes))
+        progress.high = high
+
+    def _scrub(self, connector: AnyConnector) -> Scrubber:
+        return self._scrubber.extended(connector.secret_values())
 
     @contextmanager
     def _heartbeat(self, tenant_id: str, run_id: uuid.UUID) -> Iterator[None]:

@@ -12,6 +12,7 @@ from memsync.compile.bundle import MemoryJson
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError
 from memsync.runtime.app.api.openapi import error_responses
+from memsync.runtime.app.api.schemas import MAX_OFFSET, Text
 from memsync.runtime.app.services import Services
 from memsync.runtime.compiling import COMPILE_JOB
 from memsync.runtime.jobs import Job, JobStatus
@@ -84,9 +85,9 @@ def list_jobs(
     services: ServicesDep,
     caller: CallerDep,
     status: Annotated[list[JobStatus] | None, Query()] = None,
-    kind: Annotated[str | None, Query(max_length=32)] = None,
+    kind: Annotated[Text | None, Query(max_length=32)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JobsResponse:
     """The tenant's jobs of every kind, newest first; filter by status and kind."""
     jobs = services.queue.list(

@@ -7,6 +7,7 @@ file and the field), 3 partial success.
 
 from __future__ import annotations
 
+import traceback
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -27,6 +29,7 @@ from memsync.runtime.app.observability import (
     parse_log_level,
 )
 from memsync.runtime.app.services import Services, UnknownConnector
+from memsync.scrub import scrub_every_log_record
 
 __all__ = [
     "EXIT_FAILED",
@@ -124,15 +127,23 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
     """The process's services over the configured (and migrated) store, closed after.
 
     A configuration problem found on the way (the connectors section, an unknown
-    connector name) exits 2 naming the file and the field.
+    connector name) exits 2 naming the file and the field; any other error exits 1 with
+    its traceback, scrubbed of every known secret as every log line is.
     """
     services = Services.open(loaded or settings())
+    scrub_every_log_record(services.scrubber)
     try:
         yield services
     except ConfigError as error:
         raise usage_error(f"configuration error\n{error}") from None
     except UnknownConnector as error:
         raise usage_error(str(error)) from None
+    except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException):
+        raise
+    except Exception:
+        # An upstream error may quote a secret; the traceback is printed scrubbed.
+        errors.print(services.scrubber(traceback.format_exc()), markup=False, highlight=False)
+        raise typer.Exit(EXIT_FAILED) from None
     finally:
         services.close()
 
