@@ -121,7 +121,7 @@ def test_every_status_a_route_answers_to_probes_is_documented(store: Store) -> N
 
 def test_an_unreachable_store_answers_503_with_retry_after_as_documented(tmp_path: Path) -> None:
     gone = Store.from_url(f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
-    client = TestClient(build_app(gone))
+    client = TestClient(build_app(gone), base_url=LOOPBACK)
     document = client.get("/openapi.json").json()
 
     response = client.get("/v1/subjects")
