@@ -7,11 +7,13 @@ import os
 import platform
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import sqlalchemy as sa
 
 from memsync.runtime.storage import Store, upgrade
@@ -45,6 +47,18 @@ def throwaway_store(backend: str, directory: str) -> Iterator[str]:
         with admin.connect() as connection:
             connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+def wait_until_serving(client: httpx.Client, timeout: float = 60.0) -> None:
+    """Poll the server's ``/v1/health`` until it answers (a fresh ``memsync serve``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.get("/v1/health").raise_for_status()
+            return
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
 
 
 def peak_rss_mib(pid: int | None = None) -> float:

@@ -23,7 +23,14 @@ from typing import Any
 
 import httpx
 
-from bench.common import machine, peak_rss_mib, print_table, run_child, throwaway_store
+from bench.common import (
+    machine,
+    peak_rss_mib,
+    print_table,
+    run_child,
+    throwaway_store,
+    wait_until_serving,
+)
 from memsync.episode import EpisodeDraft
 from memsync.runtime.ingest import IngestService, IngestSummary
 from memsync.runtime.storage import Store
@@ -110,14 +117,7 @@ def via_http(url: str, count: int, directory: str) -> dict[str, Any]:
     base = f"http://127.0.0.1:{port}"
     try:
         with httpx.Client(base_url=base, timeout=120) as client:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    client.get("/v1/health").raise_for_status()
-                    break
-                except httpx.TransportError:
-                    if time.monotonic() > deadline:
-                        raise
+            wait_until_serving(client)
             bodies = [episode_body(i) for i in range(count)]
             timings: dict[str, Any] = {}
             for phase in ("new", "duplicate"):

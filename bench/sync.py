@@ -7,6 +7,8 @@ Scenarios, each in its own interpreter against a throwaway store:
   record is the overhead a scheduled re-sync pays for a record it already has.
 - ``workspace``: a generated tree of F small text files: a first sync, then a re-sync
   of the unchanged tree (every file hashed again, every key already stored).
+- ``fake-json-log``: ``fake`` with the JSON log pipeline on (INFO, into a file); run
+  alternately with ``fake`` in the same invocation to price structured logging.
 
 Prints a Markdown table; see docs/benchmarks.md.
 
@@ -16,17 +18,23 @@ Prints a Markdown table; see docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import logging
 import tempfile
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from structlog.contextvars import bound_contextvars
 
 from bench.common import machine, peak_rss_mib, print_table, run_child, throwaway_store
 from memsync.clock import FakeClock
 from memsync.connectors import load_registry
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.runtime.app.observability import LogFormat, configure_logging
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunRecord, RunStatus, SyncRepository, SyncRunner
@@ -106,7 +114,20 @@ def workspace(url: str, files: int, directory: str) -> dict[str, Any]:
     return {"first": first_s, "again": again_s, "items": files + 1, "peak_rss_mib": peak_rss_mib()}
 
 
-SCENARIOS = {"fake": fake_source, "workspace": workspace}
+def fake_source_logged(url: str, count: int, directory: str) -> dict[str, Any]:
+    """``fake`` with the process's JSON log pipeline on, at INFO, into a file (as a
+    log collector reads a container's stderr): every line the runner logs is rendered."""
+    log_file = Path(directory) / "memsync.log"
+    with log_file.open("w", encoding="utf-8") as stream:
+        configure_logging(LogFormat.JSON, "info", stream=stream)
+        result = fake_source(url, count, directory)
+    lines = log_file.read_text(encoding="utf-8").splitlines()
+    assert all(json.loads(line)["timestamp"] for line in lines)
+    return {**result, "log_lines": len(lines)}
+
+
+SCENARIOS = {"fake": fake_source, "fake-json-log": fake_source_logged, "workspace": workspace}
+LOGGING_ROUNDS = 2
 
 
 def child(backend: str, scenario: str, count: int) -> None:
@@ -161,6 +182,66 @@ def main() -> None:
         ],
         rows,
     )
+    print()
+    print(
+        f"JSON logging off vs on, fake source ({arguments.records:,} records), "
+        f"{LOGGING_ROUNDS} rounds each, alternating; rec/s of the first sync + re-read"
+    )
+    print_table(
+        ["db", "logging", "rec/s", "vs off", "log lines"],
+        logging_rows(arguments.db, arguments.records),
+    )
+    print()
+    print(f"rendering one JSON log line with run context: {json_line_micros():.1f} µs")
+
+
+def json_line_micros(lines: int = 20_000) -> float:
+    """The cost of one ``sync run finished``-sized JSON line, rendered and written (to
+    an in-memory stream): the bound on what logging adds per line to any run."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    configure_logging(LogFormat.JSON, "info", stream=io.StringIO())
+    log = logging.getLogger("memsync.sync")
+    counts = {"fetched": 1000, "created": 1000, "duplicates": 0, "revised": 0, "skipped": 0}
+    try:
+        with bound_contextvars(tenant="acme", connector="bench", run_id=str(uuid.uuid4())):
+            started = time.perf_counter()
+            for _ in range(lines):
+                log.info("sync run finished", extra={"status": "succeeded", "counts": counts})
+            elapsed = time.perf_counter() - started
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    return elapsed / lines * 1e6
+
+
+def logging_rows(backends: list[str], records: int) -> list[tuple[str, ...]]:
+    """Throughput of the same sync with the JSON log pipeline off and on, alternated
+    in one run so both see the same machine."""
+    rows: list[tuple[str, ...]] = []
+    for backend in backends:
+        seconds: dict[str, float] = {"fake": 0.0, "fake-json-log": 0.0}
+        lines = 0
+        for _ in range(LOGGING_ROUNDS):
+            for scenario in seconds:
+                result = run_child("bench.sync", [backend, scenario, str(records)])
+                seconds[scenario] += result["first"] + result["again"]
+                lines = result.get("log_lines", lines)
+        per_second = {
+            scenario: 2 * records * LOGGING_ROUNDS / total for scenario, total in seconds.items()
+        }
+        for scenario, label in (("fake", "off"), ("fake-json-log", "json, INFO")):
+            ratio = per_second[scenario] / per_second["fake"]
+            rows.append(
+                (
+                    backend,
+                    label,
+                    f"{per_second[scenario]:,.0f}",
+                    f"{(ratio - 1) * 100:+.1f}%",
+                    str(lines if scenario != "fake" else 0),
+                )
+            )
+    return rows
 
 
 if __name__ == "__main__":

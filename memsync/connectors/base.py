@@ -25,6 +25,7 @@ from memsync.connectors.config import (
 )
 from memsync.connectors.errors import ConnectorDefinitionError, SkipRecord
 from memsync.episode import EpisodeDraft, JSONObject
+from memsync.scrub import secret_values
 
 __all__ = [
     "ConfigT",
@@ -244,6 +245,14 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
                 close()  # stop paging: one answer is all a check needs
         changed = "a record changed" if first is not None else "nothing changed"
         return f"reached; {changed} in the last minute"
+
+    def secret_values(self) -> list[str]:
+        """The secrets this instance sends to its source, so the framework can scrub them
+        from error texts, run records and log lines (a source may echo a request back).
+
+        The default is every ``SecretStr`` of the config; override to add a derived
+        credential the connector sends (URL- and base64-encoded forms are covered)."""
+        return secret_values(self.config)
 
     # --- what the framework owns --------------------------------------------------------
 

@@ -136,3 +136,12 @@ def test_an_llm_endpoint_that_does_not_answer_is_one_line_and_exit_4(tmp_path: P
     [line] = compiled.stderr.strip().splitlines()
     assert "unreachable" in line
     assert "sk-not-a-real-key" not in compiled.stderr
+
+
+def test_ingest_of_a_file_that_is_not_utf8_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    episodes = tmp_path / "episodes.jsonl"
+    episodes.write_bytes(b'{"subject_id": "\xff"}\n')
+    result = memsync("ingest", str(episodes), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "not UTF-8" in result.stderr
+    assert "Traceback" not in result.stderr

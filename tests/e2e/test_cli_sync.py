@@ -20,6 +20,7 @@ from memsync.runtime.app.cli import app
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import SyncRepository
 from tests.e2e.test_cli import memsync
+from tests.helpers import log_lines
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +57,11 @@ def test_sync_prints_the_run_record_and_a_second_sync_creates_nothing(
     one, two = json.loads(first.stdout), json.loads(second.stdout)
     assert (one["status"], one["fetched"], one["created"]) == ("succeeded", 3, 3)
     assert (two["created"], two["duplicates"]) == (0, 3)
-    assert "run finished connector=ws" in first.stderr  # key=value logs off a terminal
+    # Off a terminal the log is JSON lines, each carrying the run's context.
+    finished = [line for line in log_lines(first.stderr) if line["event"] == "sync run finished"]
+    assert [
+        (line["connector"], line["run_id"], line["counts"]["created"]) for line in finished
+    ] == [("ws", one["id"], 3)]
 
     listed = memsync("--config", str(config), "runs", "list", "--json", cwd=tmp_path)
     shown = memsync("--config", str(config), "runs", "show", one["id"], cwd=tmp_path)
@@ -74,7 +79,10 @@ def test_backfill_reads_the_range_in_slices_and_exits_0(tmp_path: Path, store_ur
     record = json.loads(result.stdout)
     assert (record["kind"], record["status"]) == ("backfill", "succeeded")
     assert record["fetched"] == 9  # the workspace connector scans everything per slice
-    assert "slices_done=3 slices_total=3" in result.stderr
+    slices = [line for line in log_lines(result.stderr) if line["event"] == "backfill slice done"]
+    assert [(line["slices_done"], line["slices_total"]) for line in slices] == [
+        (1, 3), (2, 3), (3, 3)
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

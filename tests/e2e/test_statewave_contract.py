@@ -131,7 +131,7 @@ def test_readiness_refuses_a_store_whose_schema_is_behind(store: Store, http: ht
 def test_every_response_carries_the_callers_request_id_or_a_fresh_one_and_logs_it(
     base_url: str, http: httpx.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="memsync.api.access"):
+    with caplog.at_level(logging.INFO, logger="memsync.access"):
         echoed = http.get("/v1/subjects", headers={"X-Request-ID": "trace-42"})
         fresh = [http.get("/v1/subjects").headers["X-Request-ID"] for _ in range(2)]
         malformed = http.get("/v1/subjects", headers={"X-Request-ID": "two words"})
@@ -145,31 +145,51 @@ def test_every_response_carries_the_callers_request_id_or_a_fresh_one_and_logs_i
     # The SDK reads the id from the error body, as Statewave sends it.
     assert refused.value.request_id
     assert refused.value.request_id not in ("trace-42", *fresh)
-    logged = [record.getMessage() for record in caplog.records]
-    assert any(line.startswith("GET /v1/subjects 200 ") for line in logged)
-    assert any(line.endswith("request_id=trace-42") for line in logged)
-    assert any(line.endswith(f"request_id={refused.value.request_id}") for line in logged)
+    logged = [record.__dict__ for record in caplog.records if record.name == "memsync.access"]
+    assert any(
+        (line["method"], line["path"], line["status"]) == ("GET", "/v1/subjects", 200)
+        for line in logged
+    )
+    assert any(line["request_id"] == "trace-42" for line in logged)
+    assert any(line["request_id"] == refused.value.request_id for line in logged)
 
 
-def test_an_unexpected_failure_still_answers_and_logs_with_the_request_id(
-    database: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_store_that_is_away_answers_503_with_the_request_id(
+    database: Database, tmp_path: Path
 ) -> None:
     down = unreachable(database, tmp_path)
     try:
-        with (
-            live_server(build_app(down)) as url,
-            httpx.Client(base_url=url) as client,
-            caplog.at_level(logging.INFO, logger="memsync.api"),
-        ):
-            failed = client.get("/v1/subjects", headers={"X-Request-ID": "trace-500"})
+        with live_server(build_app(down)) as url, httpx.Client(base_url=url) as client:
+            failed = client.get("/v1/subjects", headers={"X-Request-ID": "trace-503"})
     finally:
         down.dispose()
 
-    assert failed.status_code >= 500
+    assert failed.status_code == 503
+    assert failed.headers["X-Request-ID"] == "trace-503"
+    assert failed.json()["error"]["request_id"] == "trace-503"
+
+
+def test_an_unexpected_failure_still_answers_and_logs_with_the_request_id(
+    store: Store, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = build_app(store)
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("a bug, not an input")
+
+    monkeypatch.setattr(app.state.services.episodes, "subjects", broken)
+    with (
+        live_server(app) as url,
+        httpx.Client(base_url=url) as client,
+        caplog.at_level(logging.INFO, logger="memsync.api"),
+    ):
+        failed = client.get("/v1/subjects", headers={"X-Request-ID": "trace-500"})
+
+    assert failed.status_code == 500
     assert failed.headers["X-Request-ID"] == "trace-500"
     assert failed.json()["error"]["request_id"] == "trace-500"
     [error_line] = [record for record in caplog.records if record.levelno >= logging.ERROR]
-    assert error_line.getMessage().endswith("request_id=trace-500")
+    assert error_line.__dict__["request_id"] == "trace-500"
 
 
 BOUND_KEY = "ms_bound_to_acme"

@@ -120,3 +120,35 @@ def test_check_reaches_the_source_once_and_says_what_answered(
     assert said in result.stdout + result.stderr
     if token == "wrong":
         assert "wrong" not in result.stdout + result.stderr  # a token is never printed
+
+
+def test_an_upstream_error_quoting_the_token_is_printed_and_stored_scrubbed(
+    store_url: str, tmp_path: Path
+) -> None:
+    token = "ghp_abcdefghijklmnop0123"
+    with FakeGitHub(token=token, start=datetime(2024, 3, 1, tzinfo=UTC)) as server:
+        server.add_issue("acme", "api", 1, "x")
+        server.script_error(400, message=f"echo: Authorization: token {token}", times=5)
+        config = tmp_path / "memsync.yaml"
+        config.write_text(
+            "connectors:\n  - name: gh\n    type: github\n    repo: acme/api\n"
+            "    token: ${GH_TOKEN}\n"
+            f"    base_url: {server.base_url}\n"
+            '    subject: "repo:{repository}"\n'
+        )
+        os.environ["GH_TOKEN"] = token
+        try:
+            result = sync(config, store_url, tmp_path)
+        finally:
+            del os.environ["GH_TOKEN"]
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert token not in result.stdout + result.stderr
+    assert "Authorization: token ***" in result.stdout
+    store = Store.from_url(store_url)
+    try:
+        with store.read() as connection:
+            stored = connection.execute(sa.text("SELECT error FROM sync_runs")).scalar_one()
+    finally:
+        store.dispose()
+    assert token not in stored

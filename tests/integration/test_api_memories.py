@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from memsync.clock import FakeClock
 from memsync.runtime.app.config import ApiKey, ApiSettings
 from memsync.runtime.storage import Store
-from tests.helpers import build_app
+from tests.helpers import LOOPBACK, build_app
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -24,7 +24,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def client(store: Store, clock: FakeClock) -> Iterator[TestClient]:
-    with TestClient(build_app(store, clock=clock)) as client:
+    with TestClient(build_app(store, clock=clock), base_url=LOOPBACK) as client:
         yield client
 
 
@@ -184,7 +184,7 @@ def test_timeline_subjects_and_delete_count_memories(client: TestClient) -> None
 
 def test_memory_endpoints_are_tenant_scoped(store: Store) -> None:
     api = ApiSettings(keys=[ApiKey(name="any", key="k", tenants=["*"])])
-    with TestClient(build_app(store, api)) as client:
+    with TestClient(build_app(store, api), base_url=LOOPBACK) as client:
         acme = {"X-API-Key": "k", "X-Tenant-ID": "acme"}
         globex = {"X-API-Key": "k", "X-Tenant-ID": "globex"}
         client.post(

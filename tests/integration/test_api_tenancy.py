@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from memsync.runtime.app.config import ApiKey, ApiSettings, hash_api_key
 from memsync.runtime.storage import Store
-from tests.helpers import build_app
+from tests.helpers import LOOPBACK, build_app
 
 ACME_KEY = "ms_acme_secret"
 GLOBEX_KEY = "ms_globex_secret"
@@ -25,7 +25,7 @@ def client(store: Store) -> Iterator[TestClient]:
             ApiKey(name="admin", key=ADMIN_KEY, tenants=["*"]),
         ]
     )
-    with TestClient(build_app(store, api)) as client:
+    with TestClient(build_app(store, api), base_url=LOOPBACK) as client:
         yield client
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from memsync.connectors.config import did_you_mean
 from memsync.runtime.compiling.settings import CompileRules, CompileSettings
@@ -110,6 +110,11 @@ class ApiSettings(_Strict):
     default_tenant: str = "default"
     require_tenant: bool = False
     keys: list[ApiKey] = Field(default_factory=list)
+    session_secret: SecretStr | None = Field(
+        default=None,
+        description="signs the admin page's session cookie, e.g. ${MEMSYNC_SESSION_SECRET}; "
+        "set it when several replicas serve /ui/ (without it each process makes its own)",
+    )
 
     @property
     def auth_enabled(self) -> bool:

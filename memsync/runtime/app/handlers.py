@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.compiling import CompileService, result_summary
 from memsync.runtime.jobs import (
     Job,
     JobHandler,
     JobOutcome,
+    JobQueue,
     JobResult,
     NeedsAttention,
     RetryAt,
@@ -32,21 +35,43 @@ SyncOne = Callable[[ConnectorConfig], RunRecord]
 """Runs one incremental sync of a configured connector and returns its run record."""
 
 
-def compile_handler(compile_service: CompileService) -> JobHandler:
+def compile_handler(compile_service: CompileService, queue: JobQueue) -> JobHandler:
     """Compile jobs: the single compile path, with the job id on every record it makes.
 
     Compile is idempotent, so a job reclaimed after its worker died compiles what is
-    left and creates no memory twice.
+    left and creates no memory twice. Each chunk's counts and created memory ids are
+    added to the job in the chunk's own transaction, so the job's result counts every
+    attempt: a reclaimed job ends with the counts a clean run would have.
     """
 
     def handle(job: Job) -> Mapping[str, Any]:
-        result = compile_service.compile(job.tenant_id, job.target, job_id=str(job.id))
+        totals: dict[str, Any] = dict(job.result or {})
+
+        def record(connection: Connection, counts: Mapping[str, Any]) -> None:
+            totals.update(queue.add_progress(connection, job, counts))
+
+        result = compile_service.compile(
+            job.tenant_id, job.target, job_id=str(job.id), on_chunk=record
+        )
         return {
             **result_summary(result),
-            "memory_ids": [str(memory.id) for memory in result.memories],
+            "memory_ids": [],
+            **{name: value for name, value in totals.items() if name in _COUNTED},
         }
 
     return handle
+
+
+# What a chunk adds to a compile job (see CompileService.compile's ``on_chunk``).
+_COUNTED = frozenset(
+    {
+        "episodes_compiled",
+        "memories_created",
+        "memories_superseded",
+        "conflicts_opened",
+        "memory_ids",
+    }
+)
 
 
 class SyncRunFailed(Exception):

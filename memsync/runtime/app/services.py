@@ -15,13 +15,21 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
+import sqlalchemy as sa
+
 from memsync.clock import Clock, SystemClock
-from memsync.connectors import ConnectorConfigError, ConnectorRegistry, load_registry
+from memsync.connectors import (
+    ConnectorConfigError,
+    ConnectorRegistry,
+    load_registry,
+    observing_requests,
+)
 from memsync.connectors.base import Connector
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.api.auth import Authenticator
 from memsync.runtime.app.config import ConfigError, JobsSettings, Settings
 from memsync.runtime.app.handlers import SYNC_JOB, compile_handler, sync_handler
+from memsync.runtime.app.observability.metrics import Metrics, StoreGauges
 from memsync.runtime.compiling import (
     COMPILE_JOB,
     CompileService,
@@ -46,6 +54,7 @@ from memsync.runtime.reading import ContextReader, EpisodeRepository, MemoryRepo
 from memsync.runtime.storage import Store, upgrade
 from memsync.runtime.sync import RunRecord, SyncRepository, SyncRunner
 from memsync.runtime.sync.runner import SliceProgress
+from memsync.scrub import Scrubber, secret_values
 
 __all__ = [
     "NIGHTLY_COMPILE",
@@ -124,8 +133,11 @@ class Services:
     memories: MemoryRepository = field(init=False)
     context: ContextReader = field(init=False)
     authenticator: Authenticator = field(init=False)
+    metrics: Metrics = field(init=False)
+    """What this process did (counters) and the store's gauges, read when scraped."""
 
     def __post_init__(self) -> None:
+        self.metrics = Metrics()
         jobs = self.settings.jobs
         self.queue = JobQueue(
             self.store,
@@ -138,12 +150,20 @@ class Services:
         self.runs = SyncRepository(self.store)
         self.ingest = self.new_ingest()
         self.compile_service = CompileService.from_settings(
-            self.store, self.settings.compile, self.clock
+            self.store, self.settings.compile, self.clock, on_compiled=self.metrics.compiled
         )
         self.episodes = EpisodeRepository(self.store)
         self.memories = MemoryRepository(self.store)
         self.context = ContextReader(self.episodes, self.memories, self.clock)
         self.authenticator = Authenticator(self.settings.api)
+        self.metrics.watch(
+            StoreGauges(
+                lambda: self.queue.depth(with_completed=False),
+                self.runs.committed_positions,
+                self.clock.now,
+                kinds=(COMPILE_JOB, SYNC_JOB),
+            )
+        )
 
     @classmethod
     def open(cls, settings: Settings, clock: Clock | None = None) -> Services:
@@ -155,6 +175,24 @@ class Services:
     def close(self) -> None:
         """Release the store's connections."""
         self.store.dispose()
+
+    @cached_property
+    def scrubber(self) -> Scrubber:
+        """Every secret value this process knows: API keys, the LLM key, the store's
+        password and each configured connector's secrets. Error texts, run records, job
+        errors, the CLI's output and log lines are scrubbed of them."""
+        known = [key.key for key in self.settings.api.keys if key.key]
+        known += secret_values(self.settings)
+        password = sa.make_url(self.settings.store).password
+        if password:
+            known.append(str(password))
+        try:
+            configured = self.connectors
+        except ConfigError:
+            configured = ()  # reported where the connectors are used
+        for config in configured:
+            known += secret_values(config)
+        return Scrubber(known)
 
     # -- sync --------------------------------------------------------------------------
 
@@ -199,7 +237,7 @@ class Services:
 
     def sync_runner(self) -> SyncRunner:
         """A sync runner that ingests through the one ingest path (with its triggers)."""
-        return SyncRunner(self.runs, self.new_ingest(), clock=self.clock)
+        return SyncRunner(self.runs, self.new_ingest(), clock=self.clock, scrubber=self.scrubber)
 
     def run_sync(
         self,
@@ -213,7 +251,9 @@ class Services:
         Raises what :meth:`SyncRunner.sync` raises (``RunInProgress``, ``RunLost``).
         """
         with self.connector_instance(config) as connector:
-            return (runner or self.sync_runner()).sync(connector, full_refresh=full_refresh)
+            record = (runner or self.sync_runner()).sync(connector, full_refresh=full_refresh)
+        self.metrics.sync_run_finished(record)
+        return record
 
     def run_backfill(
         self,
@@ -226,16 +266,19 @@ class Services:
     ) -> RunRecord:
         """A backfill of a configured connector (see :meth:`SyncRunner.backfill`)."""
         with self.connector_instance(config) as connector:
-            return self.sync_runner().backfill(
+            record = self.sync_runner().backfill(
                 connector, since=since, until=until, slice_length=slice_length, on_slice=on_slice
             )
+        self.metrics.sync_run_finished(record)
+        return record
 
     @contextmanager
     def connector_instance(self, config: ConnectorConfig) -> Iterator[AnyConnector]:
-        """The connector built from ``config``, closed when the block ends."""
+        """The connector of ``config``, its source requests counted, closed after."""
         connector = self.registry.build(config)
         try:
-            yield connector
+            with observing_requests(self.metrics.source(config.name)):
+                yield connector
         finally:
             connector.close()
 
@@ -265,13 +308,19 @@ class Services:
         return Worker(
             self.queue,
             {
-                COMPILE_JOB: compile_handler(self.compile_service),
-                SYNC_JOB: sync_handler(configured, lambda config: self.run_sync(config, runner)),
+                COMPILE_JOB: self.metrics.timed(
+                    COMPILE_JOB, compile_handler(self.compile_service, self.queue)
+                ),
+                SYNC_JOB: self.metrics.timed(
+                    SYNC_JOB,
+                    sync_handler(configured, lambda config: self.run_sync(config, runner)),
+                ),
             },
             clock=self.clock,
             lease=timedelta(seconds=jobs.lease_seconds),
             poll_interval=jobs.poll_seconds,
             name=f"{self._process_name}/{index}",
+            scrub=self.scrubber,
         )
 
     @cached_property

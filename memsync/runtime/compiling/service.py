@@ -12,14 +12,16 @@ SQLite): the second waits, then finds the episodes compiled and skips them.
 from __future__ import annotations
 
 import hashlib
+import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from structlog.contextvars import bound_contextvars
 
 from memsync.clock import Clock, SystemClock
 from memsync.compile.heuristic import HeuristicCompiler
@@ -55,6 +57,7 @@ from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.statistics import StatisticsRefresher
 
 __all__ = [
+    "ChunkCommitting",
     "CompileResult",
     "CompileService",
     "CompileSummary",
@@ -62,6 +65,8 @@ __all__ = [
     "ConflictResolution",
     "result_summary",
 ]
+
+log = logging.getLogger("memsync.compile")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,6 +120,16 @@ class _ChunkOutcome:
     def memories_created(self) -> int:
         return len(self.created)
 
+    def counts(self) -> dict[str, Any]:
+        """What :data:`ChunkCommitting` is handed."""
+        return {
+            "episodes_compiled": self.episodes_compiled,
+            "memories_created": self.memories_created,
+            "memories_superseded": self.superseded,
+            "conflicts_opened": self.conflicts_opened,
+            "memory_ids": [str(memory.id) for memory in self.created],
+        }
+
     @classmethod
     def of(
         cls, episodes_compiled: int, change_sets: Sequence[ChangeSet], *, memories_loaded: int
@@ -165,6 +180,13 @@ class _Tally:
         )
 
 
+ChunkCommitting = Callable[[Connection, Mapping[str, Any]], None]
+"""Called inside each chunk's transaction, last, with what the chunk did: the counts of
+:class:`CompileSummary` (``episodes_compiled``, ``memories_created``,
+``memories_superseded``, ``conflicts_opened``) and ``memory_ids``, the ids of the
+memories it created. What it writes commits with the chunk, or rolls back with it."""
+
+
 def _subject_lock_key(tenant_id: str, subject_id: str) -> int:
     digest = hashlib.sha256(f"memsync-compile\0{tenant_id}\0{subject_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
@@ -189,10 +211,12 @@ class CompileService:
         llm: LLMSettings | None = None,
         http: httpx.Client | None = None,
         chunk_episodes: int = DEFAULT_CHUNK_EPISODES,
+        on_compiled: Callable[[CompileResult], None] | None = None,
     ) -> None:
         """``compiler`` overrides everything; else ``llm`` selects the LLM compiler (its
         extractions recorded per tenant in the store); else the heuristic compiler.
-        ``chunk_episodes`` is how many episodes one transaction compiles."""
+        ``chunk_episodes`` is how many episodes one transaction compiles.
+        ``on_compiled`` is told every compile that finished (the process's metrics)."""
         if chunk_episodes < 1:
             raise ValueError(f"chunk_episodes must be at least 1, not {chunk_episodes}")
         self._store = store
@@ -204,13 +228,18 @@ class CompileService:
         # keeps scanning a memories table that grew from empty, once per inserted row.
         self._statistics = StatisticsRefresher(store, ["memories", "memory_sources"])
         self._llm = llm if compiler is None else None
+        self._on_compiled = on_compiled
         self._http = http
         if self._llm is not None and self._http is None:
             self._http = httpx.Client(timeout=self._llm.timeout_seconds)
 
     @classmethod
     def from_settings(
-        cls, store: Store, settings: CompileSettings, clock: Clock | None = None
+        cls,
+        store: Store,
+        settings: CompileSettings,
+        clock: Clock | None = None,
+        on_compiled: Callable[[CompileResult], None] | None = None,
     ) -> CompileService:
         """The service the configuration file describes."""
         return cls(
@@ -219,6 +248,7 @@ class CompileService:
             clock=clock,
             llm=settings.llm if settings.compiler == "llm" else None,
             chunk_episodes=settings.chunk_episodes,
+            on_compiled=on_compiled,
         )
 
     def _compiler_for(self, tenant_id: str) -> Compiler:
@@ -237,16 +267,35 @@ class CompileService:
         return HeuristicCompiler(self._rules.registry)
 
     def compile(
-        self, tenant_id: str, subject_id: str, *, job_id: str | None = None
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        job_id: str | None = None,
+        on_chunk: ChunkCommitting | None = None,
     ) -> CompileResult:
         """Compile ``subject_id``'s uncompiled episodes; see the class docstring.
 
         The episodes are compiled in time order, ``chunk_episodes`` at a time, one
         transaction per chunk. A failure rolls back the chunk it happens in; the chunks
         before it stay compiled (memories and markers together), so a retry carries on
-        where this call stopped.
+        where this call stopped. ``on_chunk`` records a chunk's counts in its own
+        transaction (a compile job's progress, which then survives a crash).
         """
         job_id = job_id or f"compile-{uuid.uuid4()}"
+        with bound_contextvars(tenant=tenant_id, subject=subject_id):
+            result = self._compile(tenant_id, subject_id, job_id, on_chunk)
+        if self._on_compiled is not None:
+            self._on_compiled(result)
+        return result
+
+    def _compile(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        job_id: str,
+        on_chunk: ChunkCommitting | None,
+    ) -> CompileResult:
         compiler = self._compiler_for(tenant_id)
         with self._store.read() as connection:
             pending = pending_episode_ids(connection, tenant_id, subject_id)
@@ -254,14 +303,24 @@ class CompileService:
         position, size = 0, self._chunk_episodes
         while position < len(pending):
             chunk = pending[position : position + size]
-            outcome = self._compile_chunk(compiler, tenant_id, subject_id, chunk, job_id)
+            outcome = self._compile_chunk(compiler, tenant_id, subject_id, chunk, job_id, on_chunk)
             total.add(outcome)
             position += len(chunk)
             # Every chunk loads the subject's active memories again; a chunk at least
             # that large keeps the reload at most one memory per episode compiled, so a
             # compile stays linear however large the subject grows.
             size = max(self._chunk_episodes, outcome.memories_loaded)
-        return total.result(subject_id, job_id)
+        result = total.result(subject_id, job_id)
+        log.info(
+            "compiled",
+            extra={
+                "episodes_compiled": result.episodes_compiled,
+                "memories_created": result.memories_created,
+                "memories_superseded": result.memories_superseded,
+                "conflicts_opened": result.conflicts_opened,
+            },
+        )
+        return result
 
     def _compile_chunk(
         self,
@@ -270,6 +329,7 @@ class CompileService:
         subject_id: str,
         chunk: Sequence[uuid.UUID],
         job_id: str,
+        on_chunk: ChunkCommitting | None,
     ) -> _ChunkOutcome:
         prepared: set[tuple[uuid.UUID, int]] | None = None
         if compiler.prepares_ahead:
@@ -323,7 +383,9 @@ class CompileService:
             for changes in change_sets:
                 apply_change_set(connection, tenant_id, changes, revisions, now, job_id)
             mark_compiled(connection, tenant_id, views)
-        outcome = _ChunkOutcome.of(len(views), change_sets, memories_loaded=memories_loaded)
+            outcome = _ChunkOutcome.of(len(views), change_sets, memories_loaded=memories_loaded)
+            if on_chunk is not None:
+                on_chunk(connection, outcome.counts())
         self._statistics.added(outcome.memories_created)
         return outcome
 

@@ -365,6 +365,35 @@ class JobQueue:
             )
         return updated.rowcount == 1
 
+    def add_progress(
+        self, connection: Connection, job: Job, counts: Mapping[str, int | list[Any]]
+    ) -> dict[str, Any]:
+        """Add ``counts`` to the job's ``result`` in the caller's transaction and return
+        the new totals: numbers add up, lists are extended.
+
+        A handler calls it in the transaction that commits what it counts, so the counts
+        survive a crash with the data, and a reclaimed attempt adds to them instead of
+        starting over. It is not guarded by the lease: what was committed was done,
+        whichever attempt did it. While the job runs, ``result`` shows these totals.
+        """
+        current = sa.select(_jobs.c.result).where(
+            _jobs.c.tenant_id == job.tenant_id, _jobs.c.id == job.id
+        )
+        if self._store.is_postgresql:
+            current = current.with_for_update()
+        totals: dict[str, Any] = dict(connection.execute(current).scalar_one_or_none() or {})
+        for name, value in counts.items():
+            if isinstance(value, list):
+                totals[name] = [*totals.get(name, []), *value]
+            else:
+                totals[name] = int(totals.get(name, 0)) + value
+        connection.execute(
+            _jobs.update()
+            .where(_jobs.c.tenant_id == job.tenant_id, _jobs.c.id == job.id)
+            .values(result=totals)
+        )
+        return totals
+
     def complete(
         self,
         job: Job,
@@ -475,6 +504,28 @@ class JobQueue:
         query = sa.select(_jobs.c.id).where(_jobs.c.tenant_id == tenant_id, matches).limit(limit)
         with self._store.read() as connection:
             return list(connection.execute(query).scalars())
+
+    def depth(
+        self, tenant_id: str | None = None, *, with_completed: bool = True
+    ) -> dict[tuple[str, JobStatus], int]:
+        """How many jobs there are by (kind, status), of one tenant or of all (one
+        grouped statement). Kinds and statuses with no job are absent.
+
+        ``with_completed=False`` leaves out the completed jobs, which only ever grow:
+        the count then reads the ``ix_jobs_depth`` index of the others alone, as cheap
+        as the backlog is small (what every metrics scrape does).
+        """
+        query = sa.select(_jobs.c.kind, _jobs.c.status, sa.func.count().label("jobs"))
+        if tenant_id is not None:
+            query = query.where(_jobs.c.tenant_id == tenant_id)
+        if not with_completed:
+            # Written as the index's own predicate, so SQLite uses it too.
+            query = query.where(_jobs.c.status != JobStatus.COMPLETED.value)
+        query = query.group_by(_jobs.c.kind, _jobs.c.status)
+        with self._store.read() as connection:
+            return {
+                (row.kind, JobStatus(row.status)): row.jobs for row in connection.execute(query)
+            }
 
     def list(
         self,

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from structlog.contextvars import bound_contextvars
+
 from memsync.clock import Clock, SystemClock
 from memsync.runtime.jobs.queue import Job, JobOutcome, JobQueue
 
@@ -77,7 +79,10 @@ def worker_name() -> str:
 
 
 class Worker:
-    """Claims jobs of the kinds it has handlers for and runs them one at a time."""
+    """Claims jobs of the kinds it has handlers for and runs them one at a time.
+
+    ``scrub`` is applied to the error text of a failed attempt before it is stored.
+    """
 
     def __init__(
         self,
@@ -88,6 +93,7 @@ class Worker:
         lease: timedelta = timedelta(seconds=60),
         poll_interval: float = 1.0,
         name: str | None = None,
+        scrub: Callable[[str], str] | None = None,
     ) -> None:
         self._queue = queue
         self._handlers = dict(handlers)
@@ -95,6 +101,8 @@ class Worker:
         self._lease = lease
         self._poll_interval = poll_interval
         self.name = name or worker_name()
+        # A job's error text is stored and shown: known secrets are scrubbed from it.
+        self._scrub = scrub or str
 
     def run_once(self) -> Job | None:
         """Claim one ready job and run it to its end; return it as claimed, or None."""
@@ -103,6 +111,12 @@ class Worker:
         )
         if job is None:
             return None
+        # Every line logged while the job runs carries its id, kind and tenant.
+        with bound_contextvars(tenant=job.tenant_id, job_id=str(job.id), job_kind=job.kind):
+            self._run_claimed(job)
+        return job
+
+    def _run_claimed(self, job: Job) -> None:
         stop_heartbeat = threading.Event()
         heartbeat = threading.Thread(
             target=self._keep_lease, args=(job, stop_heartbeat), daemon=True
@@ -116,22 +130,22 @@ class Worker:
             status = self._queue.fail(
                 job,
                 self.name,
-                f"{type(error).__name__}: {error}",
+                self._scrub(f"{type(error).__name__}: {error}"),
                 now=self._clock.now(),
                 retryable=not isinstance(error, PermanentJobError),
                 needs_attention=isinstance(error, NeedsAttention),
                 retry_at=error.at if isinstance(error, RetryAt) else None,
             )
             logger.warning(
-                "job %s (%s %s) attempt %d failed: %s -> %s",
-                job.id,
-                job.kind,
-                job.target,
-                job.attempts,
-                error,
-                status,
+                "job attempt failed",
+                extra={
+                    "target": job.target,
+                    "attempt": job.attempts,
+                    "error": f"{type(error).__name__}: {error}",
+                    "status": status.value if status is not None else "lease lost",
+                },
             )
-            return job
+            return
         stop_heartbeat.set()
         heartbeat.join()
         done = returned if isinstance(returned, JobResult) else JobResult(returned)
@@ -145,14 +159,13 @@ class Worker:
         )
         if not completed:
             # Our lease expired and another worker reclaimed the job; its run counts.
-            logger.warning("job %s finished after its lease was lost; result dropped", job.id)
-        return job
+            logger.warning("job finished after its lease was lost; result dropped")
 
     def _keep_lease(self, job: Job, stop: threading.Event) -> None:
         interval = self._lease.total_seconds() / 3
         while not stop.wait(interval):
             if not self._queue.heartbeat(job, self.name, now=self._clock.now(), lease=self._lease):
-                logger.warning("lost the lease of job %s", job.id)
+                logger.warning("lost the lease of a job", extra={"job_id": str(job.id)})
                 return
 
     def run(self, stop: threading.Event) -> None:
@@ -162,7 +175,7 @@ class Worker:
                 job = self.run_once()
             except Exception:
                 # The database went away for a moment: wait, then claim again.
-                logger.exception("worker %s could not claim a job", self.name)
+                logger.exception("worker could not claim a job", extra={"worker": self.name})
                 job = None
             if job is None:
                 stop.wait(self._poll_interval)

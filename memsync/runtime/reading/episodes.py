@@ -208,6 +208,35 @@ class EpisodeRepository:
         with self._store.read() as connection:
             return [EpisodeRecord.from_row(row) for row in connection.execute(query)]
 
+    def subjects_touched(
+        self,
+        tenant_id: str,
+        *,
+        connector: str,
+        since: datetime,
+        until: datetime,
+        limit: int,
+    ) -> list[SubjectSummary]:
+        """Subjects with episodes the connector named ``connector`` stored or revised
+        in ``[since, until]`` (a run's time span), by subject id, with how many."""
+        stored_by = _episodes.c.provenance["connector"].as_string() == connector
+        in_span = sa.or_(
+            _episodes.c.created_at.between(since, until),
+            _episodes.c.revised_at.between(since, until),
+        )
+        query = (
+            sa.select(_episodes.c.subject_id, sa.func.count().label("episode_count"))
+            .where(_episodes.c.tenant_id == tenant_id, stored_by, in_span)
+            .group_by(_episodes.c.subject_id)
+            .order_by(_episodes.c.subject_id)
+            .limit(limit)
+        )
+        with self._store.read() as connection:
+            return [
+                SubjectSummary(row.subject_id, row.episode_count)
+                for row in connection.execute(query)
+            ]
+
     def subjects(self, tenant_id: str, *, limit: int, offset: int) -> SubjectPage:
         """Subjects with their episode counts, ordered by subject id."""
         counts = (

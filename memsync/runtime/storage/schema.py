@@ -479,6 +479,15 @@ class JobRow(Base):
             postgresql_where=sa.text("status = 'running'"),
         ),
         sa.Index("ix_jobs_listing", "tenant_id", "queued_at"),
+        # The queue depth every metrics scrape counts: every job but the completed
+        # ones, which are history (kept for audit and dedup) and only ever grow.
+        sa.Index(
+            "ix_jobs_depth",
+            "kind",
+            "status",
+            sqlite_where=sa.text("status <> 'completed'"),
+            postgresql_where=sa.text("status <> 'completed'"),
+        ),
         sa.CheckConstraint(
             "status IN ('pending', 'running', 'completed', 'failed')", name="status_known"
         ),

@@ -228,26 +228,41 @@ class SyncRepository:
         connector: str,
         cursor: Cursor | None = None,
         slice_done: SliceRef | None = None,
+        connection: Connection | None = None,
     ) -> None:
         """After a committed batch (or slice): counters, heartbeat, and the checkpoint.
 
         One transaction, so the cursor or slice checkpoint is never ahead of the run
-        record. Raises :class:`RunLost` (writing nothing) if the run is no longer ours.
+        record; given a ``connection``, the caller's transaction (ingest's, so the
+        counters commit with the episodes they count). Raises :class:`RunLost`
+        (writing nothing) if the run is no longer ours.
         """
-        with self._store.write() as connection:
-            self._update_owned(connection, tenant_id, run_id, heartbeat_at=now, **tally.columns())
-            if cursor is not None:
-                self._advance_cursor(connection, tenant_id, connector, cursor, run_id, now)
-            if slice_done is not None:
-                connection.execute(
-                    _slices.update()
-                    .where(
-                        _slices.c.tenant_id == tenant_id,
-                        _slices.c.backfill_id == slice_done.backfill_id,
-                        _slices.c.slice_start == slice_done.start,
-                    )
-                    .values(done_at=now, run_id=run_id)
+        if connection is None:
+            with self._store.write() as own:
+                self.record_progress(
+                    tenant_id,
+                    run_id,
+                    tally,
+                    now,
+                    connector=connector,
+                    cursor=cursor,
+                    slice_done=slice_done,
+                    connection=own,
                 )
+            return
+        self._update_owned(connection, tenant_id, run_id, heartbeat_at=now, **tally.columns())
+        if cursor is not None:
+            self._advance_cursor(connection, tenant_id, connector, cursor, run_id, now)
+        if slice_done is not None:
+            connection.execute(
+                _slices.update()
+                .where(
+                    _slices.c.tenant_id == tenant_id,
+                    _slices.c.backfill_id == slice_done.backfill_id,
+                    _slices.c.slice_start == slice_done.start,
+                )
+                .values(done_at=now, run_id=run_id)
+            )
 
     def finish_run(
         self,
@@ -325,6 +340,18 @@ class SyncRepository:
             )
         ).scalar_one_or_none()
         return None if stored is None else Cursor.from_json(stored)
+
+    def committed_positions(self, tenant_id: str | None = None) -> dict[tuple[str, str], datetime]:
+        """Where each connector's incremental sync has committed up to, by (tenant,
+        connector), of one tenant or of all: the end of the last window read completely.
+        A connector before its first checkpoint is absent."""
+        query = sa.select(_cursors.c.tenant_id, _cursors.c.connector, _cursors.c.position)
+        if tenant_id is not None:
+            query = query.where(_cursors.c.tenant_id == tenant_id)
+        with self._store.read() as connection:
+            return {
+                (row.tenant_id, row.connector): row.position for row in connection.execute(query)
+            }
 
     def _advance_cursor(
         self,
@@ -534,15 +561,39 @@ class SyncRepository:
             return list(connection.execute(query).scalars())
 
     def list_runs(
-        self, tenant_id: str, *, connector: str | None = None, limit: int = 50, offset: int = 0
+        self,
+        tenant_id: str,
+        *,
+        connector: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 50,
+        offset: int = 0,
     ) -> list[RunRecord]:
-        """The tenant's runs, newest first, optionally of one connector."""
+        """The tenant's runs, newest first, optionally of one connector or status."""
         query = sa.select(_runs).where(_runs.c.tenant_id == tenant_id)
         if connector is not None:
             query = query.where(_runs.c.connector == connector)
+        if status is not None:
+            query = query.where(_runs.c.status == status.value)
         query = query.order_by(_runs.c.started_at.desc(), _runs.c.id).limit(limit).offset(offset)
         with self._store.read() as connection:
             return [RunRecord.from_row(row) for row in connection.execute(query)]
+
+    def latest_runs(self, tenant_id: str) -> dict[str, RunRecord]:
+        """Each connector's most recent run in the tenant, by connector name (one
+        statement, whatever the number of connectors)."""
+        newest_first = (
+            sa.func.row_number()
+            .over(
+                partition_by=_runs.c.connector,
+                order_by=(_runs.c.started_at.desc(), _runs.c.id),
+            )
+            .label("newest_first")
+        )
+        ranked = sa.select(_runs, newest_first).where(_runs.c.tenant_id == tenant_id).subquery()
+        query = sa.select(ranked).where(ranked.c.newest_first == 1)
+        with self._store.read() as connection:
+            return {row.connector: RunRecord.from_row(row) for row in connection.execute(query)}
 
 
 def _owned(tenant_id: str, run_id: uuid.UUID) -> tuple[sa.ColumnElement[bool], ...]:

@@ -163,6 +163,8 @@ def test_public_surface_is_what_we_meant() -> None:
             "RateLimitExhausted",
             "RateLimited",
             "RecordConnector",
+            "RequestObserver",
+            "RequestOutcome",
             "Retrier",
             "RetryPolicy",
             "RetrySettings",
@@ -177,6 +179,7 @@ def test_public_surface_is_what_we_meant() -> None:
             "Window",
             "format_duration",
             "load_registry",
+            "observing_requests",
             "parse_duration",
             "parse_schedule",
             "retry_after_from_headers",
@@ -187,7 +190,7 @@ def test_public_surface_is_what_we_meant() -> None:
         assert hasattr(memsync.connectors, name), name
 
 
-FORBIDDEN = ("sqlalchemy", "apscheduler", "memsync.runtime")
+FORBIDDEN = ("sqlalchemy", "apscheduler", "prometheus_client", "memsync.runtime")
 REPO = Path(memsync.connectors.__file__).parents[2]
 
 

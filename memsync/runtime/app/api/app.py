@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import FastAPI, Query, Response
+from fastapi import FastAPI, Path, Query, Response
 from pydantic import TypeAdapter
 
 import memsync
@@ -18,6 +18,7 @@ from memsync.compile.bundle import MemoryJson
 from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
 from memsync.runtime.app.api import connectors, health, jobs, memories, runs
+from memsync.runtime.app.api.auth import LoopbackHostOnly
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import (
     ApiError,
@@ -25,18 +26,23 @@ from memsync.runtime.app.api.errors import (
     install_error_handlers,
     validation_error,
 )
+from memsync.runtime.app.api.openapi import document_api, error_responses
 from memsync.runtime.app.api.request_ids import RequestIds
 from memsync.runtime.app.api.schemas import (
+    MAX_OFFSET,
     BatchCreateResponse,
     BatchEpisodesRequest,
     CreateEpisodeRequest,
     EpisodeResponse,
     EpisodeWithRevisionsResponse,
+    SubjectId,
     SubjectResponse,
     SubjectsResponse,
     TimelineResponse,
 )
+from memsync.runtime.app.observability.http import install_observability
 from memsync.runtime.app.services import Services, SubjectDeletion
+from memsync.runtime.app.ui import install_ui
 from memsync.runtime.ingest import IngestOutcome, IngestSummary
 
 __all__ = ["Services", "create_app"]
@@ -68,13 +74,19 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
-    # Added last, so it runs first: even a body refused for its size has an id.
+    if not services.authenticator.enabled:
+        app.add_middleware(LoopbackHostOnly)
+    install_observability(app, services.metrics)
+    # Added last, so it runs first: every request, even a body refused for its size,
+    # has an id, and the access line written inside knows it.
     app.add_middleware(RequestIds)
+    document_api(app)
     app.include_router(health.router)
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
     app.include_router(connectors.router)
+    install_ui(app, services)
 
     @app.post(
         "/v1/episodes",
@@ -113,7 +125,7 @@ def create_app(services: Services) -> FastAPI:
         )
         return _json(response.model_dump_json(), 201)
 
-    @app.get("/v1/episodes/{episode_id}")
+    @app.get("/v1/episodes/{episode_id}", responses=error_responses(404))
     def get_episode(
         episode_id: uuid.UUID, services: ServicesDep, caller: CallerDep
     ) -> EpisodeWithRevisionsResponse:
@@ -129,9 +141,9 @@ def create_app(services: Services) -> FastAPI:
     def timeline(
         services: ServicesDep,
         caller: CallerDep,
-        subject_id: Annotated[str, Query(min_length=1)],
+        subject_id: Annotated[SubjectId, Query()],
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
         newest_first: bool = False,
     ) -> TimelineResponse:
         """A page of a subject's episodes and a page of its memories (every status),
@@ -163,7 +175,7 @@ def create_app(services: Services) -> FastAPI:
         services: ServicesDep,
         caller: CallerDep,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> SubjectsResponse:
         """The tenant's subjects, by id, with their episode and memory counts."""
         page = services.episodes.subjects(caller.tenant_id, limit=limit, offset=offset)
@@ -182,11 +194,21 @@ def create_app(services: Services) -> FastAPI:
             total=page.total,
         )
 
-    @app.delete("/v1/subjects/{subject_id}")
+    @app.delete("/v1/subjects/{subject_id:path}")
     def delete_subject(
-        subject_id: str, services: ServicesDep, caller: CallerDep
+        subject_id: Annotated[SubjectId, Path()], services: ServicesDep, caller: CallerDep
     ) -> SubjectDeletion:
-        """Delete everything of one subject of the caller's tenant. The only delete."""
+        """Delete everything of one subject of the caller's tenant. The only delete.
+
+        The id may contain ``/`` (``repo:acme/api-server``); ``DELETE
+        /v1/subjects?subject_id=`` takes any id, however it is spelt in a URL path."""
+        return services.delete_subject(caller.tenant_id, subject_id)
+
+    @app.delete("/v1/subjects")
+    def delete_subject_by_query(
+        subject_id: Annotated[SubjectId, Query()], services: ServicesDep, caller: CallerDep
+    ) -> SubjectDeletion:
+        """As ``DELETE /v1/subjects/{subject_id}``, the id as a query parameter."""
         return services.delete_subject(caller.tenant_id, subject_id)
 
     return app

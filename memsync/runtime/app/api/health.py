@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 import memsync
 from memsync.runtime.app.api.deps import ServicesDep
 from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.openapi import error_responses
 from memsync.runtime.storage import SchemaState, schema_state
 
 __all__ = ["HealthResponse", "LivenessResponse", "ReadinessResponse", "router"]
@@ -59,10 +60,7 @@ def liveness() -> LivenessResponse:
     return LivenessResponse()
 
 
-@router.get(
-    "/readyz",
-    responses={_UNAVAILABLE: {"description": "The store is unreachable or not migrated"}},
-)
+@router.get("/readyz", responses=error_responses(_UNAVAILABLE))
 def readiness(services: ServicesDep) -> ReadinessResponse:
     """Readiness: one query of the store's schema revision.
 

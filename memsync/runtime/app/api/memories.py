@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Path, Query, Response
+from pydantic import BaseModel, Field, StrictBool
 
 from memsync.compile.bundle import BundleJson, MemoryJson
 from memsync.compile.types import ConflictStatus
@@ -16,7 +15,8 @@ from memsync.episode import canonical_json
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.api.jobs import CompileJobResponse, enqueue_compile
-from memsync.runtime.app.api.schemas import RequestBody
+from memsync.runtime.app.api.openapi import error_responses
+from memsync.runtime.app.api.schemas import Moment, RequestBody, SubjectId, Text
 from memsync.runtime.compiling import (
     CompileSummary,
     ConflictNotFound,
@@ -24,7 +24,6 @@ from memsync.runtime.compiling import (
     result_summary,
 )
 from memsync.runtime.reading import ConflictJson, InspectionReport, inspect_subject
-from memsync.runtime.storage.schema import SUBJECT_ID_LENGTH
 
 __all__ = ["CompileResponse", "ConflictsResponse", "SearchResponse", "router"]
 
@@ -34,15 +33,15 @@ MAX_BUNDLE_TOKENS = 200_000
 
 
 class CompileRequest(RequestBody):
-    subject_id: str = Field(min_length=1, max_length=SUBJECT_ID_LENGTH)
-    async_: bool = Field(default=False, alias="async")
+    subject_id: SubjectId
+    async_: StrictBool = Field(default=False, alias="async")
 
 
 class ContextRequest(RequestBody):
-    subject_id: str = Field(min_length=1, max_length=SUBJECT_ID_LENGTH)
-    task: str = Field(max_length=10_000)
+    subject_id: SubjectId
+    task: Text = Field(max_length=10_000)
     max_tokens: int = Field(default=1000, ge=1, le=MAX_BUNDLE_TOKENS)
-    as_of: datetime | None = None
+    as_of: Moment | None = None
 
 
 class ResolveConflictRequest(RequestBody):
@@ -92,9 +91,9 @@ def compile_memories(
 def search_memories(
     services: ServicesDep,
     caller: CallerDep,
-    subject_id: Annotated[str, Query(min_length=1)],
+    subject_id: Annotated[SubjectId, Query()],
     kind: Annotated[str | None, Query(max_length=64)] = None,
-    q: Annotated[str | None, Query(max_length=1000)] = None,
+    q: Annotated[Text | None, Query(max_length=1000)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
 ) -> SearchResponse:
     """Active memories of a subject containing every word of ``q``, newest first.
@@ -123,7 +122,7 @@ def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> R
 def list_conflicts(
     services: ServicesDep,
     caller: CallerDep,
-    subject_id: str | None = None,
+    subject_id: Annotated[SubjectId | None, Query()] = None,
     status: ConflictStatus | None = ConflictStatus.OPEN,
 ) -> ConflictsResponse:
     """Conflicts recorded under the ``flag`` policy; open ones by default."""
@@ -131,7 +130,7 @@ def list_conflicts(
     return ConflictsResponse(conflicts=[ConflictJson.of(record) for record in records])
 
 
-@router.post("/v1/conflicts/{conflict_id}/resolve")
+@router.post("/v1/conflicts/{conflict_id}/resolve", responses=error_responses(404))
 def resolve_conflict(
     conflict_id: uuid.UUID, body: ResolveConflictRequest, services: ServicesDep, caller: CallerDep
 ) -> ConflictResolution:
@@ -147,8 +146,19 @@ def resolve_conflict(
     return resolution
 
 
-@router.get("/v1/subjects/{subject_id}/inspect")
-def inspect(subject_id: str, services: ServicesDep, caller: CallerDep) -> InspectionReport:
+@router.get("/v1/subjects/{subject_id:path}/inspect")
+def inspect(
+    subject_id: Annotated[SubjectId, Path()], services: ServicesDep, caller: CallerDep
+) -> InspectionReport:
     """Everything about a subject: episodes with revision counts, memories by status,
-    supersession records and open conflicts (the audit path)."""
+    supersession records and open conflicts (the audit path). The id may contain ``/``
+    (``repo:acme/api-server``); ``GET /v1/subjects/inspect?subject_id=`` takes any id."""
+    return inspect_subject(services.episodes, services.memories, caller.tenant_id, subject_id)
+
+
+@router.get("/v1/subjects/inspect")
+def inspect_by_query(
+    subject_id: Annotated[SubjectId, Query()], services: ServicesDep, caller: CallerDep
+) -> InspectionReport:
+    """The inspector report of any subject id, however it is spelt in a URL path."""
     return inspect_subject(services.episodes, services.memories, caller.tenant_id, subject_id)

@@ -27,9 +27,8 @@ class _ReturningServer(uvicorn.Server):
 
 
 def serve_until_stopped(app: FastAPI, host: str, port: int) -> None:
-    """Serve ``app`` on ``host:port``; return after SIGTERM/SIGINT and a graceful shutdown.
-
-    uvicorn's access log is off: the application logs each request itself, with its
-    ``X-Request-ID`` (``memsync.api.access``).
-    """
-    _ReturningServer(uvicorn.Config(app, host=host, port=port, access_log=False)).run()
+    """Serve ``app`` on ``host:port``; return after SIGTERM/SIGINT and a graceful shutdown."""
+    # uvicorn leaves logging to the process's one pipeline (log_config=None), and the
+    # access log to memsync's middleware, which adds the route and the duration.
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
+    _ReturningServer(config).run()

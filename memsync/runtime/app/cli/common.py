@@ -8,6 +8,7 @@ file and the field), 3 partial success.
 from __future__ import annotations
 
 import os
+import traceback
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -27,7 +29,15 @@ from memsync.runtime.app.config import (
     Settings,
     load_settings,
 )
+from memsync.runtime.app.observability import (
+    LOG_FORMAT_ENV,
+    LOG_LEVEL_ENV,
+    LogFormat,
+    configure_logging,
+    parse_log_level,
+)
 from memsync.runtime.app.services import Services, UnknownConnector
+from memsync.scrub import scrub_every_log_record
 
 __all__ = [
     "EXIT_FAILED",
@@ -93,6 +103,24 @@ def _global_options(
             dir_okay=False,
         ),
     ] = None,
+    log_format: Annotated[
+        LogFormat | None,
+        typer.Option(
+            "--log-format",
+            envvar=LOG_FORMAT_ENV,
+            case_sensitive=False,
+            help="log lines on stderr: console or json (default: console on a terminal, "
+            "else json).",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str,
+        typer.Option(
+            "--log-level",
+            envvar=LOG_LEVEL_ENV,
+            help="debug, info, warning, error or critical.",
+        ),
+    ] = "info",
     debug: Annotated[
         bool, typer.Option("--debug", help="show tracebacks instead of one-line errors")
     ] = False,
@@ -105,6 +133,11 @@ def _global_options(
 ) -> None:
     _options.config_path = config
     _options.debug = debug
+    try:
+        level = parse_log_level(log_level)
+    except ValueError as error:
+        raise usage_error(f"--log-level: {error}") from None
+    configure_logging(log_format, level)
 
 
 def usage_error(message: str) -> typer.Exit:
@@ -138,15 +171,23 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
     """The process's services over the configured (and migrated) store, closed after.
 
     A configuration problem found on the way (the connectors section, an unknown
-    connector name) exits 2 naming the file and the field.
+    connector name) exits 2 naming the file and the field; any other error exits 1 with
+    its traceback, scrubbed of every known secret as every log line is.
     """
     services = Services.open(loaded or settings())
+    scrub_every_log_record(services.scrubber)
     try:
         yield services
     except ConfigError as error:
         raise usage_error(f"configuration error\n{error}") from None
     except UnknownConnector as error:
         raise usage_error(str(error)) from None
+    except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException):
+        raise
+    except Exception:
+        # An upstream error may quote a secret; the traceback is printed scrubbed.
+        errors.print(services.scrubber(traceback.format_exc()), markup=False, highlight=False)
+        raise typer.Exit(EXIT_FAILED) from None
     finally:
         services.close()
 

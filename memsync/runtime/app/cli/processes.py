@@ -6,12 +6,10 @@ They stop on SIGTERM or SIGINT: they stop claiming, finish the job in hand and e
 
 from __future__ import annotations
 
-import logging
 import signal
-import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from types import FrameType
 from typing import Annotated
 
@@ -19,6 +17,7 @@ import typer
 
 from memsync.runtime.app.cli.common import EXIT_USAGE, app, errors, open_services, settings
 from memsync.runtime.app.config import Settings
+from memsync.runtime.app.observability.http import serving_metrics
 from memsync.runtime.app.services import Services
 from memsync.runtime.jobs import run_workers
 
@@ -39,12 +38,6 @@ def _stop_on_signals() -> threading.Event:
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
     return stop
-
-
-def _logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
-    )
 
 
 def _serving_settings(host: str | None, port: int | None) -> Settings:
@@ -108,7 +101,6 @@ WorkersOption = Annotated[
 def serve(host: HostOption = None, port: PortOption = None, workers: WorkersOption = None) -> None:
     """Serve the HTTP API (Statewave v1 compatible) and run queued jobs beside it, until
     SIGTERM/SIGINT, then exit 0. ``--workers 0`` leaves jobs to ``memsync worker``."""
-    _logging()
     loaded = _serving_settings(host, port)
     with open_services(loaded) as services:
         _serve(services, loaded, workers)
@@ -117,11 +109,22 @@ def serve(host: HostOption = None, port: PortOption = None, workers: WorkersOpti
 @app.command()
 def worker(
     concurrency: Annotated[int, typer.Option(min=1, help="jobs run at once")] = 1,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="serve Prometheus metrics on this port (0: any free one)"
+        ),
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="interface of --metrics-port")] = "127.0.0.1",
 ) -> None:
     """Claim and run jobs until SIGTERM/SIGINT (then finish the job in hand)."""
-    _logging()
-    with open_services() as services:
+    with open_services() as services, ExitStack() as serving:
         services.connectors  # noqa: B018 - exit 2 on a bad connectors section, before work
+        if metrics_port is not None:
+            url = serving.enter_context(
+                serving_metrics(services.metrics, metrics_host, metrics_port)
+            )
+            errors.print(f"metrics on {url}", markup=False, highlight=False)
         stop = _stop_on_signals()
         # Said once the signal handlers are in place: from here SIGTERM means "finish
         # the job in hand, then exit 0" (supervisors and tests wait for this line).
@@ -132,7 +135,6 @@ def worker(
 @app.command()
 def scheduler() -> None:
     """Fire the configured schedules (they only enqueue jobs) until SIGTERM/SIGINT."""
-    _logging()
     with open_services() as services:
         stop = _stop_on_signals()
         running = services.scheduler()
@@ -148,7 +150,6 @@ def run(host: HostOption = None, port: PortOption = None, workers: WorkersOption
     SIGTERM/SIGINT: the API shuts down gracefully, the workers finish the job in hand,
     the scheduler stops; exit 0.
     """
-    _logging()
     loaded = _serving_settings(host, port)
     with open_services(loaded) as services:
         running = services.scheduler()

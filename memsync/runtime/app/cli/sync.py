@@ -7,8 +7,6 @@ of the connector is running, 2 bad usage or configuration.
 from __future__ import annotations
 
 import json
-import logging
-import sys
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Annotated, NoReturn
@@ -83,19 +81,6 @@ def print_run(record: RunRecord, *, as_json: bool = False, out: Console = consol
         out.print(f"  skipped: {reason}", markup=False, highlight=False)
 
 
-def _log_unless_interactive() -> bool:
-    """Structured ``key=value`` log lines on stderr unless a person is watching;
-    returns whether one is (then progress is drawn instead)."""
-    interactive = errors.is_terminal
-    if not interactive:
-        logging.basicConfig(
-            stream=sys.stderr,
-            level=logging.INFO,
-            format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
-        )
-    return interactive
-
-
 def _run_to_exit(
     name: str, as_json: bool, run: Callable[[Services, ConnectorConfig], RunRecord]
 ) -> NoReturn:
@@ -140,7 +125,6 @@ def sync_command(
             job, _ = services.queue.enqueue(config.tenant, SYNC_JOB, name, now=services.clock.now())
         typer.echo(str(job.id))
         return
-    _log_unless_interactive()
     _run_to_exit(
         name,
         as_json,
@@ -187,7 +171,8 @@ def backfill_command(
         raise usage_error("--slice must be a positive duration (e.g. 1d)")
     start = parse_moment(since, "--since")
     end = None if until is None else parse_moment(until, "--until")
-    interactive = _log_unless_interactive()
+    # A person watching gets a progress bar; a log collector gets the slice lines.
+    interactive = errors.is_terminal
 
     def backfill(services: Services, config: ConnectorConfig) -> RunRecord:
         try:
