@@ -20,10 +20,6 @@ from __future__ import annotations
 
 import sys
 
-from sqlalchemy import exc as sa_exc
-
-from memsync.compile.llm import LLMExtractionError
-
 # Importing a command module registers its commands on ``app``; the order is the
 # order of ``memsync --help``.
 from memsync.runtime.app.cli import (  # noqa: F401
@@ -36,8 +32,8 @@ from memsync.runtime.app.cli import (  # noqa: F401
     state,
     sync,
 )
-from memsync.runtime.app.cli.common import EXIT_UNAVAILABLE, EXIT_USAGE, app, debugging, errors
-from memsync.runtime.app.config import ConfigError, redacted_store_url
+from memsync.runtime.app.cli.common import EXIT_USAGE, actionable, app, debugging, errors
+from memsync.runtime.app.config import ConfigError
 
 __all__ = ["app", "main"]
 
@@ -50,24 +46,10 @@ def main() -> None:
     except ConfigError as error:  # raised outside a command's own handling
         errors.print(str(error), markup=False)
         sys.exit(EXIT_USAGE)
-    except (sa_exc.OperationalError, sa_exc.InterfaceError) as error:
-        if debugging():
+    except Exception as error:  # e.g. the store does not answer while services open
+        said = actionable(error)
+        if said is None or debugging():
             raise
-        store = redacted_store_url(common.loaded_store_url())
-        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-        errors.print(
-            f"memsync: cannot reach the store {store}: {reason}. Check that the database "
-            "is running and that `store:` in the configuration (or $MEMSYNC_STORE) names "
-            "it; --debug shows the traceback.",
-            markup=False,
-        )
-        sys.exit(EXIT_UNAVAILABLE)
-    except LLMExtractionError as error:
-        if debugging():
-            raise
-        errors.print(
-            f"memsync: compiling failed, nothing was consumed: {error}. Check compile.llm "
-            "in the configuration and that the endpoint answers; --debug shows the traceback.",
-            markup=False,
-        )
-        sys.exit(EXIT_UNAVAILABLE)
+        message, code = said
+        errors.print(message, markup=False)
+        sys.exit(code)

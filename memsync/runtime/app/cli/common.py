@@ -20,14 +20,17 @@ import click
 import typer
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy import exc as sa_exc
 
 import memsync
+from memsync.compile.llm import LLMExtractionError
 from memsync.runtime.app.config import (
     DEFAULT_STORE,
     ConfigError,
     ConnectorCheck,
     Settings,
     load_settings,
+    redacted_store_url,
 )
 from memsync.runtime.app.observability import (
     LOG_FORMAT_ENV,
@@ -45,6 +48,7 @@ __all__ = [
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
     "TenantOption",
+    "actionable",
     "app",
     "console",
     "debugging",
@@ -156,6 +160,27 @@ def settings(*, check_connectors: ConnectorCheck | None = None) -> Settings:
     return loaded
 
 
+def actionable(error: BaseException) -> tuple[str, int] | None:
+    """A one-line message and exit code for an error a person can act on (a store or an
+    LLM endpoint that does not answer), or ``None`` for one that needs a traceback."""
+    if isinstance(error, (sa_exc.OperationalError, sa_exc.InterfaceError)):
+        store = redacted_store_url(loaded_store_url())
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+        return (
+            f"memsync: cannot reach the store {store}: {reason}. Check that the database "
+            "is running and that `store:` in the configuration (or $MEMSYNC_STORE) names "
+            "it; --debug shows the traceback.",
+            EXIT_UNAVAILABLE,
+        )
+    if isinstance(error, LLMExtractionError):
+        return (
+            f"memsync: compiling failed, nothing was consumed: {error}. Check compile.llm "
+            "in the configuration and that the endpoint answers; --debug shows the traceback.",
+            EXIT_UNAVAILABLE,
+        )
+    return None
+
+
 def debugging() -> bool:
     """Whether tracebacks were asked for (``--debug`` or ``MEMSYNC_DEBUG=1``)."""
     return _options.debug or os.environ.get("MEMSYNC_DEBUG", "") not in ("", "0")
@@ -184,7 +209,12 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
         raise usage_error(str(error)) from None
     except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException):
         raise
-    except Exception:
+    except Exception as error:
+        said = actionable(error)
+        if said is not None and not debugging():
+            message, code = said
+            errors.print(services.scrubber(message), markup=False, highlight=False)
+            raise typer.Exit(code) from None
         # An upstream error may quote a secret; the traceback is printed scrubbed.
         errors.print(services.scrubber(traceback.format_exc()), markup=False, highlight=False)
         raise typer.Exit(EXIT_FAILED) from None
