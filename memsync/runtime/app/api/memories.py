@@ -146,7 +146,7 @@ def resolve_conflict(
     return resolution
 
 
-@router.get("/v1/subjects/{subject_id:path}/inspect")
+@router.get("/v1/subjects/{subject_id:path}/inspect", responses=error_responses(404))
 def inspect(
     subject_id: Annotated[SubjectId, Path()], services: ServicesDep, caller: CallerDep
 ) -> InspectionReport:
