@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 EPISODE_LINE_LENGTH = 200
-MAX_MISFITS = 32
+MAX_MISFITS = 16
 """Memories stop being considered after this many lines in a row did not fit: the
 budget is then as good as full, and the ranking need not be read to its end."""
 

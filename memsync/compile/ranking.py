@@ -25,9 +25,10 @@ import heapq
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import groupby
+from itertools import filterfalse, groupby
+from operator import itemgetter
 
 from memsync.compile.similarity import tokens
 from memsync.compile.types import MemoryKind, StoredMemory
@@ -70,6 +71,11 @@ class RankingEntry:
     valid_from: datetime
     valid_to: datetime | None
     tokens: frozenset[str]
+    tie_key: str = field(init=False, repr=False, compare=False)
+    """The id as a string: equal scores are ordered by it."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tie_key", str(self.id))
 
     @classmethod
     def of(cls, memory: StoredMemory) -> RankingEntry:
@@ -101,7 +107,7 @@ def score(entry: RankingEntry, task_tokens: frozenset[str], as_of: datetime) -> 
 
 
 def _order(item: Scored) -> tuple[float, str]:
-    return (-item[0], str(item[1].id))
+    return (-item[0], item[1].tie_key)
 
 
 def rank_all(
@@ -115,53 +121,59 @@ def rank_all(
 class RankingIndex:
     """Active memories of one subject, arranged so a ranking can be read lazily.
 
+    Per kind, entries newest assertion first, and an inverted index from token to their
+    positions. For a task, every ``(kind, shared token count)`` group is a stream in
+    which score only falls (relevance and kind weight are fixed, recency falls with
+    age); merging the streams gives the ranking. Only the counting touches every entry
+    that shares a token with the task, and only what is read is scored.
+
     Build it once per store state (it holds no time: ``as_of`` and the task are given per
-    call); :meth:`ranked` then costs the entries that share a token with the task plus
-    the prefix actually read, not the whole subject.
+    call).
     """
 
     def __init__(self, entries: Iterable[RankingEntry]) -> None:
-        self._entries: list[RankingEntry] = sorted(
-            entries, key=lambda e: e.last_asserted, reverse=True
-        )
-        # Within a kind, entries newest first: with no shared token, that is score order.
-        self._by_kind: dict[MemoryKind, list[int]] = {}
-        self._postings: dict[str, list[int]] = {}
-        for position, entry in enumerate(self._entries):
-            self._by_kind.setdefault(entry.kind, []).append(position)
-            for token in entry.tokens:
-                self._postings.setdefault(token, []).append(position)
+        self._kinds: dict[MemoryKind, list[RankingEntry]] = {}
+        for entry in sorted(entries, key=lambda e: e.last_asserted, reverse=True):
+            self._kinds.setdefault(entry.kind, []).append(entry)
+        self._postings: dict[MemoryKind, dict[str, list[int]]] = {}
+        for kind, of_kind in self._kinds.items():
+            postings = self._postings[kind] = {}
+            for position, entry in enumerate(of_kind):
+                for token in entry.tokens:
+                    postings.setdefault(token, []).append(position)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return sum(len(of_kind) for of_kind in self._kinds.values())
 
     def ranked(self, task_tokens: frozenset[str], as_of: datetime) -> Iterator[Scored]:
         """Entries valid at ``as_of`` with their scores, in :func:`rank_all`'s order."""
-        shared: Counter[int] = Counter()
-        for token in task_tokens:
-            shared.update(self._postings.get(token, ()))
-        streams: list[Iterator[Scored]] = [self._sharing(shared, len(task_tokens), as_of)]
-        streams.extend(
-            _in_id_order_within_ties(
-                (_combine(0.0, self._entries[p], as_of), self._entries[p])
-                for p in positions
-                if p not in shared and holds_at(self._entries[p], as_of)
-            )
-            for positions in self._by_kind.values()
-        )
+        streams: list[Iterator[Scored]] = []
+        for kind, of_kind in self._kinds.items():
+            shared: Counter[int] = Counter()
+            for token in task_tokens:
+                shared.update(self._postings[kind].get(token, ()))
+            # Grouped by count with C-level sorts: a common task word can be shared by
+            # every memory of the subject, and a Python loop per entry would dominate.
+            for count, group in groupby(shared.most_common(), key=itemgetter(1)):
+                positions = sorted(map(itemgetter(0), group))
+                streams.append(_stream(of_kind, positions, count / len(task_tokens), as_of))
+            streams.append(_stream(of_kind, _unshared(len(of_kind), shared), 0.0, as_of))
         return heapq.merge(*streams, key=_order)
 
-    def _sharing(self, shared: Counter[int], task_size: int, as_of: datetime) -> Iterator[Scored]:
-        heap = [
-            (-scored, str(entry.id), position)
-            for position, count in shared.items()
-            if holds_at(entry := self._entries[position], as_of)
-            for scored in (_combine(count / task_size, entry, as_of),)
-        ]
-        heapq.heapify(heap)
-        while heap:
-            negative, _, position = heapq.heappop(heap)
-            yield -negative, self._entries[position]
+
+def _unshared(size: int, shared: Counter[int]) -> Iterator[int]:
+    return filterfalse(shared.__contains__, range(size))
+
+
+def _stream(
+    entries: list[RankingEntry], positions: Iterable[int], relevance: float, as_of: datetime
+) -> Iterator[Scored]:
+    """The entries at ``positions`` (newest first) valid at ``as_of``, scored."""
+    return _in_id_order_within_ties(
+        (_combine(relevance, entry, as_of), entry)
+        for position in positions
+        if holds_at(entry := entries[position], as_of)
+    )
 
 
 def _in_id_order_within_ties(items: Iterable[Scored]) -> Iterator[Scored]:

@@ -142,7 +142,9 @@ class Services:
         )
         self.episodes = EpisodeRepository(self.store)
         self.memories = MemoryRepository(self.store)
-        self.context = ContextReader(self.episodes, self.memories, self.clock)
+        self.context = ContextReader(
+            self.episodes, self.memories, layout=self.settings.context.layout
+        )
         self.authenticator = Authenticator(self.settings.api)
 
     @classmethod

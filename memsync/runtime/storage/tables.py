@@ -25,6 +25,7 @@ from memsync.runtime.storage.schema import (
     LLMExtractionRow,
     MemoryRow,
     MemorySourceRow,
+    MemoryVersionRow,
     SupersessionRow,
     SyncRunRow,
 )
@@ -44,9 +45,11 @@ __all__ = [
     "llm_extractions",
     "memories",
     "memory_sources",
+    "memory_versions",
     "supersessions",
     "sync_runs",
     "update_each_if",
+    "upsert",
 ]
 
 
@@ -59,6 +62,7 @@ episodes = _table(EpisodeRow)
 episode_revisions = _table(EpisodeRevisionRow)
 memories = _table(MemoryRow)
 memory_sources = _table(MemorySourceRow)
+memory_versions = _table(MemoryVersionRow)
 supersessions = _table(SupersessionRow)
 conflicts = _table(ConflictRow)
 llm_extractions = _table(LLMExtractionRow)
@@ -100,8 +104,13 @@ def update_each_if(table: sa.Table, tenant_id: str, guard: str) -> sa.Update:
     )
 
 
+def upsert(table: sa.Table, *, postgresql: bool) -> Any:
+    """An ``INSERT`` in the store's dialect, ready for ``on_conflict_do_update`` (both
+    dialects spell it alike)."""
+    return (pg_dialect.insert if postgresql else sqlite_dialect.insert)(table)
+
+
 def insert_or_ignore(table: sa.Table, *, postgresql: bool) -> Any:
     """``INSERT … ON CONFLICT DO NOTHING`` in the store's dialect: a repeat of a row a
     unique index already holds writes nothing (the statement's ``rowcount`` says so)."""
-    dialect_insert = pg_dialect.insert if postgresql else sqlite_dialect.insert
-    return dialect_insert(table).on_conflict_do_nothing()
+    return upsert(table, postgresql=postgresql).on_conflict_do_nothing()

@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, Field
 
-from memsync.compile.bundle import BundleJson, MemoryJson
+from memsync.compile.bundle import BundleJson, BundleLayout, MemoryJson
 from memsync.compile.types import ConflictStatus, MemoryKind
 from memsync.episode import canonical_json
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
@@ -43,6 +43,11 @@ class ContextRequest(RequestBody):
     task: str = Field(max_length=10_000)
     max_tokens: int = Field(default=1000, ge=1, le=MAX_BUNDLE_TOKENS)
     as_of: datetime | None = None
+    layout: BundleLayout | None = Field(
+        default=None,
+        description="memsync (plain headings) or statewave (Markdown sections); "
+        "default: the configuration's context.layout",
+    )
 
 
 class ResolveConflictRequest(RequestBody):
@@ -104,14 +109,21 @@ def search_memories(
 
 @router.post("/v1/context", response_model=BundleJson)
 def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> Response:
-    """A ranked, token-bounded bundle of active memories and recent episodes.
+    """A ranked, token-bounded bundle of what is currently true: active memories and
+    recent episodes, never the text of a superseded one.
 
-    With ``as_of`` the bundle is assembled as the store stood then and the wall clock
-    is never read; equal store state and ``as_of`` give byte-identical bodies. The body
-    is the bundle's canonical JSON (RFC 8785), as it is: never re-serialised.
+    The wall clock is never read: with ``as_of`` the bundle is assembled as the store
+    stood then, and without it as of the latest change it reflects, so equal store
+    state and request give byte-identical bodies. The body is the bundle's canonical
+    JSON (RFC 8785), as it is: never re-serialised.
     """
     bundle = services.context.bundle(
-        caller.tenant_id, body.subject_id, body.task, body.max_tokens, body.as_of
+        caller.tenant_id,
+        body.subject_id,
+        body.task,
+        body.max_tokens,
+        body.as_of,
+        layout=body.layout,
     )
     return Response(canonical_json(bundle.to_dict()), media_type="application/json")
 
