@@ -68,6 +68,9 @@ def memsync_server(url: str, directory: str, config: str = "") -> Iterator[tuple
     server = subprocess.Popen(
         [sys.executable, "-m", "memsync", "--config", str(path), "serve", "--port", str(port)],
         env={**os.environ, "MEMSYNC_STORE": url},
+        # The access log goes nowhere (as to a log file), and stays off this process's
+        # stdout, which carries the child's result.
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"

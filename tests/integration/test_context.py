@@ -13,13 +13,20 @@ from fastapi.testclient import TestClient
 from memsync.clock import FakeClock
 from memsync.compile.bundle import BundleLayout
 from memsync.compile.tokenizer import CL100K, default_counter
+from memsync.compile.types import MemoryKind
 from memsync.episode import EpisodeDraft, canonical_json
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import ContextSettings, Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
-from memsync.runtime.reading import ContextReader, EpisodeRepository, MemoryRepository
+from memsync.runtime.reading import (
+    ContextReader,
+    EpisodeRepository,
+    MemoryRepository,
+    MemorySearch,
+    SubjectIndexes,
+)
 from memsync.runtime.storage import Store
 from tests.helpers import build_app
 
@@ -206,3 +213,39 @@ def test_the_indexed_bundle_is_the_exhaustive_bundle_byte_for_byte(
             assert canonical_json(fast.to_dict()) == canonical_json(exhaustive.to_dict())
             checked += len(fast.facts) + len(fast.procedures)
     assert checked > 100  # the comparison covered real rankings, not empty bundles
+
+
+# -- search from the subject's index ------------------------------------------------------
+
+
+def test_indexed_search_answers_what_the_sql_search_answers(store: Store) -> None:
+    build_store(store, "ana", 240)
+    memories = MemoryRepository(store)
+    search = MemorySearch(SubjectIndexes(memories), memories)
+    compared = 0
+    for text in ["", "stripe", "lisbon", "IN", "gateway 1", "charges 2.", "nothing-like-this"]:
+        for kind in [None, MemoryKind.PREFERENCE, MemoryKind.EPISODE_SUMMARY]:
+            for limit in [1, 20, 200]:
+                indexed = search.search("t1", "ana", kind=kind, text=text, limit=limit)
+                by_sql = memories.search("t1", "ana", kind=kind, text=text, limit=limit)
+
+                assert [m.id for m in indexed] == [m.id for m in by_sql], (text, kind, limit)
+                compared += len(by_sql)
+    assert compared > 500
+
+
+def test_search_sees_a_compile_at_once(client: TestClient) -> None:
+    say(client, "m1", "I prefer tea.", 1)
+    compile_subject(client)
+    assert search_contents(client, "coffee") == []
+
+    say(client, "m2", "I prefer coffee.", 2)
+    compile_subject(client)
+
+    assert "Prefers coffee" in search_contents(client, "coffee")
+
+
+def search_contents(client: TestClient, text: str) -> list[str]:
+    response = client.get("/v1/memories/search", params={"subject_id": "ana", "q": text})
+    assert response.status_code == 200, response.text
+    return [memory["content"] for memory in response.json()["memories"]]

@@ -42,7 +42,13 @@ from memsync.runtime.jobs import (
     enqueue_target,
     worker_name,
 )
-from memsync.runtime.reading import ContextReader, EpisodeRepository, MemoryRepository
+from memsync.runtime.reading import (
+    ContextReader,
+    EpisodeRepository,
+    MemoryRepository,
+    MemorySearch,
+    SubjectIndexes,
+)
 from memsync.runtime.storage import Store, upgrade
 from memsync.runtime.sync import RunRecord, SyncRepository, SyncRunner
 from memsync.runtime.sync.runner import SliceProgress
@@ -123,6 +129,7 @@ class Services:
     episodes: EpisodeRepository = field(init=False)
     memories: MemoryRepository = field(init=False)
     context: ContextReader = field(init=False)
+    search: MemorySearch = field(init=False)
     authenticator: Authenticator = field(init=False)
 
     def __post_init__(self) -> None:
@@ -142,9 +149,11 @@ class Services:
         )
         self.episodes = EpisodeRepository(self.store)
         self.memories = MemoryRepository(self.store)
+        indexes = SubjectIndexes(self.memories)
         self.context = ContextReader(
-            self.episodes, self.memories, layout=self.settings.context.layout
+            self.episodes, self.memories, indexes=indexes, layout=self.settings.context.layout
         )
+        self.search = MemorySearch(indexes, self.memories)
         self.authenticator = Authenticator(self.settings.api)
 
     @classmethod

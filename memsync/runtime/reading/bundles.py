@@ -20,10 +20,7 @@ them).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
 
@@ -35,34 +32,23 @@ from memsync.compile.bundle import (
     assemble_bundle,
     assemble_ranked,
 )
-from memsync.compile.ranking import RankingIndex, Scored
+from memsync.compile.ranking import Scored
 from memsync.compile.similarity import tokens
 from memsync.compile.tokenizer import TokenCounter
 from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository
-from memsync.runtime.reading.memories import MemoryRepository, MemoryVersion, RankingInputs
+from memsync.runtime.reading.indexes import SubjectIndexes
+from memsync.runtime.reading.memories import MemoryRepository, MemoryVersion
 
-__all__ = ["BUNDLE_EPISODES", "EMPTY_STORE_AS_OF", "INDEXED_MEMORIES", "ContextReader"]
+__all__ = ["BUNDLE_EPISODES", "EMPTY_STORE_AS_OF", "ContextReader"]
 
 BUNDLE_EPISODES = 20
 """The most recent episodes a bundle considers."""
-
-INDEXED_MEMORIES = 500_000
-"""How many memories, over all subjects, this process keeps ranking indexes for (about
-a kilobyte each); the least recently used subjects are dropped first."""
 
 EMPTY_STORE_AS_OF = datetime(1970, 1, 1, tzinfo=UTC)
 """The date of a bundle of a subject with no memories and no episodes."""
 
 _FIRST_FETCH = 64
 """Full rows are read this many ranked memories at a time, then twice as many."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Prepared:
-    """A subject's ranking inputs and their index, at one memory version."""
-
-    inputs: RankingInputs
-    index: RankingIndex
 
 
 class ContextReader:
@@ -77,17 +63,18 @@ class ContextReader:
         episodes: EpisodeRepository,
         memories: MemoryRepository,
         *,
+        indexes: SubjectIndexes | None = None,
         layout: BundleLayout = BundleLayout.MEMSYNC,
         counter: TokenCounter | None = None,
-        indexed_memories: int = INDEXED_MEMORIES,
     ) -> None:
-        """``layout`` is the default when a request names none; ``counter`` defaults to
-        cl100k_base (or the estimate when it is not installed)."""
+        """``indexes`` may be shared with search; ``layout`` is the default when a
+        request names none; ``counter`` defaults to cl100k_base (or the estimate when it
+        is not installed)."""
         self._episodes = episodes
         self._memories = memories
+        self._indexes = indexes or SubjectIndexes(memories)
         self._layout = layout
         self._counter = counter
-        self._indexes = _IndexCache(indexed_memories)
 
     def bundle(
         self,
@@ -103,19 +90,19 @@ class ContextReader:
         layout = layout or self._layout
         if as_of is not None:
             return self._as_it_stood(tenant_id, subject_id, task, max_tokens, utc(as_of), layout)
-        prepared = self._prepared(tenant_id, subject_id)
+        index = self._indexes.current(tenant_id, subject_id)
         recent = self._episodes.recent(tenant_id, subject_id, as_of=None, limit=BUNDLE_EPISODES)
-        moment = _latest_change(prepared.inputs.version, recent)
-        ranked = prepared.index.ranked(tokens(task), moment)
+        moment = _latest_change(index.inputs.version, recent)
+        ranked = index.ranking.ranked(tokens(task), moment)
         return assemble_ranked(
             subject_id,
             task,
             self._with_rows(tenant_id, ranked),
-            prepared.inputs.open_conflicts,
+            index.inputs.open_conflicts,
             [episode.view() for episode in recent],
             max_tokens,
             moment,
-            withheld=prepared.inputs.withheld,
+            withheld=index.inputs.withheld,
             counter=self._counter,
             layout=layout,
         )
@@ -144,17 +131,6 @@ class ContextReader:
             layout=layout,
         )
 
-    def _prepared(self, tenant_id: str, subject_id: str) -> _Prepared:
-        version = self._memories.version(tenant_id, subject_id)
-        cached = self._indexes.get((tenant_id, subject_id))
-        if cached is not None and cached.inputs.version == version:
-            return cached
-        inputs = self._memories.ranking_inputs(tenant_id, subject_id)
-        prepared = _Prepared(inputs, RankingIndex(inputs.entries))
-        if inputs.version is not None:
-            self._indexes.put((tenant_id, subject_id), prepared)
-        return prepared
-
     def _with_rows(self, tenant_id: str, ranked: Iterator[Scored]) -> Iterable[RankedMemory]:
         """The ranked memories with their full rows, read a batch at a time as the
         budget asks for more."""
@@ -176,31 +152,3 @@ def _latest_change(version: MemoryVersion | None, recent: list[EpisodeRecord]) -
         if episode.revised_at is not None:
             times.append(episode.revised_at)
     return max(times, default=EMPTY_STORE_AS_OF)
-
-
-class _IndexCache:
-    """Ranking indexes by (tenant, subject), least recently used dropped first, bounded
-    by the memories they hold. Thread-safe: API requests run on a thread pool."""
-
-    def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
-        self._held = 0
-        self._items: OrderedDict[tuple[str, str], _Prepared] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str]) -> _Prepared | None:
-        with self._lock:
-            prepared = self._items.get(key)
-            if prepared is not None:
-                self._items.move_to_end(key)
-            return prepared
-
-    def put(self, key: tuple[str, str], prepared: _Prepared) -> None:
-        with self._lock:
-            if (previous := self._items.pop(key, None)) is not None:
-                self._held -= len(previous.index)
-            self._items[key] = prepared
-            self._held += len(prepared.index)
-            while self._held > self._capacity and len(self._items) > 1:
-                _, dropped = self._items.popitem(last=False)
-                self._held -= len(dropped.index)

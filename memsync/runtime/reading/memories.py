@@ -67,12 +67,14 @@ class MemoryVersion:
 
 @dataclass(frozen=True, slots=True)
 class RankingInputs:
-    """What bundles precompute for a subject at one version: its active memories as
-    ranking entries, its open conflicts, and the episodes a bundle must not show (the
-    sources of its memories that are not active, or are in an open conflict)."""
+    """What the read path precomputes for a subject at one version: its active memories
+    as ranking entries and their texts, its open conflicts, and the episodes a bundle
+    must not show (the sources of its memories that are not active, or are in an open
+    conflict)."""
 
     version: MemoryVersion | None
     entries: list[RankingEntry]
+    texts: dict[uuid.UUID, str]
     open_conflicts: list[OpenConflict]
     withheld: frozenset[uuid.UUID]
 
@@ -305,15 +307,17 @@ def _ranking_inputs(
     connection: Connection, tenant_id: str, subject_id: str, version: MemoryVersion | None
 ) -> RankingInputs:
     of_subject = (_memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id)
-    active = connection.execute(
-        sa.select(
-            _memories.c.id,
-            _memories.c.kind,
-            _memories.c.content,
-            _memories.c.valid_from,
-            _memories.c.valid_to,
-            _memories.c.asserted_at,
-        ).where(*of_subject, _memories.c.status == MemoryStatus.ACTIVE.value)
+    active = list(
+        connection.execute(
+            sa.select(
+                _memories.c.id,
+                _memories.c.kind,
+                _memories.c.content,
+                _memories.c.valid_from,
+                _memories.c.valid_to,
+                _memories.c.asserted_at,
+            ).where(*of_subject, _memories.c.status == MemoryStatus.ACTIVE.value)
+        )
     )
     entries = [
         RankingEntry(
@@ -357,7 +361,8 @@ def _ranking_inputs(
             not_shown,
         )
     )
-    return RankingInputs(version, entries, conflicts, frozenset(withheld.scalars()))
+    texts = {row.id: row.content for row in active}
+    return RankingInputs(version, entries, texts, conflicts, frozenset(withheld.scalars()))
 
 
 def _as_active(memory: StoredMemory) -> StoredMemory:

@@ -103,7 +103,7 @@ def search_memories(
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
 ) -> SearchResponse:
     """Active memories of a subject containing every word of ``q``, newest first."""
-    found = services.memories.search(caller.tenant_id, subject_id, kind=kind, text=q, limit=limit)
+    found = services.search.search(caller.tenant_id, subject_id, kind=kind, text=q, limit=limit)
     return SearchResponse(memories=[MemoryJson.model_validate(memory) for memory in found])
 
 
