@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
 from memsync.compile.bundle import BundleJson, BundleLayout, MemoryJson
 from memsync.compile.types import ConflictStatus, MemoryKind
@@ -70,14 +70,15 @@ class ConflictsResponse(BaseModel):
     conflicts: list[ConflictJson]
 
 
+_COMPILE_RESPONSE: TypeAdapter[CompileResponse] = TypeAdapter(CompileResponse)
+
+
 @router.post(
     "/v1/memories/compile",
     response_model=CompileResponse,
     responses={202: {"model": CompileJobResponse, "description": "Enqueued (async)"}},
 )
-def compile_memories(
-    body: CompileRequest, services: ServicesDep, caller: CallerDep
-) -> CompileResponse | Response:
+def compile_memories(body: CompileRequest, services: ServicesDep, caller: CallerDep) -> Response:
     """Compile a subject's new and revised episodes into memories, as a set.
 
     A second call with nothing new creates nothing (``memories_created`` 0). With
@@ -87,10 +88,14 @@ def compile_memories(
         job = enqueue_compile(services, caller.tenant_id, body.subject_id)
         return Response(job.model_dump_json(), status_code=202, media_type="application/json")
     result = services.compile_service.compile(caller.tenant_id, body.subject_id)
-    return CompileResponse(
+    response = CompileResponse(
         **result_summary(result),
         memories=[MemoryJson.model_validate(memory) for memory in result.memories],
     )
+    # Serialised here, on the request's worker thread: a compile can return thousands of
+    # memories, and FastAPI would validate and encode them again on the event loop,
+    # where every other request waits for it.
+    return Response(_COMPILE_RESPONSE.dump_json(response), media_type="application/json")
 
 
 @router.get("/v1/memories/search")
