@@ -175,8 +175,9 @@ def apply_change_set(
         return
     bump_memory_version(connection, tenant_id, subject_id, now)
     if changes.memories_to_create:
-        connection.execute(
-            _memories.insert(),
+        tables.insert_json_rows(
+            connection,
+            _memories,
             [
                 {
                     "tenant_id": tenant_id,
@@ -203,6 +204,7 @@ def apply_change_set(
                 }
                 for memory in changes.memories_to_create
             ],
+            ignore=False,
         )
     subject_of = {memory.id: memory.subject_id for memory in changes.memories_to_create}
     provenance = [
@@ -245,8 +247,9 @@ def apply_change_set(
             for episode_id in addition.episode_ids
         )
     if provenance:
-        connection.execute(
-            tables.insert_or_ignore(_sources, postgresql=_on_postgresql(connection)),
+        tables.insert_json_rows(
+            connection,
+            _sources,
             [
                 {
                     "tenant_id": tenant_id,
@@ -258,6 +261,7 @@ def apply_change_set(
                 }
                 for memory_id, subject_id, episode_id in provenance
             ],
+            ignore=True,
         )
     if changes.status_changes:
         connection.execute(

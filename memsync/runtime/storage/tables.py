@@ -7,12 +7,16 @@ predicate a partial index depends on cannot drift between copies.
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import Connection
 
 from memsync.runtime.storage.schema import (
     BackfillRow,
@@ -40,6 +44,7 @@ __all__ = [
     "episode_revisions",
     "episodes",
     "in_slices",
+    "insert_json_rows",
     "insert_or_ignore",
     "jobs",
     "llm_extractions",
@@ -102,6 +107,43 @@ def update_each_if(table: sa.Table, tenant_id: str, guard: str) -> sa.Update:
         table.c.id == sa.bindparam("b_id"),
         table.c[guard] == sa.bindparam("b_guard"),
     )
+
+
+def insert_json_rows(
+    connection: Connection, table: sa.Table, rows: Sequence[dict[str, Any]], *, ignore: bool
+) -> None:
+    """Insert ``rows`` (every column given) in one statement; with ``ignore``, rows a
+    unique index already holds are skipped.
+
+    On PostgreSQL the rows travel as one JSON document that the server turns into the
+    table's row type (``jsonb_populate_recordset``, in C): a multi-row ``VALUES`` list
+    binds a parameter per value, which the driver parses and formats per row, about
+    150 µs a row for a wide table. SQLite's driver binds per row in C already, so there
+    it is a plain executemany.
+    """
+    if not rows:
+        return
+    if connection.dialect.name != "postgresql":
+        statement = insert_or_ignore(table, postgresql=False) if ignore else table.insert()
+        connection.execute(statement, rows)
+        return
+    columns = ", ".join(f'"{name}"' for name in rows[0])
+    conflict = " ON CONFLICT DO NOTHING" if ignore else ""
+    connection.execute(
+        sa.text(
+            f"INSERT INTO {table.name} ({columns}) SELECT {columns} "
+            f"FROM jsonb_populate_recordset(NULL::{table.name}, CAST(:rows AS jsonb)){conflict}"
+        ),
+        {"rows": json.dumps(rows, default=_json_scalar, ensure_ascii=False)},
+    )
+
+
+def _json_scalar(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"cannot write {type(value).__name__} as a JSON row value")
 
 
 def upsert(table: sa.Table, *, postgresql: bool) -> Any:
