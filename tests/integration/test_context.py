@@ -3,7 +3,6 @@ ranking is the exhaustive one, byte for byte."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,40 +27,8 @@ from memsync.runtime.reading import (
     SubjectIndexes,
 )
 from memsync.runtime.storage import Store
-from tests.helpers import build_app
-
-NOW = datetime(2026, 6, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
-
-
-@pytest.fixture
-def client(store: Store, clock: FakeClock) -> Iterator[TestClient]:
-    with TestClient(build_app(store, clock=clock)) as client:
-        yield client
-
-
-def say(client: TestClient, key: str, text: str, day: int, subject: str = "ana") -> None:
-    response = client.post(
-        "/v1/episodes",
-        json={
-            "subject_id": subject,
-            "source": "chat",
-            "type": "message",
-            "payload": {"messages": [{"role": "user", "content": text}]},
-            "idempotency_key": key,
-            "occurred_at": (NOW - timedelta(days=30 - day)).isoformat(),
-        },
-    )
-    assert response.status_code in (200, 201), response.text
-
-
-def compile_subject(client: TestClient, subject: str = "ana") -> None:
-    response = client.post("/v1/memories/compile", json={"subject_id": subject})
-    assert response.status_code == 200, response.text
+from tests.helpers import API_NOW as NOW
+from tests.helpers import compile_subject, say
 
 
 def context(client: TestClient, **request: Any) -> Any:
