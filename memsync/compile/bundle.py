@@ -411,7 +411,7 @@ def assemble_ranked(
     kept_episodes = [e for e in recent if budget.take(_EPISODES, text.episode_line(e))]
 
     while True:
-        context = text.render(subject_id, task, kept_conflicts, kept, kept_episodes)
+        context = text.render(subject_id, task, _Kept(kept_conflicts, kept, kept_episodes))
         count = counter.count(context)
         # Lines were costed one by one; BPE may merge across a line break differently,
         # so the whole text is counted, and what does not fit leaves from the end.
@@ -471,6 +471,15 @@ def _episode_text(episode: EpisodeView) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class _Kept:
+    """What made it into a bundle, in the order it was taken."""
+
+    conflicts: Sequence[OpenConflict]
+    memories: Sequence[RankedMemory]
+    episodes: Sequence[EpisodeView]
+
+
+@dataclass(frozen=True, slots=True)
 class _Layout:
     """How one layout writes the header, each line and the sections' headings.
 
@@ -481,24 +490,16 @@ class _Layout:
     memory_line: Callable[[StoredMemory], str]
     episode_line: Callable[[EpisodeView], str]
     opening: dict[str, str]
-    render: Callable[
-        [str, str, Sequence[OpenConflict], Sequence[RankedMemory], Sequence[EpisodeView]], str
-    ]
+    render: Callable[[str, str, _Kept], str]
 
 
-def _memsync_render(
-    subject_id: str,
-    task: str,
-    conflicts: Sequence[OpenConflict],
-    memories: Sequence[RankedMemory],
-    episodes: Sequence[EpisodeView],
-) -> str:
+def _memsync_render(subject_id: str, task: str, kept: _Kept) -> str:
     lines = [_memsync_header(subject_id, task)]
-    lines.extend(_abstention_line(conflict) for conflict in conflicts)
-    lines.extend(_memsync_memory_line(item.memory) for item in memories)
-    if episodes:
+    lines.extend(_abstention_line(conflict) for conflict in kept.conflicts)
+    lines.extend(_memsync_memory_line(item.memory) for item in kept.memories)
+    if kept.episodes:
         lines.append(_MEMSYNC_EPISODES)
-        lines.extend(_memsync_episode_line(episode) for episode in episodes)
+        lines.extend(_memsync_episode_line(episode) for episode in kept.episodes)
     return "\n".join(lines)
 
 
@@ -538,18 +539,12 @@ def _statewave_episode_line(episode: EpisodeView) -> str:
     return f"- [{episode.source}/{episode.type}] {_episode_text(episode)}"
 
 
-def _statewave_render(
-    subject_id: str,
-    task: str,
-    conflicts: Sequence[OpenConflict],
-    memories: Sequence[RankedMemory],
-    episodes: Sequence[EpisodeView],
-) -> str:
+def _statewave_render(subject_id: str, task: str, kept: _Kept) -> str:
     sections: dict[str, list[str]] = {name: [] for name in _STATEWAVE_HEADINGS}
-    sections[_ABOUT].extend(_abstention_line(conflict) for conflict in conflicts)
-    for item in memories:
+    sections[_ABOUT].extend(_abstention_line(conflict) for conflict in kept.conflicts)
+    for item in kept.memories:
         sections[_section(item.memory.kind)].append(_statewave_memory_line(item.memory))
-    sections[_EPISODES].extend(_statewave_episode_line(episode) for episode in episodes)
+    sections[_EPISODES].extend(_statewave_episode_line(e) for e in kept.episodes)
     # Statewave's shape: the task block, then each non-empty section and a blank line.
     parts = [_statewave_header(subject_id, task)]
     for name, heading in _STATEWAVE_HEADINGS.items():
