@@ -19,6 +19,7 @@ __all__ = [
     "ESTIMATE",
     "BpeCounter",
     "CharacterEstimate",
+    "RememberingCounter",
     "TokenCounter",
     "default_counter",
     "estimate_tokens",
@@ -68,6 +69,26 @@ class BpeCounter:
 
 class _Encoding(Protocol):
     def encode_ordinary(self, text: str) -> list[int]: ...
+
+
+class RememberingCounter:
+    """A counter that remembers the count of each text it was asked about (up to
+    ``capacity`` texts, then it starts over): a bundle's lines recur from one request
+    to the next, and counting is the costly part of filling a budget."""
+
+    def __init__(self, counter: TokenCounter, capacity: int = 100_000) -> None:
+        self.name = counter.name
+        self._counter = counter
+        self._capacity = capacity
+        self._counts: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        known = self._counts.get(text)
+        if known is None:
+            if len(self._counts) >= self._capacity:
+                self._counts = {}
+            known = self._counts[text] = self._counter.count(text)
+        return known
 
 
 @cache

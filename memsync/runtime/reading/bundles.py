@@ -34,9 +34,9 @@ from memsync.compile.bundle import (
 )
 from memsync.compile.ranking import Scored
 from memsync.compile.similarity import tokens
-from memsync.compile.tokenizer import TokenCounter
+from memsync.compile.tokenizer import RememberingCounter, TokenCounter, default_counter
 from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository
-from memsync.runtime.reading.indexes import SubjectIndexes
+from memsync.runtime.reading.indexes import SubjectIndex, SubjectIndexes
 from memsync.runtime.reading.memories import MemoryRepository, MemoryVersion
 
 __all__ = ["BUNDLE_EPISODES", "EMPTY_STORE_AS_OF", "ContextReader"]
@@ -75,6 +75,7 @@ class ContextReader:
         self._indexes = indexes or SubjectIndexes(memories)
         self._layout = layout
         self._counter = counter
+        self._remembering: RememberingCounter | None = None
 
     def bundle(
         self,
@@ -97,13 +98,13 @@ class ContextReader:
         return assemble_ranked(
             subject_id,
             task,
-            self._with_rows(tenant_id, ranked),
+            self._with_rows(tenant_id, index, ranked),
             index.inputs.open_conflicts,
             [episode.view() for episode in recent],
             max_tokens,
             moment,
             withheld=index.inputs.withheld,
-            counter=self._counter,
+            counter=self._remembered(),
             layout=layout,
         )
 
@@ -131,12 +132,21 @@ class ContextReader:
             layout=layout,
         )
 
-    def _with_rows(self, tenant_id: str, ranked: Iterator[Scored]) -> Iterable[RankedMemory]:
-        """The ranked memories with their full rows, read a batch at a time as the
-        budget asks for more."""
+    def _remembered(self) -> TokenCounter:
+        """The counter, remembering the counts of lines it has seen (built on first use:
+        loading cl100k_base takes a while, and a CLI command may never need it)."""
+        if self._remembering is None:
+            self._remembering = RememberingCounter(self._counter or default_counter())
+        return self._remembering
+
+    def _with_rows(
+        self, tenant_id: str, index: SubjectIndex, ranked: Iterator[Scored]
+    ) -> Iterable[RankedMemory]:
+        """The ranked memories with their full rows, a batch at a time as the budget
+        asks for more (rows the index has not read yet are read then)."""
         size = _FIRST_FETCH
         while batch := list(islice(ranked, size)):
-            rows = self._memories.get(tenant_id, [entry.id for _, entry in batch])
+            rows = index.rows(tenant_id, [entry.id for _, entry in batch], self._memories)
             for score, entry in batch:
                 # A memory changed since the index was built is shown as it is now; the
                 # next request sees the new version and rebuilds.

@@ -22,9 +22,10 @@ from memsync.runtime.reading.memories import MemoryRepository, RankingInputs
 
 __all__ = ["INDEXED_MEMORIES", "MemorySearch", "SubjectIndex", "SubjectIndexes"]
 
-INDEXED_MEMORIES = 500_000
+INDEXED_MEMORIES = 200_000
 """How many memories, over all subjects, one process keeps indexes for (a few hundred
-bytes each); the least recently used subjects are dropped first."""
+bytes each, and about a kilobyte more for those whose full row a read has shown); the
+least recently used subjects are dropped first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +37,13 @@ class _Searchable:
 
 @dataclass(frozen=True, slots=True)
 class SubjectIndex:
-    """A subject's active memories at one memory version, arranged for reading."""
+    """A subject's active memories at one memory version, arranged for reading, and the
+    full rows of those that reads have shown so far (read once per version)."""
 
     inputs: RankingInputs
     ranking: RankingIndex = field(init=False)
     _newest_first: list[_Searchable] = field(init=False)
+    _rows: dict[uuid.UUID, StoredMemory] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranking", RankingIndex(self.inputs.entries))
@@ -53,6 +56,16 @@ class SubjectIndex:
 
     def __len__(self) -> int:
         return len(self._newest_first)
+
+    def rows(
+        self, tenant_id: str, ids: list[uuid.UUID], memories: MemoryRepository
+    ) -> dict[uuid.UUID, StoredMemory]:
+        """The full rows of ``ids``: those read before from this index, the rest read
+        now (and kept). Two requests may read the same row at once; either copy is it."""
+        missing = [memory_id for memory_id in ids if memory_id not in self._rows]
+        if missing:
+            self._rows.update(memories.get(tenant_id, missing))
+        return {memory_id: self._rows[memory_id] for memory_id in ids if memory_id in self._rows}
 
     def search(self, words: list[str], kind: MemoryKind | None, limit: int) -> list[uuid.UUID]:
         """Ids of the newest ``limit`` memories (of ``kind``) containing every word."""
@@ -125,7 +138,7 @@ class MemorySearch:
         """As :meth:`MemoryRepository.search` answers (a test compares them)."""
         index = self._indexes.current(tenant_id, subject_id)
         ids = index.search((text or "").lower().split(), kind, limit)
-        rows = self._memories.get(tenant_id, ids)
+        rows = index.rows(tenant_id, ids, self._memories)
         # A memory that left the active set since the index was built is left out.
         return [
             memory

@@ -8,7 +8,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-from memsync.compile.tokenizer import CL100K, CharacterEstimate, default_counter
+from memsync.compile.tokenizer import (
+    CL100K,
+    CharacterEstimate,
+    RememberingCounter,
+    default_counter,
+)
 
 
 def test_the_default_counter_is_cl100k_with_known_counts() -> None:
@@ -58,3 +63,25 @@ def test_the_encoding_loads_with_no_network_and_an_empty_cache(tmp_path: Path) -
 def test_the_estimate_is_a_quarter_of_the_characters_rounded_up() -> None:
     assert CharacterEstimate().count("abcde") == 2
     assert CharacterEstimate().count("") == 0
+
+
+class CountingEstimate(CharacterEstimate):
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def count(self, text: str) -> int:
+        self.asked.append(text)
+        return super().count(text)
+
+
+def test_a_remembering_counter_counts_alike_and_asks_once_per_text() -> None:
+    inner = CountingEstimate()
+    counter = RememberingCounter(inner, capacity=2)
+
+    texts = ["abcde", "abcde", "xy", "abcde", "zzz", "xy"]
+
+    counts = [counter.count(text) for text in texts]
+
+    assert counts == [CharacterEstimate().count(text) for text in texts]
+    assert inner.asked == ["abcde", "xy", "zzz", "xy"]  # full at two texts: it started over
+    assert counter.name == inner.name
