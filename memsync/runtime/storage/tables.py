@@ -8,9 +8,7 @@ predicate a partial index depends on cannot drift between copies.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator, Sequence
-from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -134,16 +132,10 @@ def insert_json_rows(
             f"INSERT INTO {table.name} ({columns}) SELECT {columns} "
             f"FROM jsonb_populate_recordset(NULL::{table.name}, CAST(:rows AS jsonb)){conflict}"
         ),
-        {"rows": json.dumps(rows, default=_json_scalar, ensure_ascii=False)},
+        # Ids and times are the only values JSON has no type for; str() writes both in a
+        # form PostgreSQL reads back exactly (UTC offsets included).
+        {"rows": json.dumps(rows, default=str, ensure_ascii=False)},
     )
-
-
-def _json_scalar(value: object) -> str:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    raise TypeError(f"cannot write {type(value).__name__} as a JSON row value")
 
 
 def upsert(table: sa.Table, *, postgresql: bool) -> Any:
