@@ -11,6 +11,7 @@ a rebuild reads the subject's active memories once (the first read after a chang
 
 from __future__ import annotations
 
+import gc
 import threading
 import uuid
 from collections import OrderedDict
@@ -20,7 +21,7 @@ from memsync.compile.ranking import RankingIndex
 from memsync.compile.types import MemoryKind, MemoryStatus, StoredMemory
 from memsync.runtime.reading.memories import MemoryRepository, RankingInputs
 
-__all__ = ["INDEXED_MEMORIES", "MemorySearch", "SubjectIndex", "SubjectIndexes"]
+__all__ = ["INDEXED_MEMORIES", "RECLAIM_EVERY", "MemorySearch", "SubjectIndex", "SubjectIndexes"]
 
 INDEXED_MEMORIES = 200_000
 """How many memories, over all subjects, one process keeps indexes for (a few hundred
@@ -78,18 +79,31 @@ class SubjectIndex:
         return found
 
 
+RECLAIM_EVERY = 64
+"""After this many indexes were kept, frozen objects are given back to the collector
+once, so that cyclic garbage frozen with them is reclaimed (see :class:`SubjectIndexes`)."""
+
+
 class SubjectIndexes:
     """:class:`SubjectIndex` per (tenant, subject), current with the store.
 
     Repeats: equal memory versions give the same index (it is rebuilt only when the
     version moved). Thread-safe: API requests run on a thread pool; two requests that
     find an index stale may both rebuild it, and the later one is kept.
+
+    Kept indexes are frozen out of the garbage collector's reach (``gc.freeze``): a
+    full collection holds the GIL while it traverses every tracked object, and a
+    50,000-memory index made that 480 ms, stalling every request and slowing a compile
+    by a third (13 ms once frozen). An index holds no reference cycles, so a dropped one
+    is still freed at once; objects of other requests frozen along with it are given
+    back to the collector every ``RECLAIM_EVERY`` indexes kept.
     """
 
     def __init__(self, memories: MemoryRepository, capacity: int = INDEXED_MEMORIES) -> None:
         self._memories = memories
         self._capacity = capacity
         self._held = 0
+        self._kept = 0
         self._items: OrderedDict[tuple[str, str], SubjectIndex] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -116,6 +130,12 @@ class SubjectIndexes:
             while self._held > self._capacity and len(self._items) > 1:
                 _, dropped = self._items.popitem(last=False)
                 self._held -= len(dropped)
+            self._kept += 1
+            reclaim = self._kept % RECLAIM_EVERY == 0
+        if reclaim:
+            gc.unfreeze()
+        gc.collect()
+        gc.freeze()
 
 
 class MemorySearch:
