@@ -34,6 +34,7 @@ from memsync.runtime.storage.schema import (
 
 __all__ = [
     "IDS_PER_STATEMENT",
+    "JSON_ROWS_PER_STATEMENT",
     "UNCOMPILED",
     "backfill_slices",
     "backfills",
@@ -107,6 +108,10 @@ def update_each_if(table: sa.Table, tenant_id: str, guard: str) -> sa.Update:
     )
 
 
+JSON_ROWS_PER_STATEMENT = 500
+"""Rows per statement of :func:`insert_json_rows` on PostgreSQL."""
+
+
 def insert_json_rows(
     connection: Connection, table: sa.Table, rows: Sequence[dict[str, Any]], *, ignore: bool
 ) -> None:
@@ -127,15 +132,17 @@ def insert_json_rows(
         return
     columns = ", ".join(f'"{name}"' for name in rows[0])
     conflict = " ON CONFLICT DO NOTHING" if ignore else ""
-    connection.execute(
-        sa.text(
-            f"INSERT INTO {table.name} ({columns}) SELECT {columns} "
-            f"FROM jsonb_populate_recordset(NULL::{table.name}, CAST(:rows AS jsonb)){conflict}"
-        ),
-        # Ids and times are the only values JSON has no type for; str() writes both in a
-        # form PostgreSQL reads back exactly (UTC offsets included).
-        {"rows": json.dumps(rows, default=str, ensure_ascii=False)},
+    statement = sa.text(
+        f"INSERT INTO {table.name} ({columns}) SELECT {columns} "
+        f"FROM jsonb_populate_recordset(NULL::{table.name}, CAST(:rows AS jsonb)){conflict}"
     )
+    # A slice at a time: encoding JSON holds the GIL until it is done, and the API
+    # serves reads from other threads of the same process while a compile writes.
+    for start in range(0, len(rows), JSON_ROWS_PER_STATEMENT):
+        some = rows[start : start + JSON_ROWS_PER_STATEMENT]
+        # Ids and times are the only values JSON has no type for; str() writes both in
+        # a form PostgreSQL reads back exactly (UTC offsets included).
+        connection.execute(statement, {"rows": json.dumps(some, default=str, ensure_ascii=False)})
 
 
 def upsert(table: sa.Table, *, postgresql: bool) -> Any:
