@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -319,3 +320,15 @@ def test_the_dict_is_a_statewave_context_bundle() -> None:
 def test_a_non_positive_budget_is_rejected() -> None:
     with pytest.raises(ValueError, match="max_tokens must be positive"):
         assemble_bundle(SUBJECT, "x", [], [], [], 0, AS_OF)
+
+
+def test_a_tombstoned_memory_and_its_episode_stay_out() -> None:
+    memories, episodes = moved_to_porto()
+    porto = by_content(memories, "location.home_city = Porto")
+    gone = [replace(m, status=MemoryStatus.TOMBSTONED) if m.id == porto.id else m for m in memories]
+
+    bundle = assemble_bundle(SUBJECT, "where does she live", gone, [], episodes, 10_000, AS_OF)
+
+    assert "Porto" not in bundle.assembled_context
+    assert porto.id not in {item.memory.id for item in bundle.facts}
+    assert PORTO not in {episode.id for episode in bundle.episodes}
