@@ -89,14 +89,19 @@ def test_sdk_sees_only_its_tenant(base_url: str) -> None:
         assert acme.list_subjects().total == 1
 
 
-def tell_lisbon_and_tea(client: StatewaveClient) -> None:
+def tell(client: StatewaveClient, key: str, text: str) -> None:
+    """Ana says ``text`` in a chat message."""
     client.create_episode(
         "ana",
         "chat",
         "message",
-        {"messages": [{"role": "user", "content": "I live in Lisbon and I prefer tea."}]},
-        idempotency_key="c1",
+        {"messages": [{"role": "user", "content": text}]},
+        idempotency_key=key,
     )
+
+
+def tell_lisbon_and_tea(client: StatewaveClient) -> None:
+    tell(client, "c1", "I live in Lisbon and I prefer tea.")
 
 
 def test_sdk_compile_search_and_context(base_url: str) -> None:
@@ -123,13 +128,7 @@ def test_sdk_context_provenance_has_statewave_id_lists_and_no_episode_twice(
 ) -> None:
     with sdk(base_url, "acme") as client:
         tell_lisbon_and_tea(client)
-        client.create_episode(
-            "ana",
-            "chat",
-            "message",
-            {"messages": [{"role": "user", "content": "I moved to Porto."}]},
-            idempotency_key="c2",
-        )
+        tell(client, "c2", "I moved to Porto.")
         client.compile_memories("ana")
 
         bundle = client.get_context("ana", "chat message porto tea", max_tokens=2000)
