@@ -8,10 +8,12 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
 from memsync.clock import Clock, FakeClock
 from memsync.connectors import Cursor, Window
@@ -36,6 +38,33 @@ def episode(key: str | None = "k1", **overrides: Any) -> dict[str, Any]:
     if key is not None:
         body["idempotency_key"] = key
     body.update(overrides)
+    return body
+
+
+API_NOW = datetime(2026, 6, 1, tzinfo=UTC)
+"""The fake clock's time in API tests; ``say`` dates messages by days before it."""
+
+
+def say(client: TestClient, key: str, text: str, day: int, subject: str = "ana") -> None:
+    """The subject says ``text`` in a chat message, ``30 - day`` days before API_NOW."""
+    response = client.post(
+        "/v1/episodes",
+        json={
+            "subject_id": subject,
+            "source": "chat",
+            "type": "message",
+            "payload": {"messages": [{"role": "user", "content": text}]},
+            "idempotency_key": key,
+            "occurred_at": (API_NOW - timedelta(days=30 - day)).isoformat(),
+        },
+    )
+    assert response.status_code in (200, 201), response.text
+
+
+def compile_subject(client: TestClient, subject: str = "ana") -> dict[str, Any]:
+    response = client.post("/v1/memories/compile", json={"subject_id": subject})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
     return body
 
 

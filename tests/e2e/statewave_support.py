@@ -15,12 +15,17 @@ def sdk(base_url: str, tenant: str) -> StatewaveClient:
     return StatewaveClient(base_url, api_key=API_KEY, tenant_id=tenant, retry=NO_RETRY)
 
 
-def tell_lisbon_and_tea(client: StatewaveClient) -> None:
-    """Ana says where she lives and what she drinks: two memories once compiled."""
+def tell(client: StatewaveClient, key: str, text: str) -> None:
+    """Ana says ``text`` in a chat message."""
     client.create_episode(
         "ana",
         "chat",
         "message",
-        {"messages": [{"role": "user", "content": "I live in Lisbon and I prefer tea."}]},
-        idempotency_key="c1",
+        {"messages": [{"role": "user", "content": text}]},
+        idempotency_key=key,
     )
+
+
+def tell_lisbon_and_tea(client: StatewaveClient) -> None:
+    """Ana says where she lives and what she drinks: two memories once compiled."""
+    tell(client, "c1", "I live in Lisbon and I prefer tea.")

@@ -8,9 +8,12 @@ from collections.abc import Iterator
 import pytest
 
 from memsync.clock import FakeClock
-from memsync.runtime.app.config import ApiKey, ApiSettings
+from memsync.compile.bundle import BundleLayout
+from memsync.runtime.app.api.app import create_app
+from memsync.runtime.app.config import ApiKey, ApiSettings, ContextSettings, Settings
+from memsync.runtime.app.services import Services
 from memsync.runtime.storage import Store
-from tests.e2e.statewave_support import API_KEY, sdk, tell_lisbon_and_tea
+from tests.e2e.statewave_support import API_KEY, sdk, tell, tell_lisbon_and_tea
 from tests.helpers import build_app, live_server
 from tests.jobs_support import worker
 
@@ -96,6 +99,50 @@ def test_sdk_compile_search_and_context(base_url: str) -> None:
         timeline = client.get_timeline("ana")
         assert {memory.id for memory in timeline.memories} == {m.id for m in compiled.memories}
         assert client.list_subjects().subjects[0].memory_count == len(compiled.memories)
+
+
+def test_sdk_context_provenance_has_statewave_id_lists_and_no_episode_twice(
+    base_url: str,
+) -> None:
+    with sdk(base_url, "acme") as client:
+        tell_lisbon_and_tea(client)
+        tell(client, "c2", "I moved to Porto.")
+        client.compile_memories("ana")
+
+        bundle = client.get_context("ana", "chat message porto tea", max_tokens=2000)
+
+    provenance = bundle.provenance
+    fact_ids = {str(fact.id) for fact in bundle.facts}
+    assert set(provenance["fact_ids"]) | set(provenance["summary_ids"]) == fact_ids
+    assert provenance["procedure_ids"] == [str(p.id) for p in bundle.procedures]
+    assert provenance["episode_ids"] == [str(e.id) for e in bundle.episodes]
+    assert provenance["summary_ids"]  # the Porto message's summary made it in...
+    summarised = {
+        str(episode_id)
+        for fact in bundle.facts
+        if str(fact.id) in provenance["summary_ids"]
+        for episode_id in fact.source_episode_ids
+    }
+    assert not summarised & set(provenance["episode_ids"])  # ...so its episode is not repeated
+    assert "Lisbon" not in bundle.assembled_context  # superseded, by every path
+
+
+def test_sdk_sees_statewave_markdown_sections_when_configured(store: Store) -> None:
+    settings = Settings(
+        store=str(store.engine.url),
+        api=ApiSettings(keys=[ApiKey(name="sdk", key=API_KEY, tenants=["acme"])]),
+        context=ContextSettings(layout=BundleLayout.STATEWAVE),
+    )
+    with (
+        live_server(create_app(Services(settings, store, FakeClock()))) as url,
+        sdk(url, "acme") as client,
+    ):
+        tell_lisbon_and_tea(client)
+        client.compile_memories("ana")
+        text = client.get_context_string("ana", "what to drink", max_tokens=500)
+
+    assert text.startswith("## Task\nwhat to drink\n\n## About this user\n")
+    assert "- Prefers tea" in text
 
 
 @pytest.fixture

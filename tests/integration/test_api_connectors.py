@@ -20,6 +20,7 @@ from memsync.runtime.app.services import Services
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunKind, RunStatus
 from memsync.runtime.sync.repository import RunOwner, RunPlan
+from tests.helpers import LOOPBACK
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
@@ -63,7 +64,7 @@ def services(store: Store, tmp_path: Path, clock: FakeClock) -> Services:
 def test_connectors_are_listed_with_their_schedule_and_state_per_tenant(
     services: Services, clock: FakeClock
 ) -> None:
-    client = TestClient(create_app(services))
+    client = TestClient(create_app(services), base_url=LOOPBACK)
     before = client.get("/v1/connectors").json()["connectors"]
     services.run_sync(services.connector("notes"))
     clock.advance(timedelta(minutes=5))
@@ -82,7 +83,7 @@ def test_connectors_are_listed_with_their_schedule_and_state_per_tenant(
 def test_state_shows_the_cursor_and_a_reset_moves_it_back_or_removes_it(
     services: Services,
 ) -> None:
-    client = TestClient(create_app(services))
+    client = TestClient(create_app(services), base_url=LOOPBACK)
     record = services.run_sync(services.connector("notes"))
 
     state = client.get("/v1/connectors/notes/state").json()
@@ -109,7 +110,9 @@ def test_a_reset_while_the_connector_runs_is_refused(services: Services) -> None
         owner=owner,
         plan=lambda connection: RunPlan(Window(start=None, end=NOW)),
     )
-    refused = TestClient(create_app(services)).post("/v1/connectors/notes/state/reset", json={})
+    refused = TestClient(create_app(services), base_url=LOOPBACK).post(
+        "/v1/connectors/notes/state/reset", json={}
+    )
     assert refused.status_code == 409
     assert "is running" in refused.json()["error"]["message"]
     last_run = services.runs.state("default", "notes", NOW).last_run
@@ -118,7 +121,7 @@ def test_a_reset_while_the_connector_runs_is_refused(services: Services) -> None
 
 
 def test_a_sync_is_enqueued_over_http_and_joins_one_already_pending(services: Services) -> None:
-    client = TestClient(create_app(services))
+    client = TestClient(create_app(services), base_url=LOOPBACK)
     first = client.post("/v1/connectors/notes/sync")
     second = client.post("/v1/connectors/notes/sync")
     assert (first.status_code, first.json()["status"]) == (202, "pending")

@@ -93,10 +93,10 @@ def test_records_written_before_0005_get_their_episode_counts(store: Store) -> N
     assert tuple(counts) == (3, 70)
 
 
-def test_jobs_finished_before_0007_get_the_outcome_their_status_implies(store: Store) -> None:
+def test_jobs_finished_before_0008_get_the_outcome_their_status_implies(store: Store) -> None:
     from memsync.runtime.jobs import JobOutcome, JobQueue, JobStatus
 
-    downgrade(store, "0006")
+    downgrade(store, "0007")
     moment = datetime(2026, 1, 1, tzinfo=UTC)
     old_jobs = sa.table(
         "jobs",

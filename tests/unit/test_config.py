@@ -29,6 +29,14 @@ def test_a_wrong_type_names_the_file_and_the_field(tmp_path: Path) -> None:
     assert str(raised.value).startswith(f"{path}: api.port: ")
 
 
+def test_the_context_layout_is_statewave_or_memsync(tmp_path: Path) -> None:
+    assert load_settings(None, environ={}).context.layout == "memsync"
+    chosen = load_settings(write(tmp_path, "context:\n  layout: statewave\n"), environ={})
+    assert chosen.context.layout == "statewave"
+    with pytest.raises(ConfigError, match=r"context\.layout: Input should be 'memsync' or"):
+        load_settings(write(tmp_path, "context:\n  layout: fancy\n"), environ={})
+
+
 def test_an_unknown_field_is_refused_by_name_with_the_likely_intended_one(
     tmp_path: Path,
 ) -> None:

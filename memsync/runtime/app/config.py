@@ -19,6 +19,7 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from memsync.compile.bundle import BundleLayout
 from memsync.connectors.config import did_you_mean
 from memsync.runtime.compiling.settings import CompileRules, CompileSettings
 from memsync.schedule import parse_schedule
@@ -27,6 +28,7 @@ __all__ = [
     "ApiKey",
     "ApiSettings",
     "ConfigError",
+    "ContextSettings",
     "JobsSettings",
     "Settings",
     "hash_api_key",
@@ -173,6 +175,14 @@ class JobsSettings(_Strict):
         return value
 
 
+class ContextSettings(_Strict):
+    """Context bundles. ``layout``: how ``assembled_context`` is written when a request
+    does not say — ``memsync`` (plain headings) or ``statewave`` (Markdown sections, as
+    Statewave's clients expect)."""
+
+    layout: BundleLayout = BundleLayout.MEMSYNC
+
+
 class Settings(_Strict):
     """The whole configuration file."""
 
@@ -183,6 +193,7 @@ class Settings(_Strict):
     connectors: list[dict[str, Any]] = Field(default_factory=list)
     compile: CompileSettings = Field(default_factory=CompileSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
 
     source_path: Path | None = Field(default=None, exclude=True)
     secret_paths: frozenset[str] = Field(default_factory=frozenset, exclude=True)

@@ -50,7 +50,13 @@ from memsync.runtime.jobs import (
     enqueue_target,
     worker_name,
 )
-from memsync.runtime.reading import ContextReader, EpisodeRepository, MemoryRepository
+from memsync.runtime.reading import (
+    ContextReader,
+    EpisodeRepository,
+    MemoryRepository,
+    MemorySearch,
+    SubjectIndexes,
+)
 from memsync.runtime.storage import Store, upgrade
 from memsync.runtime.sync import RunRecord, SyncRepository, SyncRunner
 from memsync.runtime.sync.runner import SliceProgress
@@ -132,6 +138,7 @@ class Services:
     episodes: EpisodeRepository = field(init=False)
     memories: MemoryRepository = field(init=False)
     context: ContextReader = field(init=False)
+    search: MemorySearch = field(init=False)
     authenticator: Authenticator = field(init=False)
     metrics: Metrics = field(init=False)
     """What this process did (counters) and the store's gauges, read when scraped."""
@@ -154,7 +161,11 @@ class Services:
         )
         self.episodes = EpisodeRepository(self.store)
         self.memories = MemoryRepository(self.store)
-        self.context = ContextReader(self.episodes, self.memories, self.clock)
+        indexes = SubjectIndexes(self.memories)
+        self.context = ContextReader(
+            self.episodes, self.memories, indexes=indexes, layout=self.settings.context.layout
+        )
+        self.search = MemorySearch(indexes, self.memories)
         self.authenticator = Authenticator(self.settings.api)
         self.metrics.watch(
             StoreGauges(

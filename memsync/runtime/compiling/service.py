@@ -381,7 +381,9 @@ class CompileService:
             )
             revisions = {view.id: view.revision for view in views}
             for changes in change_sets:
-                apply_change_set(connection, tenant_id, changes, revisions, now, job_id)
+                apply_change_set(
+                    connection, tenant_id, changes, revisions, now, job_id, subject_id=subject_id
+                )
             mark_compiled(connection, tenant_id, views)
             outcome = _ChunkOutcome.of(len(views), change_sets, memories_loaded=memories_loaded)
             if on_chunk is not None:
@@ -424,7 +426,9 @@ class CompileService:
                 job_id=f"manual-{uuid.uuid4()}",
                 now=now,
             )
-            apply_change_set(connection, tenant_id, changes, {}, now)
+            apply_change_set(
+                connection, tenant_id, changes, {}, now, subject_id=record.conflict.subject_id
+            )
         return ConflictResolution(conflict_id, keep_memory_id, rejected_id)
 
     def subjects_with_uncompiled(self, tenant_id: str) -> list[str]:

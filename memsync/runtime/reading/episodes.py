@@ -191,20 +191,16 @@ class EpisodeRepository:
         return EpisodePage(rows, has_more)
 
     def recent(
-        self, tenant_id: str, subject_id: str, *, as_of: datetime, limit: int
+        self, tenant_id: str, subject_id: str, *, as_of: datetime | None, limit: int
     ) -> list[EpisodeRecord]:
-        """The newest episodes that had happened and been stored by ``as_of``."""
-        query = (
-            sa.select(_episodes)
-            .where(
-                _episodes.c.tenant_id == tenant_id,
-                _episodes.c.subject_id == subject_id,
-                _episodes.c.occurred_at <= as_of,
-                _episodes.c.created_at <= as_of,
-            )
-            .order_by(_episodes.c.occurred_at.desc(), _episodes.c.id)
-            .limit(limit)
+        """The newest episodes (by occurrence) that had happened and been stored by
+        ``as_of``; with None, the newest stored."""
+        query = sa.select(_episodes).where(
+            _episodes.c.tenant_id == tenant_id, _episodes.c.subject_id == subject_id
         )
+        if as_of is not None:
+            query = query.where(_episodes.c.occurred_at <= as_of, _episodes.c.created_at <= as_of)
+        query = query.order_by(_episodes.c.occurred_at.desc(), _episodes.c.id).limit(limit)
         with self._store.read() as connection:
             return [EpisodeRecord.from_row(row) for row in connection.execute(query)]
 

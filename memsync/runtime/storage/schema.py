@@ -26,6 +26,7 @@ __all__ = [
     "EpisodeRow",
     "JobRow",
     "LLMExtractionRow",
+    "MemoryVersionRow",
     "SyncRunRow",
 ]
 
@@ -162,8 +163,38 @@ class MemoryRow(Base):
     __table_args__ = (
         sa.Index("uq_memories_memory_key", "tenant_id", "subject_id", "memory_key", unique=True),
         sa.Index("ix_memories_subject_status", "tenant_id", "subject_id", "status"),
+        # Search reads a subject's active memories newest assertion first and stops at
+        # its limit; without this index it sorts every active memory of the subject.
+        sa.Index(
+            "ix_memories_active_asserted",
+            "tenant_id",
+            "subject_id",
+            "asserted_at",
+            sqlite_where=sa.text("status = 'active'"),
+            postgresql_where=sa.text("status = 'active'"),
+        ),
         sa.CheckConstraint("status IN ('active', 'superseded', 'tombstoned')", name="status_known"),
     )
+
+
+class MemoryVersionRow(Base):
+    """Which state a subject's memories are in, and when they last changed.
+
+    Every change set the compile stage applies to a subject's memories (new memories,
+    provenance, status changes, conflicts opened or resolved) gives ``version`` a fresh
+    random value in the same transaction and moves ``changed_at`` forward to the
+    change's time. Random rather than counted, so a subject deleted and written again
+    never repeats a version. The read path keys what it precomputes per subject by
+    ``version`` and dates a bundle without ``as_of`` by ``changed_at``, never by the wall
+    clock.
+    """
+
+    __tablename__ = "memory_versions"
+
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
+    subject_id: Mapped[str] = mapped_column(identifier(SUBJECT_ID_LENGTH), primary_key=True)
+    version: Mapped[str] = mapped_column(sa.String(32))
+    changed_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class MemorySourceRow(Base):

@@ -194,7 +194,8 @@ def create_app(services: Services) -> FastAPI:
             total=page.total,
         )
 
-    @app.delete("/v1/subjects/{subject_id:path}")
+    # A path no route matches (a subject with a line break cannot be in one) is a 404.
+    @app.delete("/v1/subjects/{subject_id:path}", responses=error_responses(404))
     def delete_subject(
         subject_id: Annotated[SubjectId, Path()], services: ServicesDep, caller: CallerDep
     ) -> SubjectDeletion:

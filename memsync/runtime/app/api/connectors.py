@@ -14,6 +14,7 @@ from memsync.clock import utc
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.openapi import error_responses
 from memsync.runtime.app.api.schemas import RequestBody
 from memsync.runtime.app.handlers import SYNC_JOB
 from memsync.runtime.app.services import Services, sync_schedule_id
@@ -97,14 +98,14 @@ def list_connectors(services: ServicesDep, caller: CallerDep) -> ConnectorsRespo
     return ConnectorsResponse(connectors=summaries)
 
 
-@router.get("/{name}/state")
+@router.get("/{name}/state", responses=error_responses(404))
 def connector_state(name: str, services: ServicesDep, caller: CallerDep) -> ConnectorState:
     """The connector's cursor, last run, last success and lag."""
     config = _configured(services, caller.tenant_id, name)
     return services.runs.state(config.tenant, config.name, services.clock.now())
 
 
-@router.post("/{name}/state/reset")
+@router.post("/{name}/state/reset", responses=error_responses(404))
 def reset_state(
     name: str, body: ResetRequest, services: ServicesDep, caller: CallerDep
 ) -> ConnectorState:
@@ -120,7 +121,7 @@ def reset_state(
     return services.runs.state(config.tenant, config.name, now)
 
 
-@router.post("/{name}/sync", status_code=202)
+@router.post("/{name}/sync", status_code=202, responses=error_responses(404))
 def enqueue_sync(name: str, services: ServicesDep, caller: CallerDep) -> SyncAccepted:
     """Enqueue one incremental sync of the connector for a worker (202 with the job id);
     a sync already pending is joined."""

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
-from pydantic import BaseModel, Field, StrictBool
+from pydantic import BaseModel, Field, StrictBool, TypeAdapter
 
-from memsync.compile.bundle import BundleJson, MemoryJson
+from memsync.compile.bundle import BundleJson, BundleLayout, MemoryJson
 from memsync.compile.types import ConflictStatus
 from memsync.episode import canonical_json
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
@@ -42,6 +42,11 @@ class ContextRequest(RequestBody):
     task: Text = Field(max_length=10_000)
     max_tokens: int = Field(default=1000, ge=1, le=MAX_BUNDLE_TOKENS)
     as_of: Moment | None = None
+    layout: BundleLayout | None = Field(
+        default=None,
+        description="memsync (plain headings) or statewave (Markdown sections); "
+        "default: the configuration's context.layout",
+    )
 
 
 class ResolveConflictRequest(RequestBody):
@@ -64,14 +69,15 @@ class ConflictsResponse(BaseModel):
     conflicts: list[ConflictJson]
 
 
+_COMPILE_RESPONSE: TypeAdapter[CompileResponse] = TypeAdapter(CompileResponse)
+
+
 @router.post(
     "/v1/memories/compile",
     response_model=CompileResponse,
     responses={202: {"model": CompileJobResponse, "description": "Enqueued (async)"}},
 )
-def compile_memories(
-    body: CompileRequest, services: ServicesDep, caller: CallerDep
-) -> CompileResponse | Response:
+def compile_memories(body: CompileRequest, services: ServicesDep, caller: CallerDep) -> Response:
     """Compile a subject's new and revised episodes into memories, as a set.
 
     A second call with nothing new creates nothing (``memories_created`` 0). With
@@ -81,10 +87,14 @@ def compile_memories(
         job = enqueue_compile(services, caller.tenant_id, body.subject_id)
         return Response(job.model_dump_json(), status_code=202, media_type="application/json")
     result = services.compile_service.compile(caller.tenant_id, body.subject_id)
-    return CompileResponse(
+    response = CompileResponse(
         **result_summary(result),
         memories=[MemoryJson.model_validate(memory) for memory in result.memories],
     )
+    # Serialised here, on the request's worker thread: a compile can return thousands of
+    # memories, and FastAPI would validate and encode them again on the event loop,
+    # where every other request waits for it.
+    return Response(_COMPILE_RESPONSE.dump_json(response), media_type="application/json")
 
 
 @router.get("/v1/memories/search")
@@ -100,20 +110,27 @@ def search_memories(
 
     ``kind`` filters, whatever its value: a kind memsync does not derive finds nothing.
     """
-    found = services.memories.search(caller.tenant_id, subject_id, kind=kind, text=q, limit=limit)
+    found = services.search.search(caller.tenant_id, subject_id, kind=kind, text=q, limit=limit)
     return SearchResponse(memories=[MemoryJson.model_validate(memory) for memory in found])
 
 
 @router.post("/v1/context", response_model=BundleJson)
 def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> Response:
-    """A ranked, token-bounded bundle of active memories and recent episodes.
+    """A ranked, token-bounded bundle of what is currently true: active memories and
+    recent episodes, never the text of a superseded one.
 
-    With ``as_of`` the bundle is assembled as the store stood then and the wall clock
-    is never read; equal store state and ``as_of`` give byte-identical bodies. The body
-    is the bundle's canonical JSON (RFC 8785), as it is: never re-serialised.
+    The wall clock is never read: with ``as_of`` the bundle is assembled as the store
+    stood then, and without it as of the latest change it reflects, so equal store
+    state and request give byte-identical bodies. The body is the bundle's canonical
+    JSON (RFC 8785), as it is: never re-serialised.
     """
     bundle = services.context.bundle(
-        caller.tenant_id, body.subject_id, body.task, body.max_tokens, body.as_of
+        caller.tenant_id,
+        body.subject_id,
+        body.task,
+        body.max_tokens,
+        body.as_of,
+        layout=body.layout,
     )
     return Response(canonical_json(bundle.to_dict()), media_type="application/json")
 
@@ -146,7 +163,7 @@ def resolve_conflict(
     return resolution
 
 
-@router.get("/v1/subjects/{subject_id:path}/inspect")
+@router.get("/v1/subjects/{subject_id:path}/inspect", responses=error_responses(404))
 def inspect(
     subject_id: Annotated[SubjectId, Path()], services: ServicesDep, caller: CallerDep
 ) -> InspectionReport:

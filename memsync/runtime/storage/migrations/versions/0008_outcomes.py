@@ -6,8 +6,8 @@ must fix; not retried). ``sync_runs.needs_attention`` marks such errors on the r
 ``sync_runs.retry_at`` is when a source that rate limited the run said it resets.
 Finished jobs from before this revision get the outcome their status implies.
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-11-30
 """
 
@@ -18,8 +18,8 @@ from alembic import op
 
 from memsync.runtime.storage.types import UTCDateTime, identifier
 
-revision = "0007"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
