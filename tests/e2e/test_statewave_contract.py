@@ -19,6 +19,7 @@ from memsync.runtime.storage.migrate import downgrade
 from tests.conftest import Database
 from tests.e2e.statewave_support import API_KEY, sdk, tell_lisbon_and_tea
 from tests.helpers import build_app, live_server
+from tests.jobs_support import wait_until
 
 ACME = {"X-API-Key": API_KEY, "X-Tenant-ID": "acme"}
 
@@ -145,7 +146,21 @@ def test_every_response_carries_the_callers_request_id_or_a_fresh_one_and_logs_i
     # The SDK reads the id from the error body, as Statewave sends it.
     assert refused.value.request_id
     assert refused.value.request_id not in ("trace-42", *fresh)
-    logged = [record.__dict__ for record in caplog.records if record.name == "memsync.access"]
+
+    # The server thread writes a request's access line after the answer is sent: wait
+    # for the lines rather than assume they are there when the client has its answer.
+    def access_lines() -> list[dict[str, object]]:
+        return [record.__dict__ for record in caplog.records if record.name == "memsync.access"]
+
+    wait_until(
+        lambda: (
+            {line.get("request_id") for line in access_lines()}
+            >= {"trace-42", refused.value.request_id}
+        ),
+        timeout=30,
+        what="the access lines of the requests",
+    )
+    logged = access_lines()
     assert any(
         (line["method"], line["path"], line["status"]) == ("GET", "/v1/subjects", 200)
         for line in logged
