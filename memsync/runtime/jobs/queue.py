@@ -500,10 +500,8 @@ class JobQueue:
     def ids_starting_with(self, tenant_id: str, prefix: str, *, limit: int = 2) -> list[uuid.UUID]:
         """Ids of the tenant's jobs that start with ``prefix`` (at most ``limit``), for
         shortened ids; ``ValueError`` when ``prefix`` is not hex."""
-        matches = tables.id_starts_with(_jobs.c.id, prefix, postgresql=self._store.is_postgresql)
-        query = sa.select(_jobs.c.id).where(_jobs.c.tenant_id == tenant_id, matches).limit(limit)
         with self._store.read() as connection:
-            return list(connection.execute(query).scalars())
+            return tables.ids_starting_with(connection, _jobs, tenant_id, prefix, limit=limit)
 
     def depth(
         self, tenant_id: str | None = None, *, with_completed: bool = True

@@ -8,6 +8,7 @@ predicate a partial index depends on cannot drift between copies.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -42,7 +43,7 @@ __all__ = [
     "connector_cursors",
     "episode_revisions",
     "episodes",
-    "id_starts_with",
+    "ids_starting_with",
     "in_slices",
     "insert_json_rows",
     "insert_or_ignore",
@@ -109,17 +110,22 @@ def update_each_if(table: sa.Table, tenant_id: str, guard: str) -> sa.Update:
     )
 
 
-def id_starts_with(column: sa.ColumnElement[Any], prefix: str, *, postgresql: bool) -> Any:
-    """A predicate for the UUIDs in ``column`` whose hex digits start with ``prefix``
-    (dashes ignored, any case), for ids people type shortened. ``ValueError`` when the
-    prefix is not hex."""
+def ids_starting_with(
+    connection: Connection, table: sa.Table, tenant_id: str, prefix: str, *, limit: int = 2
+) -> list[uuid.UUID]:
+    """Ids of the tenant's rows of ``table`` whose hex digits start with ``prefix``
+    (dashes ignored, any case; at most ``limit``), for ids people type shortened.
+    ``ValueError`` when the prefix is not hex."""
     digits = prefix.replace("-", "").lower()
     if not digits or len(digits) > 32 or not all(c in "0123456789abcdef" for c in digits):
         raise ValueError(f"{prefix!r} is not the start of an id (hex digits, e.g. 3f2a1b)")
-    if postgresql:
-        return sa.func.replace(sa.cast(column, sa.Text), "-", "").like(digits + "%")
-    # SQLite keeps a UUID as its 32 hex digits.
-    return sa.type_coerce(column, sa.String).like(digits + "%")
+    column = table.c.id
+    if connection.dialect.name == "postgresql":
+        matches = sa.func.replace(sa.cast(column, sa.Text), "-", "").like(digits + "%")
+    else:  # SQLite keeps a UUID as its 32 hex digits.
+        matches = sa.type_coerce(column, sa.String).like(digits + "%")
+    query = sa.select(column).where(table.c.tenant_id == tenant_id, matches).limit(limit)
+    return list(connection.execute(query).scalars())
 
 
 JSON_ROWS_PER_STATEMENT = 500

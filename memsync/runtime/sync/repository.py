@@ -555,10 +555,8 @@ class SyncRepository:
     ) -> list[uuid.UUID]:
         """Ids of the tenant's runs that start with ``prefix`` (at most ``limit``), for
         shortened ids; ``ValueError`` when ``prefix`` is not hex."""
-        matches = tables.id_starts_with(_runs.c.id, prefix, postgresql=self._store.is_postgresql)
-        query = sa.select(_runs.c.id).where(_runs.c.tenant_id == tenant_id, matches).limit(limit)
         with self._store.read() as connection:
-            return list(connection.execute(query).scalars())
+            return tables.ids_starting_with(connection, _runs, tenant_id, prefix, limit=limit)
 
     def list_runs(
         self,
