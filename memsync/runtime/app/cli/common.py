@@ -47,6 +47,8 @@ __all__ = [
     "EXIT_PARTIAL",
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
+    "ConnectorName",
+    "JsonOption",
     "TenantOption",
     "actionable",
     "app",
@@ -79,6 +81,8 @@ console = Console(soft_wrap=True)
 errors = Console(stderr=True, soft_wrap=True, highlight=False)
 
 TenantOption = Annotated[str, typer.Option(help="tenant")]
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
+ConnectorName = Annotated[str, typer.Argument(help="connector name from the configuration")]
 
 
 class _Options:

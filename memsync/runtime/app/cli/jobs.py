@@ -13,6 +13,7 @@ import typer
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
     EXIT_PARTIAL,
+    JsonOption,
     TenantOption,
     app,
     errors,
@@ -45,7 +46,7 @@ def jobs_list(
     kind: Annotated[str | None, typer.Option(help="only this kind, e.g. compile")] = None,
     tenant: TenantOption = "default",
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Jobs, newest first: kind, target, status, attempts, error."""
     with open_services() as services:

@@ -10,6 +10,7 @@ from rich.progress import Progress
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
+    JsonOption,
     TenantOption,
     app,
     console,
@@ -26,8 +27,6 @@ __all__ = ["conflicts_app"]
 
 conflicts_app = typer.Typer(help="Conflicts flagged between memories.", no_args_is_help=True)
 app.add_typer(conflicts_app, name="conflicts")
-
-JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
 @app.command("compile")

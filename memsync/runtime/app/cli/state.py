@@ -10,6 +10,8 @@ from pydantic import TypeAdapter
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
+    ConnectorName,
+    JsonOption,
     app,
     console,
     errors,
@@ -25,8 +27,6 @@ __all__ = ["state_app"]
 state_app = typer.Typer(help="Connector state: cursors, last runs, lag.", no_args_is_help=True)
 app.add_typer(state_app, name="state")
 
-ConnectorName = Annotated[str, typer.Argument(help="connector name from the configuration")]
-
 
 _STATE: TypeAdapter[ConnectorState] = TypeAdapter(ConnectorState)
 
@@ -34,7 +34,7 @@ _STATE: TypeAdapter[ConnectorState] = TypeAdapter(ConnectorState)
 @state_app.command("show")
 def state_show(
     name: ConnectorName,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """The connector's cursor, its last run and last success, and its lag (now - the end
     of the last window it read completely)."""

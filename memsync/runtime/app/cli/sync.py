@@ -27,6 +27,8 @@ from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
     EXIT_PARTIAL,
     EXIT_UNAVAILABLE,
+    ConnectorName,
+    JsonOption,
     TenantOption,
     app,
     console,
@@ -57,7 +59,6 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(connectors_app, name="connectors")
 
 JsonRunOption = Annotated[bool, typer.Option("--json", help="print the run record as JSON")]
-ConnectorName = Annotated[str, typer.Argument(help="connector name from the configuration")]
 
 
 def print_run(record: RunRecord, *, as_json: bool = False, out: Console = console) -> None:
@@ -200,7 +201,7 @@ def runs_list(
     connector: Annotated[str | None, typer.Option(help="only this connector")] = None,
     tenant: TenantOption = "default",
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 20,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Recent runs, newest first."""
     with open_services() as services:
@@ -231,7 +232,7 @@ def runs_show(
         str, typer.Argument(help="run id (from `memsync runs list`), or its unique first digits")
     ],
     tenant: TenantOption = "default",
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """One run record."""
     with open_services() as services:
@@ -246,7 +247,7 @@ def runs_show(
 
 @connectors_app.command("list")
 def connectors_list(
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Every installed connector type: key policy, example key and rationale. A plugin
     that fails to load is listed as broken, with the reason; the others work."""
