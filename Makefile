@@ -39,6 +39,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python -m bench.sync
 	$(BIN)/python -m bench.connectors
 	$(BIN)/python -m bench.jobs
+	$(BIN)/python -m bench.read_path
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import os
 import platform
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import httpx
 import sqlalchemy as sa
 
 from memsync.runtime.storage import Store, upgrade
@@ -45,6 +49,50 @@ def throwaway_store(backend: str, directory: str) -> Iterator[str]:
         with admin.connect() as connection:
             connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+def wait_until_serving(client: httpx.Client, timeout: float = 60.0) -> None:
+    """Poll the server's ``/v1/health`` until it answers (a fresh ``memsync serve``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.get("/v1/health").raise_for_status()
+            return
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def memsync_server(url: str, directory: str, config: str = "") -> Iterator[tuple[str, int]]:
+    """``memsync serve`` on a free loopback port, as a subprocess, against the store at
+    ``url`` with the YAML ``config``; yield its base URL and pid once it answers."""
+    port = free_port()
+    path = Path(directory) / "memsync.yaml"
+    path.write_text(config or "{}\n")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "memsync", "--config", str(path), "serve", "--port", str(port)],
+        env={**os.environ, "MEMSYNC_STORE": url},
+        # The access log goes nowhere (as to a log file), and stays off this process's
+        # stdout, which carries the child's result.
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=base, timeout=5) as client:
+            wait_until_serving(client, timeout=30)
+        yield base, server.pid
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def peak_rss_mib(pid: int | None = None) -> float:

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.common import machine, peak_rss_mib, print_table, run_child, throwaway_store
+from bench.common import (
+    machine,
+    memsync_server,
+    peak_rss_mib,
+    print_table,
+    run_child,
+    throwaway_store,
+)
 from memsync.episode import EpisodeDraft
 from memsync.runtime.ingest import IngestService, IngestSummary
 from memsync.runtime.storage import Store
@@ -81,60 +83,26 @@ def via_service(url: str, count: int, _directory: str) -> dict[str, Any]:
     return {**timings, "peak_rss_mib": peak_rss_mib()}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def via_http(url: str, count: int, directory: str) -> dict[str, Any]:
-    port = free_port()
-    config = Path(directory) / "memsync.yaml"
-    config.write_text(f"api:\n  max_batch_size: {BATCH}\n  max_body_bytes: 104857600\n")
-    env = {**os.environ, "MEMSYNC_STORE": url}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memsync",
-            "--config",
-            str(config),
-            "serve",
-            "--port",
-            str(port),
-        ],
-        env=env,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        with httpx.Client(base_url=base, timeout=120) as client:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    client.get("/v1/health").raise_for_status()
-                    break
-                except httpx.TransportError:
-                    if time.monotonic() > deadline:
-                        raise
-            bodies = [episode_body(i) for i in range(count)]
-            timings: dict[str, Any] = {}
-            for phase in ("new", "duplicate"):
-                started = time.perf_counter()
-                created = 0
-                for start in range(0, count, BATCH):
-                    response = client.post(
-                        "/v1/episodes/batch", json={"episodes": bodies[start : start + BATCH]}
-                    )
-                    response.raise_for_status()
-                    created += response.json()["episodes_created"]
-                timings[phase] = time.perf_counter() - started
-                assert created == (count if phase == "new" else 0)
-            return {**timings, "peak_rss_mib": peak_rss_mib(server.pid)}
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    config = f"api:\n  max_batch_size: {BATCH}\n  max_body_bytes: 104857600\n"
+    with (
+        memsync_server(url, directory, config) as (base, pid),
+        httpx.Client(base_url=base, timeout=120) as client,
+    ):
+        bodies = [episode_body(i) for i in range(count)]
+        timings: dict[str, Any] = {}
+        for phase in ("new", "duplicate"):
+            started = time.perf_counter()
+            created = 0
+            for start in range(0, count, BATCH):
+                response = client.post(
+                    "/v1/episodes/batch", json={"episodes": bodies[start : start + BATCH]}
+                )
+                response.raise_for_status()
+                created += response.json()["episodes_created"]
+            timings[phase] = time.perf_counter() - started
+            assert created == (count if phase == "new" else 0)
+        return {**timings, "peak_rss_mib": peak_rss_mib(pid)}
 
 
 def child(backend: str, via: str, count: int) -> None:

@@ -79,7 +79,7 @@ def work(url: str, kind: str, start: Barrier, out: Any) -> None:
     store = Store.from_url(url)
     queue = _TimedQueue(store)
     handlers = {
-        COMPILE: compile_handler(CompileService(store)),
+        COMPILE: compile_handler(CompileService(store), queue),
         EMPTY: lambda _job: {},
     }
     worker = Worker(queue, {kind: handlers[kind]}, lease=LEASE, poll_interval=0.01)

@@ -14,6 +14,8 @@ Scenarios, each in its own interpreter against a throwaway store:
   records vanish from the source and a listed re-read tombstones them. Every SQL
   statement is counted per re-read, so the cost of detection shows as a time ratio
   and as a number of statements that does not grow with N.
+- ``fake-json-log``: ``fake`` with the JSON log pipeline on (INFO, into a file); run
+  alternately with ``fake`` in the same invocation to price structured logging.
 
 Prints Markdown tables; see docs/benchmarks.md.
 
@@ -23,20 +25,25 @@ Prints Markdown tables; see docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import logging
 import statistics
 import tempfile
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from structlog.contextvars import bound_contextvars
 
 from bench.common import machine, peak_rss_mib, print_table, run_child, throwaway_store
 from memsync.clock import FakeClock
 from memsync.connectors import load_registry
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.runtime.app.observability import LogFormat, configure_logging
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunRecord, RunStatus, SyncRepository, SyncRunner
@@ -175,7 +182,25 @@ def deletions(url: str, count: int, _directory: str) -> dict[str, Any]:
     }
 
 
-SCENARIOS = {"fake": fake_source, "workspace": workspace, "deletions": deletions}
+def fake_source_logged(url: str, count: int, directory: str) -> dict[str, Any]:
+    """``fake`` with the process's JSON log pipeline on, at INFO, into a file (as a
+    log collector reads a container's stderr): every line the runner logs is rendered."""
+    log_file = Path(directory) / "memsync.log"
+    with log_file.open("w", encoding="utf-8") as stream:
+        configure_logging(LogFormat.JSON, "info", stream=stream)
+        result = fake_source(url, count, directory)
+    lines = log_file.read_text(encoding="utf-8").splitlines()
+    assert all(json.loads(line)["timestamp"] for line in lines)
+    return {**result, "log_lines": len(lines)}
+
+
+SCENARIOS = {
+    "fake": fake_source,
+    "fake-json-log": fake_source_logged,
+    "workspace": workspace,
+    "deletions": deletions,
+}
+LOGGING_ROUNDS = 2
 
 
 def child(backend: str, scenario: str, count: int) -> None:
@@ -231,6 +256,10 @@ def main() -> None:
         rows,
     )
     print()
+    print(
+        "deletion detection: plain re-reads vs re-reads whose fetch lists the window "
+        "(3 each, alternated), then 1% of the records vanish"
+    )
     rows = []
     for backend in arguments.db:
         for size in (arguments.records // 10, arguments.records):
@@ -265,6 +294,66 @@ def main() -> None:
         ],
         rows,
     )
+    print()
+    print(
+        f"JSON logging off vs on, fake source ({arguments.records:,} records), "
+        f"{LOGGING_ROUNDS} rounds each, alternating; rec/s of the first sync + re-read"
+    )
+    print_table(
+        ["db", "logging", "rec/s", "vs off", "log lines"],
+        logging_rows(arguments.db, arguments.records),
+    )
+    print()
+    print(f"rendering one JSON log line with run context: {json_line_micros():.1f} µs")
+
+
+def json_line_micros(lines: int = 20_000) -> float:
+    """The cost of one ``sync run finished``-sized JSON line, rendered and written (to
+    an in-memory stream): the bound on what logging adds per line to any run."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    configure_logging(LogFormat.JSON, "info", stream=io.StringIO())
+    log = logging.getLogger("memsync.sync")
+    counts = {"fetched": 1000, "created": 1000, "duplicates": 0, "revised": 0, "skipped": 0}
+    try:
+        with bound_contextvars(tenant="acme", connector="bench", run_id=str(uuid.uuid4())):
+            started = time.perf_counter()
+            for _ in range(lines):
+                log.info("sync run finished", extra={"status": "succeeded", "counts": counts})
+            elapsed = time.perf_counter() - started
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    return elapsed / lines * 1e6
+
+
+def logging_rows(backends: list[str], records: int) -> list[tuple[str, ...]]:
+    """Throughput of the same sync with the JSON log pipeline off and on, alternated
+    in one run so both see the same machine."""
+    rows: list[tuple[str, ...]] = []
+    for backend in backends:
+        seconds: dict[str, float] = {"fake": 0.0, "fake-json-log": 0.0}
+        lines = 0
+        for _ in range(LOGGING_ROUNDS):
+            for scenario in seconds:
+                result = run_child("bench.sync", [backend, scenario, str(records)])
+                seconds[scenario] += result["first"] + result["again"]
+                lines = result.get("log_lines", lines)
+        per_second = {
+            scenario: 2 * records * LOGGING_ROUNDS / total for scenario, total in seconds.items()
+        }
+        for scenario, label in (("fake", "off"), ("fake-json-log", "json, INFO")):
+            ratio = per_second[scenario] / per_second["fake"]
+            rows.append(
+                (
+                    backend,
+                    label,
+                    f"{per_second[scenario]:,.0f}",
+                    f"{(ratio - 1) * 100:+.1f}%",
+                    str(lines if scenario != "fake" else 0),
+                )
+            )
+    return rows
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ __all__ = [
     "IngestStatus",
     "JSONObject",
     "KeyScope",
+    "NotCanonicalJSON",
     "Tombstone",
     "canonical_json",
     "classify",
@@ -46,6 +47,10 @@ __all__ = [
 ]
 
 JSONObject = dict[str, Any]
+
+
+class NotCanonicalJSON(ValueError):
+    """A value JSON cannot hold exactly (see :func:`canonical_json`)."""
 
 
 def canonical_json(value: Any) -> str:
@@ -60,12 +65,14 @@ def canonical_json(value: Any) -> str:
     try:
         return rfc8785.dumps(value).decode("utf-8")
     except rfc8785.IntegerDomainError as error:
-        raise ValueError(
+        raise NotCanonicalJSON(
             f"not representable as canonical JSON (RFC 8785): {error}; send integers "
             "beyond ±(2^53 - 1) as strings"
         ) from error
     except rfc8785.CanonicalizationError as error:
-        raise ValueError(f"not representable as canonical JSON (RFC 8785): {error}") from error
+        raise NotCanonicalJSON(
+            f"not representable as canonical JSON (RFC 8785): {error}"
+        ) from error
 
 
 def content_hash(payload: JSONObject) -> str:

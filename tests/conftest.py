@@ -34,6 +34,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--db") == "postgresql":
+        return
+    skip = pytest.mark.skip(reason="runs with --db=postgresql (as make test and CI do)")
+    for item in items:
+        if "postgresql_only" in item.keywords:
+            item.add_marker(skip)
+
+
 @dataclass(frozen=True)
 class Database:
     """Where a test's store lives; ``new_url()`` gives a fresh empty store's URL."""

@@ -22,6 +22,8 @@ from memsync.runtime.storage import Store
 
 BLOCKING_KIND = "test-blocking-compile"
 LEASE = timedelta(seconds=60)
+MID_COMPILE_CHUNK = 2
+"""Episodes per compile chunk in the mid-compile crash test."""
 
 
 def drafts(subject: str, count: int, start: int = 0) -> list[EpisodeDraft]:
@@ -39,14 +41,14 @@ def drafts(subject: str, count: int, start: int = 0) -> list[EpisodeDraft]:
     ]
 
 
-def blocking_handler(compiler: CompileService, release: Path) -> JobHandler:
+def blocking_handler(compiler: CompileService, queue: JobQueue, release: Path) -> JobHandler:
     """A compile that first waits until ``release`` exists: a known point mid-job."""
 
     def handle(job: Job) -> Mapping[str, Any]:
         waiting = threading.Event()
         while not release.exists():
             waiting.wait(0.02)
-        return compile_handler(compiler)(job)
+        return compile_handler(compiler, queue)(job)
 
     return handle
 
@@ -59,9 +61,10 @@ def worker(
     name: str = "test-worker",
 ) -> Worker:
     compiler = CompileService(store, clock=clock)
+    queue = queue or JobQueue(store)
     return Worker(
-        queue or JobQueue(store),
-        handlers if handlers is not None else {COMPILE_JOB: compile_handler(compiler)},
+        queue,
+        handlers if handlers is not None else {COMPILE_JOB: compile_handler(compiler, queue)},
         clock=clock,
         lease=LEASE,
         poll_interval=0.02,

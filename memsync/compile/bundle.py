@@ -1,21 +1,30 @@
-"""Context bundle assembly: the read path's one pure function.
+"""Context bundle assembly: the read path's pure part.
 
-``assemble_bundle`` ranks what an agent should know for a task and cuts it to a token
-budget. It never reads the clock: ``as_of`` is the point in time, so the same store
-state, task and ``as_of`` always give a byte-identical bundle.
+A bundle tells an agent what is currently true about a subject, for a task, within a
+token budget. It never reads the clock: ``as_of`` is the point in time, so the same
+store state, task, budget and ``as_of`` always give a byte-identical bundle.
 
-Ranking (higher first, ties broken by memory id)::
+What reaches a bundle (docs/compile.md, "Context bundle", says it for readers):
 
-    score = 2.0 * relevance + kind_weight + 0.5 * recency
+- memories active and valid at ``as_of``, in :mod:`~memsync.compile.ranking` order,
+  except the two sides of an open conflict (the bundle abstains on them instead);
+- no text of a memory that is not active: an episode that is a source of a superseded
+  or tombstoned memory, or of a memory in an open conflict, is *withheld* — neither
+  its summary nor its raw text is shown (:func:`withheld_episodes`);
+- recent episodes, newest first, except withheld ones and those whose summary the
+  bundle already carries (the budget is not spent twice on one event).
 
-- relevance: share of the task's tokens (``similarity.tokens``) found in the memory;
-- kind_weight: ``KIND_WEIGHTS`` (stable facts about the subject first, summaries last);
-- recency: ``1 / (1 + age_days / 30)`` where age is ``as_of`` minus the last assertion.
+Budget: lines are added while they fit, counted by a :class:`~memsync.compile.
+tokenizer.TokenCounter` (cl100k_base when installed): abstentions, then ranked
+memories, then recent episodes. A line that does not fit is skipped and smaller ones
+may follow; the memories stop after ``MAX_MISFITS`` lines in a row did not fit. The
+assembled text is counted again as a whole and is never over ``max_tokens`` (lines are
+dropped from the end if joining them cost more than their sum), unless the header
+alone is.
 
-Token estimate: ``ceil(characters / 4)`` of the assembled text, the usual rule of thumb
-for English with BPE tokenisers. Lines are added in this order while they fit:
-abstentions (open conflicts: "not asserting either"), then ranked memories, then recent
-episodes (newest first); a line that does not fit is skipped and smaller ones may follow.
+Layouts: ``memsync`` (``Subject:``, ``Task:``, ``Known about the subject:``, ``Recent
+episodes:``) and ``statewave`` (Markdown sections ``## Task``, ``## About this user``,
+``## Procedures``, ``## Recent history``, ``## Recent interactions``).
 
 The bundle's JSON (``Bundle.to_dict``) is declared here too, as pydantic models in the
 Statewave v1 shapes: :class:`BundleJson` and the :class:`MemoryJson` that the API and
@@ -24,9 +33,9 @@ the inspector also show memories as. Models only describe data; nothing here doe
 
 from __future__ import annotations
 
-import math
+import enum
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime
 from typing import Any
@@ -34,9 +43,11 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from memsync.clock import IsoDatetime
+from memsync.compile.ranking import KIND_WEIGHTS, RANKING, RankingEntry, rank_all
 from memsync.compile.resolve import OpenConflict
 from memsync.compile.similarity import tokens
 from memsync.compile.text import passages
+from memsync.compile.tokenizer import TokenCounter, default_counter, estimate_tokens
 from memsync.compile.types import (
     EpisodeView,
     MemoryKind,
@@ -48,36 +59,35 @@ from memsync.compile.types import (
 __all__ = [
     "EPISODE_LINE_LENGTH",
     "KIND_WEIGHTS",
+    "MAX_MISFITS",
     "RANKING",
     "Bundle",
     "BundleEpisodeJson",
     "BundleJson",
+    "BundleLayout",
     "BundleProvenanceJson",
     "MemoryJson",
     "RankedMemory",
     "RankedMemoryJson",
     "RecordJson",
     "assemble_bundle",
+    "assemble_ranked",
     "estimate_tokens",
+    "withheld_episodes",
 ]
 
-KIND_WEIGHTS: Mapping[MemoryKind, float] = {
-    MemoryKind.PROFILE_FACT: 1.0,
-    MemoryKind.CURRENT_STATE: 0.9,
-    MemoryKind.PREFERENCE: 0.8,
-    MemoryKind.DECISION: 0.8,
-    MemoryKind.FACT: 0.7,
-    MemoryKind.EPISODE_SUMMARY: 0.3,
-}
-RELEVANCE_WEIGHT = 2.0
-RECENCY_WEIGHT = 0.5
-RECENCY_HALF_LIFE_DAYS = 30.0
 EPISODE_LINE_LENGTH = 200
+MAX_MISFITS = 16
+"""Memories stop being considered after this many lines in a row did not fit: the
+budget is then as good as full, and the ranking need not be read to its end."""
 
 
-def estimate_tokens(text: str) -> int:
-    """``ceil(len(text) / 4)``: about four characters per token."""
-    return math.ceil(len(text) / 4)
+class BundleLayout(enum.StrEnum):
+    """How ``assembled_context`` is laid out: memsync's plain headings, or Statewave's
+    Markdown sections (what Statewave's clients parse)."""
+
+    MEMSYNC = "memsync"
+    STATEWAVE = "statewave"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +111,8 @@ class Bundle:
     abstentions: tuple[OpenConflict, ...]
     assembled_context: str
     token_estimate: int
+    tokenizer: str
+    layout: BundleLayout = BundleLayout.MEMSYNC
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``canonical_json`` of it is byte-identical for equal bundles."""
@@ -112,9 +124,6 @@ class Bundle:
 # The Statewave v1 shapes of a bundle and of what it holds. They are declared here, once,
 # because a bundle's JSON is what its byte-identity promise is about; the HTTP API and
 # the inspector show memories in the same shape.
-
-RANKING = "relevance*2 + kind_weight + recency*0.5; tokens=ceil(chars/4)"
-"""How a bundle ranked its memories and counted tokens, as its provenance says."""
 
 
 class RecordJson(BaseModel):
@@ -201,13 +210,21 @@ class RankedMemoryJson(BaseModel):
 
 
 class BundleProvenanceJson(BaseModel):
-    """What a bundle was assembled from, and when."""
+    """What a bundle was assembled from, and when: Statewave's four id lists, and
+    memsync's scores and sources per memory, the conflicts it abstained on, how it
+    ranked, which counter counted its tokens and how its text is laid out."""
 
+    fact_ids: list[uuid.UUID]
+    summary_ids: list[uuid.UUID]
+    procedure_ids: list[uuid.UUID]
+    episode_ids: list[uuid.UUID]
     as_of: IsoDatetime
     memories: dict[str, RankedMemoryJson]
     episodes: list[uuid.UUID]
     abstained_conflicts: list[uuid.UUID]
     ranking: str = RANKING
+    tokenizer: str
+    layout: BundleLayout
 
 
 class BundleJson(BaseModel):
@@ -234,6 +251,18 @@ class BundleJson(BaseModel):
                 "episodes": bundle.episodes,
                 "procedures": [ranked.memory for ranked in bundle.procedures],
                 "provenance": {
+                    "fact_ids": [
+                        item.memory.id
+                        for item in bundle.facts
+                        if item.memory.kind is not MemoryKind.EPISODE_SUMMARY
+                    ],
+                    "summary_ids": [
+                        item.memory.id
+                        for item in bundle.facts
+                        if item.memory.kind is MemoryKind.EPISODE_SUMMARY
+                    ],
+                    "procedure_ids": [item.memory.id for item in bundle.procedures],
+                    "episode_ids": [episode.id for episode in bundle.episodes],
                     "as_of": bundle.as_of,
                     "memories": {
                         str(item.memory.id): {
@@ -244,6 +273,8 @@ class BundleJson(BaseModel):
                     },
                     "episodes": [episode.id for episode in bundle.episodes],
                     "abstained_conflicts": [conflict.id for conflict in bundle.abstentions],
+                    "tokenizer": bundle.tokenizer,
+                    "layout": bundle.layout,
                 },
                 "assembled_context": bundle.assembled_context,
                 "token_estimate": bundle.token_estimate,
@@ -251,41 +282,22 @@ class BundleJson(BaseModel):
         )
 
 
-def _holds_at(memory: StoredMemory, as_of: datetime) -> bool:
-    return (
-        memory.status is MemoryStatus.ACTIVE
-        and memory.valid_from <= as_of
-        and (memory.valid_to is None or memory.valid_to > as_of)
+def withheld_episodes(
+    memories: Iterable[StoredMemory], open_conflicts: Iterable[OpenConflict]
+) -> frozenset[uuid.UUID]:
+    """The episodes whose text must not reach a bundle: every source of a memory that
+    is not active (superseded, tombstoned) and of a memory an open conflict names.
+
+    ``memories`` carry their status at the bundle's ``as_of``. Such an episode still
+    says what lost: showing it, or its summary, would put the loser back in the bundle.
+    """
+    contested = {memory_id for conflict in open_conflicts for memory_id in conflict.memory_ids}
+    return frozenset(
+        episode_id
+        for memory in memories
+        if memory.status is not MemoryStatus.ACTIVE or memory.id in contested
+        for episode_id in memory.source_episode_ids
     )
-
-
-def _score(memory: StoredMemory, task_tokens: frozenset[str], as_of: datetime) -> float:
-    relevance = len(task_tokens & tokens(memory.content)) / len(task_tokens) if task_tokens else 0.0
-    age_days = max((as_of - memory.last_asserted).total_seconds(), 0.0) / 86400
-    recency = 1.0 / (1.0 + age_days / RECENCY_HALF_LIFE_DAYS)
-    return RELEVANCE_WEIGHT * relevance + KIND_WEIGHTS[memory.kind] + RECENCY_WEIGHT * recency
-
-
-def _memory_line(memory: StoredMemory) -> str:
-    if memory.negated or memory.claim_key is None:
-        return f"- [{memory.kind.value}] {memory.content}"
-    return f"- [{memory.kind.value}] {memory.content} (since {memory.valid_from.date()})"
-
-
-def _abstention_line(conflict: OpenConflict) -> str:
-    topic = conflict.claim_key or f"{conflict.kind.value} (similar statements)"
-    first, second = conflict.contents
-    return (
-        f"- Conflicting information about {topic}: {first!r} vs {second!r} — not asserting either."
-    )
-
-
-def _episode_line(episode: EpisodeView) -> str:
-    texts = [" ".join(passage.text.split()) for passage in passages(episode.payload)]
-    text = " ".join(texts) or "(no text)"
-    if len(text) > EPISODE_LINE_LENGTH:
-        text = text[: EPISODE_LINE_LENGTH - 1] + "…"
-    return f"- {episode.occurred_at.isoformat()} {episode.source} {episode.type}: {text}"
 
 
 def assemble_bundle(
@@ -296,89 +308,293 @@ def assemble_bundle(
     episodes: Sequence[EpisodeView],
     max_tokens: int,
     as_of: datetime,
+    *,
+    counter: TokenCounter | None = None,
+    layout: BundleLayout = BundleLayout.MEMSYNC,
 ) -> Bundle:
-    """Rank, cut and render a context bundle; see the module docstring.
+    """Rank every memory, then assemble: the reference path; see the module docstring.
 
-    Only memories active and valid at ``as_of`` are considered, whatever is passed in.
-    Memories named by an open conflict are withheld and the conflict is stated as an
-    abstention instead; so are the summaries and episode lines of the episodes those
-    memories came from. Repeats: identical arguments (in any order) give an equal bundle
-    and byte-identical ``canonical_json(bundle.to_dict())``.
+    ``memories`` are the subject's memories with their status at ``as_of``: only the
+    active ones valid at ``as_of`` are ranked, and the others withhold their source
+    episodes. Repeats: identical arguments (in any order) give an equal bundle and
+    byte-identical ``canonical_json(bundle.to_dict())``.
+    """
+    own = [memory for memory in memories if memory.subject_id == subject_id]
+    by_id = {memory.id: memory for memory in own if memory.status is MemoryStatus.ACTIVE}
+    ranked = rank_all((RankingEntry.of(memory) for memory in by_id.values()), tokens(task), as_of)
+    conflicts = [conflict for conflict in open_conflicts if conflict.subject_id == subject_id]
+    return assemble_ranked(
+        subject_id,
+        task,
+        (RankedMemory(by_id[entry.id], scored) for scored, entry in ranked),
+        conflicts,
+        episodes,
+        max_tokens,
+        as_of,
+        withheld=withheld_episodes(own, conflicts),
+        counter=counter,
+        layout=layout,
+    )
+
+
+def assemble_ranked(
+    subject_id: str,
+    task: str,
+    ranked: Iterable[RankedMemory],
+    open_conflicts: Sequence[OpenConflict],
+    episodes: Sequence[EpisodeView],
+    max_tokens: int,
+    as_of: datetime,
+    *,
+    withheld: frozenset[uuid.UUID],
+    counter: TokenCounter | None = None,
+    layout: BundleLayout = BundleLayout.MEMSYNC,
+) -> Bundle:
+    """Cut ``ranked`` (best first, as :mod:`~memsync.compile.ranking` orders them) and
+    the recent ``episodes`` to the budget and render them.
+
+    ``ranked`` is read lazily and only as far as the budget needs. ``withheld`` are the
+    episodes :func:`withheld_episodes` names. Memories of open conflicts are skipped
+    (the conflict is stated instead), as are summaries of withheld episodes.
     """
     require_aware(as_of, "as_of")
     if max_tokens <= 0:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    counter = counter or default_counter()
     conflicts = sorted(
         (c for c in open_conflicts if c.subject_id == subject_id), key=lambda c: str(c.id)
     )
     contested = {memory_id for conflict in conflicts for memory_id in conflict.memory_ids}
-    # The episodes behind a contested memory would restate it (as a summary or as a
-    # raw episode line), which is exactly what abstaining must not do.
-    contested_episodes = {
-        episode_id
-        for memory in memories
-        if memory.id in contested
-        for episode_id in memory.source_episode_ids
-    }
-    task_tokens = tokens(task)
-    ranked = sorted(
-        (
-            RankedMemory(memory, _score(memory, task_tokens, as_of))
-            for memory in memories
-            if memory.subject_id == subject_id
-            and _holds_at(memory, as_of)
-            and memory.id not in contested
-            and not (
+    text = _LAYOUTS[layout]
+    budget = _Budget(counter, max_tokens, text.header(subject_id, task), text.opening)
+
+    kept_conflicts = [c for c in conflicts if budget.take(_ABOUT, _abstention_line(c))]
+    kept: list[RankedMemory] = []
+    misfits = 0
+    for item in ranked:
+        memory = item.memory
+        if (
+            memory.subject_id != subject_id
+            or memory.status is not MemoryStatus.ACTIVE
+            or memory.id in contested
+            or (
                 memory.kind is MemoryKind.EPISODE_SUMMARY
-                and contested_episodes.intersection(memory.source_episode_ids)
+                and withheld.intersection(memory.source_episode_ids)
             )
-        ),
-        key=lambda item: (-item.score, str(item.memory.id)),
-    )
+        ):
+            continue
+        if budget.take(_section(memory.kind), text.memory_line(memory)):
+            kept.append(item)
+            misfits = 0
+            continue
+        misfits += 1
+        if misfits >= MAX_MISFITS or budget.remaining <= 0:
+            break
+
+    covered = {
+        episode_id
+        for item in kept
+        if item.memory.kind is MemoryKind.EPISODE_SUMMARY
+        for episode_id in item.memory.source_episode_ids
+    }
     recent = sorted(
         (
             e
             for e in episodes
             if e.subject_id == subject_id
             and e.occurred_at <= as_of
-            and e.id not in contested_episodes
+            and e.id not in withheld
+            and e.id not in covered
         ),
         key=lambda e: (-e.occurred_at.timestamp(), str(e.id)),
     )
+    kept_episodes = [e for e in recent if budget.take(_EPISODES, text.episode_line(e))]
 
-    lines = [f"Subject: {subject_id}", f"Task: {task}", "Known about the subject:"]
-    budget = _Budget(max_tokens, "\n".join(lines))
-    kept_conflicts = [c for c in conflicts if budget.take(lines, _abstention_line(c))]
-    kept_memories = [r for r in ranked if budget.take(lines, _memory_line(r.memory))]
-    if recent:
-        budget.take(lines, "Recent episodes:")
-    kept_episodes = [e for e in recent if budget.take(lines, _episode_line(e))]
+    while True:
+        context = text.render(subject_id, task, _Kept(kept_conflicts, kept, kept_episodes))
+        count = counter.count(context)
+        # Lines were costed one by one; BPE may merge across a line break differently,
+        # so the whole text is counted, and what does not fit leaves from the end.
+        if count <= max_tokens or not (kept_episodes or kept or kept_conflicts):
+            break
+        (kept_episodes or kept or kept_conflicts).pop()
 
-    context = "\n".join(lines)
+    memories = [item for item in kept if item.memory.kind is not MemoryKind.DECISION]
     return Bundle(
         subject_id=subject_id,
         task=task,
         as_of=as_of,
-        facts=tuple(r for r in kept_memories if r.memory.kind is not MemoryKind.DECISION),
-        procedures=tuple(r for r in kept_memories if r.memory.kind is MemoryKind.DECISION),
+        facts=tuple(memories),
+        procedures=tuple(r for r in kept if r.memory.kind is MemoryKind.DECISION),
         episodes=tuple(kept_episodes),
         abstentions=tuple(kept_conflicts),
         assembled_context=context,
-        token_estimate=estimate_tokens(context),
+        token_estimate=count,
+        tokenizer=counter.name,
+        layout=layout,
     )
 
 
+# -- sections, lines and layouts -------------------------------------------------------
+
+_ABOUT, _PROCEDURES, _HISTORY, _EPISODES = "about", "procedures", "history", "episodes"
+
+
+def _section(kind: MemoryKind) -> str:
+    if kind is MemoryKind.DECISION:
+        return _PROCEDURES
+    if kind is MemoryKind.EPISODE_SUMMARY:
+        return _HISTORY
+    return _ABOUT
+
+
+def _since(memory: StoredMemory) -> str:
+    if memory.negated or memory.claim_key is None:
+        return ""
+    return f" (since {memory.valid_from.date()})"
+
+
+def _abstention_line(conflict: OpenConflict) -> str:
+    topic = conflict.claim_key or f"{conflict.kind.value} (similar statements)"
+    first, second = conflict.contents
+    return (
+        f"- Conflicting information about {topic}: {first!r} vs {second!r} — not asserting either."
+    )
+
+
+def _episode_text(episode: EpisodeView) -> str:
+    texts = [" ".join(passage.text.split()) for passage in passages(episode.payload)]
+    text = " ".join(texts) or "(no text)"
+    if len(text) > EPISODE_LINE_LENGTH:
+        text = text[: EPISODE_LINE_LENGTH - 1] + "…"
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """What made it into a bundle, in the order it was taken."""
+
+    conflicts: Sequence[OpenConflict]
+    memories: Sequence[RankedMemory]
+    episodes: Sequence[EpisodeView]
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """How one layout writes the header, each line and the sections' headings.
+
+    ``opening`` is the text a section adds when its first line goes in (its heading).
+    """
+
+    header: Callable[[str, str], str]
+    memory_line: Callable[[StoredMemory], str]
+    episode_line: Callable[[EpisodeView], str]
+    opening: dict[str, str]
+    render: Callable[[str, str, _Kept], str]
+
+
+def _memsync_render(subject_id: str, task: str, kept: _Kept) -> str:
+    lines = [_memsync_header(subject_id, task)]
+    lines.extend(_abstention_line(conflict) for conflict in kept.conflicts)
+    lines.extend(_memsync_memory_line(item.memory) for item in kept.memories)
+    if kept.episodes:
+        lines.append(_MEMSYNC_EPISODES)
+        lines.extend(_memsync_episode_line(episode) for episode in kept.episodes)
+    return "\n".join(lines)
+
+
+def _memsync_header(subject_id: str, task: str) -> str:
+    return f"Subject: {subject_id}\nTask: {task}\nKnown about the subject:"
+
+
+def _memsync_memory_line(memory: StoredMemory) -> str:
+    return f"- [{memory.kind.value}] {memory.content}{_since(memory)}"
+
+
+def _memsync_episode_line(episode: EpisodeView) -> str:
+    return f"- {episode.occurred_at.isoformat()} {episode.source} {episode.type}: " + (
+        _episode_text(episode)
+    )
+
+
+_MEMSYNC_EPISODES = "Recent episodes:"
+
+_STATEWAVE_HEADINGS = {
+    _ABOUT: "## About this user",
+    _PROCEDURES: "## Procedures",
+    _HISTORY: "## Recent history",
+    _EPISODES: "## Recent interactions",
+}
+
+
+def _statewave_header(subject_id: str, task: str) -> str:
+    return f"## Task\n{task}\n"
+
+
+def _statewave_memory_line(memory: StoredMemory) -> str:
+    return f"- {memory.content}{_since(memory)}"
+
+
+def _statewave_episode_line(episode: EpisodeView) -> str:
+    return f"- [{episode.source}/{episode.type}] {_episode_text(episode)}"
+
+
+def _statewave_render(subject_id: str, task: str, kept: _Kept) -> str:
+    sections: dict[str, list[str]] = {name: [] for name in _STATEWAVE_HEADINGS}
+    sections[_ABOUT].extend(_abstention_line(conflict) for conflict in kept.conflicts)
+    for item in kept.memories:
+        sections[_section(item.memory.kind)].append(_statewave_memory_line(item.memory))
+    sections[_EPISODES].extend(_statewave_episode_line(e) for e in kept.episodes)
+    # Statewave's shape: the task block, then each non-empty section and a blank line.
+    parts = [_statewave_header(subject_id, task)]
+    for name, heading in _STATEWAVE_HEADINGS.items():
+        if sections[name]:
+            parts.extend([heading, *sections[name], ""])
+    return "\n".join(parts)
+
+
+_LAYOUTS = {
+    BundleLayout.MEMSYNC: _Layout(
+        header=_memsync_header,
+        memory_line=_memsync_memory_line,
+        episode_line=_memsync_episode_line,
+        opening={_EPISODES: "\n" + _MEMSYNC_EPISODES},
+        render=_memsync_render,
+    ),
+    BundleLayout.STATEWAVE: _Layout(
+        header=_statewave_header,
+        memory_line=_statewave_memory_line,
+        episode_line=_statewave_episode_line,
+        opening={name: f"\n{heading}\n" for name, heading in _STATEWAVE_HEADINGS.items()},
+        render=_statewave_render,
+    ),
+}
+
+
 class _Budget:
-    """Counts the tokens of the text assembled so far; lines join with one newline."""
+    """Tokens spent so far: the header, then each line taken (with its line break) and
+    the heading of each section when its first line goes in."""
 
-    def __init__(self, max_tokens: int, header: str) -> None:
+    def __init__(
+        self, counter: TokenCounter, max_tokens: int, header: str, opening: dict[str, str]
+    ) -> None:
+        self._counter = counter
         self._max_tokens = max_tokens
-        self._characters = len(header)
+        self._opening = opening
+        self._opened: set[str] = set()
+        self._used = counter.count(header)
 
-    def take(self, lines: list[str], line: str) -> bool:
-        needed = self._characters + 1 + len(line)
-        if math.ceil(needed / 4) > self._max_tokens:
+    @property
+    def remaining(self) -> int:
+        return self._max_tokens - self._used
+
+    def take(self, section: str, line: str) -> bool:
+        """Spend the line's tokens if they fit; say whether they did."""
+        cost = self._counter.count("\n" + line)
+        if section not in self._opened and section in self._opening:
+            cost += self._counter.count(self._opening[section])
+        if cost > self.remaining:
             return False
-        lines.append(line)
-        self._characters = needed
+        self._used += cost
+        self._opened.add(section)
         return True

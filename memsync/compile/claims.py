@@ -62,6 +62,8 @@ DEFAULT_CLAIM_KEYS: Mapping[str, Cardinality] = MappingProxyType(
         "location.home_city": Cardinality.SINGLE,
         "location.current": Cardinality.SINGLE,
         "location.previous_city": Cardinality.MULTI,
+        "account.plan": Cardinality.SINGLE,
+        "account.role": Cardinality.MULTI,
         "work.current_project": Cardinality.SINGLE,
         "work.availability": Cardinality.SINGLE,
         "tools.used": Cardinality.MULTI,
@@ -81,6 +83,8 @@ DEFAULT_ALIASES: Mapping[str, str] = MappingProxyType(
         "employment.title": "employment.role",
         "identity.full_name": "identity.name",
         "preferences.favorite": "preferences.favourite",
+        "account.tier": "account.plan",
+        "account.subscription": "account.plan",
     }
 )
 

@@ -48,6 +48,19 @@ _ROLE_NOUNS = (
     r"architect|consultant|researcher|administrator|admin|officer|founder|cto|ceo|cfo|"
     r"intern|student|teacher|writer|editor|recruiter|marketer|salesperson|support agent"
 )
+# Plans and tiers the subject is on: "the Enterprise plan", "the Gold tier".
+_I_OR_WE_ARE = rf"(?:{_I_AM}|we(?:'re| are))"
+_PLAN_NOUN = r"(?P<thing>plan|tier|subscription)"
+# One to three words, but not one that points elsewhere ("the same plan as Bob").
+_PLAN_NAME = (
+    r"(?!(?:the|an?|our|my|same|other|wrong|right|this|that|which|what)\b)"
+    r"(?P<value>[\w+-]+(?: [\w+-]+){0,2}?)"
+)
+_PLAN = rf"(?:the |an? |our |my )?{_PLAN_NAME} {_PLAN_NOUN}\b"
+# Roles on the account the subject uses, as opposed to jobs. A scope is required, so
+# "I'm an admin" stays a job ("employment.role").
+_ACCOUNT_SCOPE = r"account|workspace|organi[sz]ation|org|subscription|tenant|instance"
+_ACCOUNT_ROLE = r"(?P<role>owner|admin|administrator|contact)s?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +69,9 @@ class _Rule:
 
     ``claim_key`` ``None`` means the clause itself is the content (decisions, facts).
     ``proper_noun`` demands a capitalised value (cities, employers, names) so that
-    "I'm in a meeting" is not a location.
+    "I'm in a meeting" is not a location. ``value_template`` builds the value from
+    several groups, so that two wordings of one claim ("the account owner", "the owner
+    of the account") give one value.
     """
 
     name: str
@@ -69,6 +84,7 @@ class _Rule:
     explicit_change: bool = False
     proper_noun: bool = False
     confidence: float = 0.8
+    value_template: str | None = None
 
 
 def _rule(name: str, pattern: str, kind: MemoryKind, claim_key: str | None, template: str,
@@ -165,10 +181,74 @@ _RULES: tuple[_Rule, ...] = (
         "employment.team",
         "On the {value} team",
     ),
+    # the account: the plan it is on and the subject's roles on it; before jobs, so that
+    # "I'm the account admin" is not a job, and before home, so that "I moved to the Pro
+    # plan" is not a move
+    _rule(
+        "plan_no_longer",
+        rf"^{_I_OR_WE_ARE} no longer (?:on|in) {_PLAN}",
+        _PROFILE,
+        "account.plan",
+        "No longer on the {value} {thing}",
+        negated=True,
+    ),
+    _rule(
+        "plan_change",
+        rf"^(?:i|we)(?: have|'ve)? (?:just )?(?:upgraded|downgraded|switched|moved|changed)"
+        rf"(?: (?:our|my) (?:plan|account|subscription))? to {_PLAN}",
+        _PROFILE,
+        "account.plan",
+        "On the {value} {thing}",
+        explicit_change=True,
+        confidence=0.9,
+    ),
+    _rule(
+        "plan_now",
+        rf"^{_I_OR_WE_ARE} now (?:on|in) {_PLAN}",
+        _PROFILE,
+        "account.plan",
+        "On the {value} {thing}",
+        explicit_change=True,
+    ),
+    _rule(
+        "plan",
+        rf"^{_I_OR_WE_ARE} (?:currently |still )?(?:on|in) {_PLAN}",
+        _PROFILE,
+        "account.plan",
+        "On the {value} {thing}",
+    ),
+    _rule(
+        "plan_is",
+        rf"^(?:my|our) (?:current )?{_PLAN_NOUN} is (?:the )?{_PLAN_NAME}"
+        rf"(?: (?:plan|tier|subscription))?(?=$|[,;:!?()\"]|\s+(?:{_TERMINATORS})\b)",
+        _PROFILE,
+        "account.plan",
+        "On the {value} {thing}",
+        proper_noun=True,
+    ),
+    _rule(
+        "account_role",
+        rf"^{_I_AM} (?:the|an?|one of the) "
+        rf"(?P<scope>{_ACCOUNT_SCOPE}|billing|primary|technical) {_ACCOUNT_ROLE}\b",
+        _PROFILE,
+        "account.role",
+        "Has the {value} role",
+        value_template="{scope} {role}",
+    ),
+    _rule(
+        "account_role_of",
+        rf"^{_I_AM} (?:the|an?|one of the) {_ACCOUNT_ROLE} (?:of|on|for|in) "
+        rf"(?:the |our |my |this )?(?P<scope>{_ACCOUNT_SCOPE})\b",
+        _PROFILE,
+        "account.role",
+        "Has the {value} role",
+        value_template="{scope} {role}",
+    ),
     # role
     _rule(
         "role_change",
-        rf"^(?:{_I_AM} now an?|i (?:got|was|have been|'ve been) promoted to(?: an?)?) "
+        rf"^(?:{_I_AM} now (?:an?|the)|i (?:got|was|have been|'ve been) promoted to"
+        rf"(?: an?| the)?) "
         rf"(?P<value>(?:[\w-]+ ){{0,3}}(?:{_ROLE_NOUNS}))\b",
         _PROFILE,
         "employment.role",
@@ -177,7 +257,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         "role",
-        rf"^(?:{_I_AM} an?|i work as an?) (?P<value>(?:[\w-]+ ){{0,3}}"
+        rf"^(?:{_I_AM} (?:an?|the)|i work as (?:an?|the)) (?P<value>(?:[\w-]+ ){{0,3}}"
         rf"(?:{_ROLE_NOUNS}))\b",
         _PROFILE,
         "employment.role",
@@ -435,6 +515,8 @@ class HeuristicCompiler:
                 continue
             groups = {name: _clean_value(text) for name, text in match.groupdict().items() if text}
             value = groups.get("value") or groups.get("value2", "")
+            if rule.value_template is not None:
+                value = rule.value_template.format(**groups)
             if rule.proper_noun and not value[:1].isupper():
                 continue
             if not rule.template:

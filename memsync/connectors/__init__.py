@@ -48,7 +48,14 @@ from memsync.connectors.registry import (
     ConnectorRegistry,
     load_registry,
 )
-from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
+from memsync.connectors.retry import (
+    RequestObserver,
+    RequestOutcome,
+    Retrier,
+    RetryPolicy,
+    observing_requests,
+    retry_after_from_headers,
+)
 from memsync.episode import KeyScope, Tombstone
 
 __all__ = [
@@ -69,6 +76,8 @@ __all__ = [
     "RateLimitExhausted",
     "RateLimited",
     "RecordConnector",
+    "RequestObserver",
+    "RequestOutcome",
     "Retrier",
     "RetryPolicy",
     "RetrySettings",
@@ -84,6 +93,7 @@ __all__ = [
     "Window",
     "format_duration",
     "load_registry",
+    "observing_requests",
     "parse_duration",
     "parse_schedule",
     "retry_after_from_headers",

@@ -18,7 +18,7 @@ import builtins
 import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, final
 
 from memsync.connectors.config import (
@@ -28,6 +28,7 @@ from memsync.connectors.config import (
 )
 from memsync.connectors.errors import ConnectorDefinitionError, SkipRecord
 from memsync.episode import EpisodeDraft, JSONObject, KeyScope, Tombstone
+from memsync.scrub import secret_values
 
 __all__ = [
     "ConfigT",
@@ -262,6 +263,34 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
     def close(self) -> None:
         """Release what the connector holds (an HTTP session). The runtime calls it once
         after each run; closing twice is harmless. The default holds nothing."""
+
+    def check(self, now: datetime) -> str:
+        """Reach the source once, cheaply, with the configured credentials, and say what
+        answered (``memsync check NAME``). Stores nothing and moves no cursor.
+
+        Raises what :meth:`fetch` raises: :class:`~memsync.connectors.errors.StopRun`
+        for refused credentials or a missing resource, a retryable error when the
+        source does not answer. The default reads the last minute and stops at the
+        first record; a connector with a cheaper request (an identity endpoint)
+        overrides it.
+        """
+        records = self.fetch(Window(start=now - timedelta(minutes=1), end=now), None)
+        try:
+            first = next(iter(records), None)
+        finally:
+            close = getattr(records, "close", None)
+            if close is not None:
+                close()  # stop paging: one answer is all a check needs
+        changed = "a record changed" if first is not None else "nothing changed"
+        return f"reached; {changed} in the last minute"
+
+    def secret_values(self) -> list[str]:
+        """The secrets this instance sends to its source, so the framework can scrub them
+        from error texts, run records and log lines (a source may echo a request back).
+
+        The default is every ``SecretStr`` of the config; override to add a derived
+        credential the connector sends (URL- and base64-encoded forms are covered)."""
+        return secret_values(self.config)
 
     # --- what the framework owns --------------------------------------------------------
 

@@ -8,6 +8,7 @@ Every validation message starts with the field it is about, so the registry can 
 
 from __future__ import annotations
 
+import difflib
 import re
 import string
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ __all__ = [
     "SubjectTemplate",
     "SubjectTemplateError",
     "SubjectTemplateField",
+    "did_you_mean",
     "format_duration",
     "parse_duration",
     "parse_schedule",
@@ -86,6 +88,15 @@ ScheduleSetting = Annotated[
     PlainSerializer(str, return_type=str),
 ]
 """A :class:`ScheduleSpec` written in config as ``every 15m``, ``0 3 * * *`` or ``manual``."""
+
+
+def did_you_mean(
+    name: str, known: list[str] | tuple[str, ...], otherwise: str = " (check the spelling)"
+) -> str:
+    """`` (did you mean 'x'?)`` for the known name closest to a misspelled ``name``,
+    else ``otherwise``."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else otherwise
 
 
 # --- subject templates ---------------------------------------------------------------------

@@ -5,7 +5,9 @@ Every connector, built-in or third-party, is found the same way: an entry point 
 class, e.g. ``zendesk = "memsync.connectors.tickets:ZendeskConnector"``. Loading refuses
 a bad class, a name that differs from the class's ``type`` and a type offered twice,
 naming the entry point and its distribution, so a broken plugin fails at start-up with
-a message pointing at the package to fix, never halfway through a run.
+a message pointing at the package to fix, never halfway through a run. The application's
+registry (:func:`load_registry`) sets such a plugin aside as *broken*, with that message,
+and every other connector keeps working.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from memsync.connectors.base import Connector, KeyPolicy, validate_connector_class
-from memsync.connectors.config import ConnectorConfig
+from memsync.connectors.config import ConnectorConfig, did_you_mean
 from memsync.connectors.errors import ConnectorConfigError, ConnectorDefinitionError
 
 __all__ = [
@@ -76,6 +78,8 @@ class ConnectorRegistry:
 
     def __init__(self, infos: Iterable[ConnectorInfo] = ()) -> None:
         self._infos: dict[str, ConnectorInfo] = {}
+        self.broken: dict[str, str] = {}
+        """Entry points set aside when loaded with ``keep_going``: name → what is wrong."""
         for info in infos:
             self._add(info)
 
@@ -90,32 +94,43 @@ class ConnectorRegistry:
         self._infos[info.type] = info
 
     @classmethod
-    def from_entry_points(cls, found: Iterable[EntryPoint] | None = None) -> ConnectorRegistry:
+    def from_entry_points(
+        cls, found: Iterable[EntryPoint] | None = None, *, keep_going: bool = False
+    ) -> ConnectorRegistry:
         """Load every entry point of the ``memsync.connectors`` group (or ``found``).
 
         Raises :class:`ConnectorDefinitionError` naming the entry point and
         distribution for an import failure, a bad class, a name that is not the class's
-        ``type``, an empty rationale, or a duplicate type.
+        ``type``, an empty rationale, or a duplicate type. With ``keep_going`` such an
+        entry point is recorded in :attr:`broken` instead, and the others load.
         """
         registry = cls()
         for entry_point in entry_points(group=ENTRY_POINT_GROUP) if found is None else found:
-            origin = _describe(entry_point)
             try:
-                loaded = entry_point.load()
-            except Exception as error:
-                raise ConnectorDefinitionError(f"{origin} failed to import: {error}") from error
-            if not (isinstance(loaded, type) and issubclass(loaded, Connector)):
-                raise ConnectorDefinitionError(f"{origin} does not name a Connector subclass")
-            try:
-                validate_connector_class(loaded)
+                registry._load(entry_point)
             except ConnectorDefinitionError as error:
-                raise ConnectorDefinitionError(f"{origin}: {error}") from error
-            if loaded.type != entry_point.name:
-                raise ConnectorDefinitionError(
-                    f"{origin}: the entry point name must equal the class's type '{loaded.type}'"
-                )
-            registry._add(ConnectorInfo(type=loaded.type, connector_class=loaded, origin=origin))
+                if not keep_going:
+                    raise
+                registry.broken[entry_point.name] = str(error)
         return registry
+
+    def _load(self, entry_point: EntryPoint) -> None:
+        origin = _describe(entry_point)
+        try:
+            loaded = entry_point.load()
+        except Exception as error:
+            raise ConnectorDefinitionError(f"{origin} failed to import: {error}") from error
+        if not (isinstance(loaded, type) and issubclass(loaded, Connector)):
+            raise ConnectorDefinitionError(f"{origin} does not name a Connector subclass")
+        try:
+            validate_connector_class(loaded)
+        except ConnectorDefinitionError as error:
+            raise ConnectorDefinitionError(f"{origin}: {error}") from error
+        if loaded.type != entry_point.name:
+            raise ConnectorDefinitionError(
+                f"{origin}: the entry point name must equal the class's type '{loaded.type}'"
+            )
+        self._add(ConnectorInfo(type=loaded.type, connector_class=loaded, origin=origin))
 
     @classmethod
     def from_classes(cls, classes: Iterable[type[AnyConnector]]) -> ConnectorRegistry:
@@ -149,8 +164,14 @@ class ConnectorRegistry:
             raise KeyError(self._unknown_type(connector_type)) from None
 
     def _unknown_type(self, connector_type: object) -> str:
+        if isinstance(connector_type, str) and connector_type in self.broken:
+            return (
+                f"connector type {connector_type!r} is installed but could not be loaded: "
+                f"{self.broken[connector_type]}"
+            )
         return (
-            f"unknown connector type {connector_type!r}; known types: "
+            f"unknown connector type {connector_type!r}"
+            f"{did_you_mean(str(connector_type), self.types, otherwise='')}; known types: "
             f"{', '.join(self.types) or 'none (is memsync installed?)'}"
         )
 
@@ -198,7 +219,10 @@ class ConnectorRegistry:
             try:
                 config = connector.config_model.model_validate(dict(raw))
             except ValidationError as error:
-                problems.extend(f"{prefix}: {message}" for message in _field_messages(error))
+                fields = list(connector.config_model.model_fields)
+                problems.extend(
+                    f"{prefix}: {message}" for message in _field_messages(error, fields)
+                )
                 continue
             unknown_fields = config.subject.fields - connector.subject_fields
             if unknown_fields:
@@ -219,12 +243,12 @@ class ConnectorRegistry:
         return self.get(config.type)(config)
 
 
-def _field_messages(error: ValidationError) -> Iterator[str]:
+def _field_messages(error: ValidationError, fields: list[str]) -> Iterator[str]:
     for detail in error.errors(include_url=False):
         field = ".".join(str(part) for part in detail["loc"]) or "config"
         message = str(detail["msg"]).removeprefix("Value error, ")
         if detail["type"] == "extra_forbidden":
-            message = "unknown field (check the spelling)"
+            message = "unknown field" + did_you_mean(str(detail["loc"][-1]), fields)
         elif detail["type"] == "missing":
             message = "field required"
         # Our own validators already start their message with the field name.
@@ -235,5 +259,6 @@ def _field_messages(error: ValidationError) -> Iterator[str]:
 
 
 def load_registry() -> ConnectorRegistry:
-    """The registry of every installed connector (built-ins included)."""
-    return ConnectorRegistry.from_entry_points()
+    """The registry of every installed connector (built-ins included). A plugin that
+    fails to load is listed in :attr:`ConnectorRegistry.broken`; the rest work."""
+    return ConnectorRegistry.from_entry_points(keep_going=True)

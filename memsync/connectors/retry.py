@@ -8,21 +8,73 @@ would push the total past ``max_wait``, whichever comes first; the last error is
 re-raised (rate limits as :class:`RateLimitExhausted`). Sleep and clock are injected,
 so tests never wait for real. There is no jitter: one connector instance makes one
 request at a time, and deterministic waits keep tests and run records reproducible.
+
+Observing requests: the runtime counts every attempt's outcome and every rate-limit
+wait (its metrics) without connectors knowing: it runs a sync inside
+:func:`observing_requests` with a :class:`RequestObserver`, and every :class:`Retrier`
+working in that thread reports to it.
 """
 
 from __future__ import annotations
 
+import enum
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from memsync.clock import Clock, SystemClock
 from memsync.connectors.errors import RateLimited, RateLimitExhausted, RetryableError
 from memsync.retry import RetryPolicy
 
-__all__ = ["Retrier", "RetryPolicy", "retry_after_from_headers"]
+__all__ = [
+    "RequestObserver",
+    "RequestOutcome",
+    "Retrier",
+    "RetryPolicy",
+    "observing_requests",
+    "retry_after_from_headers",
+]
+
+
+class RequestOutcome(enum.StrEnum):
+    """How one attempt at a source request ended."""
+
+    OK = "ok"
+    RATE_LIMITED = "rate_limited"
+    #: A transient failure (a 5xx, a timeout, a reset connection): retried.
+    TRANSIENT_ERROR = "transient_error"
+    #: Anything retrying cannot fix (refused credentials, not found, a bad response).
+    ERROR = "error"
+
+
+class RequestObserver(Protocol):
+    """Told about every request attempt and rate-limit wait of the connectors working
+    in the thread that installed it (see :func:`observing_requests`)."""
+
+    def request_finished(self, outcome: RequestOutcome) -> None:
+        """One attempt ended with ``outcome``."""
+
+    def rate_limit_waited(self, seconds: float) -> None:
+        """The source rate limited a request and ``seconds`` were spent waiting."""
+
+
+_observer: ContextVar[RequestObserver | None] = ContextVar("request_observer", default=None)
+
+
+@contextmanager
+def observing_requests(observer: RequestObserver) -> Iterator[None]:
+    """Report every request attempt made in this thread (and its context) to
+    ``observer`` until the block ends. Nested blocks: the innermost observer is told."""
+    token = _observer.set(observer)
+    try:
+        yield
+    finally:
+        _observer.reset(token)
+
 
 T = TypeVar("T")
 
@@ -105,11 +157,19 @@ class Retrier:
         waited = 0.0
         attempts = 0
         cap = self.policy.max_wait.total_seconds()
+        observer = _observer.get()
         while True:
             attempts += 1
             try:
-                return attempt()
+                result = attempt()
             except RetryableError as error:
+                rate_limited = isinstance(error, RateLimited)
+                if observer is not None:
+                    observer.request_finished(
+                        RequestOutcome.RATE_LIMITED
+                        if rate_limited
+                        else RequestOutcome.TRANSIENT_ERROR
+                    )
                 wait = (
                     error.retry_after
                     if error.retry_after is not None
@@ -118,8 +178,18 @@ class Retrier:
                 if attempts >= self.policy.max_attempts or waited + wait > cap:
                     raise self._give_up(error, what, attempts, waited, wait) from error
                 self._sleep(wait)
+                if observer is not None and rate_limited:
+                    observer.rate_limit_waited(wait)
                 self.waits.append(wait)
                 waited += wait
+            except Exception:
+                if observer is not None:
+                    observer.request_finished(RequestOutcome.ERROR)
+                raise
+            else:
+                if observer is not None:
+                    observer.request_finished(RequestOutcome.OK)
+                return result
 
     @staticmethod
     def _give_up(

@@ -86,3 +86,62 @@ def test_keys_new_prints_a_key_whose_hash_loads(tmp_path: Path) -> None:
     from memsync.runtime.app.config import hash_api_key, load_settings
 
     assert load_settings(config, environ={}).api.keys[0].stored_hash() == hash_api_key(key)
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        "postgresql+psycopg://memsync:s3cret-pass@127.0.0.1:1/nowhere",
+        "sqlite:////no/such/directory/memsync.db",
+    ],
+)
+def test_a_store_that_does_not_answer_is_one_line_and_exit_4(tmp_path: Path, store: str) -> None:
+    config = tmp_path / "memsync.yaml"
+    config.write_text(f"store: {store}\n")
+
+    result = memsync("--config", str(config), "db", "upgrade", cwd=tmp_path)
+    debug = memsync("--config", str(config), "--debug", "db", "upgrade", cwd=tmp_path)
+
+    assert result.returncode == 4
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("memsync: cannot reach the store ")
+    assert "s3cret-pass" not in result.stderr
+    assert "Traceback" in debug.stderr
+
+
+def test_an_llm_endpoint_that_does_not_answer_is_one_line_and_exit_4(tmp_path: Path) -> None:
+    config = tmp_path / "memsync.yaml"
+    config.write_text(
+        f"store: sqlite:///{tmp_path}/memsync.db\n"
+        "compile:\n  compiler: llm\n"
+        "  llm: {base_url: 'http://127.0.0.1:1/v1', model: m, api_key: '${LLM_KEY}'}\n"
+    )
+    episodes = tmp_path / "episodes.jsonl"
+    episodes.write_text(
+        '{"subject_id": "ana", "source": "chat", "type": "message", '
+        '"payload": {"messages": [{"role": "user", "content": "I live in Lisbon."}]}}\n'
+    )
+    env = {**os.environ, "LLM_KEY": "sk-not-a-real-key"}
+    ingested = subprocess.run(
+        [sys.executable, "-m", "memsync", "--config", str(config), "ingest", str(episodes)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )  # fmt: skip
+    compiled = subprocess.run(
+        [sys.executable, "-m", "memsync", "--config", str(config), "compile", "ana"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )  # fmt: skip
+
+    assert ingested.returncode == 0, ingested.stderr
+    assert compiled.returncode == 4
+    [line] = compiled.stderr.strip().splitlines()
+    assert "unreachable" in line
+    assert "sk-not-a-real-key" not in compiled.stderr
+
+
+def test_ingest_of_a_file_that_is_not_utf8_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    episodes = tmp_path / "episodes.jsonl"
+    episodes.write_bytes(b'{"subject_id": "\xff"}\n')
+    result = memsync("ingest", str(episodes), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "not UTF-8" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -20,6 +20,7 @@ from memsync.runtime.app.cli import app
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import SyncRepository
 from tests.e2e.test_cli import memsync
+from tests.helpers import log_lines
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +57,11 @@ def test_sync_prints_the_run_record_and_a_second_sync_creates_nothing(
     one, two = json.loads(first.stdout), json.loads(second.stdout)
     assert (one["status"], one["fetched"], one["created"]) == ("succeeded", 3, 3)
     assert (two["created"], two["duplicates"]) == (0, 3)
-    assert "run finished connector=ws" in first.stderr  # key=value logs off a terminal
+    # Off a terminal the log is JSON lines, each carrying the run's context.
+    finished = [line for line in log_lines(first.stderr) if line["event"] == "sync run finished"]
+    assert [
+        (line["connector"], line["run_id"], line["counts"]["created"]) for line in finished
+    ] == [("ws", one["id"], 3)]
 
     listed = memsync("--config", str(config), "runs", "list", "--json", cwd=tmp_path)
     shown = memsync("--config", str(config), "runs", "show", one["id"], cwd=tmp_path)
@@ -74,7 +79,10 @@ def test_backfill_reads_the_range_in_slices_and_exits_0(tmp_path: Path, store_ur
     record = json.loads(result.stdout)
     assert (record["kind"], record["status"]) == ("backfill", "succeeded")
     assert record["fetched"] == 9  # the workspace connector scans everything per slice
-    assert "slices_done=3 slices_total=3" in result.stderr
+    slices = [line for line in log_lines(result.stderr) if line["event"] == "backfill slice done"]
+    assert [(line["slices_done"], line["slices_total"]) for line in slices] == [
+        (1, 3), (2, 3), (3, 3)
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -152,13 +160,18 @@ def zendesk() -> Iterator[respx.MockRouter]:
 
 
 def test_a_rate_limit_mid_run_exits_3_and_the_next_run_completes_without_duplicates(
-    tmp_path: Path, store_url: str, store: Store, zendesk: respx.MockRouter
+    tmp_path: Path,
+    store_url: str,
+    store: Store,
+    zendesk: respx.MockRouter,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("ZD_TEST_TOKEN", "t0ken")
     config = write_config(
         tmp_path,
         store_url,
         "  - name: zd\n    type: zendesk\n    subject: 'org:{organization_id}'\n"
-        "    subdomain: acme\n    email: agent@acme.test\n    token: t0ken\n"
+        "    subdomain: acme\n    email: agent@acme.test\n    token: ${ZD_TEST_TOKEN}\n"
         f"    base_url: {BASE}\n    retry: {{max_attempts: 1}}\n",
     )
     first_page = {"tickets": [ticket(1), ticket(2)], "end_of_stream": False, "after_cursor": "c2"}
@@ -191,3 +204,78 @@ def test_a_rate_limit_mid_run_exits_3_and_the_next_run_completes_without_duplica
     with store.read() as connection:
         keys = connection.exec_driver_sql("SELECT idempotency_key FROM episodes").scalars().all()
     assert sorted(keys) == [f"zendesk:acme:ticket:{i}" for i in (1, 2, 3)]
+
+
+def test_jobs_wait_exits_3_for_a_job_that_completed_partially(
+    tmp_path: Path, store: Store, store_url: str
+) -> None:
+    from datetime import timedelta
+
+    from memsync.clock import SystemClock
+    from memsync.runtime.jobs import JobOutcome, JobQueue
+
+    config = write_config(tmp_path, store_url, "  []\n")
+    queue, now = JobQueue(store), SystemClock().now()
+    job, _ = queue.enqueue("default", "sync", "ws", now=now)
+    claimed = queue.claim("test", now=now, lease=timedelta(minutes=1))
+    assert claimed is not None
+    queue.complete(claimed, "test", {"run_status": "partial"}, now=now, outcome=JobOutcome.PARTIAL)
+
+    waited = CliRunner().invoke(app, ["--config", str(config), "jobs", "wait", str(job.id)])
+    listed = CliRunner().invoke(
+        app, ["--config", str(config), "jobs", "list", "--outcome", "partial", "--json"]
+    )
+
+    assert waited.exit_code == 3, waited.output
+    assert json.loads(waited.stdout)["outcome"] == "partial"
+    assert [listed_job["id"] for listed_job in json.loads(listed.stdout)] == [str(job.id)]
+
+
+def test_show_commands_take_a_unique_id_prefix(
+    tmp_path: Path, store: Store, store_url: str
+) -> None:
+    from memsync.clock import SystemClock
+    from memsync.runtime.jobs import JobQueue
+
+    config = workspace_config(tmp_path, store_url)
+    synced = memsync("--config", str(config), "sync", "ws", "--json", cwd=tmp_path)
+    run_id = json.loads(synced.stdout)["id"]
+    queue = JobQueue(store)
+    jobs = [
+        queue.enqueue("default", "compile", f"s{i}", now=SystemClock().now())[0] for i in range(40)
+    ]
+    by_first = {}
+    for job in jobs:
+        by_first.setdefault(str(job.id)[0], []).append(job)
+    # 40 ids over 16 hex digits: some first digit is shared (pigeonhole).
+    shared = next(first for first, same in by_first.items() if len(same) > 1)
+    unique_job = jobs[0]
+    unique_prefix = str(unique_job.id)[:8]
+
+    def cli(*args: str) -> Any:
+        return CliRunner().invoke(app, ["--config", str(config), *args])
+
+    shown_run = cli("runs", "show", run_id[:8], "--json")
+    shown_job = cli("jobs", "show", unique_prefix)
+    ambiguous = cli("jobs", "show", shared)
+    missing = cli("jobs", "show", "ffffffffffff")
+    not_hex = cli("jobs", "show", "xyz")
+
+    assert shown_run.exit_code == 0, shown_run.output
+    assert json.loads(shown_run.stdout)["id"] == run_id
+    assert shown_job.exit_code == 0, shown_job.output
+    assert json.loads(shown_job.stdout)["id"] == str(unique_job.id)
+    assert ambiguous.exit_code == 2
+    assert "starts more than one job id" in ambiguous.output
+    assert missing.exit_code == 1
+    assert "no job id starts with 'ffffffffffff'" in missing.output
+    assert not_hex.exit_code == 2
+    assert "is not the start of an id" in not_hex.output
+
+
+def test_version_prints_the_package_version() -> None:
+    import memsync as package
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"memsync {package.__version__}"

@@ -6,16 +6,16 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from statewave import StatewaveClient
-from statewave.client import NO_RETRY
 
 from memsync.clock import FakeClock
-from memsync.runtime.app.config import ApiKey, ApiSettings
+from memsync.compile.bundle import BundleLayout
+from memsync.runtime.app.api.app import create_app
+from memsync.runtime.app.config import ApiKey, ApiSettings, ContextSettings, Settings
+from memsync.runtime.app.services import Services
 from memsync.runtime.storage import Store
+from tests.e2e.statewave_support import API_KEY, sdk, tell, tell_lisbon_and_tea
 from tests.helpers import build_app, live_server
 from tests.jobs_support import worker
-
-API_KEY = "ms_sdk_test_key"
 
 
 @pytest.fixture
@@ -23,10 +23,6 @@ def base_url(store: Store) -> Iterator[str]:
     api = ApiSettings(keys=[ApiKey(name="sdk", key=API_KEY, tenants=["acme", "globex"])])
     with live_server(build_app(store, api)) as url:
         yield url
-
-
-def sdk(base_url: str, tenant: str) -> StatewaveClient:
-    return StatewaveClient(base_url, api_key=API_KEY, tenant_id=tenant, retry=NO_RETRY)
 
 
 def test_sdk_round_trip_of_episodes_timeline_subjects_and_delete(base_url: str) -> None:
@@ -86,16 +82,6 @@ def test_sdk_sees_only_its_tenant(base_url: str) -> None:
         assert acme.list_subjects().total == 1
 
 
-def tell_lisbon_and_tea(client: StatewaveClient) -> None:
-    client.create_episode(
-        "ana",
-        "chat",
-        "message",
-        {"messages": [{"role": "user", "content": "I live in Lisbon and I prefer tea."}]},
-        idempotency_key="c1",
-    )
-
-
 def test_sdk_compile_search_and_context(base_url: str) -> None:
     with sdk(base_url, "acme") as client:
         tell_lisbon_and_tea(client)
@@ -113,6 +99,50 @@ def test_sdk_compile_search_and_context(base_url: str) -> None:
         timeline = client.get_timeline("ana")
         assert {memory.id for memory in timeline.memories} == {m.id for m in compiled.memories}
         assert client.list_subjects().subjects[0].memory_count == len(compiled.memories)
+
+
+def test_sdk_context_provenance_has_statewave_id_lists_and_no_episode_twice(
+    base_url: str,
+) -> None:
+    with sdk(base_url, "acme") as client:
+        tell_lisbon_and_tea(client)
+        tell(client, "c2", "I moved to Porto.")
+        client.compile_memories("ana")
+
+        bundle = client.get_context("ana", "chat message porto tea", max_tokens=2000)
+
+    provenance = bundle.provenance
+    fact_ids = {str(fact.id) for fact in bundle.facts}
+    assert set(provenance["fact_ids"]) | set(provenance["summary_ids"]) == fact_ids
+    assert provenance["procedure_ids"] == [str(p.id) for p in bundle.procedures]
+    assert provenance["episode_ids"] == [str(e.id) for e in bundle.episodes]
+    assert provenance["summary_ids"]  # the Porto message's summary made it in...
+    summarised = {
+        str(episode_id)
+        for fact in bundle.facts
+        if str(fact.id) in provenance["summary_ids"]
+        for episode_id in fact.source_episode_ids
+    }
+    assert not summarised & set(provenance["episode_ids"])  # ...so its episode is not repeated
+    assert "Lisbon" not in bundle.assembled_context  # superseded, by every path
+
+
+def test_sdk_sees_statewave_markdown_sections_when_configured(store: Store) -> None:
+    settings = Settings(
+        store=str(store.engine.url),
+        api=ApiSettings(keys=[ApiKey(name="sdk", key=API_KEY, tenants=["acme"])]),
+        context=ContextSettings(layout=BundleLayout.STATEWAVE),
+    )
+    with (
+        live_server(create_app(Services(settings, store, FakeClock()))) as url,
+        sdk(url, "acme") as client,
+    ):
+        tell_lisbon_and_tea(client)
+        client.compile_memories("ana")
+        text = client.get_context_string("ana", "what to drink", max_tokens=500)
+
+    assert text.startswith("## Task\nwhat to drink\n\n## About this user\n")
+    assert "- Prefers tea" in text
 
 
 @pytest.fixture

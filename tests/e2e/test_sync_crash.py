@@ -134,6 +134,7 @@ def test_a_killed_sync_rerun_equals_a_clean_run_and_its_cursor_never_passed_comm
     assert revisions(store) == 0
     [killed] = [run for run in runner.repository.list_runs("default") if run.id != rerun.id]
     assert killed.status is RunStatus.FAILED
+    assert killed.created == len(after_kill)  # counted in the transactions that stored them
     assert killed.error is not None
     assert killed.error.startswith("abandoned: process")
 

@@ -32,6 +32,7 @@ def fake() -> Iterator[FakeGitHub]:
 def sync(config: Path, store_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
     environment["MEMSYNC_STORE"] = store_url
+    environment["GH_TEST_TOKEN"] = "t"
     return subprocess.run(
         [sys.executable, "-m", "memsync", "--config", str(config), "sync", "gh"],
         cwd=cwd,
@@ -61,7 +62,7 @@ def test_a_rate_limit_past_the_cap_is_partial_and_the_next_run_completes(
         "  - name: gh\n"
         "    type: github\n"
         "    repo: acme/api\n"
-        "    token: t\n"
+        "    token: ${GH_TEST_TOKEN}\n"
         f"    base_url: {fake.base_url}\n"
         '    subject: "repo:{repository}"\n'
         "    retry:\n"
@@ -83,3 +84,71 @@ def test_a_rate_limit_past_the_cap_is_partial_and_the_next_run_completes(
     assert limit.served == 3
     keys = episode_keys(store_url)
     assert len(keys) == len(set(keys)) == 251  # 250 issues and one comment, each once
+
+
+def check(config: Path, token: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
+    environment["GH_TEST_TOKEN"] = token
+    return subprocess.run(
+        [sys.executable, "-m", "memsync", "--config", str(config), "check", "gh"],
+        cwd=cwd, env=environment, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("token", "reachable", "exit_code", "said"),
+    [
+        ("t", True, 0, "gh (github): reached;"),
+        ("wrong", True, 1, "gh: refused:"),
+        ("t", False, 4, "gh: no answer:"),
+    ],
+)
+def test_check_reaches_the_source_once_and_says_what_answered(
+    fake: FakeGitHub, tmp_path: Path, token: str, reachable: bool, exit_code: int, said: str
+) -> None:
+    base_url = fake.base_url if reachable else "http://127.0.0.1:1"
+    config = tmp_path / "memsync.yaml"
+    config.write_text(
+        f"store: sqlite:///{tmp_path}/memsync.db\n"
+        "connectors:\n  - name: gh\n    type: github\n    repo: acme/api\n"
+        "    token: ${GH_TEST_TOKEN}\n"
+        f"    base_url: {base_url}\n"
+        '    subject: "repo:{repository}"\n    retry: {max_attempts: 1}\n'
+    )
+    result = check(config, token, tmp_path)
+    assert result.returncode == exit_code, result.stderr
+    assert said in result.stdout + result.stderr
+    if token == "wrong":
+        assert "wrong" not in result.stdout + result.stderr  # a token is never printed
+
+
+def test_an_upstream_error_quoting_the_token_is_printed_and_stored_scrubbed(
+    store_url: str, tmp_path: Path
+) -> None:
+    token = "ghp_abcdefghijklmnop0123"
+    with FakeGitHub(token=token, start=datetime(2024, 3, 1, tzinfo=UTC)) as server:
+        server.add_issue("acme", "api", 1, "x")
+        server.script_error(400, message=f"echo: Authorization: token {token}", times=5)
+        config = tmp_path / "memsync.yaml"
+        config.write_text(
+            "connectors:\n  - name: gh\n    type: github\n    repo: acme/api\n"
+            "    token: ${GH_TOKEN}\n"
+            f"    base_url: {server.base_url}\n"
+            '    subject: "repo:{repository}"\n'
+        )
+        os.environ["GH_TOKEN"] = token
+        try:
+            result = sync(config, store_url, tmp_path)
+        finally:
+            del os.environ["GH_TOKEN"]
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert token not in result.stdout + result.stderr
+    assert "Authorization: token ***" in result.stdout
+    store = Store.from_url(store_url)
+    try:
+        with store.read() as connection:
+            stored = connection.execute(sa.text("SELECT error FROM sync_runs")).scalar_one()
+    finally:
+        store.dispose()
+    assert token not in stored

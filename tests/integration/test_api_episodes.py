@@ -10,26 +10,15 @@ from fastapi.testclient import TestClient
 
 from memsync.runtime.app.config import ApiSettings
 from memsync.runtime.storage import Store
-from tests.helpers import build_app
+from tests.helpers import LOOPBACK, build_app, episode
 
 
 @pytest.fixture
 def client(store: Store) -> Iterator[TestClient]:
-    with TestClient(build_app(store, ApiSettings(max_body_bytes=64 * 1024))) as client:
+    with TestClient(
+        build_app(store, ApiSettings(max_body_bytes=64 * 1024)), base_url=LOOPBACK
+    ) as client:
         yield client
-
-
-def episode(key: str | None = "k1", **overrides: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "subject_id": "user-1",
-        "source": "chat",
-        "type": "message",
-        "payload": {"text": "I live in Lisbon"},
-    }
-    if key is not None:
-        body["idempotency_key"] = key
-    body.update(overrides)
-    return body
 
 
 def test_create_returns_201_then_200_with_the_same_id(client: TestClient) -> None:
@@ -105,12 +94,14 @@ def test_batch_counts_only_new_episodes_as_created(client: TestClient) -> None:
 
 def test_batch_over_the_configured_size_is_refused(store: Store) -> None:
     app = build_app(store, ApiSettings(max_batch_size=2))
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOOPBACK) as client:
         response = client.post(
             "/v1/episodes/batch", json={"episodes": [episode(str(i)) for i in range(3)]}
         )
     assert response.status_code == 422
-    assert "at most 2 episodes" in response.json()["error"]["message"]
+    [problem] = response.json()["error"]["details"]
+    assert problem["field"] == "episodes"
+    assert "at most 2 episodes" in problem["reason"]
 
 
 def test_timeline_pages_from_either_end_in_ascending_order(client: TestClient) -> None:

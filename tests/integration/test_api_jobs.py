@@ -14,6 +14,7 @@ from memsync.runtime.app.config import JobsSettings, Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.jobs import JobQueue
 from memsync.runtime.storage import Store
+from tests.helpers import LOOPBACK
 from tests.jobs_support import worker
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -27,7 +28,7 @@ def clock() -> FakeClock:
 
 def app_client(store: Store, clock: FakeClock, jobs: JobsSettings | None = None) -> TestClient:
     settings = Settings(store=str(store.engine.url), jobs=jobs or JobsSettings())
-    return TestClient(create_app(Services(settings, store, clock)))
+    return TestClient(create_app(Services(settings, store, clock)), base_url=LOOPBACK)
 
 
 @pytest.fixture

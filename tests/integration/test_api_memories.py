@@ -2,52 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
-import pytest
 from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
 from memsync.runtime.app.config import ApiKey, ApiSettings
 from memsync.runtime.storage import Store
-from tests.helpers import build_app
-
-NOW = datetime(2026, 6, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(NOW)
-
-
-@pytest.fixture
-def client(store: Store, clock: FakeClock) -> Iterator[TestClient]:
-    with TestClient(build_app(store, clock=clock)) as client:
-        yield client
-
-
-def say(client: TestClient, key: str, text: str, day: int, subject: str = "ana") -> None:
-    response = client.post(
-        "/v1/episodes",
-        json={
-            "subject_id": subject,
-            "source": "chat",
-            "type": "message",
-            "payload": {"messages": [{"role": "user", "content": text}]},
-            "idempotency_key": key,
-            "occurred_at": (NOW - timedelta(days=30 - day)).isoformat(),
-        },
-    )
-    assert response.status_code in (200, 201)
-
-
-def compile_subject(client: TestClient, subject: str = "ana") -> dict[str, Any]:
-    response = client.post("/v1/memories/compile", json={"subject_id": subject})
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
+from tests.helpers import API_NOW as NOW
+from tests.helpers import LOOPBACK, build_app, compile_subject, say
 
 
 def test_compile_then_compile_again_creates_nothing(client: TestClient) -> None:
@@ -184,7 +147,7 @@ def test_timeline_subjects_and_delete_count_memories(client: TestClient) -> None
 
 def test_memory_endpoints_are_tenant_scoped(store: Store) -> None:
     api = ApiSettings(keys=[ApiKey(name="any", key="k", tenants=["*"])])
-    with TestClient(build_app(store, api)) as client:
+    with TestClient(build_app(store, api), base_url=LOOPBACK) as client:
         acme = {"X-API-Key": "k", "X-Tenant-ID": "acme"}
         globex = {"X-API-Key": "k", "X-Tenant-ID": "globex"}
         client.post(

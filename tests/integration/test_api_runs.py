@@ -11,7 +11,7 @@ from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import SyncRepository, SyncRunner
-from tests.helpers import build_app
+from tests.helpers import LOOPBACK, build_app
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -29,7 +29,7 @@ def sync(store: Store, clock: FakeClock, name: str, tenant: str = "default") -> 
 def test_runs_are_listed_newest_first_filtered_and_paged(store: Store) -> None:
     clock = FakeClock(T0 + timedelta(days=1))
     first, second, third = (sync(store, clock, name) for name in ("a", "b", "a"))
-    client = TestClient(build_app(store))
+    client = TestClient(build_app(store), base_url=LOOPBACK)
 
     listed = client.get("/v1/runs").json()
     only_a = client.get("/v1/runs", params={"connector": "a"}).json()
@@ -46,7 +46,7 @@ def test_one_run_has_its_window_counts_and_status(store: Store) -> None:
     clock = FakeClock(T0 + timedelta(days=1))
     run_id = sync(store, clock, "a")
 
-    body = TestClient(build_app(store)).get(f"/v1/runs/{run_id}").json()
+    body = TestClient(build_app(store), base_url=LOOPBACK).get(f"/v1/runs/{run_id}").json()
 
     assert body["status"] == "succeeded"
     assert body["kind"] == "incremental"
@@ -58,7 +58,7 @@ def test_one_run_has_its_window_counts_and_status(store: Store) -> None:
 def test_another_tenants_run_is_not_found_and_not_listed(store: Store) -> None:
     clock = FakeClock(T0 + timedelta(days=1))
     run_id = sync(store, clock, "a", tenant="acme")
-    client = TestClient(build_app(store))
+    client = TestClient(build_app(store), base_url=LOOPBACK)
 
     assert client.get(f"/v1/runs/{run_id}").status_code == 404
     assert client.get("/v1/runs").json()["runs"] == []

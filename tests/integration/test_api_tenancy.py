@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from memsync.runtime.app.config import ApiKey, ApiSettings, hash_api_key
 from memsync.runtime.storage import Store
-from tests.helpers import build_app
+from tests.helpers import LOOPBACK, build_app
 
 ACME_KEY = "ms_acme_secret"
 GLOBEX_KEY = "ms_globex_secret"
@@ -25,7 +25,7 @@ def client(store: Store) -> Iterator[TestClient]:
             ApiKey(name="admin", key=ADMIN_KEY, tenants=["*"]),
         ]
     )
-    with TestClient(build_app(store, api)) as client:
+    with TestClient(build_app(store, api), base_url=LOOPBACK) as client:
         yield client
 
 
@@ -98,5 +98,6 @@ def test_a_wildcard_key_may_choose_any_tenant(client: TestClient) -> None:
     assert seen["total"] == 1
 
 
-def test_health_needs_no_key(client: TestClient) -> None:
-    assert client.get("/v1/health").status_code == 200
+def test_health_probes_need_no_key(client: TestClient) -> None:
+    for probe in ("/v1/health", "/healthz", "/readyz"):
+        assert client.get(probe).status_code == 200, probe

@@ -6,6 +6,7 @@ import random
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -178,6 +179,42 @@ def test_batches_larger_than_the_batch_size_are_all_ingested(store: Store) -> No
     drafts = [draft(f"k{i}", {"i": i}) for i in range(50)]
     assert IngestSummary.of(service.ingest("t1", drafts)) == IngestSummary(created=50)
     assert IngestSummary.of(service.ingest("t1", drafts)) == IngestSummary(duplicates=50)
+
+
+def test_one_call_of_many_batches_answers_in_the_callers_order(store: Store) -> None:
+    service = IngestService(store, batch_size=2)
+    drafts = [
+        draft("z", {"v": 1}),
+        draft(None, {"keyless": True}),
+        draft("a", {"v": 1}),
+        draft("z", {"v": 2}),
+        draft("m", {"v": 1}),
+        draft("a", {"v": 1}),
+    ]
+
+    outcomes = service.ingest("t1", drafts)
+
+    assert [outcome.status for outcome in outcomes] == [
+        IngestStatus.CREATED,
+        IngestStatus.CREATED,
+        IngestStatus.CREATED,
+        IngestStatus.REVISED,
+        IngestStatus.CREATED,
+        IngestStatus.DUPLICATE,
+    ]
+    assert outcomes[0].episode_id == outcomes[3].episode_id
+    assert outcomes[2].episode_id == outcomes[5].episode_id
+
+
+def test_a_call_that_fails_after_its_last_batch_stores_none_of_it(store: Store) -> None:
+    service = IngestService(store, batch_size=3)
+
+    def fail(_connection: object, _outcomes: object) -> None:
+        raise RuntimeError("the store went away before the commit")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        service.ingest("t1", [draft(f"k{i}", {"i": i}) for i in range(10)], before_commit=fail)
+    assert count_rows(store, "episodes") == 0
 
 
 def test_time_zones_survive_the_round_trip(store: Store) -> None:

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from memsync.clock import FakeClock
 from memsync.episode import EpisodeDraft
-from memsync.runtime.app.config import JobsSettings
-from memsync.runtime.app.services import NIGHTLY_COMPILE, schedules_from_settings
+from memsync.runtime.app.config import ApiKey, ApiSettings, JobsSettings, Settings
+from memsync.runtime.app.services import NIGHTLY_COMPILE, Services, schedules_from_settings
 from memsync.runtime.compiling import COMPILE_JOB as COMPILE
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.jobs import (
@@ -22,6 +22,7 @@ from memsync.runtime.jobs import (
     PermanentJobError,
     RetryPolicy,
     Schedule,
+    Worker,
     fire_key,
 )
 from memsync.runtime.storage import Store
@@ -74,7 +75,7 @@ def test_a_worker_compiles_with_the_job_id_on_what_it_writes(
     assert (done.attempts, done.error) == (1, None)
     assert done.result is not None
     assert done.result["memories_created"] > 0
-    assert done.result["job_id"] == str(job.id)
+    assert done.result["compile_id"] == str(job.id)
     created = scalar(store, "SELECT count(*) FROM memories")
     assert created == done.result["memories_created"] == len(done.result["memory_ids"])
     stamped = scalar(store, "SELECT count(*) FROM memories WHERE job_id = :job", job=str(job.id))
@@ -311,3 +312,28 @@ def test_a_schedule_of_a_kind_nobody_runs_is_refused(store: Store, clock: FakeCl
         firer.fire(Schedule("gh-weekly", "backfill", "0 4 * * 0"), START, now=START)
     with pytest.raises(ValueError, match="kind 'sync' without a target"):
         firer.fire(Schedule("gh-hourly", "sync", "every 1h"), START, now=START)
+
+
+def test_a_job_error_quoting_a_known_secret_is_stored_scrubbed(
+    store: Store, clock: FakeClock
+) -> None:
+    settings = Settings(
+        store="postgresql+psycopg://memsync:db-pass-123456@127.0.0.1/x",
+        api=ApiSettings(keys=[ApiKey(name="ops", key="k-api-key-123456")]),
+        connectors=[
+            {"name": "gh", "type": "github", "repo": "acme/api", "token": "ghp_conn_123456",
+             "subject": "repo:{repository}"}
+        ],
+    )  # fmt: skip
+    scrub = Services(settings, store, clock).scrubber
+    queue = JobQueue(store)
+
+    def leaky(_job: Job) -> Mapping[str, Any]:
+        raise RuntimeError("upstream echoed ghp_conn_123456, k-api-key-123456 and db-pass-123456")
+
+    job, _ = queue.enqueue("acme", "test", "x", now=clock.now())
+    Worker(queue, {"test": leaky}, clock=clock, lease=LEASE, scrub=scrub).run_once()
+
+    failed = queue.get("acme", job.id)
+    assert failed is not None
+    assert failed.error == "RuntimeError: upstream echoed ***, *** and ***"

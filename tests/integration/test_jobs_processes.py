@@ -21,6 +21,8 @@ import pytest
 import sqlalchemy as sa
 
 from memsync.clock import FakeClock
+from memsync.episode import EpisodeDraft
+from memsync.runtime.app.handlers import compile_handler
 from memsync.runtime.app.services import NIGHTLY_COMPILE
 from memsync.runtime.compiling import COMPILE_JOB as COMPILE
 from memsync.runtime.compiling import CompileService
@@ -35,6 +37,7 @@ from memsync.runtime.jobs import (
 from memsync.runtime.storage import Store
 from tests.jobs_support import (
     BLOCKING_KIND,
+    MID_COMPILE_CHUNK,
     blocking_handler,
     drafts,
     scalar,
@@ -63,13 +66,14 @@ def spawn(*args: str, store_url: str) -> subprocess.Popen[str]:
     )
 
 
-def wait_for_line(process: subprocess.Popen[str], text: str) -> None:
-    """Read the process's stderr until a line contains ``text`` (EOF: it died)."""
+def wait_for_line(process: subprocess.Popen[str], *texts: str) -> None:
+    """Read the process's stderr until a line contains every one of ``texts`` (EOF: it
+    died)."""
     assert process.stderr is not None
     for line in process.stderr:
-        if text in line:
+        if all(text in line for text in texts):
             return
-    raise AssertionError(f"the process exited before saying {text!r}")
+    raise AssertionError(f"the process exited before saying {texts!r}")
 
 
 @pytest.fixture
@@ -118,7 +122,7 @@ def test_a_worker_killed_mid_job_is_replaced_after_its_lease_and_nothing_is_dupl
     assert claimed.lease_owner == "doomed"
     assert claimed.lease_expires_at is not None
     after_lease = FakeClock(claimed.lease_expires_at + timedelta(seconds=1))
-    handlers = {BLOCKING_KIND: blocking_handler(CompileService(store), release)}
+    handlers = {BLOCKING_KIND: blocking_handler(CompileService(store), queue, release)}
     rescuer = worker(store, after_lease, handlers, name="rescuer")
     assert worker(store, FakeClock(claimed.lease_expires_at), handlers).run_once() is None
     assert rescuer.run_once() is not None
@@ -131,6 +135,75 @@ def test_a_worker_killed_mid_job_is_replaced_after_its_lease_and_nothing_is_dupl
     distinct = scalar(store, "SELECT count(DISTINCT memory_key) FROM memories")
     assert memories == distinct == done.result["memories_created"] > 0
     assert CompileService(store).compile("acme", "ana").memories_created == 0
+
+
+def moves(subject: str) -> list[EpisodeDraft]:
+    """Episodes in a fixed time order whose compile creates, merges and supersedes."""
+    texts = [f"I use {tool} at work." for tool in ("Postgres", "Redis", "Kafka", "Postgres")]
+    texts += [f"I live in {city}." for city in ("Lisbon", "Porto", "Berlin", "Lisbon")]
+    texts += [f"I use {tool} at work." for tool in ("Rust", "Go")]
+    return [
+        EpisodeDraft(
+            subject_id=subject,
+            source="chat",
+            type="message",
+            payload={"messages": [{"role": "user", "content": text}]},
+            idempotency_key=f"{subject}:{index}",
+            occurred_at=datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=index),
+        )
+        for index, text in enumerate(texts)
+    ]
+
+
+COUNTS = ("episodes_compiled", "memories_created", "memories_superseded", "conflicts_opened")
+
+
+def test_a_worker_killed_mid_compile_leaves_a_job_whose_counts_equal_a_clean_runs(
+    store: Store, store_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    ingest = IngestService(store)
+    ingest.ingest("clean", moves("ana"))
+    ingest.ingest("acme", moves("ana"))
+    queue = JobQueue(store)
+    now = datetime.now(UTC)
+    clean_job, _ = queue.enqueue("clean", COMPILE, "ana", now=now)
+    compiler = CompileService(store, chunk_episodes=MID_COMPILE_CHUNK)
+    handlers = {COMPILE: compile_handler(compiler, queue)}
+    assert worker(store, FakeClock(now), handlers, queue=queue).run_once() is not None
+    crashed_job, _ = queue.enqueue("acme", COMPILE, "ana", now=now)
+    reached, release = tmp_path / "reached", tmp_path / "release"
+
+    doomed = spawn(
+        "-m", "tests.jobs_child", store_url, str(release), "--mid-compile", str(reached),
+        store_url=store_url,
+    )  # fmt: skip
+    processes.append(doomed)
+    wait_until(reached.exists, what="the doomed worker to reach its third chunk")
+    doomed.kill()  # SIGKILL inside the third chunk's transaction
+    doomed.communicate(timeout=30)
+    killed = queue.get("acme", crashed_job.id)
+    assert killed is not None
+    assert killed.result is not None
+    # Two chunks committed their episodes and, in the same transactions, their counts.
+    assert killed.result["episodes_compiled"] == 2 * MID_COMPILE_CHUNK
+    assert killed.lease_expires_at is not None
+    rescuer = worker(store, FakeClock(killed.lease_expires_at + timedelta(seconds=1)), handlers)
+    assert rescuer.run_once() is not None
+
+    clean, crashed = queue.get("clean", clean_job.id), queue.get("acme", crashed_job.id)
+    assert clean is not None
+    assert crashed is not None
+    assert crashed.status is JobStatus.COMPLETED
+    assert crashed.attempts == 2
+    assert clean.result is not None
+    assert crashed.result is not None
+    assert {name: crashed.result[name] for name in COUNTS} == {
+        name: clean.result[name] for name in COUNTS
+    }
+    assert clean.result["memories_superseded"] > 0
+    assert len(crashed.result["memory_ids"]) == len(clean.result["memory_ids"])
+    stored = scalar(store, "SELECT count(*) FROM memories WHERE tenant_id = 'acme'")
+    assert stored == crashed.result["memories_created"]
 
 
 NIGHTLY = Schedule(NIGHTLY_COMPILE, COMPILE, "0 3 * * *")
@@ -246,7 +319,7 @@ def test_two_scheduler_processes_enqueue_a_connector_tick_once_and_its_runs_neve
     processes.extend(schedulers)
     for scheduler in schedulers:
         # Each catches up the latest `every 1m` tick as it starts.
-        wait_for_line(scheduler, "schedule sync:default:notes fired")
+        wait_for_line(scheduler, '"schedule fired"', '"sync:default:notes"')
     workers = [
         spawn(*CLI, "--config", str(config), "worker", store_url=store_url) for _ in range(2)
     ]

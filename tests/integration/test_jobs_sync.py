@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memsync.clock import FakeClock
-from memsync.connectors import RetryableError
+from memsync.connectors import RateLimitExhausted, RetryableError, StopRun
 from memsync.connectors.config import ConnectorConfig
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.app.config import JobsSettings
@@ -18,6 +18,7 @@ from memsync.runtime.app.services import NIGHTLY_COMPILE, schedules_from_setting
 from memsync.runtime.compiling import COMPILE_JOB as COMPILE
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.jobs import (
+    JobOutcome,
     JobQueue,
     JobStatus,
     RetryPolicy,
@@ -25,6 +26,7 @@ from memsync.runtime.jobs import (
     Worker,
     fire_key,
 )
+from memsync.runtime.jobs.queue import FOLLOW_UP
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunRecord, RunStatus, SyncRepository, SyncRunner
 from tests.helpers import BlockingConnector
@@ -47,11 +49,19 @@ def records(count: int) -> list[FakeRecord]:
 
 
 def sync_worker(
-    store: Store, clock: FakeClock, connector: FakeConnector, queue: JobQueue
+    store: Store,
+    clock: FakeClock,
+    connector: FakeConnector,
+    queue: JobQueue,
+    batch_size: int = 1000,
 ) -> Worker:
     """A worker whose sync jobs run ``connector`` (the fake stands in for the registry)."""
     runner = SyncRunner(
-        SyncRepository(store), IngestService(store, clock), clock=clock, heartbeat_every=None
+        SyncRepository(store),
+        IngestService(store, clock),
+        clock=clock,
+        heartbeat_every=None,
+        batch_size=batch_size,
     )
 
     def sync_one(configured: ConnectorConfig) -> RunRecord:
@@ -231,3 +241,96 @@ def test_a_sync_job_waits_while_another_run_of_the_connector_is_going(store: Sto
     assert done is not None
     assert (done.status, done.attempts) == (JobStatus.COMPLETED, 2)
     assert scalar(store, "SELECT count(*) FROM sync_runs WHERE status = 'running'") == 0
+
+
+def test_an_error_a_person_must_fix_fails_the_job_at_once_needing_attention(store: Store) -> None:
+    clock = FakeClock(T0 + timedelta(hours=1))
+    queue = JobQueue(store)
+    connector = FakeConnector(config(), records(3))
+    connector.fail_at("r0", StopRun("HTTP 401: the source refused the token"), times=100)
+    job, _ = queue.enqueue("acme", SYNC, "notes", now=clock.now())
+
+    sync_worker(store, clock, connector, queue).run_once()
+
+    failed = queue.get("acme", job.id)
+    assert failed is not None
+    assert (failed.status, failed.outcome, failed.attempts) == (
+        JobStatus.FAILED,
+        JobOutcome.NEEDS_ATTENTION,
+        1,
+    )
+    assert failed.error is not None
+    assert "401" in failed.error
+    [run] = SyncRepository(store).list_runs("acme")
+    assert run.needs_attention
+
+
+def test_a_long_rate_limit_ends_the_job_partial_and_enqueues_a_follow_up_at_the_reset(
+    store: Store,
+) -> None:
+    clock = FakeClock(T0 + timedelta(hours=1))
+    queue = JobQueue(store)
+    connector = FakeConnector(config(), records(3))
+    limited = RateLimitExhausted("rate limited", attempts=1, waited=0, retry_after=3600)
+    connector.fail_at("r2", limited, times=1)
+    job, _ = queue.enqueue("acme", SYNC, "notes", now=clock.now())
+
+    sync_worker(store, clock, connector, queue, batch_size=1).run_once()
+
+    done = queue.get("acme", job.id)
+    assert done is not None
+    assert (done.status, done.outcome) == (JobStatus.COMPLETED, JobOutcome.PARTIAL)
+    assert done.result is not None
+    assert (done.result["run_status"], done.result["created"]) == ("partial", 2)
+    [follow_up] = queue.list("acme", statuses=[JobStatus.PENDING])
+    assert (follow_up.kind, follow_up.target, follow_up.trigger) == (SYNC, "notes", FOLLOW_UP)
+    assert follow_up.run_after == clock.now() + timedelta(seconds=3600)
+    assert queue.list("acme", outcomes=[JobOutcome.PARTIAL]) == [done]
+
+
+def test_a_rate_limit_before_anything_is_stored_retries_the_job_at_the_reset(
+    store: Store,
+) -> None:
+    clock = FakeClock(T0 + timedelta(hours=1))
+    queue = JobQueue(store)
+    connector = FakeConnector(config(), records(3))
+    limited = RateLimitExhausted("rate limited", attempts=1, waited=0, retry_after=1800)
+    connector.fail_at("r0", limited, times=1)
+    job, _ = queue.enqueue("acme", SYNC, "notes", now=clock.now())
+    run = sync_worker(store, clock, connector, queue)
+
+    run.run_once()
+    waiting = queue.get("acme", job.id)
+    assert waiting is not None
+    assert (waiting.status, waiting.attempts) == (JobStatus.PENDING, 1)
+    assert waiting.run_after == clock.now() + timedelta(seconds=1800)
+    assert waiting.error is not None
+    assert "retrying at 2026-03-01T01:30:00+00:00" in waiting.error
+
+    assert run.run_once() is None  # not before the reset
+    clock.advance(timedelta(seconds=1800))
+    run.run_once()
+    done = queue.get("acme", job.id)
+    assert done is not None
+    assert (done.status, done.outcome, done.attempts) == (
+        JobStatus.COMPLETED,
+        JobOutcome.SUCCEEDED,
+        2,
+    )
+
+
+def test_a_partial_run_without_a_known_reset_completes_partial_with_no_follow_up(
+    store: Store,
+) -> None:
+    clock = FakeClock(T0 + timedelta(hours=1))
+    queue = JobQueue(store)
+    connector = FakeConnector(config(), records(3))
+    connector.fail_at("r1", RetryableError("source answered 503"), times=1)
+    job, _ = queue.enqueue("acme", SYNC, "notes", now=clock.now())
+
+    sync_worker(store, clock, connector, queue, batch_size=1).run_once()
+
+    done = queue.get("acme", job.id)
+    assert done is not None
+    assert (done.status, done.outcome) == (JobStatus.COMPLETED, JobOutcome.PARTIAL)
+    assert queue.list("acme", statuses=[JobStatus.PENDING]) == []

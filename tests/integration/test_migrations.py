@@ -14,7 +14,15 @@ from alembic.runtime.migration import MigrationContext
 from memsync.episode import EpisodeDraft, IngestStatus, content_hash
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading.episodes import EpisodeRepository
-from memsync.runtime.storage import Base, Store, current_revision, head_revision, upgrade
+from memsync.runtime.storage import (
+    Base,
+    SchemaState,
+    Store,
+    current_revision,
+    head_revision,
+    schema_state,
+    upgrade,
+)
 from memsync.runtime.storage.migrate import downgrade
 from memsync.runtime.storage.types import JSONDocument, UTCDateTime
 
@@ -30,6 +38,28 @@ def test_upgrade_is_idempotent(store: Store) -> None:
     upgrade(store)
     upgrade(store)
     assert current_revision(store) == head_revision()
+
+
+def test_schema_state_is_current_at_head_behind_before_it_and_ahead_past_it(
+    store: Store,
+) -> None:
+    assert schema_state(store) is SchemaState.CURRENT
+    downgrade(store, "0004")
+    assert schema_state(store) is SchemaState.BEHIND
+    downgrade(store, "base")
+    assert schema_state(store) is SchemaState.BEHIND
+
+    upgrade(store)
+    with store.write() as connection:
+        connection.execute(sa.text("UPDATE alembic_version SET version_num = '9999_newer'"))
+    try:
+        assert schema_state(store) is SchemaState.AHEAD
+    finally:
+        with store.write() as connection:
+            connection.execute(
+                sa.text("UPDATE alembic_version SET version_num = :head"),
+                {"head": head_revision()},
+            )
 
 
 def test_records_written_before_0005_get_their_episode_counts(store: Store) -> None:
@@ -92,7 +122,7 @@ _OLD_REVISIONS = sa.table(
 
 
 def old_hash(payload: dict[str, object]) -> str:
-    """The content hash as revisions before 0006 computed it."""
+    """The content hash as revisions before 0009 computed it."""
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -108,7 +138,7 @@ def insert_old_episode(
     written: datetime = T0,
     tenant: str = "t1",
 ) -> uuid.UUID:
-    """An episode row as revisions 0001-0005 wrote it, its hash taken the old way."""
+    """An episode row as revisions 0001-0008 wrote it, its hash taken the old way."""
     episode_id = uuid.uuid4()
     with store.write() as connection:
         connection.execute(
@@ -162,10 +192,10 @@ def insert_old_revision(
         )
 
 
-def test_0006_rehashes_stored_payloads_canonically_and_creates_no_revision(
+def test_0009_rehashes_stored_payloads_canonically_and_creates_no_revision(
     store: Store,
 ) -> None:
-    downgrade(store, "0005")
+    downgrade(store, "0008")
     episode_id = insert_old_episode(store, "ana", "k1", {"score": 1.0}, revision=2)
     insert_old_revision(
         store, episode_id, 1, {"score": 0.5e1}, recorded=T0 - timedelta(days=1), replaced=T0
@@ -232,7 +262,7 @@ _OLD_SOURCES = sa.table(
 
 
 def insert_old_memory(store: Store, subject: str, episode_id: uuid.UUID) -> uuid.UUID:
-    """An active memory derived from one episode, as revision 0005 stored it."""
+    """An active memory derived from one episode, as revision 0008 stored it."""
     memory_id = uuid.uuid4()
     with store.write() as connection:
         connection.execute(
@@ -273,10 +303,10 @@ def insert_old_memory(store: Store, subject: str, episode_id: uuid.UUID) -> uuid
     return memory_id
 
 
-def test_0007_folds_copies_of_one_key_into_the_newest_and_keeps_them_as_revisions(
+def test_0010_folds_copies_of_one_key_into_the_newest_and_keeps_them_as_revisions(
     store: Store,
 ) -> None:
-    downgrade(store, "0006")
+    downgrade(store, "0009")
     first = {"title": "Invoice is wrong"}
     older = insert_old_episode(
         store, "org:100", "ticket:9", {"title": "Invoice wrong"}, revision=2, written=T0
@@ -294,7 +324,7 @@ def test_0007_folds_copies_of_one_key_into_the_newest_and_keeps_them_as_revision
     notes = upgrade(store)
 
     assert (
-        "0007 one record per key: 1 keys were stored under more than one subject; 1 copies "
+        "0010 one record per key: 1 keys were stored under more than one subject; 1 copies "
         "became earlier revisions of the newest copy, and 1 memory provenance rows now name it"
     ) in notes
     repository = EpisodeRepository(store)
@@ -334,10 +364,10 @@ def test_0007_folds_copies_of_one_key_into_the_newest_and_keeps_them_as_revision
     )
 
 
-def test_0008_provenance_names_the_revision_its_episode_was_last_compiled_at(
+def test_0011_provenance_names_the_revision_its_episode_was_last_compiled_at(
     store: Store,
 ) -> None:
-    downgrade(store, "0007")
+    downgrade(store, "0010")
     recompiled = insert_old_episode(
         store, "ana", "k1", {"title": "v2"}, revision=2, compiled_revision=2
     )
@@ -358,6 +388,46 @@ def test_0008_provenance_names_the_revision_its_episode_was_last_compiled_at(
         }
     assert revisions == {recompiled.hex: 2, waiting.hex: 1}
     assert (
-        "0008 tombstones: 1 memory provenance rows now name the revision their episode was "
+        "0011 tombstones: 1 memory provenance rows now name the revision their episode was "
         "last compiled at"
     ) in notes
+
+
+def test_jobs_finished_before_0008_get_the_outcome_their_status_implies(store: Store) -> None:
+    from memsync.runtime.jobs import JobOutcome, JobQueue, JobStatus
+
+    downgrade(store, "0007")
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    old_jobs = sa.table(
+        "jobs",
+        *(sa.column(name) for name in ("tenant_id", "id", "kind", "target", "status")),
+        *(sa.column(name) for name in ("trigger", "attempts", "max_attempts")),
+        *(sa.column(name) for name in ("run_after", "queued_at")),
+    )
+    ids = {status: uuid.uuid4() for status in ("completed", "failed", "pending")}
+    with store.write() as connection:
+        for status, job_id in ids.items():
+            connection.execute(
+                old_jobs.insert().values(
+                    tenant_id="t1",
+                    id=job_id.hex if store.engine.dialect.name == "sqlite" else job_id,
+                    kind="compile",
+                    target=f"subject-{status}",
+                    status=status,
+                    trigger="manual",
+                    attempts=1,
+                    max_attempts=5,
+                    run_after=moment,
+                    queued_at=moment,
+                )
+            )
+
+    upgrade(store)
+
+    queue = JobQueue(store)
+    outcomes = {status: queue.get("t1", job_id) for status, job_id in ids.items()}
+    assert {status: job.outcome for status, job in outcomes.items() if job} == {
+        JobStatus.COMPLETED.value: JobOutcome.SUCCEEDED,
+        JobStatus.FAILED.value: JobOutcome.FAILED,
+        JobStatus.PENDING.value: None,
+    }

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -19,6 +22,9 @@ from memsync.connectors import (
     Window,
 )
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.connectors.github import GitHubConfig, GitHubConnector
+from memsync.connectors.github.fake_api import FakeGitHub
+from memsync.connectors.workspace import WorkspaceConfig, WorkspaceConnector
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
 from memsync.runtime.storage.schema import EpisodeRow, SyncRunRow
@@ -26,6 +32,7 @@ from memsync.runtime.sync import (
     RunInProgress,
     RunKind,
     RunLost,
+    RunRecord,
     RunStatus,
     SyncRepository,
     SyncRunner,
@@ -216,6 +223,99 @@ class UnorderedConnector(FakeConnector):
             yield held
 
 
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [("a\x00b", "NUL character"), ("a\ud800b", "not storable"), ("x" * 10, None)],
+    ids=["nul", "lone-surrogate", "plain"],
+)
+def test_text_the_store_cannot_hold_skips_that_record_and_the_run_goes_on(
+    store: Store, body: str, reason: str | None
+) -> None:
+    clock = FakeClock(T0 + timedelta(days=1))
+    source = records(5)
+    source[2] = FakeRecord(id="r0002", updated_at=source[2].updated_at, body=body)
+    sync = runner(store, clock)
+
+    record = sync.sync(FakeConnector(config(), source))
+    again = sync.sync(FakeConnector(config(), source))
+
+    assert record.status is again.status is RunStatus.SUCCEEDED
+    if reason is None:
+        assert record.created == 5
+        return
+    assert (record.created, record.skipped) == (4, 1)
+    assert reason in record.skipped_reasons[0]
+    assert stored_keys(store) == [f"fake:src:record:r{i:04d}" for i in (0, 1, 3, 4)]
+
+
+def test_a_workspace_with_a_late_nul_and_an_undecodable_name_syncs_every_other_file(
+    store: Store, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "late-nul.txt").write_bytes(b"x" * 9000 + b"\x00")
+    with open(os.fsencode(root) + b"/r\xe9sum\xe9.txt", "wb") as handle:
+        handle.write(b"cv")
+    (root / "z.txt").write_text("last")
+    config = WorkspaceConfig.model_validate(
+        {"name": "ws", "subject": "workspace:{workspace_id}", "root": root}
+    )
+    sync = runner(store, FakeClock(T0))
+
+    record = sync.sync(WorkspaceConnector(config))
+
+    assert record.status is RunStatus.SUCCEEDED
+    assert (record.fetched, record.created) == (3, 3)  # two files and the snapshot
+    assert any(
+        key.endswith(":file:r\\xe9sum\\xe9.txt:" + _sha(b"cv")) for key in stored_keys(store)
+    )
+
+
+def sync_github(store: Store, clock: FakeClock, fake: FakeGitHub, token: str) -> RunRecord:
+    """One sync of ``acme/api`` from ``fake`` through the real GitHub connector."""
+    config = GitHubConfig(
+        name="gh", repo="acme/api", token=token, base_url=fake.base_url, subject="r"
+    )
+    connector = GitHubConnector(config, sleep=lambda _: None, clock=clock)
+    try:
+        return runner(store, clock).sync(connector)
+    finally:
+        connector.close()
+
+
+def test_a_github_redirect_fails_the_run_and_leaves_the_cursor(store: Store) -> None:
+    clock = FakeClock(T0 + timedelta(days=1))
+    with FakeGitHub(token="t", start=T0) as fake:
+        fake.add_issue("acme", "api", 1, "x")
+        fake.script_error(302, body=[], headers={"Location": "https://sso.example.com/"})
+        record = sync_github(store, clock, fake, "t")
+
+    assert record.status is RunStatus.FAILED
+    assert record.error is not None
+    assert "HTTP 302 redirect to https://sso.example.com/" in record.error
+    assert runner(store, clock).repository.cursor("default", "gh") is None
+
+
+def test_an_upstream_error_echoing_the_token_is_stored_scrubbed(store: Store) -> None:
+    token = "ghp_1234567890abcdef"
+    clock = FakeClock(T0 + timedelta(days=1))
+    with FakeGitHub(token=token, start=T0) as fake:
+        fake.add_issue("acme", "api", 1, "x")
+        fake.script_error(400, message=f"bad header: Authorization: token {token}")
+        record = sync_github(store, clock, fake, token)
+
+    assert record.status is RunStatus.FAILED
+    assert record.error is not None
+    assert token not in record.error
+    assert "Authorization: token ***" in record.error
+    [stored] = runner(store, clock).repository.list_runs("default")
+    assert stored.error == record.error
+
+
+def _sha(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
 def test_an_unordered_connector_cut_short_keeps_its_old_cursor(store: Store) -> None:
     clock = FakeClock(T0 + timedelta(days=1))
     connector = UnorderedConnector(config(), records(10))
@@ -347,6 +447,27 @@ def test_a_run_whose_process_died_is_reclaimed(store: Store) -> None:
     assert abandoned[0].error is not None
     assert abandoned[0].error.startswith("abandoned")
     assert stored_keys(store) == sorted(f"fake:src:record:r{i:04d}" for i in range(10))
+
+
+def test_a_batch_commits_with_its_counts_or_not_at_all(store: Store) -> None:
+    clock = FakeClock(T0 + timedelta(days=1))
+    blocked = BlockingConnector(config(), records(10), block_at="r0005")
+    sync = runner(store, clock, batch_size=2)
+    thread, outcome = in_thread(lambda: sync.sync(blocked))
+    assert blocked.reached.wait(timeout=60)
+    # Another process declares the run abandoned while its next batch is on the way.
+    with store.write() as connection:
+        connection.execute(sa.update(SyncRunRow).values(status=RunStatus.FAILED.value))
+
+    blocked.release.set()
+    thread.join(timeout=60)
+
+    assert [type(error) for error in outcome] == [RunLost]
+    [run] = sync.repository.list_runs("default")
+    # r0004 and r0005 were ingested after the run was lost: they rolled back with the
+    # counts that could not be recorded, so the record says exactly what is stored.
+    assert stored_keys(store) == [f"fake:src:record:r{i:04d}" for i in range(4)]
+    assert (run.fetched, run.created) == (4, 4)
 
 
 def test_a_run_on_another_host_is_reclaimed_only_after_its_lease(store: Store) -> None:

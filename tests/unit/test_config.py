@@ -29,10 +29,49 @@ def test_a_wrong_type_names_the_file_and_the_field(tmp_path: Path) -> None:
     assert str(raised.value).startswith(f"{path}: api.port: ")
 
 
-def test_an_unknown_field_is_refused_by_name(tmp_path: Path) -> None:
+def test_the_context_layout_is_statewave_or_memsync(tmp_path: Path) -> None:
+    assert load_settings(None, environ={}).context.layout == "memsync"
+    chosen = load_settings(write(tmp_path, "context:\n  layout: statewave\n"), environ={})
+    assert chosen.context.layout == "statewave"
+    with pytest.raises(ConfigError, match=r"context\.layout: Input should be 'memsync' or"):
+        load_settings(write(tmp_path, "context:\n  layout: fancy\n"), environ={})
+
+
+def test_an_unknown_field_is_refused_by_name_with_the_likely_intended_one(
+    tmp_path: Path,
+) -> None:
     path = write(tmp_path, "api:\n  prot: 8100\n")
-    with pytest.raises(ConfigError, match=r"api\.prot: Extra inputs are not permitted"):
+    with pytest.raises(ConfigError, match=r"api\.prot: unknown field \(did you mean 'port'\?\)"):
         load_settings(path, environ={})
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "stor: x\njobs: {nightly_compil: '0 3 * * *'}\n"
+        "connectors:\n  - name: gh\n    token: ${NOT_SET_ANYWHERE}\n",
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_settings(path, environ={}, check_connectors=lambda raw, label: [f"{label}: checked"])
+    assert str(raised.value).splitlines() == [
+        f"{path}: connectors[0].token: environment variable NOT_SET_ANYWHERE is not set "
+        "(set it, or write ${NOT_SET_ANYWHERE:-default})",
+        f"{path}: jobs.nightly_compil: unknown field (did you mean 'nightly_compile'?)",
+        f"{path}: stor: unknown field (did you mean 'store'?)",
+        f"{path}: checked",
+    ]
+
+
+def test_a_secret_written_in_the_file_is_refused_saying_how_to_take_it_from_the_environment(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, "connectors:\n  - name: gh\n    type: github\n    token: ghp_abc\n")
+    with pytest.raises(ConfigError) as raised:
+        load_settings(path, environ={})
+    message = str(raised.value)
+    assert message.startswith(f"{path}: connectors[0].token: a secret is never written")
+    assert "token: ${" in message
+    assert "ghp_abc" not in message
 
 
 def test_a_nested_list_field_is_named_with_its_index(tmp_path: Path) -> None:

@@ -24,10 +24,13 @@ PyGithub is configured so that the connector, not the library, decides about wai
 no urllib3 retries and no throttling sleeps (``retry=None``,
 ``seconds_between_requests=None``); every page goes through the shared
 :class:`~memsync.connectors.retry.Retrier` with its injected sleep and clock. Pages are
-asked for with PyGithub's public ``Github.requester.requestJsonAndCheck`` (its
-authentication, host handling and ``GithubException`` mapping) and the connector
-follows the ``Link`` header itself: items stay the JSON GitHub sent, so PyGithub's
-lazy objects never cost a request per item, and no private PyGithub API is used.
+asked for with PyGithub's public ``Github.requester.requestJson`` (its
+authentication and host handling; ``createException`` maps an error status as PyGithub
+would) and the connector follows the ``Link`` header itself: items stay the JSON GitHub
+sent, so PyGithub's lazy objects never cost a request per item, and no private PyGithub
+API is used. A redirect is an error (``StopRun``), never a page: PyGithub itself follows
+only a 301 within the API host (a renamed repository), and a proxy or single sign-on
+page answering in GitHub's place would otherwise look like an empty list.
 
 Conditional requests: not used. PyGithub sends ``If-None-Match`` only from
 ``GithubObject.update()`` on a single, already fetched object, and its paginated lists
@@ -38,13 +41,13 @@ re-validate. A ``since`` poll that finds nothing costs one request per stream.
 from __future__ import annotations
 
 import heapq
+import json
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import partial
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 
 import requests
 from github import Auth, Github, GithubException
@@ -332,7 +335,6 @@ class _Gone(StopRun):
     issue is read again to see whether it is still there."""
 
 
-_Page = TypeVar("_Page")
 # One ``<url>; rel="name"`` entry of a ``Link`` header (RFC 8288, as GitHub writes it).
 _LINK = re.compile(r'<([^>]*)>\s*;\s*rel="([^"]*)"')
 
@@ -346,7 +348,8 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
     ``x-ratelimit-reset``) and secondary (``retry-after``, else a minute) limits are
     waited out within the ``retry`` caps, then :class:`RateLimitExhausted`; 5xx and
     connection errors back off, then :class:`RetryableError`; 401, a 403 that is not a
-    rate limit, 404 and 422 raise :class:`StopRun`.
+    rate limit, 404, 422 and any redirect but a 301 within the API host (which PyGithub
+    follows) raise :class:`StopRun`.
     """
 
     type = "github"
@@ -508,9 +511,8 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
         an issue of another repository (GitHub redirects a transferred issue)."""
         url = f"{self.config.api_base}/repos/{repo.owner}/{repo.name}/issues/{number}"
         what = f"github '{self.name}': GET /repos/{repo.full_name}/issues/{number}"
-        requester = self.client.requester
         try:
-            _, issue = self._call(partial(requester.requestJsonAndCheck, "GET", url), what)
+            _, issue = self._call(url, None, what)
         except _Gone:
             return True
         where = issue.get("repository_url") if isinstance(issue, dict) else None
@@ -521,14 +523,10 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
         page; each page goes through the Retrier on its own, so a retry asks for exactly
         the page that failed."""
         what = f"github '{self.name}': GET /repos/{repo.full_name}{path}"
-        # PyGithub's public request call: its error mapping (GithubException with
-        # status, headers and body), but no pagination state or lazy objects of its own.
-        requester = self.client.requester
         url: str | None = f"{self.config.api_base}/repos/{repo.owner}/{repo.name}{path}"
         page_params: dict[str, Any] | None = {**params, "per_page": self.config.per_page}
         while url is not None:
-            request = partial(requester.requestJsonAndCheck, "GET", url, parameters=page_params)
-            headers, items = self._call(request, what)
+            headers, items = self._call(url, page_params, what)
             if not isinstance(items, list):
                 raise StopRun(f"{what}: the response is not a JSON list: {str(items)[:200]}")
             # An empty page ends the list whatever its links say: a server linking past
@@ -542,14 +540,34 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
 
     # --- HTTP errors ----------------------------------------------------------------------
 
-    def _call(self, request: Callable[[], _Page], what: str) -> _Page:
-        def attempt() -> _Page:
+    def _call(
+        self, url: str, params: dict[str, Any] | None, what: str
+    ) -> tuple[Mapping[str, Any], Any]:
+        """One page: its headers and its JSON. PyGithub's public request call (its
+        authentication and host handling, and a 301 within the same host followed, as a
+        renamed repository answers); every other 3xx is an error here, never a page."""
+        requester = self.client.requester
+
+        def attempt() -> tuple[Mapping[str, Any], Any]:
             try:
-                return request()
-            except GithubException as error:
-                raise self._classify(error, what) from error
+                status, headers, body = requester.requestJson("GET", url, parameters=params)
             except requests.RequestException as error:
                 raise RetryableError(f"{what} failed: {type(error).__name__}: {error}") from error
+            except RuntimeError as error:  # PyGithub refusing a 301 to another host
+                raise StopRun(f"{what}: {error}") from error
+            if 300 <= status < 400:
+                # A proxy or an SSO page answering in GitHub's place: its body is no
+                # page of the list, and taking it for one would skip records silently.
+                where = headers.get("location", "nowhere")
+                raise StopRun(
+                    f"{what}: HTTP {status} redirect to {where}; the API must answer "
+                    f"directly. Check base_url {self.config.api_base} (and any proxy or "
+                    "single sign-on in front of it)."
+                )
+            data = _json_body(body)
+            if status >= 400:
+                raise self._classify(requester.createException(status, headers, data), what)
+            return headers, data
 
         return self.retrier.call(attempt, what=what)
 
@@ -712,6 +730,17 @@ def _next_link(headers: Mapping[str, object]) -> str | None:
     if not isinstance(link, str):
         return None
     return next((url for url, rel in _LINK.findall(link) if rel == "next"), None)
+
+
+def _json_body(body: str) -> Any:
+    """A response body as PyGithub reads one: empty is ``None``, JSON is parsed, and any
+    other text is kept as ``{"data": text}`` (an HTML error page of a proxy)."""
+    if not body:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return {"data": body}
 
 
 def _github_time(moment: datetime) -> str:

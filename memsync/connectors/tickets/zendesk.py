@@ -275,6 +275,11 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
         self._auth = httpx.BasicAuth(f"{config.email}/token", config.token.get_secret_value())
         self.retrier = Retrier(config.retry.policy(), sleep=sleep, clock=clock)
 
+    def secret_values(self) -> list[str]:
+        """The token, and the ``email/token:TOKEN`` pair basic auth sends (base64)."""
+        token = self.config.token.get_secret_value()
+        return [*super().secret_values(), f"{self.config.email}/token:{token}"]
+
     def close(self) -> None:
         """Close the HTTP client if this connector created it."""
         if self._owns_client and self._client is not None:

@@ -8,6 +8,7 @@ from memsync.connectors.workspace.connector import (
     WorkspaceFile,
     WorkspaceRecord,
     WorkspaceSnapshot,
+    display_name,
     snapshot_digest,
 )
 
@@ -17,5 +18,6 @@ __all__ = [
     "WorkspaceFile",
     "WorkspaceRecord",
     "WorkspaceSnapshot",
+    "display_name",
     "snapshot_digest",
 ]

@@ -24,8 +24,6 @@ from memsync.connectors.workspace._ignore import (
 from memsync.episode import JSONObject, KeyScope
 
 _CHUNK_BYTES = 64 * 1024
-# Git's own heuristic: a NUL byte in the first 8000 bytes means binary.
-_BINARY_SNIFF_BYTES = 8000
 
 
 class WorkspaceConfig(ConnectorConfig):
@@ -159,6 +157,21 @@ class FilesListing(Listing):
         return path not in self.paths
 
 
+def display_name(name: str) -> str:
+    """A file name as memsync stores it: the name itself when it is UTF-8, else each
+    byte that is not valid UTF-8 written as ``\\xNN`` (Python's ``backslashreplace``).
+
+    POSIX names are bytes; ``os.scandir`` hands undecodable ones over with surrogate
+    escapes, which no store can hold. The written form keeps every byte readable and
+    distinct, so such a file is synced like any other.
+    """
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return name
+
+
 def _escape(path: str) -> str:
     # Keeps one line per file even for the (legal, rare) newline in a file name.
     return path.replace("\\", "\\\\").replace("\n", "\\n")
@@ -248,13 +261,13 @@ class WorkspaceConnector(RecordConnector[WorkspaceConfig, WorkspaceRecord]):
 
     def _walk(
         self,
-        root: Path,
+        directory: Path,
         relative: str,
         rules: tuple[IgnoreFile, ...],
         globs: GlobFilter,
         unread: list[str],
     ) -> Iterator[tuple[str, os.DirEntry[str]]]:
-        directory = root / relative if relative else root
+        # ``directory`` is the real path, ``relative`` the stored (display) one.
         if self.config.respect_gitignore:
             ignore_file = read_ignore_file(directory, relative)
             if ignore_file is not None:
@@ -267,14 +280,15 @@ class WorkspaceConnector(RecordConnector[WorkspaceConfig, WorkspaceRecord]):
             unread.append(relative)
             return
         for entry in entries:
-            path = f"{relative}/{entry.name}" if relative else entry.name
+            name = display_name(entry.name)
+            path = f"{relative}/{name}" if relative else name
             if entry.is_symlink():
                 continue
             if entry.is_dir(follow_symlinks=False):
                 if entry.name == ".git" or is_ignored(rules, path, is_dir=True):
                     continue
                 if globs.enters(path):
-                    yield from self._walk(root, path, rules, globs, unread)
+                    yield from self._walk(Path(entry.path), path, rules, globs, unread)
             elif (
                 entry.is_file(follow_symlinks=False)
                 and not is_ignored(rules, path, is_dir=False)
@@ -292,7 +306,10 @@ class WorkspaceConnector(RecordConnector[WorkspaceConfig, WorkspaceRecord]):
             size = 0
             with open(entry.path, "rb") as handle:
                 while chunk := handle.read(_CHUNK_BYTES):
-                    if size == 0 and b"\0" in chunk[:_BINARY_SNIFF_BYTES]:
+                    # Git looks for a NUL in the first 8000 bytes only; the whole file
+                    # is read for its hash anyway, and a NUL anywhere would reach the
+                    # payload, which no store can hold as text.
+                    if b"\0" in chunk:
                         return _Scanned(None, "binary")
                     size += len(chunk)
                     if size > self.config.max_file_bytes:

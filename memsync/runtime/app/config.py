@@ -12,13 +12,15 @@ import hashlib
 import ipaddress
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from memsync.compile.bundle import BundleLayout
+from memsync.connectors.config import did_you_mean
 from memsync.runtime.compiling.settings import CompileRules, CompileSettings
 from memsync.schedule import parse_schedule
 
@@ -26,11 +28,13 @@ __all__ = [
     "ApiKey",
     "ApiSettings",
     "ConfigError",
+    "ContextSettings",
     "JobsSettings",
     "Settings",
     "hash_api_key",
     "load_settings",
     "redacted_dump",
+    "redacted_store_url",
 ]
 
 STORE_ENV = "MEMSYNC_STORE"
@@ -86,16 +90,33 @@ class ApiKey(_Strict):
     def allows(self, tenant_id: str) -> bool:
         return "*" in self.tenants or tenant_id in self.tenants
 
+    @property
+    def bound_tenant(self) -> str | None:
+        """The one tenant this key may act for, or ``None`` if it may act for several."""
+        only = self.tenants[0]
+        return only if len(self.tenants) == 1 and only != "*" else None
+
 
 class ApiSettings(_Strict):
-    """The HTTP API."""
+    """The HTTP API.
+
+    ``require_tenant``: refuse (400) a request that sends no ``X-Tenant-ID`` unless its
+    API key is bound to exactly one tenant, instead of acting for ``default_tenant`` or
+    the key's first tenant. Off by default.
+    """
 
     host: str = "127.0.0.1"
     port: int = Field(default=8100, ge=0, le=65535)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     max_batch_size: int = Field(default=1000, ge=1, le=100_000)
     default_tenant: str = "default"
+    require_tenant: bool = False
     keys: list[ApiKey] = Field(default_factory=list)
+    session_secret: SecretStr | None = Field(
+        default=None,
+        description="signs the admin page's session cookie, e.g. ${MEMSYNC_SESSION_SECRET}; "
+        "set it when several replicas serve /ui/ (without it each process makes its own)",
+    )
 
     @property
     def auth_enabled(self) -> bool:
@@ -114,9 +135,12 @@ class JobsSettings(_Strict):
     """Background jobs: triggers, leases, retries and the nightly schedule.
 
     ``compile_every_n_episodes``: enqueue a compile of a subject once it has this many
-    uncompiled episodes (0: off). ``nightly_compile``: a crontab line (in
-    ``timezone``) at which every subject with uncompiled episodes gets a compile job
-    (empty: off). See docs/operations.md for leases, retries and misfires.
+    uncompiled episodes (0: off). ``serve_workers``: worker threads ``memsync serve``
+    runs beside the API, so async compiles and syncs complete against a plain server
+    (0: none, for deployments that run ``memsync worker`` processes instead).
+    ``nightly_compile``: a crontab line (in ``timezone``) at which every subject with
+    uncompiled episodes gets a compile job (empty: off). See docs/operations.md for
+    leases, retries and misfires.
     """
 
     compile_every_n_episodes: int = Field(default=0, ge=0)
@@ -128,6 +152,7 @@ class JobsSettings(_Strict):
     retry_backoff_seconds: float = Field(default=10.0, ge=0)
     retry_backoff_max_seconds: float = Field(default=600.0, ge=0)
     misfire_grace_seconds: int = Field(default=3600, ge=1)
+    serve_workers: int = Field(default=1, ge=0, le=64)
 
     @field_validator("timezone")
     @classmethod
@@ -150,6 +175,14 @@ class JobsSettings(_Strict):
         return value
 
 
+class ContextSettings(_Strict):
+    """Context bundles. ``layout``: how ``assembled_context`` is written when a request
+    does not say — ``memsync`` (plain headings) or ``statewave`` (Markdown sections, as
+    Statewave's clients expect)."""
+
+    layout: BundleLayout = BundleLayout.MEMSYNC
+
+
 class Settings(_Strict):
     """The whole configuration file."""
 
@@ -160,21 +193,35 @@ class Settings(_Strict):
     connectors: list[dict[str, Any]] = Field(default_factory=list)
     compile: CompileSettings = Field(default_factory=CompileSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
 
     source_path: Path | None = Field(default=None, exclude=True)
     secret_paths: frozenset[str] = Field(default_factory=frozenset, exclude=True)
 
 
-def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+ConnectorCheck = Callable[[list[Any], str], list[str]]
+"""Validates the raw ``connectors:`` list of a file (its label given): the problems."""
+
+
+def load_settings(
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    check_connectors: ConnectorCheck | None = None,
+) -> Settings:
     """Load settings from ``path`` (or ``$MEMSYNC_CONFIG``; none: all defaults).
 
-    ``$MEMSYNC_STORE`` overrides the store URL of the file.
+    ``$MEMSYNC_STORE`` overrides the store URL of the file. Every problem found is
+    reported at once in one ``ConfigError``, one line each naming the file and the
+    field; with ``check_connectors`` the connectors section is checked too, even when
+    the rest of the file has problems.
     """
     env = os.environ if environ is None else environ
     if path is None and env.get(CONFIG_ENV):
         path = Path(env[CONFIG_ENV])
     document: dict[str, Any] = {}
     secret_paths: set[str] = set()
+    problems: list[str] = []
     label = str(path) if path is not None else "<defaults>"
     if path is not None:
         try:
@@ -191,13 +238,24 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
             loaded = {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: the top level must be a mapping (store:, api:, ...)")
-        document = _interpolate(loaded, env, label, "", secret_paths)
+        problems.extend(
+            f"{label}: {at}: a secret is never written in the file; take it from the "
+            f"environment, e.g. {at.rsplit('.', 1)[-1]}: ${{{_env_name(at)}}}"
+            for at in _literal_secrets(loaded, "")
+        )
+        document = _interpolate(loaded, env, label, "", secret_paths, problems)
     if env.get(STORE_ENV):
         document["store"] = env[STORE_ENV]
+    settings: Settings | None = None
     try:
         settings = Settings.model_validate(document)
     except ValidationError as error:
-        raise ConfigError(_describe(label, error)) from None
+        problems.extend(_describe(label, error))
+    raw_connectors = document.get("connectors")
+    if check_connectors is not None and isinstance(raw_connectors, list):
+        problems.extend(check_connectors(raw_connectors, label))
+    if problems or settings is None:
+        raise ConfigError("\n".join(problems))
     try:
         CompileRules.from_settings(settings.compile)
     except (ValueError, TypeError) as error:
@@ -212,15 +270,19 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     )
 
 
-def _interpolate(value: Any, env: Mapping[str, str], label: str, at: str, secrets: set[str]) -> Any:
+def _interpolate(
+    value: Any, env: Mapping[str, str], label: str, at: str, secrets: set[str], problems: list[str]
+) -> Any:
     if isinstance(value, dict):
         return {
-            key: _interpolate(item, env, label, f"{at}.{key}" if at else str(key), secrets)
+            key: _interpolate(
+                item, env, label, f"{at}.{key}" if at else str(key), secrets, problems
+            )
             for key, item in value.items()
         }
     if isinstance(value, list):
         return [
-            _interpolate(item, env, label, f"{at}[{index}]", secrets)
+            _interpolate(item, env, label, f"{at}[{index}]", secrets, problems)
             for index, item in enumerate(value)
         ]
     if not isinstance(value, str) or "${" not in value:
@@ -232,23 +294,66 @@ def _interpolate(value: Any, env: Mapping[str, str], label: str, at: str, secret
             return env[name]
         if default is not None:
             return default
-        raise ConfigError(
+        problems.append(
             f"{label}: {at}: environment variable {name} is not set "
             f"(set it, or write ${{{name}:-default}})"
         )
+        return ""
 
     secrets.add(at)
     return _INTERPOLATION.sub(substitute, value)
 
 
-def _describe(label: str, error: ValidationError) -> str:
+def _literal_secrets(value: Any, at: str) -> Iterator[str]:
+    """Paths of fields named like secrets whose value is written out, not ``${VAR}``."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{at}.{key}" if at else str(key)
+            if isinstance(item, str) and _SECRET_NAMES.search(str(key)):
+                # A default (``${VAR:-value}``) would be a secret written in the file too.
+                if not _INTERPOLATION.fullmatch(item.strip()) or ("${" in item and ":-" in item):
+                    yield path
+            else:
+                yield from _literal_secrets(item, path)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _literal_secrets(item, f"{at}[{index}]")
+
+
+def _env_name(at: str) -> str:
+    """A plausible environment variable for a secret at ``at``: MEMSYNC_<PATH>."""
+    return "MEMSYNC_" + re.sub(r"[^A-Za-z0-9]+", "_", at).strip("_").upper()
+
+
+def _describe(label: str, error: ValidationError) -> list[str]:
     lines = []
     for problem in error.errors():
-        field = ".".join(
-            f"[{part}]" if isinstance(part, int) else str(part) for part in problem["loc"]
-        ).replace(".[", "[")
-        lines.append(f"{label}: {field or '<top level>'}: {problem['msg']}")
-    return "\n".join(lines)
+        loc = problem["loc"]
+        field = ".".join(f"[{part}]" if isinstance(part, int) else str(part) for part in loc)
+        message = problem["msg"]
+        if problem["type"] == "extra_forbidden":
+            message = "unknown field" + did_you_mean(str(loc[-1]), _fields_at(loc[:-1]))
+        lines.append(f"{label}: {field.replace('.[', '[') or '<top level>'}: {message}")
+    return lines
+
+
+def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The field names of the settings model at ``loc`` (list indexes skipped)."""
+    model: type[BaseModel] | None = Settings
+    for part in loc:
+        if model is None or isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        candidates = [annotation, *get_args(annotation)]
+        model = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
+        if model is None:  # e.g. list[ApiKey]
+            for candidate in candidates:
+                inner = [a for a in get_args(candidate) if isinstance(a, type)]
+                model = next((a for a in inner if issubclass(a, BaseModel)), model)
+    return list(model.model_fields) if model is not None else []
 
 
 def redacted_dump(settings: Settings) -> dict[str, Any]:
@@ -264,7 +369,7 @@ def _redact(value: Any, secrets: frozenset[str], at: str) -> Any:
             path = f"{at}.{key}" if at else str(key)
             if path == "store" and isinstance(item, str):
                 # A store URL is worth seeing; only its password is secret.
-                redacted[key] = _redact_url_password(item)
+                redacted[key] = redacted_store_url(item)
             elif item is not None and (path in secrets or _SECRET_NAMES.search(str(key))):
                 redacted[key] = REDACTED
             else:
@@ -277,5 +382,6 @@ def _redact(value: Any, secrets: frozenset[str], at: str) -> Any:
     return value
 
 
-def _redact_url_password(url: str) -> str:
+def redacted_store_url(url: str) -> str:
+    """A store URL fit to print: its password, if any, replaced by ``***``."""
     return re.sub(r"(://[^:/@]+:)[^@]+@", r"\1" + REDACTED + "@", url)

@@ -10,9 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.compiling import CompileService, result_summary
-from memsync.runtime.jobs import Job, JobHandler, PermanentJobError
+from memsync.runtime.jobs import (
+    Job,
+    JobHandler,
+    JobOutcome,
+    JobQueue,
+    JobResult,
+    NeedsAttention,
+    RetryAt,
+)
 from memsync.runtime.sync import RunRecord, RunStatus
 from memsync.runtime.sync.records import COUNTERS
 
@@ -25,21 +35,43 @@ SyncOne = Callable[[ConnectorConfig], RunRecord]
 """Runs one incremental sync of a configured connector and returns its run record."""
 
 
-def compile_handler(compile_service: CompileService) -> JobHandler:
+def compile_handler(compile_service: CompileService, queue: JobQueue) -> JobHandler:
     """Compile jobs: the single compile path, with the job id on every record it makes.
 
     Compile is idempotent, so a job reclaimed after its worker died compiles what is
-    left and creates no memory twice.
+    left and creates no memory twice. Each chunk's counts and created memory ids are
+    added to the job in the chunk's own transaction, so the job's result counts every
+    attempt: a reclaimed job ends with the counts a clean run would have.
     """
 
     def handle(job: Job) -> Mapping[str, Any]:
-        result = compile_service.compile(job.tenant_id, job.target, job_id=str(job.id))
+        totals: dict[str, Any] = dict(job.result or {})
+
+        def record(connection: Connection, counts: Mapping[str, Any]) -> None:
+            totals.update(queue.add_progress(connection, job, counts))
+
+        result = compile_service.compile(
+            job.tenant_id, job.target, job_id=str(job.id), on_chunk=record
+        )
         return {
             **result_summary(result),
-            "memory_ids": [str(memory.id) for memory in result.memories],
+            "memory_ids": [],
+            **{name: value for name, value in totals.items() if name in _COUNTED},
         }
 
     return handle
+
+
+# What a chunk adds to a compile job (see CompileService.compile's ``on_chunk``).
+_COUNTED = frozenset(
+    {
+        "episodes_compiled",
+        "memories_created",
+        "memories_superseded",
+        "conflicts_opened",
+        "memory_ids",
+    }
+)
 
 
 class SyncRunFailed(Exception):
@@ -53,28 +85,49 @@ def sync_handler(
     """Sync jobs: one incremental sync of the connector the job names, in its tenant.
 
     ``connectors`` maps (tenant, name) to the configured connectors. The result is the
-    run's id, status and counters. A ``partial`` run completes the job (what was read is
-    stored; the run record lists the errors); a ``failed`` run, or another run of the
-    connector still going, fails the attempt, to be retried. A connector no longer in
-    the configuration fails the job for good. Re-running is safe: the window overlaps
-    the last one on purpose and ingest recognises repeats.
+    run's id, status and counters; how the run ended decides the job's outcome:
+
+    - ``succeeded``: the job succeeds;
+    - ``partial``: the job completes with outcome ``partial`` (what was read is stored;
+      the run record lists the errors); when a rate limit cut the run short and the
+      source said when it resets, a follow-up job is enqueued for that moment, so no
+      worker sleeps through the wait;
+    - ``failed`` on an error a person must fix (refused credentials, a missing
+      resource): the job fails at once with outcome ``needs_attention``; a connector no
+      longer in the configuration does too;
+    - ``failed`` on a rate limit with a known reset: the attempt is retried then;
+    - ``failed`` otherwise, or another run of the connector still going: the attempt
+      fails and is retried with backoff.
+
+    Re-running is safe: the window overlaps the last one on purpose and ingest
+    recognises repeats.
     """
 
-    def handle(job: Job) -> Mapping[str, Any]:
+    def handle(job: Job) -> JobResult:
         config = connectors.get((job.tenant_id, job.target))
         if config is None:
-            raise PermanentJobError(
+            raise NeedsAttention(
                 f"no connector named {job.target!r} for tenant {job.tenant_id!r} "
                 "in this worker's configuration"
             )
         record = sync_one(config)
         if record.status is RunStatus.FAILED:
-            raise SyncRunFailed(f"sync run {record.id} failed: {record.error}")
-        return {
+            message = f"sync run {record.id} failed: {record.error}"
+            if record.needs_attention:
+                raise NeedsAttention(message)
+            if record.retry_at is not None:
+                raise RetryAt(
+                    f"{message}; retrying at {record.retry_at.isoformat()}", at=record.retry_at
+                )
+            raise SyncRunFailed(message)
+        result = {
             "run_id": str(record.id),
             "run_status": record.status.value,
             **{counter: getattr(record, counter) for counter in COUNTERS},
             "error": record.error,
         }
+        if record.status is RunStatus.PARTIAL:
+            return JobResult(result, JobOutcome.PARTIAL, follow_up_at=record.retry_at)
+        return JobResult(result)
 
     return handle

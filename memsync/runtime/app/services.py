@@ -15,13 +15,21 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
+import sqlalchemy as sa
+
 from memsync.clock import Clock, SystemClock
-from memsync.connectors import ConnectorConfigError, ConnectorRegistry, load_registry
+from memsync.connectors import (
+    ConnectorConfigError,
+    ConnectorRegistry,
+    load_registry,
+    observing_requests,
+)
 from memsync.connectors.base import Connector
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.api.auth import Authenticator
 from memsync.runtime.app.config import ConfigError, JobsSettings, Settings
 from memsync.runtime.app.handlers import SYNC_JOB, compile_handler, sync_handler
+from memsync.runtime.app.observability.metrics import Metrics, StoreGauges
 from memsync.runtime.compiling import (
     COMPILE_JOB,
     CompileService,
@@ -42,10 +50,17 @@ from memsync.runtime.jobs import (
     enqueue_target,
     worker_name,
 )
-from memsync.runtime.reading import ContextReader, EpisodeRepository, MemoryRepository
+from memsync.runtime.reading import (
+    ContextReader,
+    EpisodeRepository,
+    MemoryRepository,
+    MemorySearch,
+    SubjectIndexes,
+)
 from memsync.runtime.storage import Store, upgrade
 from memsync.runtime.sync import RunRecord, SyncRepository, SyncRunner
 from memsync.runtime.sync.runner import SliceProgress
+from memsync.scrub import Scrubber, secret_values
 
 __all__ = [
     "NIGHTLY_COMPILE",
@@ -123,11 +138,15 @@ class Services:
     episodes: EpisodeRepository = field(init=False)
     memories: MemoryRepository = field(init=False)
     context: ContextReader = field(init=False)
+    search: MemorySearch = field(init=False)
     authenticator: Authenticator = field(init=False)
+    metrics: Metrics = field(init=False)
+    """What this process did (counters) and the store's gauges, read when scraped."""
     migration_notes: list[str] = field(default_factory=list)
     """What the migrations run by :meth:`open` said about the data they changed."""
 
     def __post_init__(self) -> None:
+        self.metrics = Metrics()
         jobs = self.settings.jobs
         self.queue = JobQueue(
             self.store,
@@ -140,12 +159,24 @@ class Services:
         self.runs = SyncRepository(self.store)
         self.ingest = self.new_ingest()
         self.compile_service = CompileService.from_settings(
-            self.store, self.settings.compile, self.clock
+            self.store, self.settings.compile, self.clock, on_compiled=self.metrics.compiled
         )
         self.episodes = EpisodeRepository(self.store)
         self.memories = MemoryRepository(self.store)
-        self.context = ContextReader(self.episodes, self.memories, self.clock)
+        indexes = SubjectIndexes(self.memories)
+        self.context = ContextReader(
+            self.episodes, self.memories, indexes=indexes, layout=self.settings.context.layout
+        )
+        self.search = MemorySearch(indexes, self.memories)
         self.authenticator = Authenticator(self.settings.api)
+        self.metrics.watch(
+            StoreGauges(
+                lambda: self.queue.depth(with_completed=False),
+                self.runs.committed_positions,
+                self.clock.now,
+                kinds=(COMPILE_JOB, SYNC_JOB),
+            )
+        )
 
     @classmethod
     def open(cls, settings: Settings, clock: Clock | None = None) -> Services:
@@ -157,6 +188,24 @@ class Services:
     def close(self) -> None:
         """Release the store's connections."""
         self.store.dispose()
+
+    @cached_property
+    def scrubber(self) -> Scrubber:
+        """Every secret value this process knows: API keys, the LLM key, the store's
+        password and each configured connector's secrets. Error texts, run records, job
+        errors, the CLI's output and log lines are scrubbed of them."""
+        known = [key.key for key in self.settings.api.keys if key.key]
+        known += secret_values(self.settings)
+        password = sa.make_url(self.settings.store).password
+        if password:
+            known.append(str(password))
+        try:
+            configured = self.connectors
+        except ConfigError:
+            configured = ()  # reported where the connectors are used
+        for config in configured:
+            known += secret_values(config)
+        return Scrubber(known)
 
     # -- sync --------------------------------------------------------------------------
 
@@ -201,15 +250,23 @@ class Services:
 
     def sync_runner(self) -> SyncRunner:
         """A sync runner that ingests through the one ingest path (with its triggers)."""
-        return SyncRunner(self.runs, self.new_ingest(), clock=self.clock)
+        return SyncRunner(self.runs, self.new_ingest(), clock=self.clock, scrubber=self.scrubber)
 
-    def run_sync(self, config: ConnectorConfig, runner: SyncRunner | None = None) -> RunRecord:
+    def run_sync(
+        self,
+        config: ConnectorConfig,
+        runner: SyncRunner | None = None,
+        *,
+        full_refresh: bool = False,
+    ) -> RunRecord:
         """One incremental sync of a configured connector; the connector is closed after.
 
         Raises what :meth:`SyncRunner.sync` raises (``RunInProgress``, ``RunLost``).
         """
-        with self._connector(config) as connector:
-            return (runner or self.sync_runner()).sync(connector)
+        with self.connector_instance(config) as connector:
+            record = (runner or self.sync_runner()).sync(connector, full_refresh=full_refresh)
+        self.metrics.sync_run_finished(record)
+        return record
 
     def run_backfill(
         self,
@@ -221,16 +278,20 @@ class Services:
         on_slice: SliceProgress | None = None,
     ) -> RunRecord:
         """A backfill of a configured connector (see :meth:`SyncRunner.backfill`)."""
-        with self._connector(config) as connector:
-            return self.sync_runner().backfill(
+        with self.connector_instance(config) as connector:
+            record = self.sync_runner().backfill(
                 connector, since=since, until=until, slice_length=slice_length, on_slice=on_slice
             )
+        self.metrics.sync_run_finished(record)
+        return record
 
     @contextmanager
-    def _connector(self, config: ConnectorConfig) -> Iterator[AnyConnector]:
+    def connector_instance(self, config: ConnectorConfig) -> Iterator[AnyConnector]:
+        """The connector of ``config``, its source requests counted, closed after."""
         connector = self.registry.build(config)
         try:
-            yield connector
+            with observing_requests(self.metrics.source(config.name)):
+                yield connector
         finally:
             connector.close()
 
@@ -260,13 +321,19 @@ class Services:
         return Worker(
             self.queue,
             {
-                COMPILE_JOB: compile_handler(self.compile_service),
-                SYNC_JOB: sync_handler(configured, lambda config: self.run_sync(config, runner)),
+                COMPILE_JOB: self.metrics.timed(
+                    COMPILE_JOB, compile_handler(self.compile_service, self.queue)
+                ),
+                SYNC_JOB: self.metrics.timed(
+                    SYNC_JOB,
+                    sync_handler(configured, lambda config: self.run_sync(config, runner)),
+                ),
             },
             clock=self.clock,
             lease=timedelta(seconds=jobs.lease_seconds),
             poll_interval=jobs.poll_seconds,
             name=f"{self._process_name}/{index}",
+            scrub=self.scrubber,
         )
 
     @cached_property

@@ -7,6 +7,7 @@ small partial index of uncompiled episodes instead of scanning a subject's timel
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple
@@ -111,12 +112,31 @@ def mark_compiled(connection: Connection, tenant_id: str, views: Sequence[Episod
     Marks the revision that was compiled, not the current one: an episode revised by a
     concurrent ingest since it was read stays behind and is compiled next time.
     """
+    if connection.dialect.name == "postgresql":
+        # One statement for the chunk, its (id, revision) pairs as one JSON document:
+        # an executemany binds and sends every pair on its own.
+        connection.execute(
+            _PG_MARK_COMPILED,
+            {
+                "tenant_id": tenant_id,
+                "marks": json.dumps([[str(view.id), view.revision] for view in views]),
+            },
+        )
+        return
     connection.execute(
         update_each_if(episodes, tenant_id, "revision").values(
             compiled_revision=sa.bindparam("b_guard")
         ),
         [{"b_id": view.id, "b_guard": view.revision} for view in views],
     )
+
+
+_PG_MARK_COMPILED = sa.text(
+    "UPDATE episodes AS e SET compiled_revision = (mark->>1)::int "
+    "FROM jsonb_array_elements(CAST(:marks AS jsonb)) AS mark "
+    "WHERE e.tenant_id = :tenant_id AND e.id = (mark->>0)::uuid "
+    "AND e.revision = (mark->>1)::int"
+)
 
 
 def subjects_with_uncompiled(connection: Connection, tenant_id: str) -> list[str]:

@@ -32,6 +32,7 @@ __all__ = [
     "RECORDED_EPISODES_PER_SIDE",
     "ConflictRecord",
     "apply_change_set",
+    "bump_memory_version",
     "conflict_record",
     "delete_subject_memories",
     "load_conflict",
@@ -59,6 +60,7 @@ _sources = tables.memory_sources
 _episodes = tables.episodes
 _supersessions = tables.supersessions
 _conflicts = tables.conflicts
+_versions = tables.memory_versions
 
 
 def _stored(row: Row[Any], sources: Sequence[uuid.UUID]) -> StoredMemory:
@@ -129,6 +131,26 @@ def memories_citing(
         )
     )
     return with_sources(connection, tenant_id, rows)
+
+
+def bump_memory_version(
+    connection: Connection, tenant_id: str, subject_id: str, now: datetime
+) -> None:
+    """Mark the subject's memories changed: a fresh version, and ``changed_at`` moved
+    forward to ``now`` (never back: a clock behind the last change leaves it)."""
+    insert = tables.upsert(_versions, postgresql=_on_postgresql(connection))
+    newer = sa.case(
+        (insert.excluded.changed_at > _versions.c.changed_at, insert.excluded.changed_at),
+        else_=_versions.c.changed_at,
+    )
+    connection.execute(
+        insert.values(
+            tenant_id=tenant_id, subject_id=subject_id, version=uuid.uuid4().hex, changed_at=now
+        ).on_conflict_do_update(
+            index_elements=[_versions.c.tenant_id, _versions.c.subject_id],
+            set_={"version": insert.excluded.version, "changed_at": newer},
+        )
+    )
 
 
 def subjects_citing(
@@ -226,18 +248,27 @@ def apply_change_set(
     episode_revisions: Mapping[uuid.UUID, int],
     now: datetime,
     job_id: str | None = None,
+    *,
+    subject_id: str,
 ) -> None:
-    """Write ``changes`` in the caller's transaction, as ``compile.apply_changes`` would.
+    """Write ``changes`` to ``subject_id``'s memories in the caller's transaction, as
+    ``compile.apply_changes`` would, and bump the subject's memory version (unless the
+    change set is empty).
 
     ``job_id`` is the compile that created the new memories (kept on their rows).
 
     Repeats: provenance and conflicts are inserted with "on conflict do nothing", and a
     status change only applies to a memory still in its ``from_status``, so applying
-    the same change set twice leaves the store as applying it once.
+    the same change set twice leaves the store as applying it once (apart from the
+    version, which changes again: readers recompute, and find the same state).
     """
+    if changes.is_empty:
+        return
+    bump_memory_version(connection, tenant_id, subject_id, now)
     if changes.memories_to_create:
-        connection.execute(
-            _memories.insert(),
+        tables.insert_json_rows(
+            connection,
+            _memories,
             [
                 {
                     "tenant_id": tenant_id,
@@ -264,6 +295,7 @@ def apply_change_set(
                 }
                 for memory in changes.memories_to_create
             ],
+            ignore=False,
         )
     subject_of = {memory.id: memory.subject_id for memory in changes.memories_to_create}
     provenance = [
@@ -306,8 +338,9 @@ def apply_change_set(
             for episode_id in addition.episode_ids
         )
     if provenance:
-        connection.execute(
-            tables.insert_or_ignore(_sources, postgresql=_on_postgresql(connection)),
+        tables.insert_json_rows(
+            connection,
+            _sources,
             [
                 {
                     "tenant_id": tenant_id,
@@ -319,6 +352,7 @@ def apply_change_set(
                 }
                 for memory_id, subject_id, episode_id in provenance
             ],
+            ignore=True,
         )
     asserted_again = [
         {"b_memory": again.memory_id, "b_episode": episode_id, "b_revision": revision}
@@ -479,8 +513,9 @@ def load_conflict(
 
 
 def delete_subject_memories(connection: Connection, tenant_id: str, subject_id: str) -> int:
-    """Delete a subject's memories with their provenance, records and conflicts."""
-    for table in (_sources, _supersessions, _conflicts):
+    """Delete a subject's memories with their provenance, records, conflicts and
+    version."""
+    for table in (_sources, _supersessions, _conflicts, _versions):
         connection.execute(
             table.delete().where(table.c.tenant_id == tenant_id, table.c.subject_id == subject_id)
         )

@@ -12,14 +12,17 @@ SQLite): the second waits, then finds the episodes compiled and skips them.
 from __future__ import annotations
 
 import hashlib
+import logging
 import uuid
-from collections.abc import Collection, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from structlog.contextvars import bound_contextvars
 
 from memsync.clock import Clock, SystemClock
 from memsync.compile.heuristic import HeuristicCompiler
@@ -58,6 +61,7 @@ from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.statistics import StatisticsRefresher
 
 __all__ = [
+    "ChunkCommitting",
     "CompileResult",
     "CompileService",
     "CompileSummary",
@@ -66,14 +70,22 @@ __all__ = [
     "result_summary",
 ]
 
+log = logging.getLogger("memsync.compile")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompileSummary:
     """What one compile did, counted: what ``memsync compile --json`` prints and a compile
-    job records. The API's compile response extends it rather than repeat its fields."""
+    job records. The API's compile response extends it rather than repeat its fields.
+
+    ``compile_id`` names this compile: the ``job_id`` recorded on every memory,
+    supersession and conflict it wrote (a compile job's id when a worker ran it). It is
+    not called ``job_id`` here because Statewave clients read a ``job_id`` in a compile
+    answer as "accepted, still running".
+    """
 
     subject_id: str
-    job_id: str
+    compile_id: str
     episodes_compiled: int
     memories_created: int
     memories_superseded: int
@@ -115,6 +127,16 @@ class _ChunkOutcome:
     @property
     def memories_created(self) -> int:
         return len(self.created)
+
+    def counts(self) -> dict[str, Any]:
+        """What :data:`ChunkCommitting` is handed."""
+        return {
+            "episodes_compiled": self.episodes_compiled,
+            "memories_created": self.memories_created,
+            "memories_superseded": self.superseded,
+            "conflicts_opened": self.conflicts_opened,
+            "memory_ids": [str(memory.id) for memory in self.created],
+        }
 
     @classmethod
     def of(
@@ -164,7 +186,7 @@ class _Tally:
     def result(self, subject_id: str, job_id: str) -> CompileResult:
         return CompileResult(
             subject_id=subject_id,
-            job_id=job_id,
+            compile_id=job_id,
             episodes_compiled=self.episodes_compiled,
             memories_created=len(self.created),
             memories_superseded=self.superseded,
@@ -172,6 +194,13 @@ class _Tally:
             conflicts_opened=self.conflicts_opened,
             memories=tuple(self.created),
         )
+
+
+ChunkCommitting = Callable[[Connection, Mapping[str, Any]], None]
+"""Called inside each chunk's transaction, last, with what the chunk did: the counts of
+:class:`CompileSummary` (``episodes_compiled``, ``memories_created``,
+``memories_superseded``, ``conflicts_opened``) and ``memory_ids``, the ids of the
+memories it created. What it writes commits with the chunk, or rolls back with it."""
 
 
 def _subject_lock_key(tenant_id: str, subject_id: str) -> int:
@@ -201,10 +230,12 @@ class CompileService:
         llm: LLMSettings | None = None,
         http: httpx.Client | None = None,
         chunk_episodes: int = DEFAULT_CHUNK_EPISODES,
+        on_compiled: Callable[[CompileResult], None] | None = None,
     ) -> None:
         """``compiler`` overrides everything; else ``llm`` selects the LLM compiler (its
         extractions recorded per tenant in the store); else the heuristic compiler.
-        ``chunk_episodes`` is how many episodes one transaction compiles."""
+        ``chunk_episodes`` is how many episodes one transaction compiles.
+        ``on_compiled`` is told every compile that finished (the process's metrics)."""
         if chunk_episodes < 1:
             raise ValueError(f"chunk_episodes must be at least 1, not {chunk_episodes}")
         self._store = store
@@ -216,13 +247,18 @@ class CompileService:
         # keeps scanning a memories table that grew from empty, once per inserted row.
         self._statistics = StatisticsRefresher(store, ["memories", "memory_sources"])
         self._llm = llm if compiler is None else None
+        self._on_compiled = on_compiled
         self._http = http
         if self._llm is not None and self._http is None:
             self._http = httpx.Client(timeout=self._llm.timeout_seconds)
 
     @classmethod
     def from_settings(
-        cls, store: Store, settings: CompileSettings, clock: Clock | None = None
+        cls,
+        store: Store,
+        settings: CompileSettings,
+        clock: Clock | None = None,
+        on_compiled: Callable[[CompileResult], None] | None = None,
     ) -> CompileService:
         """The service the configuration file describes."""
         return cls(
@@ -231,6 +267,7 @@ class CompileService:
             clock=clock,
             llm=settings.llm if settings.compiler == "llm" else None,
             chunk_episodes=settings.chunk_episodes,
+            on_compiled=on_compiled,
         )
 
     def _compiler_for(self, tenant_id: str) -> Compiler:
@@ -249,16 +286,35 @@ class CompileService:
         return HeuristicCompiler(self._rules.registry)
 
     def compile(
-        self, tenant_id: str, subject_id: str, *, job_id: str | None = None
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        job_id: str | None = None,
+        on_chunk: ChunkCommitting | None = None,
     ) -> CompileResult:
         """Compile ``subject_id``'s uncompiled episodes; see the class docstring.
 
         The episodes are compiled in time order, ``chunk_episodes`` at a time, one
         transaction per chunk. A failure rolls back the chunk it happens in; the chunks
         before it stay compiled (memories and markers together), so a retry carries on
-        where this call stopped.
+        where this call stopped. ``on_chunk`` records a chunk's counts in its own
+        transaction (a compile job's progress, which then survives a crash).
         """
         job_id = job_id or f"compile-{uuid.uuid4()}"
+        with bound_contextvars(tenant=tenant_id, subject=subject_id):
+            result = self._compile(tenant_id, subject_id, job_id, on_chunk)
+        if self._on_compiled is not None:
+            self._on_compiled(result)
+        return result
+
+    def _compile(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        job_id: str,
+        on_chunk: ChunkCommitting | None,
+    ) -> CompileResult:
         compiler = self._compiler_for(tenant_id)
         with self._store.read() as connection:
             pending = pending_episode_ids(connection, tenant_id, subject_id)
@@ -266,14 +322,24 @@ class CompileService:
         position, size = 0, self._chunk_episodes
         while position < len(pending):
             chunk = pending[position : position + size]
-            outcome = self._compile_chunk(compiler, tenant_id, subject_id, chunk, job_id)
+            outcome = self._compile_chunk(compiler, tenant_id, subject_id, chunk, job_id, on_chunk)
             total.add(outcome)
             position += len(chunk)
             # Every chunk loads the subject's active memories again; a chunk at least
             # that large keeps the reload at most one memory per episode compiled, so a
             # compile stays linear however large the subject grows.
             size = max(self._chunk_episodes, outcome.memories_loaded)
-        return total.result(subject_id, job_id)
+        result = total.result(subject_id, job_id)
+        log.info(
+            "compiled",
+            extra={
+                "episodes_compiled": result.episodes_compiled,
+                "memories_created": result.memories_created,
+                "memories_superseded": result.memories_superseded,
+                "conflicts_opened": result.conflicts_opened,
+            },
+        )
+        return result
 
     def _compile_chunk(
         self,
@@ -282,6 +348,7 @@ class CompileService:
         subject_id: str,
         chunk: Sequence[Pending],
         job_id: str,
+        on_chunk: ChunkCommitting | None,
     ) -> _ChunkOutcome:
         ids = [episode.id for episode in chunk]
         prepared: set[tuple[uuid.UUID, int]] | None = None
@@ -300,12 +367,12 @@ class CompileService:
         # A record that moved here, or was revised or deleted, may have left memories in
         # other subjects too: those subjects are locked with this one, in one order.
         seen = [episode.id for episode in chunk if episode.seen]
-        elsewhere: set[str] = set()
+        cited_elsewhere: set[str] = set()
         if seen:
             with self._store.read() as connection:
-                elsewhere = subjects_citing(connection, tenant_id, seen) - {subject_id}
+                cited_elsewhere = subjects_citing(connection, tenant_id, seen) - {subject_id}
         with self._store.write() as connection:
-            locked = self._lock_subjects(connection, tenant_id, {subject_id, *elsewhere})
+            locked = self._lock_subjects(connection, tenant_id, {subject_id, *cited_elsewhere})
             now = self._clock.now()
             # Read again under the lock: a concurrent compile may have taken some of
             # these episodes since they were listed, and ingest may have revised some
@@ -325,6 +392,8 @@ class CompileService:
             memories_loaded = len(existing)
 
             change_sets: list[ChangeSet] = []
+            # Change sets of the other subjects a record left: each bumps its own version.
+            elsewhere: dict[str, ChangeSet] = {}
             seen_again = [found.view.id for found in episodes if found.compiled_revision > 0]
             if seen_again:
                 citing = memories_citing(connection, tenant_id, seen_again)
@@ -333,18 +402,16 @@ class CompileService:
                 standings = source_standings(
                     connection, tenant_id, citing, {view.id for view in views}, derived_keys
                 )
-                here = [memory for memory in citing if memory.subject_id == subject_id]
-                withdrawn_here = withdraw_unsupported(here, standings, job_id, now)
-                existing = apply_changes(existing, withdrawn_here)
-                change_sets.append(withdrawn_here)
-                change_sets.append(
-                    withdraw_unsupported(
-                        [memory for memory in citing if memory.subject_id != subject_id],
-                        standings,
-                        job_id,
-                        now,
-                    )
-                )
+                by_subject: dict[str, list[StoredMemory]] = defaultdict(list)
+                for memory in citing:
+                    by_subject[memory.subject_id].append(memory)
+                for cited_subject, memories in sorted(by_subject.items()):
+                    withdrawn = withdraw_unsupported(memories, standings, job_id, now)
+                    if cited_subject == subject_id:
+                        existing = apply_changes(existing, withdrawn)
+                        change_sets.append(withdrawn)
+                    else:
+                        elsewhere[cited_subject] = withdrawn
             change_sets.append(
                 resolve(
                     subject_id,
@@ -359,9 +426,19 @@ class CompileService:
             )
             revisions = {view.id: view.revision for view in views}
             for changes in change_sets:
-                apply_change_set(connection, tenant_id, changes, revisions, now, job_id)
+                apply_change_set(
+                    connection, tenant_id, changes, revisions, now, job_id, subject_id=subject_id
+                )
+            for other_subject, changes in elsewhere.items():
+                apply_change_set(
+                    connection, tenant_id, changes, revisions, now, job_id, subject_id=other_subject
+                )
             mark_compiled(connection, tenant_id, views)
-        outcome = _ChunkOutcome.of(len(views), change_sets, memories_loaded=memories_loaded)
+            outcome = _ChunkOutcome.of(
+                len(views), [*change_sets, *elsewhere.values()], memories_loaded=memories_loaded
+            )
+            if on_chunk is not None:
+                on_chunk(connection, outcome.counts())
         self._statistics.added(outcome.memories_created)
         return outcome
 
@@ -400,7 +477,9 @@ class CompileService:
                 job_id=f"manual-{uuid.uuid4()}",
                 now=now,
             )
-            apply_change_set(connection, tenant_id, changes, {}, now)
+            apply_change_set(
+                connection, tenant_id, changes, {}, now, subject_id=record.conflict.subject_id
+            )
         return ConflictResolution(conflict_id, keep_memory_id, rejected_id)
 
     def subjects_with_uncompiled(self, tenant_id: str) -> list[str]:

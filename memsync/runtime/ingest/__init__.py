@@ -9,6 +9,7 @@ from __future__ import annotations
 from memsync.runtime.ingest.service import (
     DEFAULT_BATCH_SIZE,
     BatchCommitted,
+    BeforeCommit,
     IngestService,
     IngestSummary,
 )
@@ -17,6 +18,7 @@ from memsync.runtime.ingest.statements import IngestOutcome, delete_subject_epis
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "BatchCommitted",
+    "BeforeCommit",
     "IngestOutcome",
     "IngestService",
     "IngestSummary",

@@ -13,6 +13,9 @@ set-based: a batch costs a constant number of statements whatever its size:
 The unique index on (tenant_id, idempotency_key) is what guarantees one episode per
 key under any number of concurrent writers, wherever the record is filed; the code
 only has to be ready to lose the race gracefully.
+
+One call is one transaction, whatever its size: the batches above run inside it, so
+a request or a ``memsync ingest`` that fails stores nothing of itself.
 """
 
 from __future__ import annotations
@@ -54,9 +57,13 @@ class IngestSummary:
 
 
 BatchCommitted = Callable[[str, frozenset[str]], None]
-"""Called after each committed batch with the tenant and the subjects that got new,
+"""Called after each committed call with the tenant and the subjects that got new,
 revised or tombstoned episodes in it (never with duplicates only): the hook for
 triggers."""
+
+BeforeCommit = Callable[[Connection, list[IngestOutcome]], None]
+"""Called inside the ingest transaction with the outcomes, before it commits: what it
+writes commits or rolls back with the episodes (a sync run's counters and cursor)."""
 
 
 class IngestService:
@@ -94,53 +101,80 @@ class IngestService:
         # the timeline index instead of the key index on the next re-sync.
         self._statistics = StatisticsRefresher(store, ["episodes"])
 
-    def ingest(self, tenant_id: str, drafts: Sequence[EpisodeDraft]) -> list[IngestOutcome]:
+    def ingest(
+        self,
+        tenant_id: str,
+        drafts: Sequence[EpisodeDraft],
+        *,
+        before_commit: BeforeCommit | None = None,
+    ) -> list[IngestOutcome]:
         """Ingest ``drafts`` for ``tenant_id``; return one outcome per draft, in order.
 
-        Each batch of ``batch_size`` drafts commits on its own: a failure loses at
-        most the batch in flight, and re-running the whole call is always safe.
+        All or nothing: the whole call is one transaction (its statements work through
+        ``batch_size`` drafts at a time), so a failure stores none of it and re-running
+        the call is always safe. ``before_commit`` runs last inside that transaction.
         """
-        outcomes: list[IngestOutcome] = []
-        for start in range(0, len(drafts), self._batch_size):
-            batch = drafts[start : start + self._batch_size]
-            with self._store.write() as connection:
-                batch_outcomes = self._ingest_batch(connection, tenant_id, batch)
-            outcomes.extend(batch_outcomes)
-            if self._on_batch_committed is not None:
-                changed = frozenset(
-                    draft.subject_id
-                    for draft, outcome in zip(batch, batch_outcomes, strict=True)
-                    if outcome.status is not IngestStatus.DUPLICATE
-                )
-                if changed:
-                    self._on_batch_committed(tenant_id, changed)
+        # One transaction holds the locks of every batch until it commits, so two calls
+        # sharing keys must take them in one global order or deadlock: the drafts go
+        # through in key order (a stable sort: a repeated key still applies in order).
+        order = sorted(range(len(drafts)), key=lambda index: _lock_order(drafts[index]))
+        placed: list[IngestOutcome | None] = [None] * len(drafts)
+        with self._store.write() as connection:
+            for start in range(0, len(order), self._batch_size):
+                positions = order[start : start + self._batch_size]
+                batch = [drafts[index] for index in positions]
+                for index, outcome in zip(
+                    positions, self._ingest_batch(connection, tenant_id, batch), strict=True
+                ):
+                    placed[index] = outcome
+            outcomes = [outcome for outcome in placed if outcome is not None]
+            if before_commit is not None:
+                before_commit(connection, outcomes)
+        if self._on_batch_committed is not None:
+            changed = frozenset(
+                draft.subject_id
+                for draft, outcome in zip(drafts, outcomes, strict=True)
+                if outcome.status is not IngestStatus.DUPLICATE
+            )
+            if changed:
+                self._on_batch_committed(tenant_id, changed)
         self._statistics.added(sum(o.status is IngestStatus.CREATED for o in outcomes))
         return outcomes
 
-    def tombstone(self, tenant_id: str, tombstones: Sequence[Tombstone]) -> list[IngestOutcome]:
+    def tombstone(
+        self,
+        tenant_id: str,
+        tombstones: Sequence[Tombstone],
+        *,
+        before_commit: BeforeCommit | None = None,
+    ) -> list[IngestOutcome]:
         """Mark the records the tombstones cover deleted; return one ``tombstoned``
         outcome per episode that was live, in episode id order.
 
         Each episode gets a new revision marked deleted that keeps its content; its
         subject is unchanged. Repeats: a record already deleted, or never stored, is
         left alone and has no outcome. A later live draft of the key revives the record
-        (``revised``). A batch of ``batch_size`` tombstones commits on its own.
+        (``revised``). All or nothing, as :meth:`ingest`: one transaction, its
+        statements working through ``batch_size`` tombstones at a time.
         """
         outcomes: list[IngestOutcome] = []
-        for start in range(0, len(tombstones), self._batch_size):
-            batch = tombstones[start : start + self._batch_size]
-            with self._store.write() as connection:
+        subjects: set[str] = set()
+        with self._store.write() as connection:
+            for start in range(0, len(tombstones), self._batch_size):
+                batch = tombstones[start : start + self._batch_size]
                 found = self._statements.live_covered(connection, tenant_id, batch)
-                if found:
-                    self._statements.tombstone(connection, tenant_id, found, self._clock.now())
-            outcomes.extend(
-                IngestOutcome(episode.episode_id, IngestStatus.TOMBSTONED, episode.revision + 1)
-                for episode in found
-            )
-            if found and self._on_batch_committed is not None:
-                self._on_batch_committed(
-                    tenant_id, frozenset(episode.subject_id for episode in found)
+                if not found:
+                    continue
+                self._statements.tombstone(connection, tenant_id, found, self._clock.now())
+                outcomes.extend(
+                    IngestOutcome(episode.episode_id, IngestStatus.TOMBSTONED, episode.revision + 1)
+                    for episode in found
                 )
+                subjects.update(episode.subject_id for episode in found)
+            if before_commit is not None:
+                before_commit(connection, outcomes)
+        if subjects and self._on_batch_committed is not None:
+            self._on_batch_committed(tenant_id, frozenset(subjects))
         return outcomes
 
     def live_keys(self, tenant_id: str, scope: KeyScope) -> list[str]:
@@ -149,7 +183,7 @@ class IngestService:
         with self._store.read() as connection:
             return self._statements.live_keys(connection, tenant_id, scope)
 
-    # -- one batch, one transaction -------------------------------------------------
+    # -- one batch of the call's transaction ----------------------------------------
 
     def _ingest_batch(
         self, connection: Connection, tenant_id: str, batch: Sequence[EpisodeDraft]
@@ -229,6 +263,11 @@ class IngestService:
                     IngestOutcome(existing.episode_id, IngestStatus.DUPLICATE, existing.revision)
                 )
         return outcomes
+
+
+def _lock_order(draft: EpisodeDraft) -> str:
+    # Keyless drafts conflict with nothing; keyed ones in the order insert_keyed locks.
+    return key_of(draft) if draft.idempotency_key is not None else ""
 
 
 def _rounds(batch: Sequence[EpisodeDraft]) -> list[list[int]]:

@@ -7,7 +7,7 @@ firer (:class:`ScheduleFirer`), the way procrastinate's ``App`` registers tasks.
 
 from __future__ import annotations
 
-from memsync.runtime.jobs.queue import Job, JobQueue, JobStatus, RetryPolicy
+from memsync.runtime.jobs.queue import Job, JobOutcome, JobQueue, JobStatus, RetryPolicy
 from memsync.runtime.jobs.schedules import (
     Schedule,
     ScheduleFirer,
@@ -18,7 +18,10 @@ from memsync.runtime.jobs.schedules import (
 )
 from memsync.runtime.jobs.worker import (
     JobHandler,
+    JobResult,
+    NeedsAttention,
     PermanentJobError,
+    RetryAt,
     Worker,
     run_workers,
     worker_name,
@@ -27,9 +30,13 @@ from memsync.runtime.jobs.worker import (
 __all__ = [
     "Job",
     "JobHandler",
+    "JobOutcome",
     "JobQueue",
+    "JobResult",
     "JobStatus",
+    "NeedsAttention",
     "PermanentJobError",
+    "RetryAt",
     "RetryPolicy",
     "Schedule",
     "ScheduleFirer",

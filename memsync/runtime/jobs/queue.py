@@ -31,7 +31,7 @@ from memsync.retry import RetryPolicy
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 
-__all__ = ["JOB_RETRY", "Job", "JobQueue", "JobStatus", "RetryPolicy"]
+__all__ = ["JOB_RETRY", "Job", "JobOutcome", "JobQueue", "JobStatus", "RetryPolicy"]
 
 _jobs = tables.jobs
 
@@ -41,6 +41,17 @@ class JobStatus(enum.StrEnum):
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
+
+
+class JobOutcome(enum.StrEnum):
+    """How a finished job ended, for people: ``partial`` completed but did part of its
+    work (a sync that stored part of its window); ``needs_attention`` failed on an error
+    retrying cannot fix (refused credentials, a missing resource, a bad configuration)."""
+
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    NEEDS_ATTENTION = "needs_attention"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +80,7 @@ class Job:
     finished_at: IsoDatetime | None
     result: dict[str, Any] | None
     error: str | None
+    outcome: JobOutcome | None = None
 
     @property
     def finished(self) -> bool:
@@ -88,9 +100,16 @@ def _job(row: Row[Any]) -> Job:
     # The job's fields are named as the columns that hold them.
     values = row._mapping
     return Job(
-        **{**{name: values[name] for name in _JOB_FIELDS}, "status": JobStatus(values["status"])}
+        **{
+            **{name: values[name] for name in _JOB_FIELDS},
+            "status": JobStatus(values["status"]),
+            "outcome": JobOutcome(values["outcome"]) if values["outcome"] else None,
+        }
     )
 
+
+FOLLOW_UP = "follow_up"
+"""The trigger of a job a finished one enqueued to carry on its work later."""
 
 JOB_RETRY = RetryPolicy(
     max_attempts=5, base_delay=timedelta(seconds=10), max_delay=timedelta(minutes=10)
@@ -275,6 +294,7 @@ class JobQueue:
             )
             .values(
                 status=JobStatus.FAILED.value,
+                outcome=JobOutcome.FAILED.value,
                 error="the worker running the last attempt stopped (its lease expired)",
                 finished_at=now,
                 lease_owner=None,
@@ -345,14 +365,59 @@ class JobQueue:
             )
         return updated.rowcount == 1
 
-    def complete(self, job: Job, owner: str, result: Mapping[str, Any], *, now: datetime) -> bool:
-        """Record success; False (and nothing written) if ``owner`` lost the lease."""
+    def add_progress(
+        self, connection: Connection, job: Job, counts: Mapping[str, int | list[Any]]
+    ) -> dict[str, Any]:
+        """Add ``counts`` to the job's ``result`` in the caller's transaction and return
+        the new totals: numbers add up, lists are extended.
+
+        A handler calls it in the transaction that commits what it counts, so the counts
+        survive a crash with the data, and a reclaimed attempt adds to them instead of
+        starting over. It is not guarded by the lease: what was committed was done,
+        whichever attempt did it. While the job runs, ``result`` shows these totals.
+        """
+        current = sa.select(_jobs.c.result).where(
+            _jobs.c.tenant_id == job.tenant_id, _jobs.c.id == job.id
+        )
+        if self._store.is_postgresql:
+            current = current.with_for_update()
+        totals: dict[str, Any] = dict(connection.execute(current).scalar_one_or_none() or {})
+        for name, value in counts.items():
+            if isinstance(value, list):
+                totals[name] = [*totals.get(name, []), *value]
+            else:
+                totals[name] = int(totals.get(name, 0)) + value
+        connection.execute(
+            _jobs.update()
+            .where(_jobs.c.tenant_id == job.tenant_id, _jobs.c.id == job.id)
+            .values(result=totals)
+        )
+        return totals
+
+    def complete(
+        self,
+        job: Job,
+        owner: str,
+        result: Mapping[str, Any],
+        *,
+        now: datetime,
+        outcome: JobOutcome = JobOutcome.SUCCEEDED,
+        follow_up_at: datetime | None = None,
+    ) -> bool:
+        """Record success (``outcome`` says whether all of it); False, and nothing
+        written, if ``owner`` lost the lease.
+
+        ``follow_up_at`` enqueues, in the same transaction, another job of the same kind
+        and target to run then (a sync stopped by a rate limit continues at its reset);
+        it coalesces into a job of the target already pending.
+        """
         with self._store.write() as connection:
             updated = connection.execute(
                 _jobs.update()
                 .where(*self._held(job, owner))
                 .values(
                     status=JobStatus.COMPLETED.value,
+                    outcome=outcome.value,
                     result=dict(result),
                     error=None,
                     finished_at=now,
@@ -360,27 +425,43 @@ class JobQueue:
                     lease_expires_at=None,
                 )
             )
+            if updated.rowcount == 1 and follow_up_at is not None:
+                row = self._row(
+                    job.tenant_id, job.kind, job.target, now=now, trigger=FOLLOW_UP, dedup_key=None
+                )
+                connection.execute(self._insert(), [{**row, "run_after": follow_up_at}])
         return updated.rowcount == 1
 
     def fail(
-        self, job: Job, owner: str, error: str, *, now: datetime, retryable: bool
+        self,
+        job: Job,
+        owner: str,
+        error: str,
+        *,
+        now: datetime,
+        retryable: bool,
+        needs_attention: bool = False,
+        retry_at: datetime | None = None,
     ) -> JobStatus | None:
         """Record a failed attempt; return the job's new status (None: lease lost).
 
-        A retryable error with attempts left puts the job back to ``pending`` after
-        the backoff; otherwise it is ``failed`` with ``error`` kept. If another job of
-        the same target was enqueued meanwhile, that pending job is the retry (the
-        pending index allows one) and this one is ``failed``, saying so.
+        A retryable error with attempts left puts the job back to ``pending`` at
+        ``retry_at`` (when the source said to come back) or after the backoff;
+        otherwise it is ``failed`` with ``error`` kept, its outcome ``needs_attention``
+        when a person must fix the cause, else ``failed``. If another job of the same
+        target was enqueued meanwhile, that pending job is the retry (the pending index
+        allows one) and this one is ``failed``, saying so.
         """
         failed = {
             "status": JobStatus.FAILED.value,
+            "outcome": (JobOutcome.NEEDS_ATTENTION if needs_attention else JobOutcome.FAILED).value,
             "error": error,
             "finished_at": now,
             "lease_owner": None,
             "lease_expires_at": None,
         }
         with self._store.write() as connection:
-            if retryable and job.attempts < job.max_attempts:
+            if retryable and not needs_attention and job.attempts < job.max_attempts:
                 try:
                     with connection.begin_nested():
                         updated = connection.execute(
@@ -389,7 +470,7 @@ class JobQueue:
                             .values(
                                 status=JobStatus.PENDING.value,
                                 error=error,
-                                run_after=now + self.retry.delay(job.attempts),
+                                run_after=retry_at or now + self.retry.delay(job.attempts),
                                 lease_owner=None,
                                 lease_expires_at=None,
                             )
@@ -416,11 +497,40 @@ class JobQueue:
             row = connection.execute(self._by_id(tenant_id, job_id)).first()
         return _job(row) if row is not None else None
 
+    def ids_starting_with(self, tenant_id: str, prefix: str, *, limit: int = 2) -> list[uuid.UUID]:
+        """Ids of the tenant's jobs that start with ``prefix`` (at most ``limit``), for
+        shortened ids; ``ValueError`` when ``prefix`` is not hex."""
+        with self._store.read() as connection:
+            return tables.ids_starting_with(connection, _jobs, tenant_id, prefix, limit=limit)
+
+    def depth(
+        self, tenant_id: str | None = None, *, with_completed: bool = True
+    ) -> dict[tuple[str, JobStatus], int]:
+        """How many jobs there are by (kind, status), of one tenant or of all (one
+        grouped statement). Kinds and statuses with no job are absent.
+
+        ``with_completed=False`` leaves out the completed jobs, which only ever grow:
+        the count then reads the ``ix_jobs_depth`` index of the others alone, as cheap
+        as the backlog is small (what every metrics scrape does).
+        """
+        query = sa.select(_jobs.c.kind, _jobs.c.status, sa.func.count().label("jobs"))
+        if tenant_id is not None:
+            query = query.where(_jobs.c.tenant_id == tenant_id)
+        if not with_completed:
+            # Written as the index's own predicate, so SQLite uses it too.
+            query = query.where(_jobs.c.status != JobStatus.COMPLETED.value)
+        query = query.group_by(_jobs.c.kind, _jobs.c.status)
+        with self._store.read() as connection:
+            return {
+                (row.kind, JobStatus(row.status)): row.jobs for row in connection.execute(query)
+            }
+
     def list(
         self,
         tenant_id: str,
         *,
         statuses: Sequence[JobStatus] | None = None,
+        outcomes: Sequence[JobOutcome] | None = None,
         kind: str | None = None,
         limit: int = 50,
         offset: int = 0,
@@ -429,6 +539,8 @@ class JobQueue:
         query = sa.select(_jobs).where(_jobs.c.tenant_id == tenant_id)
         if statuses:
             query = query.where(_jobs.c.status.in_([status.value for status in statuses]))
+        if outcomes:
+            query = query.where(_jobs.c.outcome.in_([outcome.value for outcome in outcomes]))
         if kind is not None:
             query = query.where(_jobs.c.kind == kind)
         query = query.order_by(_jobs.c.queued_at.desc(), _jobs.c.id).limit(limit).offset(offset)

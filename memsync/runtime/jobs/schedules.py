@@ -65,6 +65,11 @@ class Schedule:
             raise ValueError(f"schedule {self.id!r} is manual: it never fires")
         return spec.trigger(self.timezone)
 
+    def next_fire_time(self, now: datetime) -> datetime | None:
+        """The first scheduled fire time after ``now`` (None: it never fires again)."""
+        moment = self.trigger().get_next_fire_time(None, now + timedelta(microseconds=1))
+        return utc(moment) if moment is not None else None
+
     def latest_fire_time(self, now: datetime, lookback: timedelta) -> datetime | None:
         """The last scheduled fire time in ``(now - lookback, now]``, or None."""
         trigger = self.trigger()
@@ -154,9 +159,15 @@ class Scheduler:
         try:
             created = self._firer.fire(schedule, fire_time, now=now)
         except Exception:
-            logger.exception("schedule %s: firing %s failed", schedule.id, fire_time)
+            logger.exception(
+                "schedule firing failed",
+                extra={"schedule": schedule.id, "fire_time": fire_time.isoformat()},
+            )
             return
-        logger.info("schedule %s fired %s: %d new jobs", schedule.id, fire_time, created)
+        logger.info(
+            "schedule fired",
+            extra={"schedule": schedule.id, "fire_time": fire_time.isoformat(), "jobs": created},
+        )
 
     def start(self) -> None:
         """Catch up the latest missed tick of each schedule, then start firing."""

@@ -13,18 +13,51 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from memsync.clock import Clock, SystemClock
-from memsync.runtime.jobs.queue import Job, JobQueue
+from structlog.contextvars import bound_contextvars
 
-__all__ = ["JobHandler", "PermanentJobError", "Worker", "run_workers", "worker_name"]
+from memsync.clock import Clock, SystemClock
+from memsync.runtime.jobs.queue import Job, JobOutcome, JobQueue
+
+__all__ = [
+    "JobHandler",
+    "JobResult",
+    "NeedsAttention",
+    "PermanentJobError",
+    "RetryAt",
+    "Worker",
+    "run_workers",
+    "worker_name",
+]
 
 logger = logging.getLogger("memsync.jobs")
 
-JobHandler = Callable[[Job], Mapping[str, Any]]
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """What a handler returns when "done" needs saying more precisely: the result, the
+    outcome (``partial`` when only part of the work was done), and when a follow-up job
+    of the same target should carry on (``None``: no follow-up)."""
+
+    result: Mapping[str, Any]
+    outcome: JobOutcome = JobOutcome.SUCCEEDED
+    follow_up_at: datetime | None = None
+
+
+JobHandler = Callable[[Job], "Mapping[str, Any] | JobResult"]
 """Runs one job and returns its result (JSON-ready). Raising fails the attempt."""
+
+
+class RetryAt(Exception):
+    """A transient failure whose end is known (a rate limit's reset): the attempt fails
+    and the job is retried at ``at``, not after the backoff."""
+
+    def __init__(self, message: str, *, at: datetime) -> None:
+        super().__init__(message)
+        self.at = at
 
 
 class PermanentJobError(Exception):
@@ -35,13 +68,21 @@ class PermanentJobError(Exception):
     """
 
 
+class NeedsAttention(PermanentJobError):
+    """An error a person must fix (refused credentials, a missing resource, an invalid
+    configuration): the job fails at once with outcome ``needs_attention``."""
+
+
 def worker_name() -> str:
     """A lease owner unique to this process (host, pid and a random suffix)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 class Worker:
-    """Claims jobs of the kinds it has handlers for and runs them one at a time."""
+    """Claims jobs of the kinds it has handlers for and runs them one at a time.
+
+    ``scrub`` is applied to the error text of a failed attempt before it is stored.
+    """
 
     def __init__(
         self,
@@ -52,6 +93,7 @@ class Worker:
         lease: timedelta = timedelta(seconds=60),
         poll_interval: float = 1.0,
         name: str | None = None,
+        scrub: Callable[[str], str] | None = None,
     ) -> None:
         self._queue = queue
         self._handlers = dict(handlers)
@@ -59,6 +101,8 @@ class Worker:
         self._lease = lease
         self._poll_interval = poll_interval
         self.name = name or worker_name()
+        # A job's error text is stored and shown: known secrets are scrubbed from it.
+        self._scrub = scrub or str
 
     def run_once(self) -> Job | None:
         """Claim one ready job and run it to its end; return it as claimed, or None."""
@@ -67,39 +111,61 @@ class Worker:
         )
         if job is None:
             return None
+        # Every line logged while the job runs carries its id, kind and tenant.
+        with bound_contextvars(tenant=job.tenant_id, job_id=str(job.id), job_kind=job.kind):
+            self._run_claimed(job)
+        return job
+
+    def _run_claimed(self, job: Job) -> None:
         stop_heartbeat = threading.Event()
         heartbeat = threading.Thread(
             target=self._keep_lease, args=(job, stop_heartbeat), daemon=True
         )
         heartbeat.start()
         try:
-            result = self._handlers[job.kind](job)
+            returned = self._handlers[job.kind](job)
         except Exception as error:
             stop_heartbeat.set()
             heartbeat.join()
             status = self._queue.fail(
                 job,
                 self.name,
-                f"{type(error).__name__}: {error}",
+                self._scrub(f"{type(error).__name__}: {error}"),
                 now=self._clock.now(),
                 retryable=not isinstance(error, PermanentJobError),
+                needs_attention=isinstance(error, NeedsAttention),
+                retry_at=error.at if isinstance(error, RetryAt) else None,
             )
             logger.warning(
-                "job %s (%s %s) failed: %s -> %s", job.id, job.kind, job.target, error, status
+                "job attempt failed",
+                extra={
+                    "target": job.target,
+                    "attempt": job.attempts,
+                    "error": f"{type(error).__name__}: {error}",
+                    "status": status.value if status is not None else "lease lost",
+                },
             )
-            return job
+            return
         stop_heartbeat.set()
         heartbeat.join()
-        if not self._queue.complete(job, self.name, result, now=self._clock.now()):
+        done = returned if isinstance(returned, JobResult) else JobResult(returned)
+        completed = self._queue.complete(
+            job,
+            self.name,
+            done.result,
+            now=self._clock.now(),
+            outcome=done.outcome,
+            follow_up_at=done.follow_up_at,
+        )
+        if not completed:
             # Our lease expired and another worker reclaimed the job; its run counts.
-            logger.warning("job %s finished after its lease was lost; result dropped", job.id)
-        return job
+            logger.warning("job finished after its lease was lost; result dropped")
 
     def _keep_lease(self, job: Job, stop: threading.Event) -> None:
         interval = self._lease.total_seconds() / 3
         while not stop.wait(interval):
             if not self._queue.heartbeat(job, self.name, now=self._clock.now(), lease=self._lease):
-                logger.warning("lost the lease of job %s", job.id)
+                logger.warning("lost the lease of a job", extra={"job_id": str(job.id)})
                 return
 
     def run(self, stop: threading.Event) -> None:
@@ -109,7 +175,7 @@ class Worker:
                 job = self.run_once()
             except Exception:
                 # The database went away for a moment: wait, then claim again.
-                logger.exception("worker %s could not claim a job", self.name)
+                logger.exception("worker could not claim a job", extra={"worker": self.name})
                 job = None
             if job is None:
                 stop.wait(self._poll_interval)

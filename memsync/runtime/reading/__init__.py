@@ -2,7 +2,9 @@
 
 - :mod:`.episodes` — episodes, their revisions, subjects and timelines;
 - :mod:`.memories` — memories, supersession records and conflicts;
-- :mod:`.bundles` — context bundles (active memories only, deterministic under as_of);
+- :mod:`.indexes` — what reads precompute per subject and memory version; search;
+- :mod:`.bundles` — context bundles (current truth only, deterministic, dated by the
+  store);
 - :mod:`.inspector` — everything about one subject, the audit path.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from memsync.runtime.reading.bundles import ContextReader
 from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository, RevisionRecord
+from memsync.runtime.reading.indexes import MemorySearch, SubjectIndexes
 from memsync.runtime.reading.inspector import ConflictJson, InspectionReport, inspect_subject
 from memsync.runtime.reading.memories import MemoryRepository, SupersessionRecord
 
@@ -20,7 +23,9 @@ __all__ = [
     "EpisodeRepository",
     "InspectionReport",
     "MemoryRepository",
+    "MemorySearch",
     "RevisionRecord",
+    "SubjectIndexes",
     "SupersessionRecord",
     "inspect_subject",
 ]

@@ -1,37 +1,81 @@
 """Context bundles: what an agent reads about a subject, for a task, within a budget.
 
-The ranking and the token budget are the pure :func:`~memsync.compile.bundle.
-assemble_bundle`; this module reads what it needs, as the store stood at ``as_of``.
+Ranking, filtering and the token budget are the pure :mod:`memsync.compile.bundle` and
+:mod:`memsync.compile.ranking`; this module reads what they need.
+
+- **Without** ``as_of`` (the agent's every turn) a bundle shows the store as it is and
+  is dated by it: ``as_of`` is the latest change the bundle reflects — the subject's
+  last memory change and the newest time (occurred, stored, revised) of the recent
+  episodes it considered — never the wall clock. Ranking reads a
+  :class:`~memsync.compile.ranking.RankingIndex` of the subject's active memories,
+  built once per memory version and kept in this process (a bounded LRU), so a request
+  reads the version (one row), the recent episodes, and the full rows of only the
+  memories the budget takes.
+- **With** ``as_of`` every memory that existed then is read with its status then, and
+  ranked exhaustively: the reference path, as slow as the subject is large.
+
+Both give byte-identical bundles for the same state and ``as_of`` (a test compares
+them).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from itertools import islice
 
-from memsync.clock import Clock, utc
-from memsync.compile.bundle import Bundle, assemble_bundle
-from memsync.runtime.reading.episodes import EpisodeRepository
-from memsync.runtime.reading.memories import MemoryRepository
+from memsync.clock import utc
+from memsync.compile.bundle import (
+    Bundle,
+    BundleLayout,
+    RankedMemory,
+    assemble_bundle,
+    assemble_ranked,
+)
+from memsync.compile.ranking import Scored
+from memsync.compile.similarity import tokens
+from memsync.compile.tokenizer import RememberingCounter, TokenCounter, default_counter
+from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository
+from memsync.runtime.reading.indexes import SubjectIndex, SubjectIndexes
+from memsync.runtime.reading.memories import MemoryRepository, MemoryVersion
 
-__all__ = ["BUNDLE_EPISODES", "ContextReader"]
+__all__ = ["BUNDLE_EPISODES", "EMPTY_STORE_AS_OF", "ContextReader"]
 
 BUNDLE_EPISODES = 20
 """The most recent episodes a bundle considers."""
+
+EMPTY_STORE_AS_OF = datetime(1970, 1, 1, tzinfo=UTC)
+"""The date of a bundle of a subject with no memories and no episodes."""
+
+_FIRST_FETCH = 64
+"""Full rows are read this many ranked memories at a time, then twice as many."""
 
 
 class ContextReader:
     """Assembles context bundles from the subject's memories, conflicts and episodes.
 
-    Repeats: with ``as_of`` the wall clock is never read, so equal store state, task,
-    budget and ``as_of`` give equal bundles.
+    Repeats: equal store state, task, budget, layout and ``as_of`` (given, or derived
+    from the store) give byte-identical bundles; the wall clock is never read.
     """
 
     def __init__(
-        self, episodes: EpisodeRepository, memories: MemoryRepository, clock: Clock
+        self,
+        episodes: EpisodeRepository,
+        memories: MemoryRepository,
+        *,
+        indexes: SubjectIndexes | None = None,
+        layout: BundleLayout = BundleLayout.MEMSYNC,
+        counter: TokenCounter | None = None,
     ) -> None:
+        """``indexes`` may be shared with search; ``layout`` is the default when a
+        request names none; ``counter`` defaults to cl100k_base (or the estimate when it
+        is not installed)."""
         self._episodes = episodes
         self._memories = memories
-        self._clock = clock
+        self._indexes = indexes or SubjectIndexes(memories)
+        self._layout = layout
+        self._counter = counter
+        self._remembering: RememberingCounter | None = None
 
     def bundle(
         self,
@@ -40,10 +84,40 @@ class ContextReader:
         task: str,
         max_tokens: int,
         as_of: datetime | None = None,
+        *,
+        layout: BundleLayout | None = None,
     ) -> Bundle:
-        """The bundle as of ``as_of`` (default: now)."""
-        moment = utc(as_of) if as_of is not None else self._clock.now()
-        memories = self._memories.memories(tenant_id, subject_id, as_of=moment)
+        """The bundle as of ``as_of``, or as of the latest change it reflects."""
+        layout = layout or self._layout
+        if as_of is not None:
+            return self._as_it_stood(tenant_id, subject_id, task, max_tokens, utc(as_of), layout)
+        index = self._indexes.current(tenant_id, subject_id)
+        recent = self._episodes.recent(tenant_id, subject_id, as_of=None, limit=BUNDLE_EPISODES)
+        moment = _latest_change(index.inputs.version, recent)
+        ranked = index.ranking.ranked(tokens(task), moment)
+        return assemble_ranked(
+            subject_id,
+            task,
+            self._with_rows(tenant_id, index, ranked),
+            index.inputs.open_conflicts,
+            [episode.view() for episode in recent],
+            max_tokens,
+            moment,
+            withheld=index.inputs.withheld,
+            counter=self._remembered(),
+            layout=layout,
+        )
+
+    def _as_it_stood(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        task: str,
+        max_tokens: int,
+        moment: datetime,
+        layout: BundleLayout,
+    ) -> Bundle:
+        memories = self._memories.memories_at(tenant_id, subject_id, moment)
         conflicts = self._memories.conflicts(tenant_id, subject_id, as_of=moment)
         episodes = self._episodes.recent(tenant_id, subject_id, as_of=moment, limit=BUNDLE_EPISODES)
         return assemble_bundle(
@@ -54,4 +128,37 @@ class ContextReader:
             [episode.view() for episode in episodes],
             max_tokens,
             moment,
+            counter=self._counter,
+            layout=layout,
         )
+
+    def _remembered(self) -> TokenCounter:
+        """The counter, remembering the counts of lines it has seen (built on first use:
+        loading cl100k_base takes a while, and a CLI command may never need it)."""
+        if self._remembering is None:
+            self._remembering = RememberingCounter(self._counter or default_counter())
+        return self._remembering
+
+    def _with_rows(
+        self, tenant_id: str, index: SubjectIndex, ranked: Iterator[Scored]
+    ) -> Iterable[RankedMemory]:
+        """The ranked memories with their full rows, a batch at a time as the budget
+        asks for more (rows the index has not read yet are read then)."""
+        size = _FIRST_FETCH
+        while batch := list(islice(ranked, size)):
+            rows = index.rows(tenant_id, [entry.id for _, entry in batch], self._memories)
+            for score, entry in batch:
+                # A memory changed since the index was built is shown as it is now; the
+                # next request sees the new version and rebuilds.
+                if (memory := rows.get(entry.id)) is not None:
+                    yield RankedMemory(memory, score)
+            size *= 2
+
+
+def _latest_change(version: MemoryVersion | None, recent: list[EpisodeRecord]) -> datetime:
+    times = [version.changed_at] if version is not None else []
+    for episode in recent:
+        times.extend((episode.occurred_at, episode.created_at))
+        if episode.revised_at is not None:
+            times.append(episode.revised_at)
+    return max(times, default=EMPTY_STORE_AS_OF)

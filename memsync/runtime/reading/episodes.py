@@ -196,24 +196,53 @@ class EpisodeRepository:
         return EpisodePage(rows, has_more)
 
     def recent(
-        self, tenant_id: str, subject_id: str, *, as_of: datetime, limit: int
+        self, tenant_id: str, subject_id: str, *, as_of: datetime | None, limit: int
     ) -> list[EpisodeRecord]:
-        """The newest episodes that had happened and been stored by ``as_of``, and that
-        are not deleted."""
-        query = (
-            sa.select(_episodes)
-            .where(
-                _episodes.c.tenant_id == tenant_id,
-                _episodes.c.subject_id == subject_id,
+        """The newest episodes (by occurrence) that had happened and been stored by
+        ``as_of`` and were not deleted then; with None, the newest stored and live."""
+        query = sa.select(_episodes).where(
+            _episodes.c.tenant_id == tenant_id, _episodes.c.subject_id == subject_id
+        )
+        if as_of is None:
+            query = query.where(_episodes.c.deleted_at.is_(None))
+        else:
+            query = query.where(
                 _episodes.c.occurred_at <= as_of,
                 _episodes.c.created_at <= as_of,
-                _episodes.c.deleted_at.is_(None),
+                sa.or_(_episodes.c.deleted_at.is_(None), _episodes.c.deleted_at > as_of),
             )
-            .order_by(_episodes.c.occurred_at.desc(), _episodes.c.id)
+        query = query.order_by(_episodes.c.occurred_at.desc(), _episodes.c.id).limit(limit)
+        with self._store.read() as connection:
+            return [EpisodeRecord.from_row(row) for row in connection.execute(query)]
+
+    def subjects_touched(
+        self,
+        tenant_id: str,
+        *,
+        connector: str,
+        since: datetime,
+        until: datetime,
+        limit: int,
+    ) -> list[SubjectSummary]:
+        """Subjects with episodes the connector named ``connector`` stored or revised
+        in ``[since, until]`` (a run's time span), by subject id, with how many."""
+        stored_by = _episodes.c.provenance["connector"].as_string() == connector
+        in_span = sa.or_(
+            _episodes.c.created_at.between(since, until),
+            _episodes.c.revised_at.between(since, until),
+        )
+        query = (
+            sa.select(_episodes.c.subject_id, sa.func.count().label("episode_count"))
+            .where(_episodes.c.tenant_id == tenant_id, stored_by, in_span)
+            .group_by(_episodes.c.subject_id)
+            .order_by(_episodes.c.subject_id)
             .limit(limit)
         )
         with self._store.read() as connection:
-            return [EpisodeRecord.from_row(row) for row in connection.execute(query)]
+            return [
+                SubjectSummary(row.subject_id, row.episode_count)
+                for row in connection.execute(query)
+            ]
 
     def subjects(self, tenant_id: str, *, limit: int, offset: int) -> SubjectPage:
         """Subjects with their episode counts, ordered by subject id."""

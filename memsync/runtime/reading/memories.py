@@ -10,8 +10,12 @@ from typing import Annotated
 
 import sqlalchemy as sa
 from pydantic import Field
+from sqlalchemy.engine import Connection
 
 from memsync.clock import IsoDatetime
+from memsync.compile.ranking import RankingEntry
+from memsync.compile.resolve import OpenConflict
+from memsync.compile.similarity import tokens
 from memsync.compile.types import (
     ConflictStatus,
     MemoryKind,
@@ -22,11 +26,13 @@ from memsync.runtime.compiling.memories import ConflictRecord, conflict_record, 
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 
-__all__ = ["MemoryRepository", "SupersessionRecord"]
+__all__ = ["MemoryRepository", "MemoryVersion", "RankingInputs", "SupersessionRecord"]
 
 _memories = tables.memories
+_sources = tables.memory_sources
 _supersessions = tables.supersessions
 _conflicts = tables.conflicts
+_versions = tables.memory_versions
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,29 @@ class SupersessionRecord:
     loser_episode_count: int
     job_id: str | None
     decided_at: IsoDatetime
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryVersion:
+    """The state a subject's memories are in (a new ``version`` per change) and when
+    they last changed."""
+
+    version: str
+    changed_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RankingInputs:
+    """What the read path precomputes for a subject at one version: its active memories
+    as ranking entries and their texts, its open conflicts, and the episodes a bundle
+    must not show (the sources of its memories that are not active, or are in an open
+    conflict)."""
+
+    version: MemoryVersion | None
+    entries: list[RankingEntry]
+    texts: dict[uuid.UUID, str]
+    open_conflicts: list[OpenConflict]
+    withheld: frozenset[uuid.UUID]
 
 
 class MemoryRepository:
@@ -87,7 +116,7 @@ class MemoryRepository:
         elif statuses is not None:
             query = query.where(_memories.c.status.in_([status.value for status in statuses]))
         if kind is not None:
-            query = query.where(_memories.c.kind == kind.value)
+            query = query.where(_memories.c.kind == kind)
         order = (_memories.c.valid_from, _memories.c.id)
         query = query.order_by(*(c.desc() for c in order) if newest_first else order)
         if limit is not None:
@@ -99,6 +128,51 @@ class MemoryRepository:
             # As the store stood then: any later status change had not happened yet.
             return [_as_active(memory) for memory in memories]
         return memories
+
+    def version(self, tenant_id: str, subject_id: str) -> MemoryVersion | None:
+        """The subject's memory version; None if it never had a memory."""
+        with self._store.read() as connection:
+            return _version(connection, tenant_id, subject_id)
+
+    def ranking_inputs(self, tenant_id: str, subject_id: str) -> RankingInputs:
+        """The subject's current :class:`RankingInputs`, all read at one version.
+
+        Writers commit between statements (PostgreSQL reads each statement's own
+        snapshot), so the version is read before and after, and the reads repeat until
+        the two agree: what is returned is what that version holds.
+        """
+        for _ in range(_CONSISTENT_READ_ATTEMPTS):
+            with self._store.read() as connection:
+                before = _version(connection, tenant_id, subject_id)
+                inputs = _ranking_inputs(connection, tenant_id, subject_id, before)
+                if _version(connection, tenant_id, subject_id) == before:
+                    return inputs
+        # The subject changes faster than it can be read; what was read is still a valid
+        # recent state, only not one to keep under a version.
+        return replace(inputs, version=None)
+
+    def memories_at(self, tenant_id: str, subject_id: str, as_of: datetime) -> list[StoredMemory]:
+        """Every memory of the subject created by ``as_of``, with its status then.
+
+        A status that changed after ``as_of`` had not changed yet: the memory was
+        active (history keeps one change per memory, so that is what it was).
+        """
+        query = (
+            sa.select(_memories)
+            .where(
+                _memories.c.tenant_id == tenant_id,
+                _memories.c.subject_id == subject_id,
+                _memories.c.created_at <= as_of,
+            )
+            .order_by(_memories.c.valid_from, _memories.c.id)
+        )
+        with self._store.read() as connection:
+            rows = list(connection.execute(query))
+            stored = with_sources(connection, tenant_id, rows)
+        return [
+            memory if row.status_changed_at <= as_of else _as_active(memory)
+            for row, memory in zip(rows, stored, strict=True)
+        ]
 
     def get(
         self, tenant_id: str, memory_ids: Collection[uuid.UUID]
@@ -115,18 +189,22 @@ class MemoryRepository:
         tenant_id: str,
         subject_id: str,
         *,
-        kind: MemoryKind | None,
+        kind: str | None,
         text: str | None,
         limit: int,
     ) -> list[StoredMemory]:
-        """Active memories whose content contains every word of ``text`` (case-folded)."""
+        """Active memories whose content contains every word of ``text`` (case-folded).
+
+        ``kind`` is a plain filter, as in Statewave: a kind memsync never derives
+        (``procedure``) matches nothing rather than being an error.
+        """
         query = sa.select(_memories).where(
             _memories.c.tenant_id == tenant_id,
             _memories.c.subject_id == subject_id,
             _memories.c.status == MemoryStatus.ACTIVE.value,
         )
         if kind is not None:
-            query = query.where(_memories.c.kind == kind.value)
+            query = query.where(_memories.c.kind == kind)
         for word in (text or "").lower().split():
             escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             query = query.where(
@@ -215,6 +293,80 @@ class MemoryRepository:
                 )
                 for row in connection.execute(query)
             ]
+
+
+_CONSISTENT_READ_ATTEMPTS = 3
+
+
+def _version(connection: Connection, tenant_id: str, subject_id: str) -> MemoryVersion | None:
+    row = connection.execute(
+        sa.select(_versions.c.version, _versions.c.changed_at).where(
+            _versions.c.tenant_id == tenant_id, _versions.c.subject_id == subject_id
+        )
+    ).first()
+    return MemoryVersion(row.version, row.changed_at) if row is not None else None
+
+
+def _ranking_inputs(
+    connection: Connection, tenant_id: str, subject_id: str, version: MemoryVersion | None
+) -> RankingInputs:
+    of_subject = (_memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id)
+    active = list(
+        connection.execute(
+            sa.select(
+                _memories.c.id,
+                _memories.c.kind,
+                _memories.c.content,
+                _memories.c.valid_from,
+                _memories.c.valid_to,
+                _memories.c.asserted_at,
+            ).where(*of_subject, _memories.c.status == MemoryStatus.ACTIVE.value)
+        )
+    )
+    entries = [
+        RankingEntry(
+            id=row.id,
+            kind=MemoryKind(row.kind),
+            last_asserted=row.asserted_at,
+            valid_from=row.valid_from,
+            valid_to=row.valid_to,
+            tokens=tokens(row.content),
+        )
+        for row in active
+    ]
+    conflicts = [
+        conflict_record(row).conflict
+        for row in connection.execute(
+            sa.select(_conflicts).where(
+                _conflicts.c.tenant_id == tenant_id,
+                _conflicts.c.subject_id == subject_id,
+                _conflicts.c.status == ConflictStatus.OPEN.value,
+            )
+        )
+    ]
+    contested = sorted({memory_id for c in conflicts for memory_id in c.memory_ids})
+    not_shown = _memories.c.status != MemoryStatus.ACTIVE.value
+    if contested:
+        not_shown = sa.or_(not_shown, _memories.c.id.in_(contested))
+    withheld = connection.execute(
+        sa.select(_sources.c.episode_id)
+        .distinct()
+        .join(
+            _memories,
+            sa.and_(
+                _memories.c.tenant_id == _sources.c.tenant_id,
+                _memories.c.id == _sources.c.memory_id,
+            ),
+        )
+        .where(
+            _sources.c.tenant_id == tenant_id,
+            _sources.c.subject_id == subject_id,
+            *of_subject,
+            not_shown,
+        )
+    )
+    texts = {row.id: row.content for row in active}
+    return RankingInputs(version, entries, texts, conflicts, frozenset(withheld.scalars()))
 
 
 def _as_active(memory: StoredMemory) -> StoredMemory:

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 from memsync.runtime.storage.engine import Store, create_store_engine, normalise_store_url
-from memsync.runtime.storage.migrate import current_revision, head_revision, upgrade
+from memsync.runtime.storage.migrate import (
+    SchemaState,
+    current_revision,
+    head_revision,
+    schema_state,
+    upgrade,
+)
 from memsync.runtime.storage.schema import Base, EpisodeRevisionRow, EpisodeRow
 
 __all__ = [
     "Base",
     "EpisodeRevisionRow",
     "EpisodeRow",
+    "SchemaState",
     "Store",
     "create_store_engine",
     "current_revision",
     "head_revision",
     "normalise_store_url",
+    "schema_state",
     "upgrade",
 ]

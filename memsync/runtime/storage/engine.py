@@ -58,7 +58,13 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
         return engine
     if parsed.get_backend_name() == "postgresql":
         return sa.create_engine(
-            url, echo=echo, json_serializer=_json_serializer, pool_pre_ping=True
+            url,
+            echo=echo,
+            json_serializer=_json_serializer,
+            pool_pre_ping=True,
+            # Moments are read back in UTC whatever the server's zone: a stored
+            # 9999-12-31T23:59:59Z shown in a zone east of UTC would be past year 9999.
+            connect_args={"options": "-c timezone=UTC"},
         )
     raise ValueError(
         f"store {parsed.render_as_string(hide_password=True)!r}: only sqlite:/// and "

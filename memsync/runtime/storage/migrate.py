@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import enum
 import logging
+from functools import cache
 from pathlib import Path
 
 from alembic import command, op
@@ -12,7 +14,15 @@ from alembic.script import ScriptDirectory
 
 from memsync.runtime.storage.engine import Store
 
-__all__ = ["current_revision", "downgrade", "head_revision", "note", "upgrade"]
+__all__ = [
+    "SchemaState",
+    "current_revision",
+    "downgrade",
+    "head_revision",
+    "note",
+    "schema_state",
+    "upgrade",
+]
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _NOTES = "notes"
@@ -60,9 +70,42 @@ def downgrade(store: Store, target: str) -> None:
 
 
 def head_revision() -> str | None:
-    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    return _revisions()[0]
+
+
+@cache
+def _revisions() -> tuple[str | None, frozenset[str]]:
+    """This code's head and every revision it knows (the scripts are read once)."""
+    script = ScriptDirectory.from_config(_alembic_config())
+    known = frozenset(revision.revision for revision in script.walk_revisions())
+    return script.get_current_head(), known
+
+
+class SchemaState(enum.StrEnum):
+    """Where the store's schema stands relative to this code's migrations."""
+
+    CURRENT = "current"
+    BEHIND = "behind"
+    """Empty, or missing migrations this code has: ``memsync db upgrade`` fixes it."""
+    AHEAD = "ahead"
+    """Migrated by a newer memsync (a rolling upgrade): a revision this code never saw."""
 
 
 def current_revision(store: Store) -> str | None:
     with store.read() as connection:
         return MigrationContext.configure(connection).get_current_revision()
+
+
+def schema_state(store: Store) -> SchemaState:
+    """Ask the store which revision its schema is at, and compare it with this code's.
+
+    It really queries the store, so an unreachable one raises the driver's error
+    (``sqlalchemy.exc.OperationalError``).
+    """
+    current = current_revision(store)
+    head, known = _revisions()
+    if current == head:
+        return SchemaState.CURRENT
+    if current is None or current in known:
+        return SchemaState.BEHIND
+    return SchemaState.AHEAD

@@ -26,6 +26,7 @@ __all__ = [
     "EpisodeRow",
     "JobRow",
     "LLMExtractionRow",
+    "MemoryVersionRow",
     "SyncRunRow",
 ]
 
@@ -169,8 +170,38 @@ class MemoryRow(Base):
     __table_args__ = (
         sa.Index("uq_memories_memory_key", "tenant_id", "subject_id", "memory_key", unique=True),
         sa.Index("ix_memories_subject_status", "tenant_id", "subject_id", "status"),
+        # Search reads a subject's active memories newest assertion first and stops at
+        # its limit; without this index it sorts every active memory of the subject.
+        sa.Index(
+            "ix_memories_active_asserted",
+            "tenant_id",
+            "subject_id",
+            "asserted_at",
+            sqlite_where=sa.text("status = 'active'"),
+            postgresql_where=sa.text("status = 'active'"),
+        ),
         sa.CheckConstraint("status IN ('active', 'superseded', 'tombstoned')", name="status_known"),
     )
+
+
+class MemoryVersionRow(Base):
+    """Which state a subject's memories are in, and when they last changed.
+
+    Every change set the compile stage applies to a subject's memories (new memories,
+    provenance, status changes, conflicts opened or resolved) gives ``version`` a fresh
+    random value in the same transaction and moves ``changed_at`` forward to the
+    change's time. Random rather than counted, so a subject deleted and written again
+    never repeats a version. The read path keys what it precomputes per subject by
+    ``version`` and dates a bundle without ``as_of`` by ``changed_at``, never by the wall
+    clock.
+    """
+
+    __tablename__ = "memory_versions"
+
+    tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
+    subject_id: Mapped[str] = mapped_column(identifier(SUBJECT_ID_LENGTH), primary_key=True)
+    version: Mapped[str] = mapped_column(sa.String(32))
+    changed_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class MemorySourceRow(Base):
@@ -331,6 +362,11 @@ class SyncRunRow(Base):
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     duration_seconds: Mapped[float | None] = mapped_column(sa.Float)
+    # Set when the error is one a person must fix (credentials, configuration, a
+    # resource that does not exist): retrying will not help.
+    needs_attention: Mapped[bool] = mapped_column(sa.Boolean, default=False)
+    # Set when the run ended on a rate limit whose reset the source announced.
+    retry_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (
         sa.Index(
@@ -407,6 +443,7 @@ class BackfillSliceRow(Base):
 
 
 JOB_STATUSES = ("pending", "running", "completed", "failed")
+JOB_OUTCOMES = ("succeeded", "partial", "failed", "needs_attention")
 
 
 class JobRow(Base):
@@ -446,6 +483,7 @@ class JobRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     error: Mapped[str | None] = mapped_column(sa.Text)
+    outcome: Mapped[str | None] = mapped_column(identifier(16))
 
     __table_args__ = (
         sa.Index(
@@ -483,6 +521,15 @@ class JobRow(Base):
             postgresql_where=sa.text("status = 'running'"),
         ),
         sa.Index("ix_jobs_listing", "tenant_id", "queued_at"),
+        # The queue depth every metrics scrape counts: every job but the completed
+        # ones, which are history (kept for audit and dedup) and only ever grow.
+        sa.Index(
+            "ix_jobs_depth",
+            "kind",
+            "status",
+            sqlite_where=sa.text("status <> 'completed'"),
+            postgresql_where=sa.text("status <> 'completed'"),
+        ),
         sa.CheckConstraint(
             "status IN ('pending', 'running', 'completed', 'failed')", name="status_known"
         ),

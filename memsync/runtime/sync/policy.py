@@ -22,7 +22,9 @@ __all__ = [
     "describe_error",
     "incremental_window",
     "is_stale",
+    "needs_attention",
     "plan_slices",
+    "retry_at",
     "status_after",
 ]
 
@@ -102,6 +104,20 @@ def status_after(error: BaseException | None, committed: int) -> RunStatus:
     if isinstance(error, StopRun) or committed == 0:
         return RunStatus.FAILED
     return RunStatus.PARTIAL
+
+
+def needs_attention(error: BaseException | None) -> bool:
+    """Whether the run's error is one only a person can fix (:class:`StopRun`: refused
+    credentials, a resource that does not exist, a configuration the source rejects)."""
+    return isinstance(error, StopRun)
+
+
+def retry_at(error: BaseException | None, now: datetime) -> datetime | None:
+    """When to try again after a rate limit the source announced the reset of, else
+    ``None`` (a worker schedules the next attempt then, rather than sleeping)."""
+    if isinstance(error, RateLimitExhausted) and error.retry_after is not None:
+        return now + timedelta(seconds=error.retry_after)
+    return None
 
 
 def describe_error(error: BaseException) -> str:

@@ -80,6 +80,10 @@ class RunRecord:
     started_at: datetime
     finished_at: datetime | None
     duration_seconds: float | None
+    needs_attention: bool = False
+    """The error is one a person must fix; retrying will not help."""
+    retry_at: datetime | None = None
+    """The run ended on a rate limit the source said resets at this moment."""
 
     @classmethod
     def from_row(cls, row: Any) -> RunRecord:
@@ -105,6 +109,8 @@ class RunRecord:
             started_at=row.started_at,
             finished_at=row.finished_at,
             duration_seconds=row.duration_seconds,
+            needs_attention=bool(row.needs_attention),
+            retry_at=row.retry_at,
         )
 
     def counts(self) -> dict[str, int]:

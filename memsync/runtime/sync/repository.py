@@ -33,6 +33,7 @@ from memsync.runtime.sync.records import RunRecord, Tally
 
 __all__ = [
     "BackfillPlan",
+    "ConnectorState",
     "RunInProgress",
     "RunLost",
     "RunOwner",
@@ -63,6 +64,19 @@ class RunOwner:
     pid: int
     lease: timedelta
     pid_alive: Callable[[int], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorState:
+    """What ``memsync state show`` and ``GET /v1/connectors/{name}/state`` report."""
+
+    connector: str
+    cursor: Cursor | None
+    cursor_updated_at: datetime | None
+    last_run: RunRecord | None
+    last_success: RunRecord | None
+    lag_seconds: float | None
+    """Now minus the end of the last window read completely (None: never)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,26 +228,41 @@ class SyncRepository:
         connector: str,
         cursor: Cursor | None = None,
         slice_done: SliceRef | None = None,
+        connection: Connection | None = None,
     ) -> None:
         """After a committed batch (or slice): counters, heartbeat, and the checkpoint.
 
         One transaction, so the cursor or slice checkpoint is never ahead of the run
-        record. Raises :class:`RunLost` (writing nothing) if the run is no longer ours.
+        record; given a ``connection``, the caller's transaction (ingest's, so the
+        counters commit with the episodes they count). Raises :class:`RunLost`
+        (writing nothing) if the run is no longer ours.
         """
-        with self._store.write() as connection:
-            self._update_owned(connection, tenant_id, run_id, heartbeat_at=now, **tally.columns())
-            if cursor is not None:
-                self._advance_cursor(connection, tenant_id, connector, cursor, run_id, now)
-            if slice_done is not None:
-                connection.execute(
-                    _slices.update()
-                    .where(
-                        _slices.c.tenant_id == tenant_id,
-                        _slices.c.backfill_id == slice_done.backfill_id,
-                        _slices.c.slice_start == slice_done.start,
-                    )
-                    .values(done_at=now, run_id=run_id)
+        if connection is None:
+            with self._store.write() as own:
+                self.record_progress(
+                    tenant_id,
+                    run_id,
+                    tally,
+                    now,
+                    connector=connector,
+                    cursor=cursor,
+                    slice_done=slice_done,
+                    connection=own,
                 )
+            return
+        self._update_owned(connection, tenant_id, run_id, heartbeat_at=now, **tally.columns())
+        if cursor is not None:
+            self._advance_cursor(connection, tenant_id, connector, cursor, run_id, now)
+        if slice_done is not None:
+            connection.execute(
+                _slices.update()
+                .where(
+                    _slices.c.tenant_id == tenant_id,
+                    _slices.c.backfill_id == slice_done.backfill_id,
+                    _slices.c.slice_start == slice_done.start,
+                )
+                .values(done_at=now, run_id=run_id)
+            )
 
     def finish_run(
         self,
@@ -248,6 +277,8 @@ class SyncRepository:
         connector: str,
         cursor: Cursor | None = None,
         finished_backfill: uuid.UUID | None = None,
+        needs_attention: bool = False,
+        retry_at: datetime | None = None,
     ) -> RunRecord:
         """Close the run with its final counts and status; move the cursor if given.
 
@@ -263,6 +294,8 @@ class SyncRepository:
                 heartbeat_at=now,
                 finished_at=now,
                 duration_seconds=(now - started_at).total_seconds(),
+                needs_attention=needs_attention,
+                retry_at=retry_at,
                 **tally.columns(),
             )
             if cursor is not None:
@@ -308,6 +341,18 @@ class SyncRepository:
         ).scalar_one_or_none()
         return None if stored is None else Cursor.from_json(stored)
 
+    def committed_positions(self, tenant_id: str | None = None) -> dict[tuple[str, str], datetime]:
+        """Where each connector's incremental sync has committed up to, by (tenant,
+        connector), of one tenant or of all: the end of the last window read completely.
+        A connector before its first checkpoint is absent."""
+        query = sa.select(_cursors.c.tenant_id, _cursors.c.connector, _cursors.c.position)
+        if tenant_id is not None:
+            query = query.where(_cursors.c.tenant_id == tenant_id)
+        with self._store.read() as connection:
+            return {
+                (row.tenant_id, row.connector): row.position for row in connection.execute(query)
+            }
+
     def _advance_cursor(
         self,
         connection: Connection,
@@ -339,6 +384,75 @@ class SyncRepository:
                 where=_cursors.c.position < insert.excluded.position,
             )
         )
+
+    def state(self, tenant_id: str, connector: str, now: datetime) -> ConnectorState:
+        """Where the connector stands: its cursor, its last run and last success, and
+        its lag (``now`` - the end of the last window it read completely)."""
+        latest = sa.select(_runs).where(
+            _runs.c.tenant_id == tenant_id, _runs.c.connector == connector
+        )
+        latest = latest.order_by(_runs.c.started_at.desc(), _runs.c.id).limit(1)
+        with self._store.read() as connection:
+            stored = connection.execute(
+                sa.select(_cursors.c.cursor, _cursors.c.updated_at).where(
+                    _cursors.c.tenant_id == tenant_id, _cursors.c.connector == connector
+                )
+            ).first()
+            last = connection.execute(latest).first()
+            success = connection.execute(
+                latest.where(_runs.c.status == RunStatus.SUCCEEDED.value)
+            ).first()
+        last_success = RunRecord.from_row(success) if success is not None else None
+        return ConnectorState(
+            connector=connector,
+            cursor=Cursor.from_json(stored.cursor) if stored is not None else None,
+            cursor_updated_at=stored.updated_at if stored is not None else None,
+            last_run=RunRecord.from_row(last) if last is not None else None,
+            last_success=last_success,
+            lag_seconds=(now - last_success.window_end).total_seconds()
+            if last_success is not None
+            else None,
+        )
+
+    def reset_cursor(
+        self, tenant_id: str, connector: str, *, to: datetime | None, now: datetime
+    ) -> Cursor | None:
+        """Move the cursor to ``to`` (backwards too: a person decided it), or remove it
+        (``None``: the next sync reads from the configured ``start``). Returns the new
+        cursor. Raises :class:`RunInProgress` while a run of the connector is going, as
+        its next checkpoint would race the reset."""
+        with self._store.write() as connection:
+            running = connection.execute(
+                sa.select(_runs.c.id).where(
+                    _runs.c.tenant_id == tenant_id,
+                    _runs.c.connector == connector,
+                    _runs.c.status == RunStatus.RUNNING.value,
+                )
+            ).first()
+            if running is not None:
+                raise RunInProgress(
+                    f"connector {connector!r} is running (run {running.id}); reset it once "
+                    "the run has ended"
+                )
+            connection.execute(
+                _cursors.delete().where(
+                    _cursors.c.tenant_id == tenant_id, _cursors.c.connector == connector
+                )
+            )
+            if to is None:
+                return None
+            cursor = Cursor(position=to)
+            connection.execute(
+                _cursors.insert().values(
+                    tenant_id=tenant_id,
+                    connector=connector,
+                    position=to,
+                    cursor=cursor.to_json(),
+                    run_id=None,
+                    updated_at=now,
+                )
+            )
+            return cursor
 
     # -- backfills ---------------------------------------------------------------------
 
@@ -436,16 +550,48 @@ class SyncRepository:
             ).one_or_none()
         return None if row is None else RunRecord.from_row(row)
 
+    def run_ids_starting_with(
+        self, tenant_id: str, prefix: str, *, limit: int = 2
+    ) -> list[uuid.UUID]:
+        """Ids of the tenant's runs that start with ``prefix`` (at most ``limit``), for
+        shortened ids; ``ValueError`` when ``prefix`` is not hex."""
+        with self._store.read() as connection:
+            return tables.ids_starting_with(connection, _runs, tenant_id, prefix, limit=limit)
+
     def list_runs(
-        self, tenant_id: str, *, connector: str | None = None, limit: int = 50, offset: int = 0
+        self,
+        tenant_id: str,
+        *,
+        connector: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 50,
+        offset: int = 0,
     ) -> list[RunRecord]:
-        """The tenant's runs, newest first, optionally of one connector."""
+        """The tenant's runs, newest first, optionally of one connector or status."""
         query = sa.select(_runs).where(_runs.c.tenant_id == tenant_id)
         if connector is not None:
             query = query.where(_runs.c.connector == connector)
+        if status is not None:
+            query = query.where(_runs.c.status == status.value)
         query = query.order_by(_runs.c.started_at.desc(), _runs.c.id).limit(limit).offset(offset)
         with self._store.read() as connection:
             return [RunRecord.from_row(row) for row in connection.execute(query)]
+
+    def latest_runs(self, tenant_id: str) -> dict[str, RunRecord]:
+        """Each connector's most recent run in the tenant, by connector name (one
+        statement, whatever the number of connectors)."""
+        newest_first = (
+            sa.func.row_number()
+            .over(
+                partition_by=_runs.c.connector,
+                order_by=(_runs.c.started_at.desc(), _runs.c.id),
+            )
+            .label("newest_first")
+        )
+        ranked = sa.select(_runs, newest_first).where(_runs.c.tenant_id == tenant_id).subquery()
+        query = sa.select(ranked).where(ranked.c.newest_first == 1)
+        with self._store.read() as connection:
+            return {row.connector: RunRecord.from_row(row) for row in connection.execute(query)}
 
 
 def _owned(tenant_id: str, run_id: uuid.UUID) -> tuple[sa.ColumnElement[bool], ...]:

@@ -3,9 +3,10 @@
 A run reads one window from a connector, maps each record to an episode draft, and
 ingests the drafts in batches through :class:`~memsync.runtime.ingest.IngestService`
 (the one ingest path; each batch commits on its own), with the deletions the connector
-reports (tombstones, and listings of completely read scopes). After each committed batch it
-records the counts and, when the rule in :func:`~memsync.runtime.sync.policy.
-checkpoint_position` allows, the cursor, in one transaction. See docs/sync.md.
+reports (tombstones, and listings of completely read scopes). Each batch's transaction
+also records the run's counts and, when the rule in :func:`~memsync.runtime.sync.policy.
+checkpoint_position` allows, the cursor: a run killed at any point shows exactly what it
+committed. See docs/sync.md.
 """
 
 from __future__ import annotations
@@ -17,21 +18,39 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Connection
+from structlog.contextvars import bound_contextvars
 
 from memsync.clock import Clock, SystemClock
-from memsync.connectors import Connector, Cursor, Listing, SkipRecord, Tombstone, Window
-from memsync.episode import EpisodeDraft
-from memsync.runtime.ingest import DEFAULT_BATCH_SIZE, IngestService, IngestSummary
+from memsync.connectors import (
+    Connector,
+    ConnectorConfig,
+    Cursor,
+    Listing,
+    SkipRecord,
+    Tombstone,
+    Window,
+)
+from memsync.episode import EpisodeDraft, NotCanonicalJSON
+from memsync.runtime.ingest import (
+    DEFAULT_BATCH_SIZE,
+    BeforeCommit,
+    IngestOutcome,
+    IngestService,
+    IngestSummary,
+)
+from memsync.runtime.ingest.limits import draft_problem
 from memsync.runtime.sync.policy import (
     RunKind,
     checkpoint_position,
     describe_error,
     incremental_window,
+    needs_attention,
+    retry_at,
     status_after,
 )
 from memsync.runtime.sync.records import RunRecord, Tally
@@ -42,6 +61,7 @@ from memsync.runtime.sync.repository import (
     SliceRef,
     SyncRepository,
 )
+from memsync.scrub import Scrubber
 
 __all__ = ["DEFAULT_LEASE", "DEFAULT_SLICE", "SyncRunner", "pid_alive"]
 
@@ -112,6 +132,8 @@ class SyncRunner:
 
     ``clock`` stamps run records and decides windows; ``heartbeat_every`` (real
     seconds, ``None``: no heartbeat thread) keeps the run's lease of ``lease`` fresh.
+    Error texts and skip reasons are scrubbed of ``scrubber``'s secrets and the
+    connector's own (:meth:`~memsync.connectors.base.Connector.secret_values`).
     """
 
     def __init__(
@@ -126,6 +148,7 @@ class SyncRunner:
         host: str | None = None,
         pid: int | None = None,
         is_alive: Callable[[int], bool] = pid_alive,
+        scrubber: Scrubber | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -135,6 +158,8 @@ class SyncRunner:
         # triggers the application attached to it), ``batch_size`` at a time.
         self._ingest = ingest
         self._heartbeat_every = heartbeat_every
+        # Known secrets (each connector adds its own) never reach a run record.
+        self._scrubber = scrubber or Scrubber()
         self._owner = RunOwner(
             host=host or socket.gethostname(),
             pid=os.getpid() if pid is None else pid,
@@ -145,11 +170,13 @@ class SyncRunner:
 
     # -- the two kinds of run ----------------------------------------------------------
 
-    def sync(self, connector: AnyConnector) -> RunRecord:
+    def sync(self, connector: AnyConnector, *, full_refresh: bool = False) -> RunRecord:
         """Run one incremental sync now and return its record.
 
         The window is ``[cursor - overlap, now]`` (first run: from ``config.start``).
         The cursor moves forward only over committed episodes, never past ``now``.
+        ``full_refresh`` reads from ``config.start`` whatever the cursor says (keys keep
+        it idempotent); the cursor still only moves forward.
         """
         config = connector.config
         now = self._clock.now()
@@ -157,7 +184,8 @@ class SyncRunner:
 
         def plan(connection: Connection) -> RunPlan:
             nonlocal start_cursor
-            start_cursor = self.repository.cursor_in(connection, config.tenant, config.name)
+            if not full_refresh:
+                start_cursor = self.repository.cursor_in(connection, config.tenant, config.name)
             return RunPlan(incremental_window(start_cursor, config.overlap, config.start, now))
 
         def read(run_id: uuid.UUID, decided: RunPlan, tally: Tally) -> Cursor:
@@ -212,12 +240,13 @@ class SyncRunner:
             assert backfill is not None
             done = backfill.total_slices - len(backfill.pending)
             log.info(
-                "backfill connector=%s backfill=%s resumed=%s slices_done=%d slices_total=%d",
-                config.name,
-                backfill.id,
-                backfill.resumed,
-                done,
-                backfill.total_slices,
+                "backfill planned",
+                extra={
+                    "backfill_id": str(backfill.id),
+                    "resumed": backfill.resumed,
+                    "slices_done": done,
+                    "slices_total": backfill.total_slices,
+                },
             )
             if on_slice is not None:
                 on_slice(done, backfill.total_slices)
@@ -225,15 +254,14 @@ class SyncRunner:
                 self._read_slice(connector, piece, run_id, tally)
                 done += 1
                 log.info(
-                    "backfill connector=%s slice_start=%s slice_end=%s slices_done=%d "
-                    "slices_total=%d fetched=%d created=%d",
-                    config.name,
-                    piece.start.isoformat(),
-                    piece.end.isoformat(),
-                    done,
-                    backfill.total_slices,
-                    tally.fetched,
-                    tally.created,
+                    "backfill slice done",
+                    extra={
+                        "slice_start": piece.start.isoformat(),
+                        "slice_end": piece.end.isoformat(),
+                        "slices_done": done,
+                        "slices_total": backfill.total_slices,
+                        "counts": {"fetched": tally.fetched, "created": tally.created},
+                    },
                 )
                 if on_slice is not None:
                     on_slice(done, backfill.total_slices)
@@ -260,14 +288,32 @@ class SyncRunner:
             owner=self._owner,
             plan=plan,
         )
+        # Every line logged during the run, by memsync or a connector's libraries,
+        # carries the run's tenant, connector and id.
+        with bound_contextvars(tenant=config.tenant, connector=config.name, run_id=str(run_id)):
+            record, error = self._read_and_finish(connector, kind, now, run_id, decided, read)
+        if isinstance(error, KeyboardInterrupt):
+            raise error
+        return record
+
+    def _read_and_finish(
+        self,
+        connector: AnyConnector,
+        kind: RunKind,
+        now: datetime,
+        run_id: uuid.UUID,
+        decided: RunPlan,
+        read: Callable[[uuid.UUID, RunPlan, Tally], Cursor | None],
+    ) -> tuple[RunRecord, BaseException | None]:
+        config = connector.config
         window = decided.window
         log.info(
-            "run started connector=%s run=%s kind=%s window_start=%s window_end=%s",
-            config.name,
-            run_id,
-            kind.value,
-            window.start.isoformat() if window.start else "-",
-            window.end.isoformat(),
+            "sync run started",
+            extra={
+                "kind": kind.value,
+                "window_start": window.start.isoformat() if window.start else None,
+                "window_end": window.end.isoformat(),
+            },
         )
         tally = Tally()
         error: BaseException | None = None
@@ -278,28 +324,33 @@ class SyncRunner:
             except (Exception, KeyboardInterrupt) as caught:
                 error = caught
                 tally.errors += 1
+        finished = self._clock.now()
         record = self.repository.finish_run(
             config.tenant,
             run_id,
             tally,
             status=status_after(error, tally.committed),
-            error=None if error is None else describe_error(error),
+            error=None if error is None else self._scrub(connector)(describe_error(error)),
+            needs_attention=needs_attention(error),
+            retry_at=retry_at(error, finished),
             started_at=now,
-            now=self._clock.now(),
+            now=finished,
             connector=config.name,
             cursor=final_cursor,
             finished_backfill=decided.backfill_id if error is None else None,
         )
-        log.info(
-            "run finished connector=%s run=%s status=%s %s",
-            config.name,
-            run_id,
-            record.status.value,
-            " ".join(f"{name}={count}" for name, count in record.counts().items()),
+        log.log(
+            logging.INFO if error is None else logging.WARNING,
+            "sync run finished",
+            extra={
+                "status": record.status.value,
+                # Nested: "created" is a LogRecord attribute and cannot be an extra.
+                "counts": record.counts(),
+                "error": record.error,
+                "duration_seconds": record.duration_seconds,
+            },
         )
-        if isinstance(error, KeyboardInterrupt):
-            raise error
-        return record
+        return record, error
 
     def _read_slice(
         self, connector: AnyConnector, piece: SliceRef, run_id: uuid.UUID, tally: Tally
@@ -336,6 +387,7 @@ class SyncRunner:
         progress = _WindowProgress()
         pending = _Pending()
         listings: list[Listing] = []
+        scrub = self._scrub(connector)
         records = iter(connector.fetch(window, cursor))
         cut_short: Exception | None = None
         while True:
@@ -357,11 +409,22 @@ class SyncRunner:
                 draft = connector.to_episode(record)
                 position = connector.record_cursor(record)
             except SkipRecord as skipped:
-                tally.skip(skipped.reason)
+                tally.skip(scrub(skipped.reason))
+                continue
+            except (UnicodeError, NotCanonicalJSON) as error:
+                # Text from the source with no UTF-8 form (a lone surrogate), or a number
+                # JSON cannot hold exactly: this record cannot be stored, the rest can.
+                tally.skip(scrub(f"not storable: {error}"))
                 continue
             except Exception as error:
                 cut_short = error
                 break
+            problem = draft_problem(draft)
+            if problem is not None:
+                # The rules every API request meets: a NUL or a too-deep payload must not
+                # wedge this and every later run of the connector at this record.
+                tally.skip(scrub(f"{draft.idempotency_key or draft.subject_id}: {problem}"))
+                continue
             if pending.tombstone_covers(draft):
                 # Deleted, then seen again in the same read: the deletion goes first.
                 self._commit(connector, window, run_id, tally, pending, progress, checkpoint)
@@ -386,17 +449,12 @@ class SyncRunner:
         checkpoint: bool,
     ) -> None:
         config = connector.config
-        if pending.drafts:
-            tally.add(IngestSummary.of(self._ingest.ingest(config.tenant, pending.drafts)))
-        if pending.tombstones:
-            tally.add(IngestSummary.of(self._ingest.tombstone(config.tenant, pending.tombstones)))
-        batch_high = pending.high
-        pending.clear()
-        if batch_high is not None and (progress.high is None or batch_high > progress.high):
-            progress.high = batch_high
+        high = progress.high
+        if pending.high is not None and (high is None or pending.high > high):
+            high = pending.high
         position = (
             checkpoint_position(
-                committed_high=progress.high,
+                committed_high=high,
                 window=window,
                 ordered=connector.ordered_by_cursor,
                 complete=False,
@@ -404,14 +462,50 @@ class SyncRunner:
             if checkpoint
             else None
         )
-        self.repository.record_progress(
-            config.tenant,
-            run_id,
-            tally,
-            self._clock.now(),
-            connector=config.name,
-            cursor=None if position is None else Cursor(position=position),
-        )
+
+        cursor = None if position is None else Cursor(position=position)
+        tenant = config.tenant
+        if pending.drafts:
+            # The cursor moves with the last write of the batch: its tombstones, if any.
+            moves = None if pending.tombstones else cursor
+            outcomes = self._ingest.ingest(
+                tenant, pending.drafts, before_commit=self._recorder(config, run_id, tally, moves)
+            )
+            # Committed: the counts now stand for what is stored.
+            tally.add(IngestSummary.of(outcomes))
+        if pending.tombstones:
+            outcomes = self._ingest.tombstone(
+                tenant,
+                pending.tombstones,
+                before_commit=self._recorder(config, run_id, tally, cursor),
+            )
+            tally.add(IngestSummary.of(outcomes))
+        pending.clear()
+        progress.high = high
+
+    def _recorder(
+        self, config: ConnectorConfig, run_id: uuid.UUID, tally: Tally, cursor: Cursor | None
+    ) -> BeforeCommit:
+        """What an ingest transaction writes before it commits: the run's counts with its
+        outcomes added, and ``cursor`` when it moves; both commit or roll back with it."""
+
+        def record(connection: Connection, outcomes: list[IngestOutcome]) -> None:
+            counted = replace(tally, skipped_reasons=list(tally.skipped_reasons))
+            counted.add(IngestSummary.of(outcomes))
+            self.repository.record_progress(
+                config.tenant,
+                run_id,
+                counted,
+                self._clock.now(),
+                connector=config.name,
+                cursor=cursor,
+                connection=connection,
+            )
+
+        return record
+
+    def _scrub(self, connector: AnyConnector) -> Scrubber:
+        return self._scrubber.extended(connector.secret_values())
 
     def _apply_listing(
         self, connector: AnyConnector, run_id: uuid.UUID, tally: Tally, listing: Listing
@@ -424,11 +518,12 @@ class SyncRunner:
         gone = [key for key in live if listing.gone(key)]
         if not gone:
             return  # the usual case: a read that finds nothing deleted writes nothing
-        tombstoned = self._ingest.tombstone(config.tenant, [Tombstone(key) for key in gone])
-        tally.add(IngestSummary.of(tombstoned))
-        self.repository.record_progress(
-            config.tenant, run_id, tally, self._clock.now(), connector=config.name
+        tombstoned = self._ingest.tombstone(
+            config.tenant,
+            [Tombstone(key) for key in gone],
+            before_commit=self._recorder(config, run_id, tally, None),
         )
+        tally.add(IngestSummary.of(tombstoned))
 
     @contextmanager
     def _heartbeat(self, tenant_id: str, run_id: uuid.UUID) -> Iterator[None]:
@@ -449,7 +544,9 @@ class SyncRunner:
                     if not self.repository.heartbeat(tenant_id, run_id, self._clock.now()):
                         return
                 except Exception:  # the next beat or batch tries again
-                    log.warning("heartbeat failed run=%s", run_id, exc_info=True)
+                    log.warning(
+                        "sync run heartbeat failed", extra={"run_id": str(run_id)}, exc_info=True
+                    )
 
         thread = threading.Thread(target=beat, name=f"memsync-heartbeat-{run_id}", daemon=True)
         thread.start()

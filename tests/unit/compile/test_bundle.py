@@ -2,17 +2,19 @@ from __future__ import annotations
 
 import random
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 from statewave.models import ContextBundle
 
-from memsync.compile.bundle import assemble_bundle, estimate_tokens
+from memsync.compile.bundle import BundleLayout, assemble_bundle
 from memsync.compile.policy import PolicyTable
+from memsync.compile.tokenizer import CL100K, ESTIMATE, CharacterEstimate, default_counter
 from memsync.compile.types import EpisodeView, MemoryKind, MemoryStatus, StoredMemory
 from memsync.episode import canonical_json
 
-from .builders import SUBJECT, by_content, claim, day, run, statement
+from .builders import SUBJECT, by_content, claim, day, episode, run, statement
 
 AS_OF = day(40)
 STRIPE_OLD = "Stripe charges 3.5% + 35¢ per transaction"
@@ -89,13 +91,175 @@ def test_decisions_are_procedures() -> None:
     ]
 
 
-def test_the_bundle_is_cut_to_the_token_budget() -> None:
+def test_the_bundle_is_cut_to_the_budget_in_real_tokens() -> None:
     memories, episodes = store()
 
     bundle = assemble_bundle(SUBJECT, "anything", memories, [], episodes, 40, AS_OF)
 
-    assert bundle.token_estimate == estimate_tokens(bundle.assembled_context) <= 40
-    assert len(bundle.facts) + len(bundle.procedures) < 5
+    assert bundle.tokenizer == CL100K
+    assert bundle.token_estimate == default_counter().count(bundle.assembled_context) <= 40
+    assert 0 < len(bundle.facts) + len(bundle.procedures) < 5
+    assert bundle.to_dict()["provenance"]["tokenizer"] == CL100K
+
+
+def test_without_a_tokenizer_the_estimate_counts_and_the_bundle_says_so() -> None:
+    memories, episodes = store()
+
+    bundle = assemble_bundle(
+        SUBJECT, "anything", memories, [], episodes, 40, AS_OF, counter=CharacterEstimate()
+    )
+
+    assert bundle.tokenizer == ESTIMATE
+    assert bundle.token_estimate == -(-len(bundle.assembled_context) // 4) <= 40
+
+
+def many_statements(count: int) -> list[StoredMemory]:
+    """``count`` active summaries (they never conflict), about 15 tokens a line."""
+    words = [
+        "amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo",
+        "jasper", "kestrel", "lagoon", "meadow", "nebula", "obsidian", "prairie", "quartz",
+        "raven", "sierra", "tundra",
+    ]  # fmt: skip
+    _, memories = run(
+        [
+            statement(
+                f"The {words[n % 20]} {words[n // 20 % 20]} gateway answers in {n} ms",
+                n % 30,
+                kind=MemoryKind.EPISODE_SUMMARY,
+                source=1000 + n,
+            )
+            for n in range(count)
+        ]
+    )
+    return memories
+
+
+@pytest.mark.parametrize("layout", list(BundleLayout))
+@pytest.mark.parametrize("max_tokens", [200, 1000, 3000])
+def test_the_budget_is_filled_to_within_five_percent_and_never_over(
+    layout: BundleLayout, max_tokens: int
+) -> None:
+    memories = many_statements(300)
+    assert all(m.status is MemoryStatus.ACTIVE for m in memories)
+
+    bundle = assemble_bundle(
+        SUBJECT, "which gateway answers", memories, [], [], max_tokens, AS_OF, layout=layout
+    )
+
+    assert 0.95 * max_tokens <= bundle.token_estimate <= max_tokens
+    assert bundle.token_estimate == default_counter().count(bundle.assembled_context)
+
+
+LISBON, PORTO = episode(901), episode(902)
+
+
+def moved_to_porto() -> tuple[list[StoredMemory], list[EpisodeView]]:
+    """'I live in Lisbon' (episode 901), then 'I moved to Porto' (902): each episode has
+    its claim and its summary; Porto wins."""
+    _, memories = run(
+        [
+            claim("location.home_city", "Lisbon", 1, source=901),
+            statement("chat message: I live in Lisbon", 1, kind=MemoryKind.EPISODE_SUMMARY,
+                      source=901),
+            claim("location.home_city", "Porto", 5, source=902, explicit=True),
+            statement("chat message: I moved to Porto", 5, kind=MemoryKind.EPISODE_SUMMARY,
+                      source=902),
+        ]
+    )  # fmt: skip
+    episodes = [
+        EpisodeView(
+            id=episode_id,
+            subject_id=SUBJECT,
+            source="chat",
+            type="message",
+            payload={"text": text},
+            occurred_at=day(on),
+            revision=1,
+            content_hash=text,
+        )
+        for episode_id, text, on in [
+            (LISBON, "I live in Lisbon", 1),
+            (PORTO, "I moved to Porto", 5),
+        ]
+    ]
+    return memories, episodes
+
+
+@pytest.mark.parametrize("layout", list(BundleLayout))
+def test_no_text_of_a_superseded_fact_reaches_the_bundle_by_any_path(layout: BundleLayout) -> None:
+    memories, episodes = moved_to_porto()
+    assert by_content(memories, "location.home_city = Lisbon").status is MemoryStatus.SUPERSEDED
+
+    bundle = assemble_bundle(SUBJECT, "where does she live", memories, [], episodes, 10_000,
+                             AS_OF, layout=layout)  # fmt: skip
+
+    assert "Lisbon" not in bundle.assembled_context
+    assert "Porto" in bundle.assembled_context
+    assert LISBON not in {e.id for e in bundle.episodes}
+    assert "Lisbon" not in canonical_json(bundle.to_dict())
+
+
+def test_an_episode_a_summary_already_covers_is_not_repeated_under_recent_episodes() -> None:
+    memories, episodes = moved_to_porto()
+
+    bundle = assemble_bundle(SUBJECT, "where", memories, [], episodes, 10_000, AS_OF)
+    without_summaries = assemble_bundle(
+        SUBJECT,
+        "where",
+        [m for m in memories if m.kind is not MemoryKind.EPISODE_SUMMARY],
+        [],
+        episodes,
+        10_000,
+        AS_OF,
+    )
+
+    assert "I moved to Porto" in bundle.assembled_context
+    assert bundle.assembled_context.count("I moved to Porto") == 1
+    assert bundle.episodes == ()
+    assert [e.id for e in without_summaries.episodes] == [PORTO]
+
+
+def test_provenance_lists_statewave_ids_beside_scores_and_sources() -> None:
+    memories, episodes = store()
+    summary = statement("slack message: message number 5", 5, kind=MemoryKind.EPISODE_SUMMARY,
+                        source=5)  # fmt: skip
+    _, memories = run([summary], memories)
+
+    provenance = assemble_bundle(SUBJECT, "queue", memories, [], episodes, 10_000, AS_OF).to_dict()[
+        "provenance"
+    ]
+
+    by_kind = {m.id: m.kind for m in memories}
+    assert provenance["procedure_ids"]
+    assert all(by_kind[uuid.UUID(i)] is MemoryKind.DECISION for i in provenance["procedure_ids"])
+    assert [by_kind[uuid.UUID(i)] for i in provenance["summary_ids"]] == [
+        MemoryKind.EPISODE_SUMMARY
+    ]
+    assert provenance["fact_ids"]
+    assert all(
+        by_kind[uuid.UUID(i)] not in (MemoryKind.DECISION, MemoryKind.EPISODE_SUMMARY)
+        for i in provenance["fact_ids"]
+    )
+    assert provenance["episode_ids"] == provenance["episodes"]
+    assert str(uuid.UUID(int=5)) not in provenance["episode_ids"]  # its summary covers it
+    assert set(provenance["memories"]) == {
+        *provenance["fact_ids"], *provenance["summary_ids"], *provenance["procedure_ids"]
+    }  # fmt: skip
+
+
+def test_the_statewave_layout_has_markdown_sections_in_statewave_order() -> None:
+    memories, episodes = store()
+
+    text = assemble_bundle(
+        SUBJECT, "plan", memories, [], episodes, 10_000, AS_OF, layout=BundleLayout.STATEWAVE
+    ).assembled_context
+
+    assert text.startswith("## Task\nplan\n\n## About this user\n- ")
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings == ["## Task", "## About this user", "## Procedures", "## Recent interactions"]
+    assert "- We decided to use Postgres for the queue" in text
+    assert "Subject:" not in text
+    assert "Known about the subject:" not in text
 
 
 def test_an_open_conflict_is_an_explicit_abstention() -> None:
@@ -156,3 +320,15 @@ def test_the_dict_is_a_statewave_context_bundle() -> None:
 def test_a_non_positive_budget_is_rejected() -> None:
     with pytest.raises(ValueError, match="max_tokens must be positive"):
         assemble_bundle(SUBJECT, "x", [], [], [], 0, AS_OF)
+
+
+def test_a_tombstoned_memory_and_its_episode_stay_out() -> None:
+    memories, episodes = moved_to_porto()
+    porto = by_content(memories, "location.home_city = Porto")
+    gone = [replace(m, status=MemoryStatus.TOMBSTONED) if m.id == porto.id else m for m in memories]
+
+    bundle = assemble_bundle(SUBJECT, "where does she live", gone, [], episodes, 10_000, AS_OF)
+
+    assert "Porto" not in bundle.assembled_context
+    assert porto.id not in {item.memory.id for item in bundle.facts}
+    assert PORTO not in {episode.id for episode in bundle.episodes}

@@ -12,10 +12,14 @@ def test_default_registry_knows_single_and_multi_valued_keys() -> None:
     assert DEFAULT.get("employment.current_employer").single_valued
     assert not DEFAULT.get("tools.used").single_valued
     assert not DEFAULT.get("preferences.likes").single_valued
+    # A subject is on one plan at a time, and may hold several roles on its account.
+    assert DEFAULT.get("account.plan").single_valued
+    assert not DEFAULT.get("account.role").single_valued
 
 
 def test_an_alias_resolves_to_its_canonical_key() -> None:
     assert DEFAULT.canonical("location.city") == "location.home_city"
+    assert DEFAULT.canonical("account.tier") == "account.plan"
     assert "location.city" in DEFAULT
 
 

@@ -81,6 +81,61 @@ def test_first_person_statements_become_typed_claims(
     assert only_claim(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "value"),
+    [
+        ("I am on the Enterprise plan.", "account.plan", "enterprise"),
+        ("I'm on the free tier.", "account.plan", "free"),
+        ("We're on the Business Critical plan.", "account.plan", "business critical"),
+        ("Our plan is Enterprise.", "account.plan", "enterprise"),
+        ("My subscription is the Pro plan.", "account.plan", "pro"),
+        ("I'm the account owner.", "account.role", "account owner"),
+        ("I'm an admin of our workspace.", "account.role", "workspace admin"),
+        ("I'm the billing contact.", "account.role", "billing contact"),
+        ("I'm the CTO.", "employment.role", "cto"),
+    ],
+)
+def test_plan_tier_and_role_statements_are_profile_facts(text: str, key: str, value: str) -> None:
+    (candidate,) = claims({"text": text})
+
+    assert (candidate.kind, candidate.claim_key, candidate.claim_value) == (
+        MemoryKind.PROFILE_FACT,
+        key,
+        value,
+    )
+
+
+def test_plan_and_role_memories_read_as_statements_about_the_subject() -> None:
+    said = "I am on the Enterprise plan. I'm the account owner. My tier is the Gold tier."
+
+    assert [candidate.content for candidate in claims({"text": said})] == [
+        "On the Enterprise plan",
+        "Has the account owner role",
+        "On the Gold tier",
+    ]
+
+
+def test_two_wordings_of_one_account_role_are_one_memory() -> None:
+    (before,) = claims({"text": "I'm the account owner."})
+    (after,) = claims({"text": "I'm the owner of the account."})
+
+    assert before.memory_key == after.memory_key
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm on the same plan as Bob.",
+        "We upgraded to Postgres 16.",
+        "Our plan is simple.",
+        "I'm on the platform team.",
+        "I'm an admin.",
+    ],
+)
+def test_plans_and_account_roles_need_their_own_words(text: str) -> None:
+    assert not [c for c in claims({"text": text}) if (c.claim_key or "").startswith("account.")]
+
+
 def test_berlin_this_week_is_current_location_and_lisbon_is_home() -> None:
     berlin, lisbon = claims({"text": "I'm in Berlin this week. I live in Lisbon."})
 
@@ -95,6 +150,9 @@ def test_berlin_this_week_is_current_location_and_lisbon_is_home() -> None:
         ("I now live in Porto.", "location.home_city", "porto"),
         ("I now work at Globex.", "employment.current_employer", "globex"),
         ("I just joined Globex.", "employment.current_employer", "globex"),
+        ("We upgraded to the Enterprise plan.", "account.plan", "enterprise"),
+        ("I'm now on the Pro tier.", "account.plan", "pro"),
+        ("I'm now the CTO.", "employment.role", "cto"),
     ],
 )
 def test_change_phrases_mark_an_explicit_change(text: str, key: str, value: str) -> None:
@@ -112,6 +170,7 @@ def test_change_phrases_mark_an_explicit_change(text: str, key: str, value: str)
         ("I don't use Vim.", "tools.used", "vim"),
         ("I've stopped using Slack.", "tools.used", "slack"),
         ("I no longer live in Lisbon.", "location.home_city", "lisbon"),
+        ("I'm no longer on the Pro plan.", "account.plan", "pro"),
     ],
 )
 def test_negations_are_retractions_not_claims(text: str, key: str, value: str) -> None:

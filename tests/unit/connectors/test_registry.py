@@ -83,6 +83,46 @@ def test_entry_point_that_does_not_import_is_named() -> None:
         ConnectorRegistry.from_entry_points([broken])
 
 
+def test_a_broken_plugin_is_set_aside_and_every_other_connector_keeps_working() -> None:
+    from memsync.connectors.registry import entry_points
+
+    broken = EntryPoint(name="gitlab", value="no_such_module:Thing", group="memsync.connectors")
+    installed = [*entry_points(group="memsync.connectors"), broken]
+
+    registry = ConnectorRegistry.from_entry_points(installed, keep_going=True)
+
+    assert "fake" in registry
+    assert "gitlab" not in registry
+    assert "failed to import" in registry.broken["gitlab"]
+    [config] = registry.parse_configs([{"name": "f", "type": "fake", "subject": "thing:{id}"}])
+    assert registry.build(config).type == "fake"
+    with pytest.raises(memsync.connectors.ConnectorConfigError) as refused:
+        registry.parse_configs([{"name": "g", "type": "gitlab", "subject": "x"}])
+    assert "'gitlab' is installed but could not be loaded" in str(refused.value)
+
+
+def test_connectors_list_shows_a_broken_plugin_beside_the_working_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from memsync.connectors import registry as registry_module
+    from memsync.runtime.app.cli import app
+
+    real = registry_module.entry_points
+    broken = EntryPoint(name="gitlab", value="no_such_module:Thing", group="memsync.connectors")
+    monkeypatch.setattr(registry_module, "entry_points", lambda group: [*real(group=group), broken])
+
+    listed = CliRunner().invoke(app, ["connectors", "list", "--json"])
+
+    assert listed.exit_code == 0, listed.output
+    by_type = {entry["type"]: entry for entry in json.loads(listed.stdout)}
+    assert {"fake", "github", "slack", "workspace", "zendesk"} <= set(by_type)
+    assert "failed to import" in by_type["gitlab"]["broken"]
+
+
 def test_entry_point_that_is_not_a_connector_is_refused() -> None:
     with pytest.raises(ConnectorDefinitionError, match="does not name a Connector subclass"):
         ConnectorRegistry.from_entry_points([_entry_point("x", "HERE")])
@@ -126,6 +166,8 @@ def test_public_surface_is_what_we_meant() -> None:
             "RateLimitExhausted",
             "RateLimited",
             "RecordConnector",
+            "RequestObserver",
+            "RequestOutcome",
             "Retrier",
             "RetryPolicy",
             "RetrySettings",
@@ -141,6 +183,7 @@ def test_public_surface_is_what_we_meant() -> None:
             "Window",
             "format_duration",
             "load_registry",
+            "observing_requests",
             "parse_duration",
             "parse_schedule",
             "retry_after_from_headers",
@@ -151,7 +194,7 @@ def test_public_surface_is_what_we_meant() -> None:
         assert hasattr(memsync.connectors, name), name
 
 
-FORBIDDEN = ("sqlalchemy", "apscheduler", "memsync.runtime")
+FORBIDDEN = ("sqlalchemy", "apscheduler", "prometheus_client", "memsync.runtime")
 REPO = Path(memsync.connectors.__file__).parents[2]
 
 

@@ -8,10 +8,12 @@ from memsync.clock import FakeClock
 from memsync.connectors import (
     RateLimited,
     RateLimitExhausted,
+    RequestOutcome,
     Retrier,
     RetryableError,
     RetryPolicy,
     StopRun,
+    observing_requests,
     retry_after_from_headers,
 )
 
@@ -103,3 +105,46 @@ def test_fatal_errors_are_never_retried() -> None:
     with pytest.raises(StopRun):
         retrier.call(flaky, what="test")
     assert (flaky.calls, slept) == (1, [])
+
+
+class RecordingObserver:
+    def __init__(self) -> None:
+        self.outcomes: list[RequestOutcome] = []
+        self.waits: list[float] = []
+
+    def request_finished(self, outcome: RequestOutcome) -> None:
+        self.outcomes.append(outcome)
+
+    def rate_limit_waited(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def test_an_observer_is_told_every_attempt_and_only_rate_limit_waits() -> None:
+    retrier, slept = _retrier(
+        RetryPolicy(max_attempts=5, base_delay=timedelta(seconds=1), max_delay=timedelta(seconds=1))
+    )
+    observer = RecordingObserver()
+    flaky = Flaky(RateLimited("429", retry_after=93), RetryableError("503"))
+
+    with observing_requests(observer):
+        assert retrier.call(flaky, what="test") == "ok"
+        with pytest.raises(StopRun):
+            retrier.call(Flaky(StopRun("401")), what="test")
+    retrier.call(Flaky(), what="outside the block")
+
+    assert observer.outcomes == [
+        RequestOutcome.RATE_LIMITED,
+        RequestOutcome.TRANSIENT_ERROR,
+        RequestOutcome.OK,
+        RequestOutcome.ERROR,
+    ]
+    assert slept == [93, 1]
+    assert observer.waits == [93]  # the backoff after a 503 is not a rate limit
+
+
+def test_a_rate_limit_wait_not_taken_is_not_reported() -> None:
+    retrier, _ = _retrier(RetryPolicy(max_wait=timedelta(seconds=60)))
+    observer = RecordingObserver()
+    with observing_requests(observer), pytest.raises(RateLimitExhausted):
+        retrier.call(Flaky(RateLimited("429", retry_after=93)), what="test")
+    assert (observer.outcomes, observer.waits) == ([RequestOutcome.RATE_LIMITED], [])

@@ -22,6 +22,7 @@ from memsync.connectors.workspace import (
     WorkspaceFile,
     WorkspaceRecord,
     WorkspaceSnapshot,
+    display_name,
     snapshot_digest,
 )
 from memsync.episode import IngestStatus
@@ -223,6 +224,31 @@ def test_binary_and_oversize_files_are_skipped_with_a_reason(tmp_path: Path) -> 
         ("big.txt", "oversize (11 > 10)"),
         ("image.png", "binary"),
     )
+
+
+def test_a_nul_byte_anywhere_in_a_file_makes_it_binary(tmp_path: Path) -> None:
+    # Past git's 8000-byte sniff: the payload would otherwise carry the NUL as text.
+    _write(tmp_path, {"late.txt": "x" * 70_000 + "\x00" + "y", "ok.txt": "fine"})
+    records = _scan(tmp_path)
+    assert _paths(records) == ["ok.txt"]
+    assert _snapshot(records).skipped == (("late.txt", "binary"),)
+
+
+def test_a_file_name_that_is_not_utf8_is_kept_with_its_bytes_escaped(tmp_path: Path) -> None:
+    raw = os.fsencode(tmp_path)
+    os.makedirs(raw + b"/caf\xe9", exist_ok=True)
+    with open(raw + b"/caf\xe9/men\xfc.txt", "wb") as handle:
+        handle.write(b"soup")
+    _write(tmp_path, {"z.txt": "after"})
+
+    records = _scan(tmp_path)
+
+    assert _paths(records) == ["caf\\xe9/men\\xfc.txt", "z.txt"]
+    [named, _] = [r for r in records if isinstance(r, WorkspaceFile)]
+    assert named.content == "soup"
+    assert _snapshot(records).files[0] == ("caf\\xe9/men\\xfc.txt", named.sha256)
+    assert display_name("caf\udce9") == "caf\\xe9"
+    assert display_name("café") == "café"
 
 
 def test_large_file_is_hashed_whole_and_its_content_bounded(tmp_path: Path) -> None:

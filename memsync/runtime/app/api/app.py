@@ -10,28 +10,39 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import FastAPI, Query, Response
+from fastapi import FastAPI, Path, Query, Response
 from pydantic import TypeAdapter
 
 import memsync
 from memsync.compile.bundle import MemoryJson
 from memsync.compile.types import MemoryStatus
 from memsync.episode import IngestStatus
-from memsync.runtime.app.api import jobs, memories, runs
+from memsync.runtime.app.api import connectors, health, jobs, memories, runs
+from memsync.runtime.app.api.auth import LoopbackHostOnly
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
-from memsync.runtime.app.api.errors import ApiError, BodySizeLimit, install_error_handlers
+from memsync.runtime.app.api.errors import (
+    ApiError,
+    BodySizeLimit,
+    install_error_handlers,
+    validation_error,
+)
+from memsync.runtime.app.api.openapi import document_api, error_responses
+from memsync.runtime.app.api.request_ids import RequestIds
 from memsync.runtime.app.api.schemas import (
+    MAX_OFFSET,
     BatchCreateResponse,
     BatchEpisodesRequest,
     CreateEpisodeRequest,
     EpisodeResponse,
     EpisodeWithRevisionsResponse,
-    HealthResponse,
+    SubjectId,
     SubjectResponse,
     SubjectsResponse,
     TimelineResponse,
 )
+from memsync.runtime.app.observability.http import install_observability
 from memsync.runtime.app.services import Services, SubjectDeletion
+from memsync.runtime.app.ui import install_ui
 from memsync.runtime.ingest import IngestOutcome, IngestSummary
 
 __all__ = ["Services", "create_app"]
@@ -63,14 +74,19 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
+    if not services.authenticator.enabled:
+        app.add_middleware(LoopbackHostOnly)
+    install_observability(app, services.metrics)
+    # Added last, so it runs first: every request, even a body refused for its size,
+    # has an id, and the access line written inside knows it.
+    app.add_middleware(RequestIds)
+    document_api(app)
+    app.include_router(health.router)
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
-
-    @app.get("/v1/health")
-    def health(services: ServicesDep) -> HealthResponse:
-        """Liveness: the process answers. Needs no API key."""
-        return HealthResponse(version=memsync.__version__, store=services.store.dialect)
+    app.include_router(connectors.router)
+    install_ui(app, services)
 
     @app.post(
         "/v1/episodes",
@@ -94,11 +110,8 @@ def create_app(services: Services) -> FastAPI:
         """Record many episodes at once; ``episodes_created`` counts only new ones."""
         limit = services.settings.api.max_batch_size
         if len(body.episodes) > limit:
-            raise ApiError(
-                422,
-                "validation_error",
-                f"episodes: at most {limit} episodes per batch, got {len(body.episodes)}",
-                [{"field": "episodes", "reason": f"at most {limit} episodes per batch"}],
+            raise validation_error(
+                "episodes", f"at most {limit} episodes per batch, got {len(body.episodes)}"
             )
         outcomes = services.ingest.ingest(
             caller.tenant_id, [episode.to_draft() for episode in body.episodes]
@@ -112,7 +125,7 @@ def create_app(services: Services) -> FastAPI:
         )
         return _json(response.model_dump_json(), 201)
 
-    @app.get("/v1/episodes/{episode_id}")
+    @app.get("/v1/episodes/{episode_id}", responses=error_responses(404))
     def get_episode(
         episode_id: uuid.UUID, services: ServicesDep, caller: CallerDep
     ) -> EpisodeWithRevisionsResponse:
@@ -128,9 +141,9 @@ def create_app(services: Services) -> FastAPI:
     def timeline(
         services: ServicesDep,
         caller: CallerDep,
-        subject_id: Annotated[str, Query(min_length=1)],
+        subject_id: Annotated[SubjectId, Query()],
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
         newest_first: bool = False,
     ) -> TimelineResponse:
         """A page of a subject's episodes and a page of its memories (every status),
@@ -162,7 +175,7 @@ def create_app(services: Services) -> FastAPI:
         services: ServicesDep,
         caller: CallerDep,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> SubjectsResponse:
         """The tenant's subjects, by id, with their episode and memory counts."""
         page = services.episodes.subjects(caller.tenant_id, limit=limit, offset=offset)
@@ -181,11 +194,22 @@ def create_app(services: Services) -> FastAPI:
             total=page.total,
         )
 
-    @app.delete("/v1/subjects/{subject_id}")
+    # A path no route matches (a subject with a line break cannot be in one) is a 404.
+    @app.delete("/v1/subjects/{subject_id:path}", responses=error_responses(404))
     def delete_subject(
-        subject_id: str, services: ServicesDep, caller: CallerDep
+        subject_id: Annotated[SubjectId, Path()], services: ServicesDep, caller: CallerDep
     ) -> SubjectDeletion:
-        """Delete everything of one subject of the caller's tenant. The only delete."""
+        """Delete everything of one subject of the caller's tenant. The only delete.
+
+        The id may contain ``/`` (``repo:acme/api-server``); ``DELETE
+        /v1/subjects?subject_id=`` takes any id, however it is spelt in a URL path."""
+        return services.delete_subject(caller.tenant_id, subject_id)
+
+    @app.delete("/v1/subjects")
+    def delete_subject_by_query(
+        subject_id: Annotated[SubjectId, Query()], services: ServicesDep, caller: CallerDep
+    ) -> SubjectDeletion:
+        """As ``DELETE /v1/subjects/{subject_id}``, the id as a query parameter."""
         return services.delete_subject(caller.tenant_id, subject_id)
 
     return app

@@ -1,24 +1,42 @@
 """Error bodies in the Statewave shape: ``{"error": {"code", "message", "details"}}``.
 
 No input produces a 500: validation problems are 422 naming the field, oversized
-bodies 413, and anything unexpected is logged and answered with a generic 500 that
-leaks nothing.
+bodies 413, a store that cannot be reached 503 (with ``Retry-After``; the next request
+opens a fresh connection, so the API recovers when the store is back), a 405 names the
+allowed methods, and anything unexpected is logged and answered with a generic 500
+that leaks nothing.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["ApiError", "BodySizeLimit", "error_response", "install_error_handlers"]
+from memsync.runtime.app.api.request_ids import REQUEST_ID_HEADER, current_request_id
+
+__all__ = [
+    "VALIDATION_FAILED",
+    "ApiError",
+    "BodySizeLimit",
+    "error_response",
+    "install_error_handlers",
+    "validation_error",
+]
 
 logger = logging.getLogger("memsync.api")
+
+VALIDATION_FAILED = "Request validation failed"
+"""The ``message`` of every 422, as Statewave words it; what failed is in ``details``."""
+
+STORE_RETRY_AFTER_SECONDS = 5
 
 
 class ApiError(Exception):
@@ -32,11 +50,31 @@ class ApiError(Exception):
         self.details = details
 
 
-def error_response(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
+def validation_error(field: str, reason: str) -> ApiError:
+    """A 422 found by a handler rather than by request parsing, in the same shape."""
+    return ApiError(
+        422, "validation_error", VALIDATION_FAILED, [{"field": field, "reason": reason}]
+    )
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: Any = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
     if details is not None:
         body["details"] = details
-    return JSONResponse({"error": body}, status_code=status)
+    answer_headers = dict(headers or {})
+    request_id = current_request_id()
+    if request_id is not None:
+        # In the body as Statewave puts it, and in the header here too: a 500 is sent
+        # by Starlette's outermost middleware, past the one that adds the header.
+        body["request_id"] = request_id
+        answer_headers[REQUEST_ID_HEADER] = request_id
+    return JSONResponse({"error": body}, status_code=status, headers=answer_headers or None)
 
 
 def _field(location: tuple[Any, ...]) -> str:
@@ -66,21 +104,47 @@ def install_error_handlers(app: FastAPI) -> None:
             {"field": _field(tuple(problem["loc"])), "reason": problem["msg"]}
             for problem in error.errors()
         ]
-        message = "; ".join(f"{problem['field']}: {problem['reason']}" for problem in problems)
-        return error_response(422, "validation_error", message, problems)
+        return error_response(422, "validation_error", VALIDATION_FAILED, problems)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 400 and isinstance(error.__cause__, UnicodeDecodeError):
+            # FastAPI answers 400 for a body it cannot decode; to a client it is one
+            # more kind of invalid JSON (JSON is UTF-8), so it is answered as such.
+            refused = validation_error("body", "not valid JSON: the body is not UTF-8")
+            return error_response(refused.status, refused.code, refused.message, refused.details)
         code = _HTTP_CODES.get(error.status_code, "http_error")
-        return error_response(error.status_code, code, str(error.detail))
+        # A 405 says which methods the route allows (Allow), as HTTP requires.
+        return error_response(error.status_code, code, str(error.detail), headers=error.headers)
+
+    @app.exception_handler(sa_exc.OperationalError)
+    @app.exception_handler(sa_exc.InterfaceError)
+    @app.exception_handler(sa_exc.TimeoutError)
+    async def _store_unavailable(_request: Request, error: Exception) -> JSONResponse:
+        # The store is down, unreachable or (SQLite) locked for longer than the busy
+        # timeout: nothing was written, so the client may simply try again.
+        logger.warning("store unavailable", extra={"error": type(error).__name__})
+        response = error_response(
+            503, "store_unavailable", "the store is unavailable; retry in a few seconds"
+        )
+        response.headers["Retry-After"] = str(STORE_RETRY_AFTER_SECONDS)
+        return response
 
     @app.exception_handler(RecursionError)
     async def _too_deep(_request: Request, _error: RecursionError) -> JSONResponse:
-        return error_response(422, "validation_error", "body: JSON nested too deeply")
+        error = validation_error("body", "JSON nested too deeply")
+        return error_response(error.status, error.code, error.message, error.details)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
-        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        logger.exception(
+            "unhandled error",
+            extra={
+                "method": request.method,
+                "path": request.url.path,
+                "request_id": current_request_id(),
+            },
+        )
         return error_response(500, "internal_error", "internal error; see the server log")
 
 

@@ -11,9 +11,11 @@ from pydantic import BaseModel
 from memsync.compile.bundle import MemoryJson
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.openapi import error_responses
+from memsync.runtime.app.api.schemas import MAX_OFFSET, Text
 from memsync.runtime.app.services import Services
 from memsync.runtime.compiling import COMPILE_JOB
-from memsync.runtime.jobs import Job, JobStatus
+from memsync.runtime.jobs import Job, JobOutcome, JobStatus
 
 __all__ = ["CompileJobResponse", "JobsResponse", "enqueue_compile", "router"]
 
@@ -72,7 +74,7 @@ def enqueue_compile(services: Services, tenant_id: str, subject_id: str) -> Comp
     return compile_status(services, job)
 
 
-@router.get("/v1/memories/compile/{job_id}")
+@router.get("/v1/memories/compile/{job_id}", responses=error_responses(404))
 def get_compile_job(job_id: str, services: ServicesDep, caller: CallerDep) -> CompileJobResponse:
     """The status of an async compile: pending, running, completed or failed."""
     return compile_status(services, _find(services, caller.tenant_id, job_id, COMPILE_JOB))
@@ -83,18 +85,20 @@ def list_jobs(
     services: ServicesDep,
     caller: CallerDep,
     status: Annotated[list[JobStatus] | None, Query()] = None,
-    kind: Annotated[str | None, Query(max_length=32)] = None,
+    outcome: Annotated[list[JobOutcome] | None, Query()] = None,
+    kind: Annotated[Text | None, Query(max_length=32)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JobsResponse:
-    """The tenant's jobs of every kind, newest first; filter by status and kind."""
+    """The tenant's jobs of every kind, newest first; filter by status, outcome
+    (``partial``, ``needs_attention``, ...) and kind."""
     jobs = services.queue.list(
-        caller.tenant_id, statuses=status, kind=kind, limit=limit, offset=offset
+        caller.tenant_id, statuses=status, outcomes=outcome, kind=kind, limit=limit, offset=offset
     )
     return JobsResponse(jobs=jobs)
 
 
-@router.get("/v1/jobs/{job_id}")
+@router.get("/v1/jobs/{job_id}", responses=error_responses(404))
 def get_job(job_id: str, services: ServicesDep, caller: CallerDep) -> Job:
     """One job of any kind, with its attempts, lease, result and error."""
     return _find(services, caller.tenant_id, job_id)

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Path, Query, Response
+from pydantic import BaseModel, Field, StrictBool, TypeAdapter
 
-from memsync.compile.bundle import BundleJson, MemoryJson
-from memsync.compile.types import ConflictStatus, MemoryKind
+from memsync.compile.bundle import BundleJson, BundleLayout, MemoryJson
+from memsync.compile.types import ConflictStatus
 from memsync.episode import canonical_json
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
-from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.api.jobs import CompileJobResponse, enqueue_compile
-from memsync.runtime.app.api.schemas import RequestBody
+from memsync.runtime.app.api.openapi import error_responses
+from memsync.runtime.app.api.schemas import Moment, RequestBody, SubjectId, Text
 from memsync.runtime.compiling import (
     CompileSummary,
     ConflictNotFound,
@@ -24,7 +24,6 @@ from memsync.runtime.compiling import (
     result_summary,
 )
 from memsync.runtime.reading import ConflictJson, InspectionReport, inspect_subject
-from memsync.runtime.storage.schema import SUBJECT_ID_LENGTH
 
 __all__ = ["CompileResponse", "ConflictsResponse", "SearchResponse", "router"]
 
@@ -34,15 +33,20 @@ MAX_BUNDLE_TOKENS = 200_000
 
 
 class CompileRequest(RequestBody):
-    subject_id: str = Field(min_length=1, max_length=SUBJECT_ID_LENGTH)
-    async_: bool = Field(default=False, alias="async")
+    subject_id: SubjectId
+    async_: StrictBool = Field(default=False, alias="async")
 
 
 class ContextRequest(RequestBody):
-    subject_id: str = Field(min_length=1, max_length=SUBJECT_ID_LENGTH)
-    task: str = Field(max_length=10_000)
+    subject_id: SubjectId
+    task: Text = Field(max_length=10_000)
     max_tokens: int = Field(default=1000, ge=1, le=MAX_BUNDLE_TOKENS)
-    as_of: datetime | None = None
+    as_of: Moment | None = None
+    layout: BundleLayout | None = Field(
+        default=None,
+        description="memsync (plain headings) or statewave (Markdown sections); "
+        "default: the configuration's context.layout",
+    )
 
 
 class ResolveConflictRequest(RequestBody):
@@ -65,14 +69,15 @@ class ConflictsResponse(BaseModel):
     conflicts: list[ConflictJson]
 
 
+_COMPILE_RESPONSE: TypeAdapter[CompileResponse] = TypeAdapter(CompileResponse)
+
+
 @router.post(
     "/v1/memories/compile",
     response_model=CompileResponse,
     responses={202: {"model": CompileJobResponse, "description": "Enqueued (async)"}},
 )
-def compile_memories(
-    body: CompileRequest, services: ServicesDep, caller: CallerDep
-) -> CompileResponse | Response:
+def compile_memories(body: CompileRequest, services: ServicesDep, caller: CallerDep) -> Response:
     """Compile a subject's new and revised episodes into memories, as a set.
 
     A second call with nothing new creates nothing (``memories_created`` 0). With
@@ -82,36 +87,50 @@ def compile_memories(
         job = enqueue_compile(services, caller.tenant_id, body.subject_id)
         return Response(job.model_dump_json(), status_code=202, media_type="application/json")
     result = services.compile_service.compile(caller.tenant_id, body.subject_id)
-    return CompileResponse(
+    response = CompileResponse(
         **result_summary(result),
         memories=[MemoryJson.model_validate(memory) for memory in result.memories],
     )
+    # Serialised here, on the request's worker thread: a compile can return thousands of
+    # memories, and FastAPI would validate and encode them again on the event loop,
+    # where every other request waits for it.
+    return Response(_COMPILE_RESPONSE.dump_json(response), media_type="application/json")
 
 
 @router.get("/v1/memories/search")
 def search_memories(
     services: ServicesDep,
     caller: CallerDep,
-    subject_id: Annotated[str, Query(min_length=1)],
-    kind: MemoryKind | None = None,
-    q: Annotated[str | None, Query(max_length=1000)] = None,
+    subject_id: Annotated[SubjectId, Query()],
+    kind: Annotated[str | None, Query(max_length=64)] = None,
+    q: Annotated[Text | None, Query(max_length=1000)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
 ) -> SearchResponse:
-    """Active memories of a subject containing every word of ``q``, newest first."""
-    found = services.memories.search(caller.tenant_id, subject_id, kind=kind, text=q, limit=limit)
+    """Active memories of a subject containing every word of ``q``, newest first.
+
+    ``kind`` filters, whatever its value: a kind memsync does not derive finds nothing.
+    """
+    found = services.search.search(caller.tenant_id, subject_id, kind=kind, text=q, limit=limit)
     return SearchResponse(memories=[MemoryJson.model_validate(memory) for memory in found])
 
 
 @router.post("/v1/context", response_model=BundleJson)
 def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> Response:
-    """A ranked, token-bounded bundle of active memories and recent episodes.
+    """A ranked, token-bounded bundle of what is currently true: active memories and
+    recent episodes, never the text of a superseded one.
 
-    With ``as_of`` the bundle is assembled as the store stood then and the wall clock
-    is never read; equal store state and ``as_of`` give byte-identical bodies. The body
-    is the bundle's canonical JSON (RFC 8785), as it is: never re-serialised.
+    The wall clock is never read: with ``as_of`` the bundle is assembled as the store
+    stood then, and without it as of the latest change it reflects, so equal store
+    state and request give byte-identical bodies. The body is the bundle's canonical
+    JSON (RFC 8785), as it is: never re-serialised.
     """
     bundle = services.context.bundle(
-        caller.tenant_id, body.subject_id, body.task, body.max_tokens, body.as_of
+        caller.tenant_id,
+        body.subject_id,
+        body.task,
+        body.max_tokens,
+        body.as_of,
+        layout=body.layout,
     )
     return Response(canonical_json(bundle.to_dict()), media_type="application/json")
 
@@ -120,7 +139,7 @@ def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> R
 def list_conflicts(
     services: ServicesDep,
     caller: CallerDep,
-    subject_id: str | None = None,
+    subject_id: Annotated[SubjectId | None, Query()] = None,
     status: ConflictStatus | None = ConflictStatus.OPEN,
 ) -> ConflictsResponse:
     """Conflicts recorded under the ``flag`` policy; open ones by default."""
@@ -128,7 +147,7 @@ def list_conflicts(
     return ConflictsResponse(conflicts=[ConflictJson.of(record) for record in records])
 
 
-@router.post("/v1/conflicts/{conflict_id}/resolve")
+@router.post("/v1/conflicts/{conflict_id}/resolve", responses=error_responses(404))
 def resolve_conflict(
     conflict_id: uuid.UUID, body: ResolveConflictRequest, services: ServicesDep, caller: CallerDep
 ) -> ConflictResolution:
@@ -140,12 +159,23 @@ def resolve_conflict(
     except ConflictNotFound as error:
         raise ApiError(404, "not_found", str(error)) from None
     except ValueError as error:
-        raise ApiError(422, "validation_error", str(error)) from None
+        raise validation_error("keep_memory_id", str(error)) from None
     return resolution
 
 
-@router.get("/v1/subjects/{subject_id}/inspect")
-def inspect(subject_id: str, services: ServicesDep, caller: CallerDep) -> InspectionReport:
+@router.get("/v1/subjects/{subject_id:path}/inspect", responses=error_responses(404))
+def inspect(
+    subject_id: Annotated[SubjectId, Path()], services: ServicesDep, caller: CallerDep
+) -> InspectionReport:
     """Everything about a subject: episodes with revision counts, memories by status,
-    supersession records and open conflicts (the audit path)."""
+    supersession records and open conflicts (the audit path). The id may contain ``/``
+    (``repo:acme/api-server``); ``GET /v1/subjects/inspect?subject_id=`` takes any id."""
+    return inspect_subject(services.episodes, services.memories, caller.tenant_id, subject_id)
+
+
+@router.get("/v1/subjects/inspect")
+def inspect_by_query(
+    subject_id: Annotated[SubjectId, Query()], services: ServicesDep, caller: CallerDep
+) -> InspectionReport:
+    """The inspector report of any subject id, however it is spelt in a URL path."""
     return inspect_subject(services.episodes, services.memories, caller.tenant_id, subject_id)

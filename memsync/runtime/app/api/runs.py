@@ -12,6 +12,9 @@ from pydantic import BaseModel
 
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.openapi import error_responses
+from memsync.runtime.app.api.schemas import MAX_OFFSET, Text
+from memsync.runtime.storage.schema import CONNECTOR_NAME_LENGTH
 from memsync.runtime.sync import RunRecord
 
 __all__ = ["RunsResponse", "router"]
@@ -30,9 +33,9 @@ class RunsResponse(BaseModel):
 def list_runs(
     services: ServicesDep,
     caller: CallerDep,
-    connector: str | None = None,
+    connector: Annotated[Text | None, Query(max_length=CONNECTOR_NAME_LENGTH)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> RunsResponse:
     """The caller's tenant's runs, newest first, optionally of one connector."""
     records = services.runs.list_runs(
@@ -44,7 +47,7 @@ def list_runs(
     )
 
 
-@router.get("/{run_id}")
+@router.get("/{run_id}", responses=error_responses(404))
 def get_run(run_id: uuid.UUID, services: ServicesDep, caller: CallerDep) -> RunRecord:
     """One run of the caller's tenant; 404 for another tenant's run."""
     record = services.runs.get_run(caller.tenant_id, run_id)

@@ -13,13 +13,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 from memsync.clock import utc
 from memsync.compile.bundle import MemoryJson
-from memsync.episode import EpisodeDraft, IngestStatus, canonical_json
+from memsync.episode import EpisodeDraft, IngestStatus
+from memsync.runtime.ingest.limits import json_problem, moment_problem, text_problem
 from memsync.runtime.reading.episodes import (
     Episode,
     EpisodeRecord,
@@ -33,17 +42,71 @@ from memsync.runtime.storage.schema import (
 )
 
 __all__ = [
+    "MAX_OFFSET",
     "BatchCreateResponse",
     "BatchEpisodesRequest",
     "CreateEpisodeRequest",
     "EpisodeResponse",
     "EpisodeWithRevisionsResponse",
-    "HealthResponse",
+    "JsonObject",
+    "Label",
+    "Moment",
     "RequestBody",
+    "SubjectId",
     "SubjectResponse",
     "SubjectsResponse",
+    "Text",
     "TimelineResponse",
 ]
+
+MAX_OFFSET = 2**31 - 1
+"""The largest ``offset`` of any list endpoint (a page that far in is empty anyway)."""
+
+
+def _storable_text(value: str) -> str:
+    problem = text_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _storable_json(value: dict[str, Any]) -> dict[str, Any]:
+    # The field's own name is in the error's location already.
+    problem = json_problem(value, "")
+    if problem:
+        raise ValueError(problem.removeprefix(": ").removeprefix("."))
+    return value
+
+
+def _iso_string(value: object) -> object:
+    # Lax parsing would read 0 as 1970 and large integers as milliseconds.
+    if isinstance(value, int | float):
+        raise ValueError("must be an ISO 8601 string, e.g. 2026-01-31T12:00:00Z")
+    return value
+
+
+def _storable_moment(value: datetime) -> datetime:
+    problem = moment_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+Text = Annotated[str, AfterValidator(_storable_text)]
+"""Any text a request sends: no NUL character, no lone surrogate (see ``limits``)."""
+SubjectId = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=SUBJECT_ID_LENGTH),
+    AfterValidator(_storable_text),
+]
+Label = Annotated[
+    str, StringConstraints(min_length=1, max_length=LABEL_LENGTH), AfterValidator(_storable_text)
+]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
+"""A JSON object the store can hold and answer with: text as :data:`Text`, at most
+``MAX_JSON_DEPTH`` levels, no NaN or Infinity."""
+Moment = Annotated[datetime, BeforeValidator(_iso_string), AfterValidator(_storable_moment)]
+"""An ISO 8601 time (never a number) within the years 1 to 9999 in UTC; no zone: UTC."""
 
 
 class RequestBody(BaseModel):
@@ -55,27 +118,17 @@ class RequestBody(BaseModel):
 class CreateEpisodeRequest(RequestBody):
     """One episode. ``metadata.idempotency_key`` is used when the top-level key is absent."""
 
-    subject_id: str = Field(min_length=1, max_length=SUBJECT_ID_LENGTH)
-    source: str = Field(min_length=1, max_length=LABEL_LENGTH)
-    type: str = Field(min_length=1, max_length=LABEL_LENGTH)
-    payload: dict[str, Any]
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    provenance: dict[str, Any] = Field(default_factory=dict)
-    session_id: str | None = Field(default=None, max_length=LABEL_LENGTH)
-    idempotency_key: str | None = Field(
+    subject_id: SubjectId
+    source: Label
+    type: Label
+    payload: JsonObject
+    metadata: JsonObject = Field(default_factory=dict)
+    provenance: JsonObject = Field(default_factory=dict)
+    session_id: Text | None = Field(default=None, max_length=LABEL_LENGTH)
+    idempotency_key: Text | None = Field(
         default=None, min_length=1, max_length=IDEMPOTENCY_KEY_LENGTH
     )
-    occurred_at: datetime | None = None
-
-    @field_validator("payload", "metadata", "provenance")
-    @classmethod
-    def _plain_json(cls, value: dict[str, Any]) -> dict[str, Any]:
-        # Python's JSON parser accepts NaN, Infinity and integers of any size; canonical
-        # JSON (RFC 8785) does not, so they are refused here, as a validation error on
-        # the field that says which value and what to send instead.
-        if value:
-            canonical_json(value)
-        return value
+    occurred_at: Moment | None = None
 
     @model_validator(mode="after")
     def _key_from_metadata(self) -> CreateEpisodeRequest:
@@ -104,7 +157,10 @@ class CreateEpisodeRequest(RequestBody):
 
 
 class BatchEpisodesRequest(RequestBody):
-    episodes: list[CreateEpisodeRequest]
+    """At least one episode (an empty batch is a 422, as in Statewave); the upper bound
+    is ``api.max_batch_size``, checked by the route."""
+
+    episodes: list[CreateEpisodeRequest] = Field(min_length=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,9 +224,3 @@ class SubjectResponse(SubjectSummary):
 class SubjectsResponse(BaseModel):
     subjects: list[SubjectResponse]
     total: int
-
-
-class HealthResponse(BaseModel):
-    status: Literal["ok"] = "ok"
-    version: str
-    store: str

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import signal
+import sys
 from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
+
+from memsync.compile.tokenizer import default_counter
 
 __all__ = ["serve_until_stopped"]
 
@@ -26,6 +30,27 @@ class _ReturningServer(uvicorn.Server):
             self.should_exit = True
 
 
+SWITCH_INTERVAL_SECONDS = 0.001
+"""How long a thread may keep the GIL while others wait (CPython's default is 5 ms).
+
+Requests run on a thread pool: a compile's Python work holds the GIL, and a small read
+waits up to the interval for it after each of its database round trips. One
+millisecond keeps reads short during a compile and costs the compile a little."""
+
+
 def serve_until_stopped(app: FastAPI, host: str, port: int) -> None:
-    """Serve ``app`` on ``host:port``; return after SIGTERM/SIGINT and a graceful shutdown."""
-    _ReturningServer(uvicorn.Config(app, host=host, port=port)).run()
+    """Serve ``app`` on ``host:port``; return after SIGTERM/SIGINT and a graceful shutdown.
+
+    Before serving, the tokenizer is loaded (not on the first bundle request) and the
+    objects of the started process are frozen out of the garbage collector's reach: a
+    full collection, which holds the GIL and so stalls every request, then traverses
+    only what requests and compiles allocate, not the imported libraries.
+    """
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+    default_counter()
+    gc.collect()
+    gc.freeze()
+    # uvicorn leaves logging to the process's one pipeline (log_config=None), and the
+    # access log to memsync's middleware, which adds the route and the duration.
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
+    _ReturningServer(config).run()

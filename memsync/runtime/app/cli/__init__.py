@@ -2,6 +2,7 @@
 
 - :mod:`.setup` — ``db``, ``keys``, ``config``;
 - :mod:`.sync` — ``sync``, ``backfill``, ``runs``, ``connectors``;
+- :mod:`.state` — ``state show``, ``state reset``;
 - :mod:`.episodes` — ``ingest``, ``demo``;
 - :mod:`.memories` — ``compile``, ``inspect``, ``conflicts``;
 - :mod:`.jobs` — ``jobs``;
@@ -11,7 +12,8 @@ Every command gets its services from the composition root
 (:class:`~memsync.runtime.app.services.Services`) through
 :func:`~memsync.runtime.app.cli.common.open_services`. Exit codes: 0 success, 1
 failure, 2 bad usage or configuration (the message names the file and the field),
-3 partial success.
+3 partial success, 4 a service memsync needs (the store, the LLM endpoint) did not
+answer.
 """
 
 from __future__ import annotations
@@ -20,16 +22,34 @@ import sys
 
 # Importing a command module registers its commands on ``app``; the order is the
 # order of ``memsync --help``.
-from memsync.runtime.app.cli import episodes, jobs, memories, processes, setup, sync  # noqa: F401
-from memsync.runtime.app.cli.common import EXIT_USAGE, app, errors
+from memsync.runtime.app.cli import (  # noqa: F401
+    common,
+    episodes,
+    jobs,
+    memories,
+    processes,
+    setup,
+    state,
+    sync,
+)
+from memsync.runtime.app.cli.common import EXIT_USAGE, actionable, app, debugging, errors
 from memsync.runtime.app.config import ConfigError
 
 __all__ = ["app", "main"]
 
 
 def main() -> None:
+    """Run the command; errors a person can act on are one line and an exit code, the
+    traceback only with ``--debug`` (or ``MEMSYNC_DEBUG=1``)."""
     try:
         app()
     except ConfigError as error:  # raised outside a command's own handling
-        errors.print(str(error))
+        errors.print(str(error), markup=False)
         sys.exit(EXIT_USAGE)
+    except Exception as error:  # e.g. the store does not answer while services open
+        said = actionable(error)
+        if said is None or debugging():
+            raise
+        message, code = said
+        errors.print(message, markup=False)
+        sys.exit(code)

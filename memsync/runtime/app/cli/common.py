@@ -7,32 +7,60 @@ file and the field), 3 partial success.
 
 from __future__ import annotations
 
+import os
+import traceback
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy import exc as sa_exc
 
-from memsync.runtime.app.config import ConfigError, Settings, load_settings
+import memsync
+from memsync.compile.llm import LLMExtractionError
+from memsync.runtime.app.config import (
+    DEFAULT_STORE,
+    ConfigError,
+    ConnectorCheck,
+    Settings,
+    load_settings,
+    redacted_store_url,
+)
+from memsync.runtime.app.observability import (
+    LOG_FORMAT_ENV,
+    LOG_LEVEL_ENV,
+    LogFormat,
+    configure_logging,
+    parse_log_level,
+)
 from memsync.runtime.app.services import Services, UnknownConnector
+from memsync.scrub import scrub_every_log_record
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_PARTIAL",
+    "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
+    "ConnectorName",
+    "JsonOption",
     "TenantOption",
+    "actionable",
     "app",
     "console",
+    "debugging",
     "errors",
+    "loaded_store_url",
     "open_services",
     "parse_id",
     "parse_moment",
     "print_table",
+    "resolve_id",
     "settings",
     "usage_error",
 ]
@@ -40,6 +68,8 @@ __all__ = [
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_PARTIAL = 3
+EXIT_UNAVAILABLE = 4
+"""A service memsync needs (the store, the LLM endpoint) did not answer."""
 
 app = typer.Typer(
     help="memsync: scheduled connector sync for agent memory.",
@@ -51,13 +81,23 @@ console = Console(soft_wrap=True)
 errors = Console(stderr=True, soft_wrap=True, highlight=False)
 
 TenantOption = Annotated[str, typer.Option(help="tenant")]
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
+ConnectorName = Annotated[str, typer.Argument(help="connector name from the configuration")]
 
 
 class _Options:
     config_path: Path | None = None
+    debug: bool = False
+    store_url: str | None = None
 
 
 _options = _Options()
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"memsync {memsync.__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -71,8 +111,41 @@ def _global_options(
             dir_okay=False,
         ),
     ] = None,
+    log_format: Annotated[
+        LogFormat | None,
+        typer.Option(
+            "--log-format",
+            envvar=LOG_FORMAT_ENV,
+            case_sensitive=False,
+            help="log lines on stderr: console or json (default: console on a terminal, "
+            "else json).",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str,
+        typer.Option(
+            "--log-level",
+            envvar=LOG_LEVEL_ENV,
+            help="debug, info, warning, error or critical.",
+        ),
+    ] = "info",
+    debug: Annotated[
+        bool, typer.Option("--debug", help="show tracebacks instead of one-line errors")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="print the version and exit", callback=_print_version, is_eager=True
+        ),
+    ] = False,
 ) -> None:
     _options.config_path = config
+    _options.debug = debug
+    try:
+        level = parse_log_level(log_level)
+    except ValueError as error:
+        raise usage_error(f"--log-level: {error}") from None
+    configure_logging(log_format, level)
 
 
 def usage_error(message: str) -> typer.Exit:
@@ -81,12 +154,45 @@ def usage_error(message: str) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
-def settings() -> Settings:
+def settings(*, check_connectors: ConnectorCheck | None = None) -> Settings:
     """The configuration; exit 2 with the file and field of every problem."""
     try:
-        return load_settings(_options.config_path)
+        loaded = load_settings(_options.config_path, check_connectors=check_connectors)
     except ConfigError as error:
         raise usage_error(f"configuration error\n{error}") from None
+    _options.store_url = loaded.store
+    return loaded
+
+
+def actionable(error: BaseException) -> tuple[str, int] | None:
+    """A one-line message and exit code for an error a person can act on (a store or an
+    LLM endpoint that does not answer), or ``None`` for one that needs a traceback."""
+    if isinstance(error, (sa_exc.OperationalError, sa_exc.InterfaceError)):
+        store = redacted_store_url(loaded_store_url())
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+        return (
+            f"memsync: cannot reach the store {store}: {reason}. Check that the database "
+            "is running and that `store:` in the configuration (or $MEMSYNC_STORE) names "
+            "it; --debug shows the traceback.",
+            EXIT_UNAVAILABLE,
+        )
+    if isinstance(error, LLMExtractionError):
+        return (
+            f"memsync: compiling failed, nothing was consumed: {error}. Check compile.llm "
+            "in the configuration and that the endpoint answers; --debug shows the traceback.",
+            EXIT_UNAVAILABLE,
+        )
+    return None
+
+
+def debugging() -> bool:
+    """Whether tracebacks were asked for (``--debug`` or ``MEMSYNC_DEBUG=1``)."""
+    return _options.debug or os.environ.get("MEMSYNC_DEBUG", "") not in ("", "0")
+
+
+def loaded_store_url() -> str:
+    """The store URL of the configuration this command loaded (or the default)."""
+    return _options.store_url or DEFAULT_STORE
 
 
 @contextmanager
@@ -94,9 +200,11 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
     """The process's services over the configured (and migrated) store, closed after.
 
     A configuration problem found on the way (the connectors section, an unknown
-    connector name) exits 2 naming the file and the field.
+    connector name) exits 2 naming the file and the field; any other error exits 1 with
+    its traceback, scrubbed of every known secret as every log line is.
     """
     services = Services.open(loaded or settings())
+    scrub_every_log_record(services.scrubber)
     # A migration that changed data says so once, on whichever command ran it.
     for note in services.migration_notes:
         errors.print(f"migrated: {note}")
@@ -106,6 +214,17 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
         raise usage_error(f"configuration error\n{error}") from None
     except UnknownConnector as error:
         raise usage_error(str(error)) from None
+    except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException):
+        raise
+    except Exception as error:
+        said = actionable(error)
+        if said is not None and not debugging():
+            message, code = said
+            errors.print(services.scrubber(message), markup=False, highlight=False)
+            raise typer.Exit(code) from None
+        # An upstream error may quote a secret; the traceback is printed scrubbed.
+        errors.print(services.scrubber(traceback.format_exc()), markup=False, highlight=False)
+        raise typer.Exit(EXIT_FAILED) from None
     finally:
         services.close()
 
@@ -125,6 +244,25 @@ def print_table(
     for row in rows:
         table.add_row(*row)
     out.print(table)
+
+
+def resolve_id(value: str, what: str, starting_with: Callable[[str], list[uuid.UUID]]) -> uuid.UUID:
+    """A full id, or the one id that starts with ``value`` (as ``git`` takes a short
+    commit hash): exit 1 when none does, 2 when several do or ``value`` is not hex."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        pass
+    try:
+        found = starting_with(value)
+    except ValueError as error:
+        raise usage_error(str(error)) from None
+    if not found:
+        errors.print(f"no {what} id starts with {value!r}", markup=False)
+        raise typer.Exit(EXIT_FAILED)
+    if len(found) > 1:
+        raise usage_error(f"{value!r} starts more than one {what} id: give more of it")
+    return found[0]
 
 
 def parse_id(value: str, what: str) -> uuid.UUID:

@@ -34,7 +34,11 @@ _SAMPLES = resources.files("memsync.runtime.app") / "samples"
 
 
 def _read_episodes(path: Path) -> list[CreateEpisodeRequest]:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        errors.print(f"{path}: not UTF-8 (byte {error.start}): episodes are JSON, which is UTF-8")
+        raise typer.Exit(EXIT_USAGE) from None
     try:
         if path.suffix == ".jsonl":
             documents: Any = [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -6,9 +6,11 @@ import json
 from typing import Annotated, Any
 
 import typer
+from rich.progress import Progress
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
+    JsonOption,
     TenantOption,
     app,
     console,
@@ -25,8 +27,6 @@ __all__ = ["conflicts_app"]
 
 conflicts_app = typer.Typer(help="Conflicts flagged between memories.", no_args_is_help=True)
 app.add_typer(conflicts_app, name="conflicts")
-
-JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
 @app.command("compile")
@@ -54,7 +54,14 @@ def compile_command(
                 job, _ = services.queue.enqueue(tenant, COMPILE_JOB, name, now=services.clock.now())
                 typer.echo(str(job.id))
             return
-        results = [result_summary(compile_service.compile(tenant, name)) for name in subjects]
+        results = []
+        # A person at a terminal sees how far a long --all compile is; logs and
+        # pipes get the table only.
+        with Progress(console=errors, transient=True, disable=not errors.is_terminal) as progress:
+            task = progress.add_task(f"compiling {len(subjects)} subject(s)", total=len(subjects))
+            for name in subjects:
+                results.append(result_summary(compile_service.compile(tenant, name)))
+                progress.advance(task)
     if as_json:
         typer.echo(json.dumps(results, indent=2))
         return

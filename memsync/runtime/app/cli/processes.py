@@ -6,10 +6,10 @@ They stop on SIGTERM or SIGINT: they stop claiming, finish the job in hand and e
 
 from __future__ import annotations
 
-import logging
 import signal
-import sys
 import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from types import FrameType
 from typing import Annotated
 
@@ -17,6 +17,8 @@ import typer
 
 from memsync.runtime.app.cli.common import EXIT_USAGE, app, errors, open_services, settings
 from memsync.runtime.app.config import Settings
+from memsync.runtime.app.observability.http import serving_metrics
+from memsync.runtime.app.services import Services
 from memsync.runtime.jobs import run_workers
 
 __all__ = ["run", "scheduler", "serve", "worker"]
@@ -36,12 +38,6 @@ def _stop_on_signals() -> threading.Event:
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
     return stop
-
-
-def _logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
-    )
 
 
 def _serving_settings(host: str | None, port: int | None) -> Settings:
@@ -65,25 +61,70 @@ def _serving_settings(host: str | None, port: int | None) -> Settings:
     return loaded
 
 
-@app.command()
-def serve(host: HostOption = None, port: PortOption = None) -> None:
-    """Serve the HTTP API (Statewave v1 compatible) until SIGTERM/SIGINT, then exit 0."""
+@contextmanager
+def _workers_beside(services: Services, count: int) -> Iterator[None]:
+    """``count`` worker threads for the duration of the block; on leaving it they stop
+    claiming, finish the job in hand and are joined."""
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=services.worker(index).run, args=(stop,), name=f"worker-{index}")
+        for index in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+
+def _serve(services: Services, settings: Settings, workers: int | None) -> None:
+    """The HTTP API until SIGTERM/SIGINT, with ``workers`` job workers beside it."""
     from memsync.runtime.app.api.app import create_app
     from memsync.runtime.app.api.server import serve_until_stopped
 
+    count = settings.jobs.serve_workers if workers is None else workers
+    with _workers_beside(services, count):
+        # The server owns SIGTERM/SIGINT here; when it returns, the workers stop too.
+        serve_until_stopped(create_app(services), settings.api.host, settings.api.port)
+
+
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(min=0, help="job worker threads beside the API (default: jobs.serve_workers, 1)"),
+]
+
+
+@app.command()
+def serve(host: HostOption = None, port: PortOption = None, workers: WorkersOption = None) -> None:
+    """Serve the HTTP API (Statewave v1 compatible) and run queued jobs beside it, until
+    SIGTERM/SIGINT, then exit 0. ``--workers 0`` leaves jobs to ``memsync worker``."""
     loaded = _serving_settings(host, port)
     with open_services(loaded) as services:
-        serve_until_stopped(create_app(services), loaded.api.host, loaded.api.port)
+        _serve(services, loaded, workers)
 
 
 @app.command()
 def worker(
     concurrency: Annotated[int, typer.Option(min=1, help="jobs run at once")] = 1,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="serve Prometheus metrics on this port (0: any free one)"
+        ),
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="interface of --metrics-port")] = "127.0.0.1",
 ) -> None:
     """Claim and run jobs until SIGTERM/SIGINT (then finish the job in hand)."""
-    _logging()
-    with open_services() as services:
+    with open_services() as services, ExitStack() as serving:
         services.connectors  # noqa: B018 - exit 2 on a bad connectors section, before work
+        if metrics_port is not None:
+            url = serving.enter_context(
+                serving_metrics(services.metrics, metrics_host, metrics_port)
+            )
+            errors.print(f"metrics on {url}", markup=False, highlight=False)
         stop = _stop_on_signals()
         # Said once the signal handlers are in place: from here SIGTERM means "finish
         # the job in hand, then exit 0" (supervisors and tests wait for this line).
@@ -94,7 +135,6 @@ def worker(
 @app.command()
 def scheduler() -> None:
     """Fire the configured schedules (they only enqueue jobs) until SIGTERM/SIGINT."""
-    _logging()
     with open_services() as services:
         stop = _stop_on_signals()
         running = services.scheduler()
@@ -104,27 +144,20 @@ def scheduler() -> None:
 
 
 @app.command()
-def run(host: HostOption = None, port: PortOption = None) -> None:
-    """One machine, all in one: the HTTP API, the scheduler and one worker thread.
+def run(host: HostOption = None, port: PortOption = None, workers: WorkersOption = None) -> None:
+    """One machine, all in one: the HTTP API, the scheduler and the job workers.
 
-    SIGTERM/SIGINT: the API shuts down gracefully, the worker finishes the job in hand,
+    SIGTERM/SIGINT: the API shuts down gracefully, the workers finish the job in hand,
     the scheduler stops; exit 0.
     """
-    from memsync.runtime.app.api.app import create_app
-    from memsync.runtime.app.api.server import serve_until_stopped
-
-    _logging()
     loaded = _serving_settings(host, port)
     with open_services(loaded) as services:
-        stop = threading.Event()
         running = services.scheduler()
         running.start()
-        worker_thread = threading.Thread(target=services.worker(0).run, args=(stop,), name="worker")
-        worker_thread.start()
         try:
-            # The server owns SIGTERM/SIGINT here; when it returns, the rest stops too.
-            serve_until_stopped(create_app(services), loaded.api.host, loaded.api.port)
+            # All in one means jobs run here: at least one worker, whatever the config.
+            _serve(
+                services, loaded, max(1, loaded.jobs.serve_workers if workers is None else workers)
+            )
         finally:
-            stop.set()
-            worker_thread.join()
             running.shutdown()

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from memsync.runtime.app.cli.common import app, console, errors, open_services, settings
-from memsync.runtime.app.config import hash_api_key, redacted_dump
+from memsync.connectors import ConnectorConfigError, load_registry
+from memsync.runtime.app.cli.common import (
+    app,
+    console,
+    errors,
+    open_services,
+    settings,
+)
+from memsync.runtime.app.config import Settings, hash_api_key, redacted_dump, redacted_store_url
 from memsync.runtime.storage import current_revision, head_revision
 
 __all__ = ["config_app", "db_app", "keys_app"]
@@ -49,7 +56,31 @@ def keys_new(
     )
 
 
+def _validated() -> Settings:
+    """The whole configuration, connectors included: exit 2 listing every problem."""
+
+    def connector_problems(raw: list[Any], label: str) -> list[str]:
+        try:
+            load_registry().parse_configs(raw, source=label)
+        except ConnectorConfigError as error:
+            return error.problems
+        return []
+
+    return settings(check_connectors=connector_problems)
+
+
+@config_app.command("validate")
+def config_validate() -> None:
+    """Check the whole file, connectors included; report every problem at once (exit 2)
+    with its file, field and, for a misspelling, the likely intended name."""
+    loaded = _validated()
+    names = ", ".join(str(raw.get("name")) for raw in loaded.connectors) or "none"
+    console.print(
+        f"configuration is valid: store {redacted_store_url(loaded.store)}; connectors: {names}"
+    )
+
+
 @config_app.command("show")
 def config_show() -> None:
-    """Print the effective configuration with every secret redacted."""
-    console.print_json(json.dumps(redacted_dump(settings())))
+    """Print the effective configuration, checked like ``validate``, every secret redacted."""
+    console.print_json(json.dumps(redacted_dump(_validated())))

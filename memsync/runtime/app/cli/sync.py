@@ -7,8 +7,6 @@ of the connector is running, 2 bad usage or configuration.
 from __future__ import annotations
 
 import json
-import logging
-import sys
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Annotated, NoReturn
@@ -17,19 +15,28 @@ import typer
 from rich.console import Console
 from rich.progress import Progress
 
-from memsync.connectors import load_registry, parse_duration
+from memsync.connectors import (
+    RateLimitExhausted,
+    RetryableError,
+    StopRun,
+    load_registry,
+    parse_duration,
+)
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
     EXIT_PARTIAL,
+    EXIT_UNAVAILABLE,
+    ConnectorName,
+    JsonOption,
     TenantOption,
     app,
     console,
     errors,
     open_services,
-    parse_id,
     parse_moment,
     print_table,
+    resolve_id,
     usage_error,
 )
 from memsync.runtime.app.handlers import SYNC_JOB
@@ -52,7 +59,6 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(connectors_app, name="connectors")
 
 JsonRunOption = Annotated[bool, typer.Option("--json", help="print the run record as JSON")]
-ConnectorName = Annotated[str, typer.Argument(help="connector name from the configuration")]
 
 
 def print_run(record: RunRecord, *, as_json: bool = False, out: Console = console) -> None:
@@ -77,19 +83,6 @@ def print_run(record: RunRecord, *, as_json: bool = False, out: Console = consol
         out.print(f"  skipped: {reason}", markup=False, highlight=False)
 
 
-def _log_unless_interactive() -> bool:
-    """Structured ``key=value`` log lines on stderr unless a person is watching;
-    returns whether one is (then progress is drawn instead)."""
-    interactive = errors.is_terminal
-    if not interactive:
-        logging.basicConfig(
-            stream=sys.stderr,
-            level=logging.INFO,
-            format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
-        )
-    return interactive
-
-
 def _run_to_exit(
     name: str, as_json: bool, run: Callable[[Services, ConnectorConfig], RunRecord]
 ) -> NoReturn:
@@ -112,21 +105,52 @@ def sync_command(
     async_: Annotated[
         bool, typer.Option("--async", help="enqueue a sync job for a worker; print its id")
     ] = False,
+    full_refresh: Annotated[
+        bool,
+        typer.Option(
+            "--full-refresh", help="re-read from the configured start, whatever the cursor"
+        ),
+    ] = False,
 ) -> None:
     """Run one incremental sync of a connector now and print its run record.
 
     Exit 0 succeeded, 3 partial, 1 failed (or the connector is already running: a second
     run fails fast instead of waiting), 2 bad configuration. With ``--async``: enqueue it
-    as a job (joining one already pending) and print its id.
+    as a job (joining one already pending) and print its id. ``--full-refresh`` re-reads
+    from the connector's ``start`` (keys keep it idempotent; the cursor never moves back).
     """
+    if async_ and full_refresh:
+        raise usage_error("--full-refresh runs in the foreground; leave out --async")
     if async_:
         with open_services() as services:
             config = services.connector(name)
             job, _ = services.queue.enqueue(config.tenant, SYNC_JOB, name, now=services.clock.now())
         typer.echo(str(job.id))
         return
-    _log_unless_interactive()
-    _run_to_exit(name, as_json, lambda services, config: services.run_sync(config))
+    _run_to_exit(
+        name,
+        as_json,
+        lambda services, config: services.run_sync(config, full_refresh=full_refresh),
+    )
+
+
+@app.command("check")
+def check_command(name: ConnectorName) -> None:
+    """Reach the connector's source once with its credentials, storing nothing: exit 0
+    when it answers, 1 when it refuses (credentials, a missing resource), 4 when it
+    does not answer."""
+    with open_services() as services:
+        config = services.connector(name)
+        try:
+            with services.connector_instance(config) as connector:
+                said = connector.check(services.clock.now())
+        except StopRun as error:
+            errors.print(f"{name}: refused: {error}", markup=False)
+            raise typer.Exit(EXIT_FAILED) from None
+        except (RetryableError, RateLimitExhausted) as error:
+            errors.print(f"{name}: no answer: {error}", markup=False)
+            raise typer.Exit(EXIT_UNAVAILABLE) from None
+    console.print(f"{name} ({config.type}): {said}", markup=False)
 
 
 @app.command("backfill")
@@ -149,7 +173,8 @@ def backfill_command(
         raise usage_error("--slice must be a positive duration (e.g. 1d)")
     start = parse_moment(since, "--since")
     end = None if until is None else parse_moment(until, "--until")
-    interactive = _log_unless_interactive()
+    # A person watching gets a progress bar; a log collector gets the slice lines.
+    interactive = errors.is_terminal
 
     def backfill(services: Services, config: ConnectorConfig) -> RunRecord:
         try:
@@ -177,7 +202,7 @@ def runs_list(
     connector: Annotated[str | None, typer.Option(help="only this connector")] = None,
     tenant: TenantOption = "default",
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 20,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Recent runs, newest first."""
     with open_services() as services:
@@ -204,14 +229,17 @@ def runs_list(
 
 @runs_app.command("show")
 def runs_show(
-    run_id: Annotated[str, typer.Argument(help="run id (from `memsync runs list`)")],
+    run_id: Annotated[
+        str, typer.Argument(help="run id (from `memsync runs list`), or its unique first digits")
+    ],
     tenant: TenantOption = "default",
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """One run record."""
-    parsed = parse_id(run_id, "run")
     with open_services() as services:
-        record = services.runs.get_run(tenant, parsed)
+        runs = services.runs
+        parsed = resolve_id(run_id, "run", lambda start: runs.run_ids_starting_with(tenant, start))
+        record = runs.get_run(tenant, parsed)
     if record is None:
         errors.print(f"no run {run_id} for tenant '{tenant}'", markup=False)
         raise typer.Exit(EXIT_FAILED)
@@ -220,11 +248,13 @@ def runs_show(
 
 @connectors_app.command("list")
 def connectors_list(
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Every installed connector type: key policy, example key and rationale, and the
-    deletions it observes."""
-    infos = list(load_registry())
+    deletions it observes. A plugin that fails to load is listed as broken, with the
+    reason; the others work."""
+    registry = load_registry()
+    infos = list(registry)
     if as_json:
         console.print_json(
             json.dumps(
@@ -239,15 +269,17 @@ def connectors_list(
                     }
                     for info in infos
                 ]
+                + [{"type": name, "broken": reason} for name, reason in registry.broken.items()]
             )
         )
         return
     print_table(
         "connector types",
         ("type", "key policy", "example key", "rationale", "deletions observed"),
-        (
+        [
             (i.type, i.key_policy.value, i.example_key, i.key_rationale, i.deletions or "none")
             for i in infos
-        ),
+        ]
+        + [(name, "BROKEN", "-", reason, "-") for name, reason in registry.broken.items()],
         lines=True,
     )

@@ -340,6 +340,30 @@ def test_an_unknown_repository_stops_the_run(fake: FakeGitHub) -> None:
         list(connector(fake, repo="acme/nope").fetch(Window(None, END), None))
 
 
+@pytest.mark.parametrize("status", [301, 302, 303, 304, 307, 308])
+def test_a_redirect_is_an_error_never_an_empty_page(fake: FakeGitHub, status: int) -> None:
+    fake.add_issue("acme", "api", 1, "x")
+    # An empty JSON list with the redirect: read as a page, it would end the list.
+    fake.script_error(status, body=[], headers={"Location": "https://sso.example.com/login"})
+
+    with pytest.raises(StopRun, match="redirect") as caught:
+        list(connector(fake, streams={"issues"}).fetch(Window(None, END), None))
+    if status != 301:  # a 301 off the API host is refused by PyGithub in its own words
+        assert "sso.example.com" in str(caught.value)
+    assert fake.request_count() == 1
+
+
+def test_a_301_within_the_api_host_is_followed_as_pygithub_does(fake: FakeGitHub) -> None:
+    fake.add_issue("acme", "api", 1, "x")
+    moved = f"{fake.base_url}/repositories/{fake.repo_id('acme', 'api')}/issues"
+    fake.script_error(301, headers={"Location": moved})
+
+    records = list(connector(fake, streams={"issues"}).fetch(Window(None, END), None))
+
+    assert keys(connector(fake), records) == ["github:acme:api:issue:1:opened"]
+    assert fake.request_count() == 2
+
+
 def test_a_server_error_is_retried_with_backoff(fake: FakeGitHub, sleep: RecordedSleep) -> None:
     fake.add_issue("acme", "api", 1, "x")
     fake.script_error(502, times=2)

@@ -10,8 +10,8 @@ revision of an episode supports a memory.
   was compiled is taken to still assert what it asserted, as compiles assumed until
   now. The migration reports how many rows it moved.
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-12-01
 """
 
@@ -23,8 +23,8 @@ from alembic import op
 from memsync.runtime.storage.migrate import note
 from memsync.runtime.storage.types import UTCDateTime
 
-revision = "0008"
-down_revision = "0007"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
@@ -50,7 +50,7 @@ def upgrade() -> None:
         )
     )
     note(
-        f"0008 tombstones: {max(moved.rowcount, 0)} memory provenance rows now name the "
+        f"0011 tombstones: {max(moved.rowcount, 0)} memory provenance rows now name the "
         "revision their episode was last compiled at"
     )
 

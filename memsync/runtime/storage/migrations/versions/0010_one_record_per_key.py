@@ -15,8 +15,8 @@ of its subject re-derives it there and retires what the old subjects derived fro
 copies (see docs/concepts.md, "Moves"). The migration reports how many keys it
 folded.
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-12-01
 """
 
@@ -34,8 +34,8 @@ from alembic import op
 from memsync.runtime.storage.migrate import note
 from memsync.runtime.storage.types import JSONDocument, UTCDateTime, identifier
 
-revision = "0007"
-down_revision = "0006"
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
@@ -250,7 +250,7 @@ def upgrade() -> None:
         postgresql_where=sa.text("idempotency_key IS NOT NULL"),
     )
     note(
-        f"0007 one record per key: {keys} keys were stored under more than one subject; "
+        f"0010 one record per key: {keys} keys were stored under more than one subject; "
         f"{folded} copies became earlier revisions of the newest copy, and {repointed} "
         "memory provenance rows now name it"
     )

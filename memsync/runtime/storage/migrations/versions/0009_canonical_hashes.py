@@ -10,8 +10,8 @@ rewrites hashes: no revision is created, archived or dropped.
 A stored payload that has no canonical form (an integer beyond ±(2^53 - 1), stored
 before such values were refused) keeps its old hash; the migration says how many.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-12-01
 """
 
@@ -27,8 +27,8 @@ from memsync.episode import content_hash
 from memsync.runtime.storage.migrate import note
 from memsync.runtime.storage.types import JSONDocument
 
-revision = "0006"
-down_revision = "0005"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
@@ -85,7 +85,7 @@ def upgrade() -> None:
     ):
         read, changed, refused = _rehash(name, key_columns)
         message = (
-            f"0006 canonical hashes: {name}: {read} rows read, {changed} content hashes "
+            f"0009 canonical hashes: {name}: {read} rows read, {changed} content hashes "
             f"recomputed over RFC 8785 JSON, {refused} payloads without a canonical form "
             "kept their hash"
         )
@@ -94,6 +94,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # Nothing to undo in the schema. The two serialisations agree on every payload
-    # without fractional or exponent numbers, so code of revision 0005 sees the same
+    # without fractional or exponent numbers, so code of revision 0008 sees the same
     # hashes for those; a payload with such numbers is revised once on its next read.
     pass

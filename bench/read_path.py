@@ -1,0 +1,312 @@
+"""The HTTP read path, as a client sees it, against a `memsync serve` subprocess.
+
+    python -m bench.read_path [--db sqlite postgresql] [--sizes 1000 10000 50000]
+                              [--requests 200] [--compile-episodes 4000] [--singles 1000]
+
+Per database, in one run against one server (so the ratios compare like with like):
+
+1. context and search on subjects with about 1k, 10k and 50k active memories, interleaved
+   with `GET /v1/timeline?limit=50` on a small subject (50 episodes): p50/p99 each, and
+   each p50 over the timeline's p50. The first context request per subject (which builds
+   its ranking index) is reported apart, as "cold".
+2. compile over HTTP: 4,000 chat episodes of one subject ingested by
+   `POST /v1/episodes/batch` (timed: batch ingest episodes/s), then one synchronous
+   `POST /v1/memories/compile` with nothing else running (timed: compile episodes/s).
+   Then the same episodes for a second subject, compiled while another connection
+   reads small pages (`GET /v1/timeline?limit=10` on the small subject) back to back:
+   their p50/p99 during that compile, against the same reads idle just before.
+3. single `POST /v1/episodes`, sequential, new episodes, one keep-alive connection:
+   episodes/s, p50 and p99.
+
+Setting up the large subjects (ingest and compile in process) is not timed. Prints one
+Markdown table per database; see docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from bench.common import machine, memsync_server, print_table, run_child, throwaway_store
+from bench.compile import TOOLS, WORDS, statement
+from memsync.episode import EpisodeDraft
+from memsync.runtime.compiling import CompileService
+from memsync.runtime.ingest import IngestService
+from memsync.runtime.reading import MemoryRepository
+from memsync.runtime.storage import Store
+
+TENANT = "default"
+START = datetime(2025, 1, 1, tzinfo=UTC)
+SMALL = "small"
+TASKS = [
+    f"deploy the {WORDS[k * 11 % len(WORDS)]} service with {TOOLS[k % len(TOOLS)]}"
+    for k in range(10)
+]
+
+
+def note(i: int) -> str:
+    """A distinct statement per episode, so nearly every memory it yields stays active."""
+    first, second = WORDS[i % len(WORDS)], WORDS[i * 7 % len(WORDS)]
+    return f"Service {first}-{second}-{i} deploys with {TOOLS[i % len(TOOLS)]} in region r{i % 7}."
+
+
+def fill(store: Store, subject: str, count: int, text: Callable[[int], str]) -> int:
+    """Ingest and compile ``count`` episodes of ``subject``; return its active memories."""
+    drafts = [
+        EpisodeDraft(
+            subject_id=subject,
+            source="note",
+            type="note",
+            payload={"text": text(i)},
+            idempotency_key=f"{subject}:{i}",
+            occurred_at=START + timedelta(minutes=i),
+        )
+        for i in range(count)
+    ]
+    IngestService(store).ingest(TENANT, drafts)
+    CompileService(store).compile(TENANT, subject)
+    return MemoryRepository(store).count_by_subject(TENANT, [subject]).get(subject, 0)
+
+
+def chat_body(subject: str, i: int) -> dict[str, Any]:
+    return {
+        "subject_id": subject,
+        "source": "chat",
+        "type": "message",
+        "payload": {"messages": [{"role": "user", "content": statement(i)}]},
+        "idempotency_key": f"{subject}:{i}",
+        "occurred_at": (START + timedelta(minutes=i)).isoformat(),
+    }
+
+
+def timed(call: Callable[[], httpx.Response]) -> float:
+    started = time.perf_counter()
+    call().raise_for_status()
+    return (time.perf_counter() - started) * 1000
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50": statistics.median(ordered),
+        "p99": ordered[max(0, round(len(ordered) * 0.99) - 1)],
+    }
+
+
+def child(backend: str, sizes: list[int], requests: int, compile_count: int, singles: int) -> None:
+    result: dict[str, Any] = {"sizes": {}}
+    with tempfile.TemporaryDirectory() as directory, throwaway_store(backend, directory) as url:
+        store = Store.from_url(url)
+        fill(store, SMALL, 50, note)
+        active = {size: fill(store, f"big-{size}", size, note) for size in sizes}
+        store.dispose()
+        config = "api:\n  max_batch_size: 1000\n  max_body_bytes: 104857600\n"
+        with (
+            memsync_server(url, directory, config) as (base, _),
+            httpx.Client(base_url=base, timeout=300) as client,
+        ):
+            timeline = {"subject_id": SMALL, "limit": 50}
+
+            def context(subject: str, task: str) -> httpx.Response:
+                body = {"subject_id": subject, "task": task, "max_tokens": 1000}
+                return client.post("/v1/context", json=body)
+
+            for _ in range(5):  # warm the process: imports, the tokenizer, connections
+                timed(lambda: client.get("/v1/timeline", params=timeline))
+                timed(lambda: context(SMALL, "warm up"))
+            for size in sizes:
+                subject = f"big-{size}"
+                cold = timed(lambda subject=subject: context(subject, TASKS[0]))
+                samples: dict[str, list[float]] = {"context": [], "search": [], "timeline": []}
+                for r in range(requests):
+                    task = TASKS[r % len(TASKS)]
+                    word = WORDS[r * 13 % len(WORDS)]
+                    samples["context"].append(timed(lambda s=subject, t=task: context(s, t)))
+                    samples["search"].append(
+                        timed(
+                            lambda s=subject, w=word: client.get(
+                                "/v1/memories/search", params={"subject_id": s, "q": w}
+                            )
+                        )
+                    )
+                    samples["timeline"].append(
+                        timed(lambda: client.get("/v1/timeline", params=timeline))
+                    )
+                result["sizes"][str(size)] = {
+                    "active": active[size],
+                    "cold_ms": cold,
+                    **{name: percentiles(values) for name, values in samples.items()},
+                }
+            result["compile"] = compile_during_reads(base, client, compile_count)
+            result["single"] = single_ingest(client, singles)
+    print(json.dumps(result))
+
+
+def small_read(client: httpx.Client) -> float:
+    return timed(lambda: client.get("/v1/timeline", params={"subject_id": SMALL, "limit": 10}))
+
+
+def ingest_batches(client: httpx.Client, subject: str, count: int) -> float:
+    """Ingest ``count`` chat episodes of ``subject`` by POST /v1/episodes/batch; seconds."""
+    bodies = [chat_body(subject, i) for i in range(count)]
+    started = time.perf_counter()
+    for start in range(0, count, 1000):
+        client.post(
+            "/v1/episodes/batch", json={"episodes": bodies[start : start + 1000]}
+        ).raise_for_status()
+    return time.perf_counter() - started
+
+
+def compile_http(base: str, subject: str, done: threading.Event | None = None) -> float:
+    """One synchronous POST /v1/memories/compile on its own connection; seconds."""
+    with httpx.Client(base_url=base, timeout=600) as compiler:
+        started = time.perf_counter()
+        compiler.post("/v1/memories/compile", json={"subject_id": subject}).raise_for_status()
+        seconds = time.perf_counter() - started
+    if done is not None:
+        done.set()
+    return seconds
+
+
+def compile_during_reads(base: str, client: httpx.Client, count: int) -> dict[str, Any]:
+    # Throughput: ingest, then compile with nothing else running.
+    ingest_seconds = ingest_batches(client, "compiled", count)
+    compile_seconds = compile_http(base, "compiled")
+    # Responsiveness: the same episodes for another subject, compiled while another
+    # connection reads small pages back to back.
+    ingest_batches(client, "compiled-while-reading", count)
+    idle = [small_read(client) for _ in range(200)]
+    done = threading.Event()
+    thread = threading.Thread(target=compile_http, args=(base, "compiled-while-reading", done))
+    thread.start()
+    during = []
+    while not done.is_set():
+        during.append(small_read(client))
+    thread.join()
+    return {
+        "batch_ingest_per_s": count / ingest_seconds,
+        "compile_per_s": count / compile_seconds,
+        "idle": percentiles(idle),
+        "during": percentiles(during),
+        "reads_during": len(during),
+    }
+
+
+def single_ingest(client: httpx.Client, count: int) -> dict[str, Any]:
+    samples = []
+    started = time.perf_counter()
+    for i in range(count):
+        body = chat_body("single", i)
+        samples.append(timed(lambda body=body: client.post("/v1/episodes", json=body)))
+    seconds = time.perf_counter() - started
+    return {"per_s": count / seconds, **percentiles(samples)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--db", nargs="+", default=["sqlite", "postgresql"])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[1_000, 10_000, 50_000])
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--compile-episodes", type=int, default=4_000)
+    parser.add_argument("--singles", type=int, default=1_000)
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.child:
+        backend, sizes, requests, compile_count, singles = arguments.child
+        child(
+            backend,
+            [int(size) for size in sizes.split(",")],
+            int(requests),
+            int(compile_count),
+            int(singles),
+        )
+        return
+
+    print(f"read path benchmark; {machine()}")
+    for backend in arguments.db:
+        result = run_child(
+            "bench.read_path",
+            [
+                backend,
+                ",".join(str(size) for size in arguments.sizes),
+                str(arguments.requests),
+                str(arguments.compile_episodes),
+                str(arguments.singles),
+            ],
+        )
+        print(f"\n{backend}", json.dumps(result), file=sys.stderr, flush=True)
+        print(f"\n**{backend}**\n")
+        print_table(["figure", "p50 ms", "p99 ms", "ratio to timeline p50", "note"], rows(result))
+
+
+def rows(result: dict[str, Any]) -> list[tuple[object, ...]]:
+    table: list[tuple[object, ...]] = []
+    for size, figures in result["sizes"].items():
+        base = figures["timeline"]["p50"]
+        label = f"{int(size):,} episodes ({figures['active']:,} active memories)"
+        for name in ("context", "search", "timeline"):
+            table.append(
+                (
+                    f"{name}, {label}",
+                    f"{figures[name]['p50']:.1f}",
+                    f"{figures[name]['p99']:.1f}",
+                    f"{figures[name]['p50'] / base:.2f}",
+                    f"cold {figures['cold_ms']:.0f} ms" if name == "context" else "",
+                )
+            )
+    compiled = result["compile"]
+    idle, during = compiled["idle"], compiled["during"]
+    table.append(
+        (
+            "small read, idle",
+            f"{idle['p50']:.1f}",
+            f"{idle['p99']:.1f}",
+            "",
+            "GET /v1/timeline?limit=10",
+        )
+    )
+    table.append(
+        (
+            "small read, during compile",
+            f"{during['p50']:.1f}",
+            f"{during['p99']:.1f}",
+            "",
+            f"p99 = {during['p99'] / idle['p50']:.1f}x idle p50; {compiled['reads_during']} reads",
+        )
+    )
+    table.append(
+        (
+            "compile over HTTP",
+            "",
+            "",
+            "",
+            f"{compiled['compile_per_s']:,.0f} episodes/s; batch ingest "
+            f"{compiled['batch_ingest_per_s']:,.0f}/s "
+            f"(ratio {compiled['compile_per_s'] / compiled['batch_ingest_per_s']:.2f})",
+        )
+    )
+    single = result["single"]
+    table.append(
+        (
+            "single POST /v1/episodes",
+            f"{single['p50']:.1f}",
+            f"{single['p99']:.1f}",
+            "",
+            f"{single['per_s']:,.0f} episodes/s sequential",
+        )
+    )
+    return table
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""One log pipeline for the whole process: memsync, uvicorn and every library.
+
+Everything logs through the standard library (memsync's modules use
+``logging.getLogger`` with ``extra=`` fields, uvicorn and the libraries do what they
+do); one handler on the root logger formats every record with structlog's
+:class:`~structlog.stdlib.ProcessorFormatter`, so a line looks the same whoever wrote
+it. The context of the work in hand (``tenant``, ``connector``, ``run_id``,
+``job_id``, ``subject``) is bound with :func:`structlog.contextvars.bound_contextvars`
+by the stage doing the work and added to every line logged meanwhile, in that thread.
+
+Two formats: ``console`` (for a person at a terminal) and ``json`` (one object per
+line: ``timestamp`` ISO-8601 UTC, ``level``, ``event``, ``logger`` and the bound
+context). Libraries' chatter (Alembic's migration notes, APScheduler's job
+bookkeeping, HTTP clients' request lines) is demoted to DEBUG.
+
+:func:`configure_logging` may be called again (a test, ``memsync run``): it replaces
+its own handler and leaves any other handler on the root logger alone.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import IO
+
+import structlog
+from structlog.typing import Processor
+
+__all__ = [
+    "LOG_FORMAT_ENV",
+    "LOG_LEVEL_ENV",
+    "LibraryNoise",
+    "LogFormat",
+    "configure_logging",
+    "default_log_format",
+    "parse_log_level",
+]
+
+LOG_FORMAT_ENV = "MEMSYNC_LOG_FORMAT"
+LOG_LEVEL_ENV = "MEMSYNC_LOG_LEVEL"
+
+#: Loggers whose INFO lines are bookkeeping a platform team never needs at INFO.
+NOISY_LIBRARIES = ("alembic", "apscheduler", "httpx", "httpcore", "urllib3", "github", "slack_sdk")
+
+
+class LogFormat(enum.StrEnum):
+    CONSOLE = "console"
+    JSON = "json"
+
+
+def default_log_format(stream: IO[str] | None = None) -> LogFormat:
+    """``console`` when a person watches the stream (a terminal), else ``json``."""
+    target = stream if stream is not None else sys.stderr
+    isatty = getattr(target, "isatty", None)
+    return LogFormat.CONSOLE if callable(isatty) and isatty() else LogFormat.JSON
+
+
+def parse_log_level(text: str) -> int:
+    """``debug``, ``info``, ``warning``, ``error`` or ``critical`` (any case) as a
+    level number; ``ValueError`` saying which names are accepted otherwise."""
+    level = logging.getLevelNamesMapping().get(text.strip().upper())
+    if level is None or text.strip().upper() not in _LEVEL_NAMES:
+        raise ValueError(
+            f"log level {text!r} is not one of {', '.join(name.lower() for name in _LEVEL_NAMES)}"
+        )
+    return level
+
+
+_LEVEL_NAMES = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class LibraryNoise(logging.Filter):
+    """Demotes the INFO (and lower) lines of :data:`NOISY_LIBRARIES` to DEBUG, then
+    drops whatever is below ``threshold``.
+
+    The handler's level is checked before its filters run, so the threshold is
+    applied here again after the demotion.
+    """
+
+    def __init__(self, threshold: int, libraries: Sequence[str] = NOISY_LIBRARIES) -> None:
+        super().__init__()
+        self.threshold = threshold
+        self._prefixes = tuple(libraries)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING and self._noisy(record.name):
+            record.levelno = logging.DEBUG
+            record.levelname = "DEBUG"
+        return record.levelno >= self.threshold
+
+    def _noisy(self, name: str) -> bool:
+        return any(name == prefix or name.startswith(prefix + ".") for prefix in self._prefixes)
+
+
+class _CurrentStderr(logging.StreamHandler[IO[str]]):
+    """Writes to whatever ``sys.stderr`` is at the time of the write, so a handler
+    installed while stderr was captured never writes to a closed stream later."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> IO[str]:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: IO[str]) -> None:
+        pass
+
+
+_OURS = "memsync_log_handler"
+
+
+def _drop_leftovers(
+    _logger: object, _method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    # Not extras, though they look like them: uvicorn passes its message again with
+    # terminal colour codes, and a handler that formatted the record first (pytest's)
+    # leaves the rendered message on it.
+    event.pop("color_message", None)
+    event.pop("message", None)
+    return event
+
+
+# What every record goes through before rendering, whether structlog or the standard
+# library created it. The order matters: context first, so a field given with the
+# record itself (``extra=``) wins over the bound context of the same name.
+_SHARED: list[Processor] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_logger_name,
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.ExtraAdder(),
+    _drop_leftovers,
+    structlog.processors.TimeStamper(fmt="iso", utc=True, key="timestamp"),
+]
+
+
+_LEADING_KEYS = ("timestamp", "level", "event", "logger")
+
+
+def _leading_keys_first(
+    _logger: object, _method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    # A person reading raw JSON lines finds when, how bad and what at the start.
+    return {
+        **{key: event[key] for key in _LEADING_KEYS if key in event},
+        **{key: value for key, value in event.items() if key not in _LEADING_KEYS},
+    }
+
+
+def _renderer(log_format: LogFormat, colors: bool) -> list[Processor]:
+    if log_format is LogFormat.JSON:
+        return [
+            structlog.processors.format_exc_info,
+            _leading_keys_first,
+            structlog.processors.JSONRenderer(default=str),
+        ]
+    return [structlog.dev.ConsoleRenderer(colors=colors)]
+
+
+def _filters(threshold: int) -> list[logging.Filter]:
+    """Every filter a record passes before it is formatted, in order: the one place
+    for anything that must see every line (a scrubber of secrets belongs here)."""
+    return [LibraryNoise(threshold)]
+
+
+def configure_logging(
+    log_format: LogFormat | str | None = None,
+    level: int | str | None = None,
+    *,
+    stream: IO[str] | None = None,
+) -> logging.Handler:
+    """Route every log record of the process through one handler and format.
+
+    ``log_format`` defaults to ``$MEMSYNC_LOG_FORMAT``, else :func:`default_log_format`;
+    ``level`` to ``$MEMSYNC_LOG_LEVEL``, else INFO. ``stream`` defaults to the current
+    ``sys.stderr``. Returns the handler installed (tests read from its stream).
+    Raises ``ValueError`` for an unknown format or level name.
+    """
+    chosen_format = LogFormat(
+        (log_format or os.environ.get(LOG_FORMAT_ENV) or default_log_format(stream)).lower()
+    )
+    chosen_level = (
+        level
+        if isinstance(level, int)
+        else parse_log_level(level or os.environ.get(LOG_LEVEL_ENV) or "info")
+    )
+    handler: logging.Handler = (
+        logging.StreamHandler(stream) if stream is not None else _CurrentStderr()
+    )
+    setattr(handler, _OURS, True)
+    colors = chosen_format is LogFormat.CONSOLE and default_log_format(stream) is LogFormat.CONSOLE
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=_SHARED,
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                *_renderer(chosen_format, colors),
+            ],
+        )
+    )
+    for log_filter in _filters(chosen_level):
+        handler.addFilter(log_filter)
+
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        if getattr(existing, _OURS, False):
+            root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(chosen_level)
+    # Libraries that bring their own handlers would print twice, in their format.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        library = logging.getLogger(name)
+        library.handlers.clear()
+        library.propagate = True
+        library.setLevel(logging.NOTSET)  # the root's level decides, as for everyone
+
+    # structlog's own loggers (structlog.get_logger()) join the same handler.
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *_SHARED,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )
+    return handler

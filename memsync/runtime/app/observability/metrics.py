@@ -1,0 +1,271 @@
+"""Prometheus metrics of one memsync process.
+
+Two kinds, and the difference matters when several replicas run:
+
+- **counters and histograms** count what *this* process did (sync runs it ran, source
+  requests its connectors made, jobs its workers ran, compiles, HTTP requests it
+  answered); Prometheus sums them over replicas;
+- **gauges read from the store at scrape time** (:class:`StoreGauges`: job queue depth,
+  connector lag) say what is true of the shared store, so every replica reports the
+  same values and none has to be the one that "owns" them.
+
+Each :class:`Metrics` has its own ``CollectorRegistry`` (never the global one), so two
+applications in one process (tests, ``memsync run``) never mix their numbers. Every
+metric is listed in docs/operations.md with example alerts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from memsync.connectors import RequestObserver, RequestOutcome
+from memsync.runtime.compiling import CompileSummary
+from memsync.runtime.jobs import Job, JobHandler, JobResult, JobStatus
+from memsync.runtime.sync import RunRecord
+
+__all__ = ["DEPTH_STATUSES", "RECORD_OUTCOMES", "Metrics", "StoreGauges"]
+
+#: ``memsync_sync_records_total`` outcomes and the run record counter each one reads.
+#: ``tombstoned`` is declared before run records count tombstones, so dashboards and
+#: alerts can name it from the start (it stays 0 until then).
+RECORD_OUTCOMES: Mapping[str, str | None] = {
+    "created": "created",
+    "duplicate": "duplicates",
+    "revised": "revised",
+    "tombstoned": None,
+    "skipped": "skipped",
+}
+
+log = logging.getLogger("memsync.metrics")
+
+#: The statuses ``memsync_jobs`` reports: the backlog and the failures, not the history.
+DEPTH_STATUSES = (JobStatus.PENDING, JobStatus.RUNNING, JobStatus.FAILED)
+
+# Jobs run from milliseconds (a compile with nothing new) to many minutes (a backfill
+# slice of a big source).
+_JOB_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+
+
+class _SourceRequests:
+    """The :class:`RequestObserver` of one connector's runs: counts into its labels."""
+
+    def __init__(self, metrics: Metrics, connector: str) -> None:
+        self._requests = {
+            outcome: metrics.source_requests.labels(connector=connector, status=outcome.value)
+            for outcome in RequestOutcome
+        }
+        self._waits = metrics.rate_limit_wait.labels(connector=connector)
+
+    def request_finished(self, outcome: RequestOutcome) -> None:
+        self._requests[outcome].inc()
+
+    def rate_limit_waited(self, seconds: float) -> None:
+        self._waits.inc(seconds)
+
+
+class Metrics:
+    """The counters and histograms of one process, and its registry.
+
+    Recording is thread-safe (prometheus-client's values are); each method is called
+    once per event by the stage that saw it.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        registry = self.registry
+        self.sync_runs = Counter(
+            "memsync_sync_runs",
+            "Sync and backfill runs this process finished, by connector and final status.",
+            ["connector", "status"],
+            registry=registry,
+        )
+        self.sync_records = Counter(
+            "memsync_sync_records",
+            "Records read by sync runs, by what ingest made of them.",
+            ["connector", "outcome"],
+            registry=registry,
+        )
+        self.source_requests = Counter(
+            "memsync_source_requests",
+            "Request attempts connectors made to their sources, by outcome.",
+            ["connector", "status"],
+            registry=registry,
+        )
+        self.rate_limit_wait = Counter(
+            "memsync_source_rate_limit_wait_seconds",
+            "Seconds connectors spent waiting out source rate limits.",
+            ["connector"],
+            registry=registry,
+        )
+        self.job_duration = Histogram(
+            "memsync_job_duration_seconds",
+            "How long job attempts took in this process's workers, by job kind.",
+            ["kind"],
+            buckets=_JOB_BUCKETS,
+            registry=registry,
+        )
+        self.job_attempts = Counter(
+            "memsync_job_attempts",
+            "Job attempts this process's workers finished, by kind and outcome "
+            "(completed, or error: the attempt raised and the job was retried or failed).",
+            ["kind", "outcome"],
+            registry=registry,
+        )
+        self.compile_episodes = Counter(
+            "memsync_compile_episodes",
+            "Episodes compiled (at their current revision).",
+            registry=registry,
+        )
+        self.memories_superseded = Counter(
+            "memsync_memories_superseded",
+            "Memories superseded by compiles (never deleted; see the supersession records).",
+            registry=registry,
+        )
+        self.conflicts_opened = Counter(
+            "memsync_conflicts_opened",
+            "Conflicts opened by compiles under the flag policy, awaiting a person.",
+            registry=registry,
+        )
+        self.http_duration = Histogram(
+            "memsync_http_request_duration_seconds",
+            "HTTP requests answered, by method, route template and status.",
+            ["method", "route", "status"],
+            registry=registry,
+        )
+
+    # -- recording -----------------------------------------------------------------
+
+    def sync_run_finished(self, record: RunRecord) -> None:
+        """Count a finished run and what its records became."""
+        self.sync_runs.labels(connector=record.connector, status=record.status.value).inc()
+        for outcome, counter in RECORD_OUTCOMES.items():
+            count = getattr(record, counter) if counter is not None else 0
+            self.sync_records.labels(connector=record.connector, outcome=outcome).inc(count)
+
+    def source(self, connector: str) -> RequestObserver:
+        """The request observer of ``connector``'s runs."""
+        return _SourceRequests(self, connector)
+
+    def timed(self, kind: str, handler: JobHandler) -> JobHandler:
+        """``handler``, timing each attempt and counting how it ended."""
+        duration = self.job_duration.labels(kind=kind)
+        completed = self.job_attempts.labels(kind=kind, outcome="completed")
+        failed = self.job_attempts.labels(kind=kind, outcome="error")
+
+        def timed_handler(job: Job) -> Mapping[str, Any] | JobResult:
+            started = time.perf_counter()
+            try:
+                result = handler(job)
+            except BaseException:
+                failed.inc()
+                raise
+            finally:
+                duration.observe(time.perf_counter() - started)
+            completed.inc()
+            return result
+
+        return timed_handler
+
+    def compiled(self, result: CompileSummary) -> None:
+        """Count what one compile did."""
+        self.compile_episodes.inc(result.episodes_compiled)
+        self.memories_superseded.inc(result.memories_superseded)
+        self.conflicts_opened.inc(result.conflicts_opened)
+
+    def http_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.http_duration.labels(method=method, route=route, status=str(status)).observe(seconds)
+
+    def watch(self, collector: Collector) -> None:
+        """Add a collector read at every scrape (the store's gauges)."""
+        self.registry.register(collector)
+
+    def exposition(self) -> bytes:
+        """Every metric in the Prometheus text format (reads the store's gauges now)."""
+        return generate_latest(self.registry)
+
+
+JobDepth = Callable[[], Mapping[tuple[str, JobStatus], int]]
+CommittedPositions = Callable[[], Mapping[tuple[str, str], datetime]]
+
+
+class StoreGauges(Collector):
+    """``memsync_jobs`` and ``memsync_connector_lag_seconds``, read from the store at
+    every scrape (two grouped statements, whatever the size of the store), so every
+    replica reports the same truth; ``memsync_store_up`` says whether it could.
+
+    ``kinds`` are reported for every status even with no job (0), so an alert on
+    failed jobs has a series to watch before the first failure.
+    """
+
+    def __init__(
+        self,
+        depth: JobDepth,
+        positions: CommittedPositions,
+        now: Callable[[], datetime],
+        kinds: Sequence[str] = (),
+    ) -> None:
+        self._depth = depth
+        self._positions = positions
+        self._now = now
+        self._kinds = tuple(kinds)
+
+    def describe(self) -> Iterable[Metric]:
+        # Declared without reading the store: registering must not query it.
+        return [self._up_family(), self._jobs_family(), self._lag_family()]
+
+    def collect(self) -> Iterator[Metric]:
+        up = self._up_family()
+        try:
+            depth, positions = self._depth(), self._positions()
+        except Exception:
+            # The process's own counters are still worth scraping while the store is
+            # away; the store's gauges are left out rather than reported stale.
+            log.warning("metrics: the store could not be read", exc_info=True)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        jobs = self._jobs_family()
+        counts = {(kind, status): 0 for kind in self._kinds for status in DEPTH_STATUSES}
+        counts.update(depth)
+        for (kind, status), count in sorted(counts.items()):
+            jobs.add_metric([kind, status.value], count)
+        yield jobs
+        lag = self._lag_family()
+        now = self._now()
+        for (tenant, connector), position in sorted(positions.items()):
+            lag.add_metric([tenant, connector], max((now - position).total_seconds(), 0.0))
+        yield lag
+
+    @staticmethod
+    def _up_family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "memsync_store_up", "1 when this scrape could read the store, else 0."
+        )
+
+    @staticmethod
+    def _jobs_family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "memsync_jobs",
+            "Jobs in the store by kind and status: pending, running and failed (completed "
+            "jobs are history; see memsync_job_attempts_total).",
+            labels=["kind", "status"],
+        )
+
+    @staticmethod
+    def _lag_family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "memsync_connector_lag_seconds",
+            "Now minus the end of the connector's last completely read window (its "
+            "committed cursor); absent before its first checkpoint.",
+            labels=["tenant", "connector"],
+        )

@@ -1,0 +1,117 @@
+"""Known secret values scrubbed from text before it is stored, printed or logged.
+
+An upstream error can quote what it was sent (a 400 echoing the ``Authorization``
+header), and that text ends up in a run record, a job's error, the terminal and the
+log. Redacting by field name (``config show``) cannot catch it; knowing the values can.
+A :class:`Scrubber` holds the values (and the encodings a request carries them in) and
+replaces each occurrence with ``***``; :class:`ScrubbingFilter` applies one to every
+record a logging handler emits.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, SecretStr
+
+__all__ = ["REDACTED", "Scrubber", "ScrubbingFilter", "scrub_every_log_record", "secret_values"]
+
+REDACTED = "***"
+# Shorter values would scrub ordinary words; no real token is this short.
+_MIN_SECRET_LENGTH = 6
+
+
+class Scrubber:
+    """Replaces every occurrence of the known secret values in a text with ``***``.
+
+    Each value is also looked for URL-encoded and base64-encoded (as in a
+    ``Basic`` header), the forms a source echoes back most. Repeats are harmless:
+    scrubbing scrubbed text changes nothing.
+    """
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        forms: set[str] = set()
+        for secret in secrets:
+            if len(secret) < _MIN_SECRET_LENGTH:
+                continue
+            forms.add(secret)
+            forms.add(urllib.parse.quote(secret, safe=""))
+            forms.add(base64.b64encode(secret.encode("utf-8")).decode("ascii"))
+        # Longest first, so a secret containing another is replaced whole.
+        self._forms = sorted(forms, key=len, reverse=True)
+
+    def __bool__(self) -> bool:
+        return bool(self._forms)
+
+    def __call__(self, text: str) -> str:
+        for form in self._forms:
+            if form in text:
+                text = text.replace(form, REDACTED)
+        return text
+
+    def extended(self, secrets: Iterable[str]) -> Scrubber:
+        """A scrubber that knows these values too."""
+        combined = Scrubber(secrets)
+        combined._forms = sorted({*self._forms, *combined._forms}, key=len, reverse=True)
+        return combined
+
+
+class ScrubbingFilter(logging.Filter):
+    """A logging filter for handlers: the message, its arguments and the formatted
+    traceback of every record are scrubbed before any formatter sees them."""
+
+    def __init__(self, scrubber: Scrubber) -> None:
+        super().__init__()
+        self._scrub = scrubber
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._scrub:
+            return True
+        record.msg = self._scrub(record.getMessage())
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self._scrub(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self._scrub(record.stack_info)
+        return True
+
+
+_plain_factory = logging.getLogRecordFactory()
+
+
+def scrub_every_log_record(scrubber: Scrubber) -> None:
+    """Scrub every log record this process creates, whichever handler (its own, or
+    uvicorn's, or none yet) ends up emitting it. Calling it again replaces the scrubber.
+    """
+    scrubbing = ScrubbingFilter(scrubber)
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = _plain_factory(*args, **kwargs)
+        scrubbing.filter(record)
+        return record
+
+    logging.setLogRecordFactory(factory)
+
+
+def secret_values(value: Any) -> list[str]:
+    """Every ``SecretStr`` value in ``value``: a pydantic model, or mappings and lists
+    of them, searched all the way down."""
+    found: list[str] = []
+    if isinstance(value, SecretStr):
+        found.append(value.get_secret_value())
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            found += secret_values(getattr(value, name))
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            found += secret_values(item)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            found += secret_values(item)
+    return found
