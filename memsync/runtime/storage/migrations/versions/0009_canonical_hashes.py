@@ -84,6 +84,8 @@ def upgrade() -> None:
         ("episode_revisions", ("tenant_id", "episode_id", "revision")),
     ):
         read, changed, refused = _rehash(name, key_columns)
+        if not (changed or refused):
+            continue  # nothing to report: an empty store, or hashes already canonical
         message = (
             f"0009 canonical hashes: {name}: {read} rows read, {changed} content hashes "
             f"recomputed over RFC 8785 JSON, {refused} payloads without a canonical form "

@@ -249,11 +249,12 @@ def upgrade() -> None:
         sqlite_where=sa.text("idempotency_key IS NOT NULL"),
         postgresql_where=sa.text("idempotency_key IS NOT NULL"),
     )
-    note(
-        f"0010 one record per key: {keys} keys were stored under more than one subject; "
-        f"{folded} copies became earlier revisions of the newest copy, and {repointed} "
-        "memory provenance rows now name it"
-    )
+    if keys:
+        note(
+            f"0010 one record per key: {keys} keys were stored under more than one subject; "
+            f"{folded} copies became earlier revisions of the newest copy, and {repointed} "
+            "memory provenance rows now name it"
+        )
 
 
 def downgrade() -> None:

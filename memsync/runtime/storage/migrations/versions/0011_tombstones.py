@@ -49,10 +49,11 @@ def upgrade() -> None:
             f"WHERE EXISTS (SELECT 1 {_BEHIND})"
         )
     )
-    note(
-        f"0011 tombstones: {max(moved.rowcount, 0)} memory provenance rows now name the "
-        "revision their episode was last compiled at"
-    )
+    if moved.rowcount > 0:
+        note(
+            f"0011 tombstones: {moved.rowcount} memory provenance rows now name the "
+            "revision their episode was last compiled at"
+        )
 
 
 def downgrade() -> None:
