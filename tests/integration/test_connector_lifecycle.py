@@ -160,7 +160,7 @@ def test_zendesk_a_ticket_moved_between_organisations_is_one_episode_and_leaves_
 ) -> None:
     source, connector = zendesk
     compiler = CompileService(store, clock=clock)
-    reader = ContextReader(EpisodeRepository(store), MemoryRepository(store), clock)
+    reader = ContextReader(EpisodeRepository(store), MemoryRepository(store))
     first = runner.sync(connector)
     compiler.compile("default", "org:509974")
     fact = "printer is on fire"

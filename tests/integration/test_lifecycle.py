@@ -60,7 +60,7 @@ def compiled_after(
 
 
 def bundle_text(store: Store, clock: FakeClock, subject: str) -> str:
-    reader = ContextReader(EpisodeRepository(store), MemoryRepository(store), clock)
+    reader = ContextReader(EpisodeRepository(store), MemoryRepository(store))
     return reader.bundle("t1", subject, "what do we know?", 2000).assembled_context
 
 

@@ -134,6 +134,7 @@ class _ChunkOutcome:
             "episodes_compiled": self.episodes_compiled,
             "memories_created": self.memories_created,
             "memories_superseded": self.superseded,
+            "memories_tombstoned": self.tombstoned,
             "conflicts_opened": self.conflicts_opened,
             "memory_ids": [str(memory.id) for memory in self.created],
         }

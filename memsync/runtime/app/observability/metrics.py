@@ -34,13 +34,11 @@ from memsync.runtime.sync import RunRecord
 __all__ = ["DEPTH_STATUSES", "RECORD_OUTCOMES", "Metrics", "StoreGauges"]
 
 #: ``memsync_sync_records_total`` outcomes and the run record counter each one reads.
-#: ``tombstoned`` is declared before run records count tombstones, so dashboards and
-#: alerts can name it from the start (it stays 0 until then).
-RECORD_OUTCOMES: Mapping[str, str | None] = {
+RECORD_OUTCOMES: Mapping[str, str] = {
     "created": "created",
     "duplicate": "duplicates",
     "revised": "revised",
-    "tombstoned": None,
+    "tombstoned": "tombstoned",
     "skipped": "skipped",
 }
 
@@ -129,6 +127,11 @@ class Metrics:
             "Memories superseded by compiles (never deleted; see the supersession records).",
             registry=registry,
         )
+        self.memories_tombstoned = Counter(
+            "memsync_memories_tombstoned",
+            "Memories retired by compiles because every source moved away or was deleted.",
+            registry=registry,
+        )
         self.conflicts_opened = Counter(
             "memsync_conflicts_opened",
             "Conflicts opened by compiles under the flag policy, awaiting a person.",
@@ -147,7 +150,7 @@ class Metrics:
         """Count a finished run and what its records became."""
         self.sync_runs.labels(connector=record.connector, status=record.status.value).inc()
         for outcome, counter in RECORD_OUTCOMES.items():
-            count = getattr(record, counter) if counter is not None else 0
+            count = getattr(record, counter)
             self.sync_records.labels(connector=record.connector, outcome=outcome).inc(count)
 
     def source(self, connector: str) -> RequestObserver:
@@ -178,6 +181,7 @@ class Metrics:
         """Count what one compile did."""
         self.compile_episodes.inc(result.episodes_compiled)
         self.memories_superseded.inc(result.memories_superseded)
+        self.memories_tombstoned.inc(result.memories_tombstoned)
         self.conflicts_opened.inc(result.conflicts_opened)
 
     def http_request(self, method: str, route: str, status: int, seconds: float) -> None:
