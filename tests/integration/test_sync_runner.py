@@ -19,6 +19,7 @@ from memsync.connectors.github import GitHubConfig, GitHubConnector
 from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.workspace import WorkspaceConfig, WorkspaceConnector
 from memsync.runtime.ingest import IngestService
+from memsync.stopping import FakeSleeper
 from memsync.runtime.storage import Store
 from memsync.runtime.storage.schema import EpisodeRow, SyncRunRow
 from memsync.runtime.sync import (
@@ -246,7 +247,7 @@ def sync_github(store: Store, clock: FakeClock, fake: FakeGitHub, token: str) ->
     config = GitHubConfig(
         name="gh", repo="acme/api", token=token, base_url=fake.base_url, subject="r"
     )
-    connector = GitHubConnector(config, sleep=lambda _: None, clock=clock)
+    connector = GitHubConnector(config, sleeper=FakeSleeper(clock), clock=clock)
     try:
         return runner(store, clock).sync(connector)
     finally:
