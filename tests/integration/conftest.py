@@ -1,7 +1,9 @@
-"""Fixtures of the API tests: a fake clock at API_NOW and a client of an app on it."""
+"""Fixtures of the integration tests: a fake clock at API_NOW and a client of an app on
+it, and the child processes a test started (killed if the test left them running)."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -21,3 +23,14 @@ def clock() -> FakeClock:
 def client(store: Store, clock: FakeClock) -> Iterator[TestClient]:
     with TestClient(build_app(store, clock=clock), base_url=LOOPBACK) as client:
         yield client
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes the test appends are killed at its end if they still run."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)
