@@ -26,15 +26,12 @@ from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.slack import SlackConfig, SlackConnector
 from memsync.connectors.slack.fake_api import FakeSlack
 from memsync.connectors.testing import SimulatedIngest
+from memsync.stopping import FakeSleeper
 
 GITHUB_START = datetime(2024, 1, 1, tzinfo=UTC)
 SLACK_START_TS = 1_700_000_000
 END = datetime(2030, 1, 1, tzinfo=UTC)
 RUNS = ("first", "re-sync")
-
-
-def no_sleep(seconds: float) -> None:
-    raise RuntimeError(f"the benchmark hit a rate limit and would sleep {seconds}s")
 
 
 def measure(
@@ -97,7 +94,7 @@ def github_rows(issues: int, comments: int) -> list[list[object]]:
         label = f"GitHub: {issues:,} issues + {comments:,} comments"
         return first_and_resync(
             label,
-            lambda: GitHubConnector(config, sleep=no_sleep, clock=FakeClock()),
+            lambda: GitHubConnector(config, sleeper=FakeSleeper(max_waits=0), clock=FakeClock()),
             fake.request_count,
         )
 
@@ -116,7 +113,7 @@ def slack_rows(messages: int) -> list[list[object]]:
         )
         return first_and_resync(
             f"Slack: {messages:,} messages",
-            lambda: SlackConnector(config, sleep=no_sleep, clock=FakeClock()),
+            lambda: SlackConnector(config, sleeper=FakeSleeper(max_waits=0), clock=FakeClock()),
             fake.request_count,
         )
 

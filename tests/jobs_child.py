@@ -21,6 +21,7 @@ from memsync.runtime.app.handlers import compile_handler
 from memsync.runtime.compiling import COMPILE_JOB, CompileService
 from memsync.runtime.jobs import JobHandler, JobQueue, Worker
 from memsync.runtime.storage import Store
+from memsync.stopping import StopEvent
 from tests.jobs_support import BLOCKING_KIND, LEASE, MID_COMPILE_CHUNK, blocking_handler
 
 
@@ -58,7 +59,7 @@ def main() -> None:
         handlers = {
             BLOCKING_KIND: blocking_handler(CompileService(store), queue, arguments.release)
         }
-    Worker(queue, handlers, lease=LEASE, poll_interval=0.02, name="doomed").run(threading.Event())
+    Worker(queue, handlers, lease=LEASE, poll_interval=0.02, name="doomed").run(StopEvent())
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import builtins
 import enum
+import inspect
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -29,6 +30,7 @@ from memsync.connectors.config import (
 from memsync.connectors.errors import ConnectorDefinitionError, SkipRecord
 from memsync.episode import EpisodeDraft, JSONObject, KeyScope, Tombstone
 from memsync.scrub import secret_values
+from memsync.stopping import Sleeper, StopEvent
 
 __all__ = [
     "ConfigT",
@@ -197,8 +199,14 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
     #: a record with an earlier position could still be on its way when a run stops.
     ordered_by_cursor: ClassVar[bool] = False
 
-    def __init__(self, config: ConfigT) -> None:
+    def __init__(self, config: ConfigT, *, sleeper: Sleeper | None = None) -> None:
+        """``sleeper`` is what the connector's waits (its :class:`~memsync.connectors.
+        retry.Retrier`'s) wait on: the runtime hands in its process's stop event, so a
+        stop cuts a wait short; by default nothing does. A subclass that overrides
+        ``__init__`` accepts ``sleeper`` as a keyword and passes it on (the registry
+        builds every connector with it, and refuses a class that does not take it)."""
         self.config = config
+        self.sleeper: Sleeper = sleeper or StopEvent()
 
     @property
     def name(self) -> str:
@@ -421,8 +429,22 @@ def validate_connector_class(cls: type[Connector[Any, Any]]) -> None:
         raise ConnectorDefinitionError(
             f"{where} must set 'config_model' to a ConnectorConfig subclass"
         )
+    if not _accepts_sleeper(cls):
+        raise ConnectorDefinitionError(
+            f"{where}.__init__ must accept the keyword argument 'sleeper' and pass it to "
+            "Connector.__init__, so that a stopping worker cuts the connector's waits short"
+        )
     example = getattr(cls, "example_key", None)
     if not isinstance(example, str) or not example.startswith(f"{connector_type}:"):
         raise ConnectorDefinitionError(
             f"{where} must set 'example_key' to a key starting with '{connector_type}:'"
         )
+
+
+def _accepts_sleeper(cls: type[Connector[Any, Any]]) -> bool:
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return any(
+        parameter.kind is inspect.Parameter.VAR_KEYWORD
+        or (parameter.name == "sleeper" and parameter.kind is not inspect.Parameter.VAR_POSITIONAL)
+        for parameter in parameters
+    )

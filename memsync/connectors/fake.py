@@ -20,6 +20,7 @@ from memsync.connectors.base import Connector, Cursor, Deletion, KeyPolicy, List
 from memsync.connectors.config import ConnectorConfig, SubjectTemplateField
 from memsync.connectors.errors import ConnectorError, SkipRecord
 from memsync.episode import JSONObject, KeyScope, Tombstone
+from memsync.stopping import Sleeper
 
 __all__ = ["FakeConfig", "FakeConnector", "FakeRecord"]
 
@@ -67,8 +68,14 @@ class FakeConnector(Connector[FakeConfig, FakeRecord]):
     subject_fields: ClassVar[frozenset[str]] = frozenset({"id", "group"})
     ordered_by_cursor = True  # fetch sorts by (updated_at, id)
 
-    def __init__(self, config: FakeConfig, records: Iterable[FakeRecord] = ()) -> None:
-        super().__init__(config)
+    def __init__(
+        self,
+        config: FakeConfig,
+        records: Iterable[FakeRecord] = (),
+        *,
+        sleeper: Sleeper | None = None,
+    ) -> None:
+        super().__init__(config, sleeper=sleeper)
         self.records: list[FakeRecord] = list(records)
         self.fetches: list[tuple[Window, Cursor | None]] = []
         self._faults: dict[str, _Fault] = {}

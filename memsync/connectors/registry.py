@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from memsync.connectors.base import Connector, KeyPolicy, validate_connector_class
 from memsync.connectors.config import ConnectorConfig, did_you_mean
 from memsync.connectors.errors import ConnectorConfigError, ConnectorDefinitionError
+from memsync.stopping import Sleeper
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -238,9 +239,13 @@ class ConnectorRegistry:
             raise ConnectorConfigError(problems)
         return configs
 
-    def build(self, config: ConnectorConfig) -> AnyConnector:
-        """Instantiate the connector class for a config returned by :meth:`parse_configs`."""
-        return self.get(config.type)(config)
+    def build(self, config: ConnectorConfig, *, sleeper: Sleeper | None = None) -> AnyConnector:
+        """Instantiate the connector class for a config returned by :meth:`parse_configs`.
+
+        ``sleeper`` is what its waits wait on (the runtime's stop event: a stop cuts
+        them short); ``None``: plain waits.
+        """
+        return self.get(config.type)(config, sleeper=sleeper)
 
 
 def _field_messages(error: ValidationError, fields: list[str]) -> Iterator[str]:

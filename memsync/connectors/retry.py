@@ -5,8 +5,15 @@ The wait before the next attempt is, in order of preference: the error's own
 or from a rate-limit reset header via :func:`retry_after_from_headers`), else an
 exponential backoff. Retrying stops at ``max_attempts`` requests or when the next wait
 would push the total past ``max_wait``, whichever comes first; the last error is then
-re-raised (rate limits as :class:`RateLimitExhausted`). Sleep and clock are injected,
-so tests never wait for real. There is no jitter: one connector instance makes one
+re-raised (rate limits as :class:`RateLimitExhausted`). Every retry is logged (logger
+``memsync.connectors``, event ``request retried``) with the request, the attempt, the
+wait and the reason.
+
+Waits go through an injected :class:`~memsync.stopping.Sleeper` (the process's stop
+event), so a worker stopping on SIGTERM is not held by a wait of minutes: a stop
+requested during a wait, or before an attempt, raises
+:class:`~memsync.stopping.StopRequested` at once. Sleeper and clock are injected, so
+tests never wait for real. There is no jitter: one connector instance makes one
 request at a time, and deterministic waits keep tests and run records reproducible.
 
 Observing requests: the runtime counts every attempt's outcome and every rate-limit
@@ -18,7 +25,7 @@ working in that thread reports to it.
 from __future__ import annotations
 
 import enum
-import time
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -29,6 +36,7 @@ from typing import Protocol, TypeVar
 from memsync.clock import Clock, SystemClock
 from memsync.connectors.errors import RateLimited, RateLimitExhausted, RetryableError
 from memsync.retry import RetryPolicy
+from memsync.stopping import Sleeper, StopEvent, StopRequested
 
 __all__ = [
     "RequestObserver",
@@ -61,6 +69,8 @@ class RequestObserver(Protocol):
     def rate_limit_waited(self, seconds: float) -> None:
         """The source rate limited a request and ``seconds`` were spent waiting."""
 
+
+log = logging.getLogger("memsync.connectors")
 
 _observer: ContextVar[RequestObserver | None] = ContextVar("request_observer", default=None)
 
@@ -130,21 +140,22 @@ class Retrier:
     """Runs a callable until it succeeds, the caps are reached, or it fails for good.
 
     Only :class:`RetryableError` (and so :class:`RateLimited`) is retried; every other
-    exception passes straight through. ``sleep`` defaults to :func:`time.sleep` and
-    ``clock`` to the wall clock; tests inject fakes. ``waits`` records every wait
-    taken, in order, for assertions and run records.
+    exception passes straight through. ``sleeper`` defaults to a stop event nothing
+    stops (plain waits) and ``clock`` to the wall clock; the runtime hands in its
+    process's stop event, tests a :class:`~memsync.stopping.FakeSleeper`. ``waits``
+    records every wait taken in full, in order, for assertions and run records.
     """
 
     def __init__(
         self,
         policy: RetryPolicy,
         *,
-        sleep: Callable[[float], None] = time.sleep,
+        sleeper: Sleeper | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.policy = policy
         self.clock: Clock = clock or SystemClock()
-        self._sleep = sleep
+        self.sleeper: Sleeper = sleeper or StopEvent()
         self.waits: list[float] = []
 
     def call(self, attempt: Callable[[], T], *, what: str) -> T:
@@ -153,12 +164,16 @@ class Retrier:
         ``what`` describes the request in error messages (e.g. ``GET /api/v2/…``).
         Raises :class:`RateLimitExhausted` when the last failure was a rate limit,
         otherwise re-raises the last :class:`RetryableError` with the attempt count.
+        Raises :class:`~memsync.stopping.StopRequested` when a stop is requested before
+        an attempt or during a wait: no further attempt is made.
         """
         waited = 0.0
         attempts = 0
         cap = self.policy.max_wait.total_seconds()
         observer = _observer.get()
         while True:
+            if self.sleeper.stop_requested:
+                raise StopRequested(f"{what}: not sent, the process is stopping")
             attempts += 1
             try:
                 result = attempt()
@@ -177,10 +192,7 @@ class Retrier:
                 )
                 if attempts >= self.policy.max_attempts or waited + wait > cap:
                     raise self._give_up(error, what, attempts, waited, wait) from error
-                self._sleep(wait)
-                if observer is not None and rate_limited:
-                    observer.rate_limit_waited(wait)
-                self.waits.append(wait)
+                self._wait(error, what, attempts, wait, rate_limited, observer)
                 waited += wait
             except Exception:
                 if observer is not None:
@@ -190,6 +202,40 @@ class Retrier:
                 if observer is not None:
                     observer.request_finished(RequestOutcome.OK)
                 return result
+
+    def _wait(
+        self,
+        error: RetryableError,
+        what: str,
+        attempt: int,
+        seconds: float,
+        rate_limited: bool,
+        observer: RequestObserver | None,
+    ) -> None:
+        """Wait ``seconds`` before the next attempt; :class:`StopRequested` if a stop
+        cuts the wait short (the time spent until then is still reported)."""
+        reason = "rate limited" if rate_limited else "transient error"
+        log.warning(
+            "request retried",
+            extra={
+                "request": what,
+                "attempt": attempt,
+                "wait_seconds": seconds,
+                "reason": reason,
+                "error": str(error),
+            },
+        )
+        started = self.clock.now()
+        stopped = self.sleeper.wait(seconds)
+        spent = seconds if not stopped else (self.clock.now() - started).total_seconds()
+        if observer is not None and rate_limited:
+            observer.rate_limit_waited(spent)
+        if stopped:
+            raise StopRequested(
+                f"{what}: stopped {spent:.1f}s into a {seconds:g}s wait after attempt "
+                f"{attempt} ({reason}); the process is stopping"
+            ) from error
+        self.waits.append(seconds)
 
     @staticmethod
     def _give_up(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from tests.jobs_support import wait_until
+from tests.processes import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -78,13 +78,6 @@ def background(config: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
             process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
         assert process.returncode == 0, stderr
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def test_an_async_sync_then_an_async_compile_are_run_by_a_worker(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import ApiKey, ApiSettings, ContextSettings, Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.storage import Store
+from memsync.stopping import StopEvent
 from tests.e2e.statewave_support import API_KEY, sdk, tell, tell_lisbon_and_tea
 from tests.helpers import build_app, live_server
 from tests.jobs_support import worker
@@ -150,14 +151,14 @@ def served_with_worker(store: Store) -> Iterator[str]:
     """A live server and one worker thread sharing a store and a (fake) clock."""
     clock = FakeClock()
     api = ApiSettings(keys=[ApiKey(name="sdk", key=API_KEY, tenants=["acme"])])
-    stop = threading.Event()
+    stop = StopEvent()
     thread = threading.Thread(target=worker(store, clock).run, args=(stop,), daemon=True)
     thread.start()
     try:
         with live_server(build_app(store, api, clock)) as url:
             yield url
     finally:
-        stop.set()
+        stop.request_stop()
         thread.join(timeout=30)
 
 

@@ -1,8 +1,10 @@
 """Fixtures the integration modules share: a fake clock at API_NOW, a client of an app
-on it, and the ingest and compile services on the module's ``store`` and ``clock``."""
+on it, the ingest and compile services on the module's ``store`` and ``clock``, and
+the child processes a test started (killed if the test left them running)."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -34,3 +36,13 @@ def ingest(store: Store, clock: FakeClock) -> IngestService:
 @pytest.fixture
 def compiler(store: Store, clock: FakeClock) -> CompileService:
     return CompileService(store, clock=clock)
+
+
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes the test appends are killed at its end if they still run."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)

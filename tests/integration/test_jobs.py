@@ -17,6 +17,7 @@ from memsync.runtime.compiling import COMPILE_JOB as COMPILE
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.jobs import (
     Job,
+    JobOutcome,
     JobQueue,
     JobStatus,
     PermanentJobError,
@@ -27,6 +28,7 @@ from memsync.runtime.jobs import (
 )
 from memsync.runtime.storage import Store
 from memsync.runtime.storage.schema import JobRow
+from memsync.stopping import FakeSleeper, StopRequested
 from tests.jobs_support import LEASE, drafts, scalar, services, worker
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -213,6 +215,99 @@ def test_a_permanent_error_fails_at_once(store: Store, clock: FakeClock) -> None
     assert failed.status is JobStatus.FAILED
     assert failed.attempts == 1
     assert failed.error == "PermanentJobError: connector 'gh' is not configured"
+
+
+def stopped_during(calls: list[Job]) -> Any:
+    """A handler whose work is cut short by a stop, as a sync in a retry wait is."""
+
+    def handle(job: Job) -> Mapping[str, Any]:
+        calls.append(job)
+        raise StopRequested("GET /issues: stopped 0.2s into a 60s wait after attempt 1")
+
+    return handle
+
+
+def test_a_job_cut_short_by_a_stop_is_released_at_once_without_using_an_attempt(
+    store: Store, clock: FakeClock
+) -> None:
+    queue = JobQueue(store, RetryPolicy(max_attempts=1))
+    job, _ = queue.enqueue("acme", "test", "x", now=clock.now())
+    calls: list[Job] = []
+
+    assert worker(store, clock, {"test": stopped_during(calls)}, queue=queue).run_once()
+
+    released = queue.get("acme", job.id)
+    assert released is not None
+    assert (released.status, released.attempts, released.lease_owner) == (
+        JobStatus.PENDING,
+        0,
+        None,
+    )
+    assert released.run_after == clock.now()  # no backoff: the next worker takes it now
+    assert released.error == (
+        "released by a stopping worker: GET /issues: stopped 0.2s into a 60s wait after attempt 1"
+    )
+    # Even on its only attempt, the job is run again, to the end, by the next worker.
+    assert worker(store, clock, {"test": flaky(0, calls)}, queue=queue).run_once()
+    done = queue.get("acme", job.id)
+    assert done is not None
+    assert (done.status, done.attempts, done.error) == (JobStatus.COMPLETED, 1, None)
+    assert len(calls) == 2
+
+
+def claimed_by_worker_a(store: Store, clock: FakeClock) -> tuple[JobQueue, Job]:
+    queue = JobQueue(store)
+    queue.enqueue("acme", "test", "x", now=clock.now())
+    job = queue.claim("worker-a", now=clock.now(), lease=LEASE)
+    assert job is not None
+    return queue, job
+
+
+def test_a_release_by_a_worker_that_lost_the_lease_changes_nothing(
+    store: Store, clock: FakeClock
+) -> None:
+    queue, lost = claimed_by_worker_a(store, clock)
+    reclaimed = queue.claim("worker-b", now=clock.now() + LEASE * 2, lease=LEASE)
+    assert reclaimed is not None
+
+    assert queue.release(lost, "worker-a", "stopping", now=clock.now()) is None
+
+    held = queue.get("acme", lost.id)
+    assert held is not None
+    assert (held.status, held.attempts, held.lease_owner) == (JobStatus.RUNNING, 2, "worker-b")
+
+
+def test_a_released_job_whose_target_has_a_newer_pending_job_leaves_the_work_to_it(
+    store: Store, clock: FakeClock
+) -> None:
+    queue, running = claimed_by_worker_a(store, clock)
+    newer, created = queue.enqueue("acme", "test", "x", now=clock.now())
+    assert created
+
+    status = queue.release(running, "worker-a", "released by a stopping worker", now=clock.now())
+
+    assert status is JobStatus.COMPLETED
+    finished = queue.get("acme", running.id)
+    assert finished is not None
+    assert (finished.status, finished.outcome) == (JobStatus.COMPLETED, JobOutcome.PARTIAL)
+    assert finished.error == (
+        "released by a stopping worker (not released: a newer job of 'x' is pending)"
+    )
+    pending = queue.get("acme", newer.id)
+    assert pending is not None
+    assert pending.status is JobStatus.PENDING
+
+
+def test_an_idle_worker_waits_on_the_stop_and_returns_when_it_is_requested(
+    store: Store, clock: FakeClock
+) -> None:
+    stop = FakeSleeper(clock, stop_during_wait=3)
+
+    worker(store, clock).run(stop)
+
+    # Two idle polls of 0.02 s ran out; the third was cut short and the worker returned.
+    assert stop.waits == [0.02, 0.02, 0.02]
+    assert stop.stop_requested
 
 
 def test_every_n_new_episodes_enqueue_one_coalesced_compile(store: Store, clock: FakeClock) -> None:

@@ -8,12 +8,9 @@ past the lease (a FakeClock), not by waiting for it.
 from __future__ import annotations
 
 import itertools
-import os
 import signal
 import subprocess
-import sys
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -45,25 +42,11 @@ from tests.jobs_support import (
     wait_until,
     worker,
 )
+from tests.processes import spawn
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 CLI = ("-m", "memsync")
-
-
-def spawn(*args: str, store_url: str) -> subprocess.Popen[str]:
-    """``python ARGS`` from the repository root, with ``$MEMSYNC_STORE`` set."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
-    environment["MEMSYNC_STORE"] = store_url
-    return subprocess.Popen(
-        [sys.executable, *args],
-        cwd=REPO,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def wait_for_line(process: subprocess.Popen[str], *texts: str) -> None:
@@ -87,16 +70,6 @@ def stop(process: subprocess.Popen[str]) -> tuple[int, str]:
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     return process.returncode, stderr
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.communicate(timeout=30)
 
 
 def test_a_worker_killed_mid_job_is_replaced_after_its_lease_and_nothing_is_duplicated(

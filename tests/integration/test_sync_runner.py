@@ -30,6 +30,7 @@ from memsync.runtime.storage import Store
 from memsync.runtime.storage.schema import EpisodeRow, SyncRunRow
 from memsync.runtime.sync import (
     RunInProgress,
+    RunInterrupted,
     RunKind,
     RunLost,
     RunRecord,
@@ -37,6 +38,7 @@ from memsync.runtime.sync import (
     SyncRepository,
     SyncRunner,
 )
+from memsync.stopping import FakeSleeper
 from tests.helpers import BlockingConnector
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -276,7 +278,7 @@ def sync_github(store: Store, clock: FakeClock, fake: FakeGitHub, token: str) ->
     config = GitHubConfig(
         name="gh", repo="acme/api", token=token, base_url=fake.base_url, subject="r"
     )
-    connector = GitHubConnector(config, sleep=lambda _: None, clock=clock)
+    connector = GitHubConnector(config, sleeper=FakeSleeper(clock), clock=clock)
     try:
         return runner(store, clock).sync(connector)
     finally:
@@ -310,6 +312,47 @@ def test_an_upstream_error_echoing_the_token_is_stored_scrubbed(store: Store) ->
     assert "Authorization: token ***" in record.error
     [stored] = runner(store, clock).repository.list_runs("default")
     assert stored.error == record.error
+
+
+def test_a_stop_during_a_rate_limit_wait_ends_the_run_partial_keeping_what_it_committed(
+    store: Store,
+) -> None:
+    clock = FakeClock(T0 + timedelta(days=1))
+    with FakeGitHub(token="t", start=T0) as fake:
+        for number in range(1, 6):
+            fake.add_issue("acme", "api", number, f"Issue {number}")
+        reset = int(clock.now().timestamp()) + 60
+        fake.script_rate_limit("primary", path=r"/issues$", on_request_number=2, reset_at=reset)
+        config = GitHubConfig(
+            name="gh", repo="acme/api", token="t", base_url=fake.base_url, subject="r",
+            streams=frozenset({"issues"}), per_page=2,
+        )  # fmt: skip
+        sleeper = FakeSleeper(clock, stop_during_wait=1)
+        stopping = GitHubConnector(config, sleeper=sleeper, clock=clock)
+
+        with pytest.raises(RunInterrupted) as interrupted:
+            runner(store, clock, batch_size=2).sync(stopping)
+        stopping.close()
+
+        record = interrupted.value.record
+        assert sleeper.waits == [60]  # the reset was a minute away; no time passed
+        assert record.status is RunStatus.PARTIAL
+        assert record.error is not None
+        assert record.error.startswith("interrupted: github 'gh': GET /repos/acme/api/issues")
+        assert record.error.endswith(
+            "stopped 0.0s into a 60s wait after attempt 1 (rate limited); the process is stopping"
+        )
+        assert (record.fetched, record.created, record.errors) == (2, 2, 0)
+        [stored] = runner(store, clock).repository.list_runs("default")
+        assert (stored.id, stored.status, stored.error) == (record.id, record.status, record.error)
+        assert len(stored_keys(store)) == 2  # the first page's batch stays committed
+
+        clock.advance(timedelta(minutes=1))
+        resumed = sync_github(store, clock, fake, "t")
+
+    assert resumed.status is RunStatus.SUCCEEDED
+    keys = stored_keys(store)
+    assert len(keys) == len(set(keys)) == 5
 
 
 def _sha(content: bytes) -> str:

@@ -13,11 +13,13 @@ from memsync.runtime.sync.policy import (
     Holder,
     RunStatus,
     checkpoint_position,
+    describe_error,
     incremental_window,
     is_stale,
     plan_slices,
     status_after,
 )
+from memsync.stopping import StopRequested
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -84,12 +86,20 @@ def test_an_ordered_checkpoint_never_skips_an_uncommitted_record(positions: list
         (RetryableError("503"), 3, RunStatus.PARTIAL),
         (StopRun("401"), 3, RunStatus.FAILED),
         (ValueError("connector bug"), 3, RunStatus.PARTIAL),
+        # A stop is no failure, committed or not: the run was cut short.
+        (StopRequested("stopped 1.0s into a 60s wait"), 3, RunStatus.PARTIAL),
+        (StopRequested("stopped 1.0s into a 60s wait"), 0, RunStatus.PARTIAL),
     ],
 )
 def test_a_run_cut_short_is_never_a_success(
     error: BaseException | None, committed: int, status: RunStatus
 ) -> None:
     assert status_after(error, committed) is status
+
+
+def test_an_interrupted_run_says_so_first() -> None:
+    described = describe_error(StopRequested("GET /issues: stopped 1.0s into a 60s wait"))
+    assert described == "interrupted: GET /issues: stopped 1.0s into a 60s wait"
 
 
 def test_slices_cover_the_range_and_share_their_boundaries() -> None:
@@ -121,6 +131,7 @@ def test_the_sync_package_exports_what_runners_and_callers_use() -> None:
         "DEFAULT_LEASE",
         "DEFAULT_SLICE",
         "RunInProgress",
+        "RunInterrupted",
         "RunKind",
         "RunLost",
         "RunRecord",

@@ -23,7 +23,7 @@ tombstone for the issue and everything below it; its events are then not handed 
 PyGithub is configured so that the connector, not the library, decides about waits:
 no urllib3 retries and no throttling sleeps (``retry=None``,
 ``seconds_between_requests=None``); every page goes through the shared
-:class:`~memsync.connectors.retry.Retrier` with its injected sleep and clock. Pages are
+:class:`~memsync.connectors.retry.Retrier` with its injected sleeper and clock. Pages are
 asked for with PyGithub's public ``Github.requester.requestJson`` (its
 authentication and host handling; ``createException`` maps an error status as PyGithub
 would) and the connector follows the ``Link`` header itself: items stay the JSON GitHub
@@ -43,8 +43,7 @@ from __future__ import annotations
 import heapq
 import json
 import re
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal
@@ -60,6 +59,7 @@ from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplate
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject, Tombstone
+from memsync.stopping import Sleeper
 
 GitHubStream = Literal["issues", "pull_requests", "issue_comments", "reviews", "issue_events"]
 _ALL_STREAMS: frozenset[GitHubStream] = frozenset(
@@ -377,11 +377,11 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
         self,
         config: GitHubConfig,
         *,
-        sleep: Callable[[float], None] = time.sleep,
+        sleeper: Sleeper | None = None,
         clock: Clock | None = None,
     ) -> None:
-        super().__init__(config)
-        self.retrier = Retrier(config.retry.policy(), sleep=sleep, clock=clock)
+        super().__init__(config, sleeper=sleeper)
+        self.retrier = Retrier(config.retry.policy(), sleeper=self.sleeper, clock=clock)
         self._client: Github | None = None
 
     @property

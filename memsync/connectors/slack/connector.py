@@ -28,15 +28,14 @@ the same window again. Memory is one window of messages.
 
 slack-sdk is configured with ``retry_handlers=[]``: its rate-limit handler would sleep
 ``Retry-After`` plus jitter itself, uncapped; here each call goes through the shared
-:class:`~memsync.connectors.retry.Retrier` (injected sleep and clock, capped), per
+:class:`~memsync.connectors.retry.Retrier` (injected sleeper and clock, capped), per
 method, resuming from the page's cursor.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal
@@ -52,6 +51,7 @@ from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplate
 from memsync.connectors.errors import RateLimited, RetryableError, SkipRecord, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject, KeyScope, Tombstone
+from memsync.stopping import Sleeper
 
 _PUBLIC_API = "https://slack.com/api/"
 _SOURCE = "slack"
@@ -238,11 +238,11 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
         self,
         config: SlackConfig,
         *,
-        sleep: Callable[[float], None] = time.sleep,
+        sleeper: Sleeper | None = None,
         clock: Clock | None = None,
     ) -> None:
-        super().__init__(config)
-        self.retrier = Retrier(config.retry.policy(), sleep=sleep, clock=clock)
+        super().__init__(config, sleeper=sleeper)
+        self.retrier = Retrier(config.retry.policy(), sleeper=self.sleeper, clock=clock)
         self._client: WebClient | None = None
 
     @property

@@ -18,8 +18,7 @@ credentials are only ever sent to that host and a fake server works unchanged.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal
@@ -34,6 +33,7 @@ from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplate
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject, Tombstone
+from memsync.stopping import Sleeper
 
 _INCREMENTAL_PATH = "/api/v2/incremental/tickets/cursor.json"
 # Zendesk refuses an incremental export that starts less than a minute ago.
@@ -264,16 +264,16 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
         *,
         client: httpx.Client | None = None,
         transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleeper: Sleeper | None = None,
         clock: Clock | None = None,
     ) -> None:
-        super().__init__(config)
+        super().__init__(config, sleeper=sleeper)
         self._clock: Clock = clock or SystemClock()
         self._client = client
         self._transport = transport
         self._owns_client = client is None
         self._auth = httpx.BasicAuth(f"{config.email}/token", config.token.get_secret_value())
-        self.retrier = Retrier(config.retry.policy(), sleep=sleep, clock=clock)
+        self.retrier = Retrier(config.retry.policy(), sleeper=self.sleeper, clock=clock)
 
     def secret_values(self) -> list[str]:
         """The token, and the ``email/token:TOKEN`` pair basic auth sends (base64)."""

@@ -98,7 +98,9 @@ def sync_handler(
       longer in the configuration does too;
     - ``failed`` on a rate limit with a known reset: the attempt is retried then;
     - ``failed`` otherwise, or another run of the connector still going: the attempt
-      fails and is retried with backoff.
+      fails and is retried with backoff;
+    - cut short because the worker is stopping (``partial``, ``RunInterrupted`` raised):
+      the worker releases the job to the queue, the attempt not counted.
 
     Re-running is safe: the window overlaps the last one on purpose and ingest
     recognises repeats.

@@ -8,7 +8,7 @@ jobs that tie them together.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -58,9 +58,10 @@ from memsync.runtime.reading import (
     SubjectIndexes,
 )
 from memsync.runtime.storage import Store, upgrade
-from memsync.runtime.sync import RunRecord, SyncRepository, SyncRunner
+from memsync.runtime.sync import RunInterrupted, RunRecord, SyncRepository, SyncRunner
 from memsync.runtime.sync.runner import SliceProgress
 from memsync.scrub import Scrubber, secret_values
+from memsync.stopping import StopEvent
 
 __all__ = [
     "NIGHTLY_COMPILE",
@@ -129,6 +130,12 @@ class Services:
     settings: Settings
     store: Store
     clock: Clock = field(default_factory=SystemClock)
+    stop: StopEvent = field(default_factory=StopEvent)
+    """The process's stop event. SIGTERM/SIGINT request it (``memsync worker``,
+    ``scheduler``, ``serve``, ``run``); every wait of the work these services do waits
+    on it (a connector's retry wait, a worker's idle poll, the scheduler's loop), so a
+    stop is noticed at once: idle workers exit, a sync cut short is recorded
+    ``partial`` and its job released to the queue."""
 
     queue: JobQueue = field(init=False)
     runs: SyncRepository = field(init=False)
@@ -261,12 +268,13 @@ class Services:
     ) -> RunRecord:
         """One incremental sync of a configured connector; the connector is closed after.
 
-        Raises what :meth:`SyncRunner.sync` raises (``RunInProgress``, ``RunLost``).
+        Raises what :meth:`SyncRunner.sync` raises (``RunInProgress``, ``RunLost``, and
+        ``RunInterrupted`` once :attr:`stop` is requested).
         """
         with self.connector_instance(config) as connector:
-            record = (runner or self.sync_runner()).sync(connector, full_refresh=full_refresh)
-        self.metrics.sync_run_finished(record)
-        return record
+            return self._counted(
+                lambda: (runner or self.sync_runner()).sync(connector, full_refresh=full_refresh)
+            )
 
     def run_backfill(
         self,
@@ -279,16 +287,31 @@ class Services:
     ) -> RunRecord:
         """A backfill of a configured connector (see :meth:`SyncRunner.backfill`)."""
         with self.connector_instance(config) as connector:
-            record = self.sync_runner().backfill(
-                connector, since=since, until=until, slice_length=slice_length, on_slice=on_slice
+            return self._counted(
+                lambda: self.sync_runner().backfill(
+                    connector,
+                    since=since,
+                    until=until,
+                    slice_length=slice_length,
+                    on_slice=on_slice,
+                )
             )
+
+    def _counted(self, run: Callable[[], RunRecord]) -> RunRecord:
+        """``run()``'s record, counted in the metrics, also when a stop interrupted it."""
+        try:
+            record = run()
+        except RunInterrupted as interrupted:
+            self.metrics.sync_run_finished(interrupted.record)
+            raise
         self.metrics.sync_run_finished(record)
         return record
 
     @contextmanager
     def connector_instance(self, config: ConnectorConfig) -> Iterator[AnyConnector]:
-        """The connector of ``config``, its source requests counted, closed after."""
-        connector = self.registry.build(config)
+        """The connector of ``config``, its source requests counted, its waits cut short
+        by :attr:`stop`, closed after."""
+        connector = self.registry.build(config, sleeper=self.stop)
         try:
             with observing_requests(self.metrics.source(config.name)):
                 yield connector

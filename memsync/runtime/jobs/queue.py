@@ -452,38 +452,81 @@ class JobQueue:
         target was enqueued meanwhile, that pending job is the retry (the pending index
         allows one) and this one is ``failed``, saying so.
         """
-        failed = {
-            "status": JobStatus.FAILED.value,
-            "outcome": (JobOutcome.NEEDS_ATTENTION if needs_attention else JobOutcome.FAILED).value,
-            "error": error,
-            "finished_at": now,
-            "lease_owner": None,
-            "lease_expires_at": None,
-        }
+        retry = retryable and not needs_attention and job.attempts < job.max_attempts
+        outcome = JobOutcome.NEEDS_ATTENTION if needs_attention else JobOutcome.FAILED
+        return self._requeue_or_finish(
+            job,
+            owner,
+            requeue={"error": error, "run_after": retry_at or now + self.retry.delay(job.attempts)}
+            if retry
+            else None,
+            finish={
+                "status": JobStatus.FAILED.value,
+                "outcome": outcome.value,
+                "error": error,
+                "finished_at": now,
+            },
+            clash=f"not retried: a newer job of {job.target!r} is pending",
+        )
+
+    def release(self, job: Job, owner: str, reason: str, *, now: datetime) -> JobStatus | None:
+        """Give back a job whose worker is stopping (SIGTERM), not failing; return its
+        new status (None: ``owner`` had lost the lease, and nothing is written).
+
+        The job is ``pending`` again, ready at once, so another worker picks it up
+        without a backoff, and the attempt does not count: ``attempts`` goes back down
+        by one, since an operator stopping workers (a deploy, a scale-down) says nothing
+        about the job and must never use up its attempts. A worker killed outright
+        still uses one (its lease expires), so a job that crashes its worker cannot
+        loop for ever. ``reason`` is kept in ``error``. Conflicts: when another job of
+        the target was enqueued meanwhile, that pending job carries on (the pending
+        index allows one) and this one is ``completed`` with outcome ``partial``,
+        saying so.
+        """
+        return self._requeue_or_finish(
+            job,
+            owner,
+            requeue={"attempts": _jobs.c.attempts - 1, "error": reason, "run_after": now},
+            finish={
+                "status": JobStatus.COMPLETED.value,
+                "outcome": JobOutcome.PARTIAL.value,
+                "error": reason,
+                "finished_at": now,
+            },
+            clash=f"not released: a newer job of {job.target!r} is pending",
+        )
+
+    def _requeue_or_finish(
+        self,
+        job: Job,
+        owner: str,
+        *,
+        requeue: Mapping[str, Any] | None,
+        finish: Mapping[str, Any],
+        clash: str,
+    ) -> JobStatus | None:
+        """Put the held job back to ``pending`` with ``requeue``'s values or, when
+        ``requeue`` is None or another job of the target is pending already, finish it
+        with ``finish``'s (its error then notes the ``clash``). Returns the new status;
+        None, and nothing written, when ``owner`` no longer holds the job."""
+        released = {"lease_owner": None, "lease_expires_at": None}
+        values = dict(finish)
         with self._store.write() as connection:
-            if retryable and not needs_attention and job.attempts < job.max_attempts:
+            if requeue is not None:
                 try:
                     with connection.begin_nested():
                         updated = connection.execute(
                             _jobs.update()
                             .where(*self._held(job, owner))
-                            .values(
-                                status=JobStatus.PENDING.value,
-                                error=error,
-                                run_after=retry_at or now + self.retry.delay(job.attempts),
-                                lease_owner=None,
-                                lease_expires_at=None,
-                            )
+                            .values(status=JobStatus.PENDING.value, **requeue, **released)
                         )
                     return JobStatus.PENDING if updated.rowcount == 1 else None
                 except IntegrityError:
-                    failed["error"] = (
-                        f"{error} (not retried: a newer job of {job.target!r} is pending)"
-                    )
+                    values["error"] = f"{values['error']} ({clash})"
             updated = connection.execute(
-                _jobs.update().where(*self._held(job, owner)).values(failed)
+                _jobs.update().where(*self._held(job, owner)).values(**values, **released)
             )
-        return JobStatus.FAILED if updated.rowcount == 1 else None
+        return JobStatus(values["status"]) if updated.rowcount == 1 else None
 
     # -- reads -----------------------------------------------------------------------
 

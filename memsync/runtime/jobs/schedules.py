@@ -24,6 +24,7 @@ APScheduler (coalesce=True).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,6 +36,7 @@ from apscheduler.triggers.base import BaseTrigger
 from memsync.clock import Clock, SystemClock, utc
 from memsync.runtime.jobs.queue import JobQueue
 from memsync.schedule import parse_schedule
+from memsync.stopping import Sleeper
 
 __all__ = ["Schedule", "ScheduleFirer", "Scheduler", "TickAction", "enqueue_target", "fire_key"]
 
@@ -187,5 +189,14 @@ class Scheduler:
         self._scheduler.start()
 
     def shutdown(self) -> None:
+        """Stop firing; a firing in progress (a few inserts) is finished first."""
         if self._scheduler.running:
             self._scheduler.shutdown(wait=True)
+
+    def run(self, stop: Sleeper) -> None:
+        """:meth:`start`, fire until a stop is requested on ``stop``, :meth:`shutdown`."""
+        self.start()
+        try:
+            stop.wait(math.inf)
+        finally:
+            self.shutdown()

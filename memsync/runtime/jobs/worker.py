@@ -1,8 +1,12 @@
 """Workers: claim a job, keep its lease alive while it runs, record how it ended.
 
 A worker runs one job at a time; ``concurrency`` K means K workers (threads) in one
-process. Waiting for work is an ``Event.wait(poll_interval)``, so a stop request
-wakes a waiting worker at once; a running job is finished before the worker exits.
+process. Waiting for work is a wait on the process's stop event
+(:class:`~memsync.stopping.Sleeper`), so a stop request wakes an idle worker at once.
+A job in hand is finished, unless its handler stops with
+:class:`~memsync.stopping.StopRequested` (a sync whose connector was waiting, or about
+to send a request): the job is then released to the queue for another worker, its
+attempt not counted.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,6 +26,7 @@ from structlog.contextvars import bound_contextvars
 
 from memsync.clock import Clock, SystemClock
 from memsync.runtime.jobs.queue import Job, JobOutcome, JobQueue
+from memsync.stopping import Sleeper, StopRequested
 
 __all__ = [
     "JobHandler",
@@ -48,7 +54,9 @@ class JobResult:
 
 
 JobHandler = Callable[[Job], "Mapping[str, Any] | JobResult"]
-"""Runs one job and returns its result (JSON-ready). Raising fails the attempt."""
+"""Runs one job and returns its result (JSON-ready). Raising fails the attempt, except
+:class:`~memsync.stopping.StopRequested`, which releases the job (see
+:meth:`JobQueue.release`)."""
 
 
 class RetryAt(Exception):
@@ -117,37 +125,35 @@ class Worker:
         return job
 
     def _run_claimed(self, job: Job) -> None:
+        failure: Exception | None = None
+        returned: Mapping[str, Any] | JobResult = {}
+        with self._lease_kept(job):
+            try:
+                returned = self._handlers[job.kind](job)
+            except Exception as error:
+                failure = error
+        # The heartbeat has stopped: it must not renew a lease the outcome gives up.
+        if isinstance(failure, StopRequested):
+            self._release(job, failure)
+        elif failure is not None:
+            self._fail(job, failure)
+        else:
+            self._complete(job, returned)
+
+    @contextmanager
+    def _lease_kept(self, job: Job) -> Iterator[None]:
         stop_heartbeat = threading.Event()
         heartbeat = threading.Thread(
             target=self._keep_lease, args=(job, stop_heartbeat), daemon=True
         )
         heartbeat.start()
         try:
-            returned = self._handlers[job.kind](job)
-        except Exception as error:
+            yield
+        finally:
             stop_heartbeat.set()
             heartbeat.join()
-            status = self._queue.fail(
-                job,
-                self.name,
-                self._scrub(f"{type(error).__name__}: {error}"),
-                now=self._clock.now(),
-                retryable=not isinstance(error, PermanentJobError),
-                needs_attention=isinstance(error, NeedsAttention),
-                retry_at=error.at if isinstance(error, RetryAt) else None,
-            )
-            logger.warning(
-                "job attempt failed",
-                extra={
-                    "target": job.target,
-                    "attempt": job.attempts,
-                    "error": f"{type(error).__name__}: {error}",
-                    "status": status.value if status is not None else "lease lost",
-                },
-            )
-            return
-        stop_heartbeat.set()
-        heartbeat.join()
+
+    def _complete(self, job: Job, returned: Mapping[str, Any] | JobResult) -> None:
         done = returned if isinstance(returned, JobResult) else JobResult(returned)
         completed = self._queue.complete(
             job,
@@ -161,6 +167,39 @@ class Worker:
             # Our lease expired and another worker reclaimed the job; its run counts.
             logger.warning("job finished after its lease was lost; result dropped")
 
+    def _fail(self, job: Job, error: Exception) -> None:
+        status = self._queue.fail(
+            job,
+            self.name,
+            self._scrub(f"{type(error).__name__}: {error}"),
+            now=self._clock.now(),
+            retryable=not isinstance(error, PermanentJobError),
+            needs_attention=isinstance(error, NeedsAttention),
+            retry_at=error.at if isinstance(error, RetryAt) else None,
+        )
+        logger.warning(
+            "job attempt failed",
+            extra={
+                "target": job.target,
+                "attempt": job.attempts,
+                "error": f"{type(error).__name__}: {error}",
+                "status": status.value if status is not None else "lease lost",
+            },
+        )
+
+    def _release(self, job: Job, stopped: StopRequested) -> None:
+        reason = self._scrub(f"released by a stopping worker: {stopped}")
+        status = self._queue.release(job, self.name, reason, now=self._clock.now())
+        logger.warning(
+            "job released",
+            extra={
+                "target": job.target,
+                "attempt": job.attempts,
+                "reason": reason,
+                "status": status.value if status is not None else "lease lost",
+            },
+        )
+
     def _keep_lease(self, job: Job, stop: threading.Event) -> None:
         interval = self._lease.total_seconds() / 3
         while not stop.wait(interval):
@@ -168,9 +207,10 @@ class Worker:
                 logger.warning("lost the lease of a job", extra={"job_id": str(job.id)})
                 return
 
-    def run(self, stop: threading.Event) -> None:
-        """Run jobs until ``stop`` is set; the job in hand is finished first."""
-        while not stop.is_set():
+    def run(self, stop: Sleeper) -> None:
+        """Run jobs until a stop is requested on ``stop``, which the idle wait between
+        polls waits on; the job in hand is finished or released first."""
+        while not stop.stop_requested:
             try:
                 job = self.run_once()
             except Exception:
@@ -181,10 +221,8 @@ class Worker:
                 stop.wait(self._poll_interval)
 
 
-def run_workers(
-    make_worker: Callable[[int], Worker], concurrency: int, stop: threading.Event
-) -> None:
-    """Run ``concurrency`` workers in threads until ``stop`` is set and all are idle."""
+def run_workers(make_worker: Callable[[int], Worker], concurrency: int, stop: Sleeper) -> None:
+    """Run ``concurrency`` workers in threads until a stop is requested and all are idle."""
     threads = [
         threading.Thread(target=make_worker(index).run, args=(stop,), name=f"worker-{index}")
         for index in range(concurrency)

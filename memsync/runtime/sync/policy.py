@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from memsync.connectors import Cursor, RateLimitExhausted, StopRun, Window
+from memsync.stopping import StopRequested
 
 __all__ = [
     "BackfillStatus",
@@ -94,13 +95,17 @@ def checkpoint_position(
 def status_after(error: BaseException | None, committed: int) -> RunStatus:
     """The status of a run that ended with ``error`` (``None``: read everything).
 
-    :class:`StopRun` is ``failed`` (nothing will change until a person acts). Any other
-    error that cut the run short is ``partial`` when some episodes were committed, else
-    ``failed``. Skipped records do not make a run partial: each is counted with its
-    reason, and retrying would skip it again.
+    :class:`StopRun` is ``failed`` (nothing will change until a person acts). A run its
+    process stopped (:class:`~memsync.stopping.StopRequested`) is ``partial`` whatever
+    it committed: nothing failed, it was cut short. Any other error that cut the run
+    short is ``partial`` when some episodes were committed, else ``failed``. Skipped
+    records do not make a run partial: each is counted with its reason, and retrying
+    would skip it again.
     """
     if error is None:
         return RunStatus.SUCCEEDED
+    if isinstance(error, StopRequested):
+        return RunStatus.PARTIAL
     if isinstance(error, StopRun) or committed == 0:
         return RunStatus.FAILED
     return RunStatus.PARTIAL
@@ -124,6 +129,8 @@ def describe_error(error: BaseException) -> str:
     """The run record's ``error`` text: the kind of failure, then the message."""
     if isinstance(error, RateLimitExhausted):
         kind = "rate limit exhausted"
+    elif isinstance(error, StopRequested):
+        kind = "interrupted"
     elif isinstance(error, StopRun):
         kind = "stopped"
     else:

@@ -11,8 +11,9 @@ from pydantic import TypeAdapter
 
 from memsync.runtime.ingest import IngestSummary
 from memsync.runtime.sync.policy import RunKind, RunStatus
+from memsync.stopping import StopRequested
 
-__all__ = ["COUNTERS", "MAX_SKIPPED_REASONS", "RunRecord", "Tally"]
+__all__ = ["COUNTERS", "MAX_SKIPPED_REASONS", "RunInterrupted", "RunRecord", "Tally"]
 
 #: The counters of a run, in the order records, logs and tables show them.
 COUNTERS = ("fetched", "created", "duplicates", "revised", "tombstoned", "skipped", "errors")
@@ -124,3 +125,13 @@ class RunRecord:
 
 
 _RUN_RECORD: TypeAdapter[RunRecord] = TypeAdapter(RunRecord)
+
+
+class RunInterrupted(StopRequested):
+    """The run stopped because its process is stopping. It is stored, as ``record``:
+    ``partial``, its error saying where it stopped, its committed episodes and cursor
+    kept; the next run of the connector reads on from there."""
+
+    def __init__(self, record: RunRecord) -> None:
+        super().__init__(f"sync run {record.id}: {record.error}")
+        self.record = record

@@ -53,7 +53,7 @@ from memsync.runtime.sync.policy import (
     retry_at,
     status_after,
 )
-from memsync.runtime.sync.records import RunRecord, Tally
+from memsync.runtime.sync.records import RunInterrupted, RunRecord, Tally
 from memsync.runtime.sync.repository import (
     BackfillPlan,
     RunOwner,
@@ -62,6 +62,7 @@ from memsync.runtime.sync.repository import (
     SyncRepository,
 )
 from memsync.scrub import Scrubber
+from memsync.stopping import StopRequested
 
 __all__ = ["DEFAULT_LEASE", "DEFAULT_SLICE", "SyncRunner", "pid_alive"]
 
@@ -128,7 +129,10 @@ class SyncRunner:
     backfill resumes it at its first slice not done. Conflicts: two runs of one
     connector never overlap; the second raises
     :class:`~memsync.runtime.sync.repository.RunInProgress` at once. Connector errors
-    never escape: they end the run ``partial`` or ``failed`` and are in the record.
+    never escape: they end the run ``partial`` or ``failed`` and are in the record. A
+    stop of the process (a connector's wait cut short) ends the run ``partial`` too,
+    then raises :class:`RunInterrupted` carrying the stored record, as
+    ``KeyboardInterrupt`` is re-raised once the run is stored.
 
     ``clock`` stamps run records and decides windows; ``heartbeat_every`` (real
     seconds, ``None``: no heartbeat thread) keeps the run's lease of ``lease`` fresh.
@@ -294,6 +298,8 @@ class SyncRunner:
             record, error = self._read_and_finish(connector, kind, now, run_id, decided, read)
         if isinstance(error, KeyboardInterrupt):
             raise error
+        if isinstance(error, StopRequested):
+            raise RunInterrupted(record) from error
         return record
 
     def _read_and_finish(
@@ -323,7 +329,9 @@ class SyncRunner:
                 final_cursor = read(run_id, decided, tally)
             except (Exception, KeyboardInterrupt) as caught:
                 error = caught
-                tally.errors += 1
+                if not isinstance(caught, StopRequested):
+                    # A stop cuts the run short, but the run and its source did no wrong.
+                    tally.errors += 1
         finished = self._clock.now()
         record = self.repository.finish_run(
             config.tenant,

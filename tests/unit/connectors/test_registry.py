@@ -13,7 +13,9 @@ from memsync.connectors import (
     KeyPolicy,
     load_registry,
 )
-from memsync.connectors.fake import FakeConnector
+from memsync.connectors.fake import FakeConfig, FakeConnector
+from memsync.connectors.github import GitHubConnector
+from memsync.stopping import FakeSleeper
 
 HERE = "tests.unit.connectors.test_registry"
 
@@ -31,6 +33,16 @@ class SecondFakeConnector(FakeConnector):
 class MisnamedConnector(FakeConnector):
     type = "misnamed"
     example_key = "misnamed:x"
+
+
+class DeafConnector(FakeConnector):
+    """Overrides ``__init__`` without taking the sleeper the registry hands in."""
+
+    type = "deaf"
+    example_key = "deaf:x"
+
+    def __init__(self, config: FakeConfig) -> None:
+        super().__init__(config)
 
 
 def _entry_point(name: str, target: str) -> EntryPoint:
@@ -144,6 +156,25 @@ def test_build_makes_a_connector_from_parsed_config() -> None:
     connector = registry.build(config)
     assert isinstance(connector, FakeConnector)
     assert connector.name == "f"
+
+
+def test_build_hands_the_connector_the_sleeper_its_waits_wait_on() -> None:
+    registry = load_registry()
+    (config,) = registry.parse_configs(
+        [{"name": "gh", "type": "github", "repo": "acme/api", "subject": "s"}]
+    )
+    sleeper = FakeSleeper()
+
+    connector = registry.build(config, sleeper=sleeper)
+
+    assert isinstance(connector, GitHubConnector)
+    assert connector.sleeper is connector.retrier.sleeper is sleeper
+
+
+def test_a_connector_that_cannot_take_a_sleeper_is_refused_naming_the_keyword() -> None:
+    refusal = "DeafConnector.__init__ must accept the keyword argument 'sleeper'"
+    with pytest.raises(ConnectorDefinitionError, match=refusal):
+        ConnectorRegistry.from_entry_points([_entry_point("deaf", "DeafConnector")])
 
 
 def test_public_surface_is_what_we_meant() -> None:

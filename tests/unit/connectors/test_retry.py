@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from memsync.connectors import (
     observing_requests,
     retry_after_from_headers,
 )
+from memsync.stopping import FakeSleeper, StopRequested
 
 NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -52,10 +54,12 @@ class Flaky:
         return "ok"
 
 
-def _retrier(policy: RetryPolicy | None = None) -> tuple[Retrier, list[float]]:
-    slept: list[float] = []
-    retrier = Retrier(policy or RetryPolicy(), sleep=slept.append, clock=FakeClock(NOW))
-    return retrier, slept
+def _retrier(
+    policy: RetryPolicy | None = None, sleeper: FakeSleeper | None = None
+) -> tuple[Retrier, list[float]]:
+    sleeper = sleeper or FakeSleeper(FakeClock(NOW))
+    retrier = Retrier(policy or RetryPolicy(), sleeper=sleeper, clock=sleeper.clock)
+    return retrier, sleeper.waits
 
 
 def test_server_wait_is_honoured_then_success() -> None:
@@ -148,3 +152,56 @@ def test_a_rate_limit_wait_not_taken_is_not_reported() -> None:
     with observing_requests(observer), pytest.raises(RateLimitExhausted):
         retrier.call(Flaky(RateLimited("429", retry_after=93)), what="test")
     assert (observer.outcomes, observer.waits) == ([RequestOutcome.RATE_LIMITED], [])
+
+
+def test_every_retry_is_logged_with_its_wait_and_reason(caplog: pytest.LogCaptureFixture) -> None:
+    retrier, _ = _retrier()
+    flaky = Flaky(RateLimited("429 slow down", retry_after=93), RetryableError("503"))
+
+    with caplog.at_level(logging.WARNING, logger="memsync.connectors"):
+        assert retrier.call(flaky, what="GET /issues") == "ok"
+
+    retried = [record for record in caplog.records if record.getMessage() == "request retried"]
+    fields = ("request", "attempt", "wait_seconds", "reason", "error")
+    assert [tuple(vars(record)[name] for name in fields) for record in retried] == [
+        ("GET /issues", 1, 93, "rate limited", "429 slow down"),
+        ("GET /issues", 2, 2.0, "transient error", "503"),
+    ]
+
+
+def test_a_stop_during_a_wait_ends_the_call_at_once_without_another_attempt() -> None:
+    sleeper = FakeSleeper(FakeClock(NOW), stop_during_wait=1)
+    retrier, _ = _retrier(sleeper=sleeper)
+    flaky = Flaky(RateLimited("429", retry_after=60))
+
+    with pytest.raises(StopRequested, match=r"GET /issues: stopped 0.0s into a 60s wait after"):
+        retrier.call(flaky, what="GET /issues")
+
+    assert flaky.calls == 1
+    assert sleeper.waits == [60]
+    assert retrier.waits == []  # the wait was not taken in full
+    assert sleeper.clock.now() == NOW
+
+
+def test_no_request_is_sent_once_a_stop_is_requested() -> None:
+    sleeper = FakeSleeper(FakeClock(NOW))
+    retrier, _ = _retrier(sleeper=sleeper)
+    flaky = Flaky()
+
+    sleeper.request_stop()
+    with pytest.raises(StopRequested, match="not sent"):
+        retrier.call(flaky, what="GET /issues")
+
+    assert flaky.calls == 0
+
+
+def test_a_rate_limit_wait_cut_short_reports_the_time_spent_until_the_stop() -> None:
+    retrier, _ = _retrier(sleeper=FakeSleeper(FakeClock(NOW), stop_during_wait=2))
+    observer = RecordingObserver()
+    flaky = Flaky(RateLimited("429", retry_after=5), RateLimited("429", retry_after=60))
+
+    with observing_requests(observer), pytest.raises(StopRequested):
+        retrier.call(flaky, what="test")
+
+    # The fake's stopped wait takes no time; the full first wait counts in full.
+    assert observer.waits == [5, 0.0]

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -29,6 +29,7 @@ from memsync.connectors.tickets import (
     ZendeskStatusChange,
     ZendeskTicket,
 )
+from memsync.stopping import FakeSleeper
 from tests.unit.connectors.fixtures import (
     LOCAL_FIXTURES,
     SHARED_FIXTURES,
@@ -57,16 +58,12 @@ def _config(**fields: object) -> ZendeskConfig:
 
 
 class Harness:
-    """A connector whose sleeps are recorded (and advance a fake clock), never slept."""
+    """A connector whose waits are recorded (and advance a fake clock), never waited."""
 
     def __init__(self, **fields: object) -> None:
-        self.clock = FakeClock(NOW)
-        self.slept: list[float] = []
-        self.connector = ZendeskConnector(_config(**fields), sleep=self._sleep, clock=self.clock)
-
-    def _sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.clock.advance(timedelta(seconds=seconds))
+        self.sleeper = FakeSleeper(FakeClock(NOW))
+        self.clock = self.sleeper.clock
+        self.connector = ZendeskConnector(_config(**fields), sleeper=self.sleeper, clock=self.clock)
 
     def fetch(self, window: Window = WINDOW) -> list[ZendeskRecord | Deletion]:
         return list(self.connector.fetch(window, None))
@@ -226,7 +223,7 @@ def test_429_with_retry_after_is_waited_out_then_succeeds(api: respx.MockRouter)
     _mock_ticket_children(api, 35436)
     harness = Harness()
     assert len(harness.fetch()) == 3
-    assert harness.slept == [93]
+    assert harness.sleeper.waits == [93]
 
 
 def test_rate_limit_beyond_the_cap_is_exhausted(api: respx.MockRouter) -> None:
@@ -238,7 +235,7 @@ def test_rate_limit_beyond_the_cap_is_exhausted(api: respx.MockRouter) -> None:
     harness = Harness()
     with pytest.raises(RateLimitExhausted) as caught:
         harness.fetch()
-    assert harness.slept == [1, 1, 1]
+    assert harness.sleeper.waits == [1, 1, 1]
     assert caught.value.attempts == 4
     assert "Number of allowed API requests per minute exceeded" in str(caught.value)
 
@@ -250,7 +247,7 @@ def test_total_wait_cap_ends_retrying_before_a_long_wait(api: respx.MockRouter) 
     harness = Harness(retry={"max_attempts": 10, "max_wait": "1m"})
     with pytest.raises(RateLimitExhausted, match="next wait would be 93s"):
         harness.fetch()
-    assert harness.slept == []
+    assert harness.sleeper.waits == []
 
 
 def test_server_errors_and_timeouts_are_retried_with_backoff(api: respx.MockRouter) -> None:
@@ -261,7 +258,7 @@ def test_server_errors_and_timeouts_are_retried_with_backoff(api: respx.MockRout
     ]
     harness = Harness()
     assert harness.fetch() == []
-    assert harness.slept == [1, 2]
+    assert harness.sleeper.waits == [1, 2]
 
 
 def test_server_errors_beyond_the_cap_stay_retryable(api: respx.MockRouter) -> None:
@@ -282,7 +279,7 @@ def test_refused_credentials_stop_the_run_without_leaking_the_token(
     assert f"HTTP {status}: Zendesk refused the credentials of agent@acme.test" in message
     assert "s3cret-token" not in message
     assert "s3cret-token" not in repr(harness.connector.config)
-    assert harness.slept == []
+    assert harness.sleeper.waits == []
 
 
 def test_malformed_json_body_is_a_clear_error(api: respx.MockRouter) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import signal
 import sys
+from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
@@ -20,10 +21,16 @@ class _ReturningServer(uvicorn.Server):
 
     Stock uvicorn shuts down gracefully and then raises the signal again, so the
     process dies of it (exit -15) before the caller can stop its worker and scheduler
-    and exit 0. A second SIGINT still forces the exit, as in uvicorn.
+    and exit 0. A second SIGINT still forces the exit, as in uvicorn. ``on_signal`` is
+    called at the signal, so work beside the server stops while it drains requests.
     """
 
+    def __init__(self, config: uvicorn.Config, on_signal: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_signal = on_signal
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._on_signal()
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
         else:
@@ -38,8 +45,13 @@ waits up to the interval for it after each of its database round trips. One
 millisecond keeps reads short during a compile and costs the compile a little."""
 
 
-def serve_until_stopped(app: FastAPI, host: str, port: int) -> None:
+def serve_until_stopped(
+    app: FastAPI, host: str, port: int, *, on_signal: Callable[[], None] = lambda: None
+) -> None:
     """Serve ``app`` on ``host:port``; return after SIGTERM/SIGINT and a graceful shutdown.
+
+    ``on_signal`` is called as the signal arrives, before the graceful shutdown (the
+    caller's workers stop at once instead of after the last request is answered).
 
     Before serving, the tokenizer is loaded (not on the first bundle request) and the
     objects of the started process are frozen out of the garbage collector's reach: a
@@ -53,4 +65,4 @@ def serve_until_stopped(app: FastAPI, host: str, port: int) -> None:
     # uvicorn leaves logging to the process's one pipeline (log_config=None), and the
     # access log to memsync's middleware, which adds the route and the duration.
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
-    _ReturningServer(config).run()
+    _ReturningServer(config, on_signal).run()

@@ -1,7 +1,12 @@
 """Long-running commands: ``serve`` (the HTTP API), ``worker``, ``scheduler`` and ``run``
 (all three in one process).
 
-They stop on SIGTERM or SIGINT: they stop claiming, finish the job in hand and exit 0.
+They stop on SIGTERM or SIGINT and exit 0. The signal requests a stop on the process's
+stop event (:attr:`Services.stop`), which every wait of their work waits on: idle
+workers exit at once; a sync whose connector is waiting (a rate limit's reset, a
+backoff) or about to send its next request stops there, is recorded ``partial`` and
+its job is released to the queue for another worker; any other job in hand (a
+compile) is finished first. docs/operations.md says what each command does.
 """
 
 from __future__ import annotations
@@ -27,17 +32,18 @@ HostOption = Annotated[str | None, typer.Option(help="interface (default: api.ho
 PortOption = Annotated[int | None, typer.Option(help="port (default: api.port, 8100)")]
 
 
-def _stop_on_signals() -> threading.Event:
-    """An event set by SIGTERM or SIGINT (the main thread's handlers)."""
-    stop = threading.Event()
+def _stop_on_signals(services: Services) -> None:
+    """SIGTERM and SIGINT (the main thread's handlers) request ``services.stop``."""
 
     def handle(signum: int, _frame: FrameType | None) -> None:
-        errors.print(f"{signal.Signals(signum).name}: finishing the job in hand, then exiting")
-        stop.set()
+        errors.print(
+            f"{signal.Signals(signum).name}: stopping; a sync in progress is released to "
+            "the queue, a compile in progress is finished first"
+        )
+        services.stop.request_stop()
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
-    return stop
 
 
 def _serving_settings(host: str | None, port: int | None) -> Settings:
@@ -63,21 +69,17 @@ def _serving_settings(host: str | None, port: int | None) -> Settings:
 
 @contextmanager
 def _workers_beside(services: Services, count: int) -> Iterator[None]:
-    """``count`` worker threads for the duration of the block; on leaving it they stop
-    claiming, finish the job in hand and are joined."""
-    stop = threading.Event()
-    threads = [
-        threading.Thread(target=services.worker(index).run, args=(stop,), name=f"worker-{index}")
-        for index in range(count)
-    ]
-    for thread in threads:
-        thread.start()
+    """``count`` worker threads for the duration of the block; on leaving it a stop is
+    requested and they are joined (each releases or finishes the job in hand)."""
+    workers = threading.Thread(
+        target=run_workers, args=(services.worker, count, services.stop), name="workers"
+    )
+    workers.start()
     try:
         yield
     finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
+        services.stop.request_stop()
+        workers.join()
 
 
 def _serve(services: Services, settings: Settings, workers: int | None) -> None:
@@ -87,8 +89,14 @@ def _serve(services: Services, settings: Settings, workers: int | None) -> None:
 
     count = settings.jobs.serve_workers if workers is None else workers
     with _workers_beside(services, count):
-        # The server owns SIGTERM/SIGINT here; when it returns, the workers stop too.
-        serve_until_stopped(create_app(services), settings.api.host, settings.api.port)
+        # The server owns SIGTERM/SIGINT here: the signal stops the workers at once,
+        # while the server answers the requests in flight.
+        serve_until_stopped(
+            create_app(services),
+            settings.api.host,
+            settings.api.port,
+            on_signal=services.stop.request_stop,
+        )
 
 
 WorkersOption = Annotated[
@@ -117,7 +125,8 @@ def worker(
     ] = None,
     metrics_host: Annotated[str, typer.Option(help="interface of --metrics-port")] = "127.0.0.1",
 ) -> None:
-    """Claim and run jobs until SIGTERM/SIGINT (then finish the job in hand)."""
+    """Claim and run jobs until SIGTERM/SIGINT, then exit 0: a sync in progress is
+    released to the queue, a compile in progress is finished first."""
     with open_services() as services, ExitStack() as serving:
         services.connectors  # noqa: B018 - exit 2 on a bad connectors section, before work
         if metrics_port is not None:
@@ -125,30 +134,27 @@ def worker(
                 serving_metrics(services.metrics, metrics_host, metrics_port)
             )
             errors.print(f"metrics on {url}", markup=False, highlight=False)
-        stop = _stop_on_signals()
-        # Said once the signal handlers are in place: from here SIGTERM means "finish
-        # the job in hand, then exit 0" (supervisors and tests wait for this line).
+        _stop_on_signals(services)
+        # Said once the signal handlers are in place: from here SIGTERM means "release
+        # or finish the job in hand, then exit 0" (supervisors and tests wait for it).
         errors.print(f"worker ready: {concurrency} job(s) at once; SIGTERM stops it")
-        run_workers(services.worker, concurrency, stop)
+        run_workers(services.worker, concurrency, services.stop)
 
 
 @app.command()
 def scheduler() -> None:
     """Fire the configured schedules (they only enqueue jobs) until SIGTERM/SIGINT."""
     with open_services() as services:
-        stop = _stop_on_signals()
-        running = services.scheduler()
-        running.start()
-        stop.wait()
-        running.shutdown()
+        _stop_on_signals(services)
+        services.scheduler().run(services.stop)
 
 
 @app.command()
 def run(host: HostOption = None, port: PortOption = None, workers: WorkersOption = None) -> None:
     """One machine, all in one: the HTTP API, the scheduler and the job workers.
 
-    SIGTERM/SIGINT: the API shuts down gracefully, the workers finish the job in hand,
-    the scheduler stops; exit 0.
+    SIGTERM/SIGINT: the API shuts down gracefully, the workers release a sync in
+    progress to the queue (a compile is finished first), the scheduler stops; exit 0.
     """
     loaded = _serving_settings(host, port)
     with open_services(loaded) as services:

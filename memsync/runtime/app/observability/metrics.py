@@ -30,6 +30,7 @@ from memsync.connectors import RequestObserver, RequestOutcome
 from memsync.runtime.compiling import CompileSummary
 from memsync.runtime.jobs import Job, JobHandler, JobResult, JobStatus
 from memsync.runtime.sync import RunRecord
+from memsync.stopping import StopRequested
 
 __all__ = ["DEPTH_STATUSES", "RECORD_OUTCOMES", "Metrics", "StoreGauges"]
 
@@ -113,7 +114,8 @@ class Metrics:
         self.job_attempts = Counter(
             "memsync_job_attempts",
             "Job attempts this process's workers finished, by kind and outcome "
-            "(completed, or error: the attempt raised and the job was retried or failed).",
+            "(completed; error: the attempt raised and the job was retried or failed; "
+            "released: the worker stopped and gave the job back to the queue).",
             ["kind", "outcome"],
             registry=registry,
         )
@@ -162,11 +164,16 @@ class Metrics:
         duration = self.job_duration.labels(kind=kind)
         completed = self.job_attempts.labels(kind=kind, outcome="completed")
         failed = self.job_attempts.labels(kind=kind, outcome="error")
+        released = self.job_attempts.labels(kind=kind, outcome="released")
 
         def timed_handler(job: Job) -> Mapping[str, Any] | JobResult:
             started = time.perf_counter()
             try:
                 result = handler(job)
+            except StopRequested:
+                # A stopping worker gives the job back: not an error of the job.
+                released.inc()
+                raise
             except BaseException:
                 failed.inc()
                 raise

@@ -21,7 +21,8 @@ from memsync.connectors.testing import (
     SimulatedIngest,
 )
 from memsync.episode import Tombstone
-from tests.unit.connectors.sync_helpers import RecordedSleep, sync
+from memsync.stopping import FakeSleeper
+from tests.unit.connectors.sync_helpers import sync
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 END = datetime(2025, 1, 1, tzinfo=UTC)
@@ -39,13 +40,13 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def sleep(clock: FakeClock) -> RecordedSleep:
-    return RecordedSleep(clock)
+def sleeper(clock: FakeClock) -> FakeSleeper:
+    return FakeSleeper(clock)
 
 
 def connector(
     fake: FakeGitHub,
-    sleep: RecordedSleep | None = None,
+    sleeper: FakeSleeper | None = None,
     *,
     token: str = "t",
     **overrides: Any,
@@ -58,13 +59,8 @@ def connector(
         subject="repo:{repository}",
         **overrides,
     )
-    if sleep is None:
-        return GitHubConnector(config, sleep=_never_sleep, clock=FakeClock())
-    return GitHubConnector(config, sleep=sleep, clock=sleep.clock)
-
-
-def _never_sleep(seconds: float) -> None:
-    raise AssertionError(f"unexpected sleep of {seconds}s")
+    sleeper = sleeper or FakeSleeper(max_waits=0)
+    return GitHubConnector(config, sleeper=sleeper, clock=sleeper.clock)
 
 
 def keys(conn: GitHubConnector, records: Sequence[GitHubRecord]) -> list[str]:
@@ -234,27 +230,27 @@ def test_events_stop_paging_at_the_first_event_older_than_the_window(fake: FakeG
 
 
 def test_a_secondary_limit_with_retry_after_mid_run_is_waited_out(
-    fake: FakeGitHub, sleep: RecordedSleep
+    fake: FakeGitHub, sleeper: FakeSleeper
 ) -> None:
     for n in range(1, 251):
         fake.add_issue("acme", "api", n, f"issue {n}")
     fake.script_rate_limit("secondary", on_request_number=2, retry_after=30)
-    conn = connector(fake, sleep, streams={"issues"})
+    conn = connector(fake, sleeper, streams={"issues"})
 
     records = list(conn.fetch(Window(None, END), None))
 
     assert len(records) == 250
-    assert sleep.waits == [30.0]
+    assert sleeper.waits == [30.0]
     assert fake.request_count() == 4  # page 2 was asked twice
 
 
 def test_a_page_that_failed_is_asked_for_again_by_the_same_next_link(
-    fake: FakeGitHub, sleep: RecordedSleep
+    fake: FakeGitHub, sleeper: FakeSleeper
 ) -> None:
     for n in range(1, 251):
         fake.add_issue("acme", "api", n, f"issue {n}")
     fake.script_error(502, on_request_number=3)
-    conn = connector(fake, sleep, streams={"issues"})
+    conn = connector(fake, sleeper, streams={"issues"})
 
     records = list(conn.fetch(Window(None, END), None))
 
@@ -270,53 +266,53 @@ def test_a_page_that_failed_is_asked_for_again_by_the_same_next_link(
 
 
 def test_a_secondary_limit_without_retry_after_waits_a_minute(
-    fake: FakeGitHub, sleep: RecordedSleep
+    fake: FakeGitHub, sleeper: FakeSleeper
 ) -> None:
     fake.add_issue("acme", "api", 1, "x")
     fake.script_rate_limit("secondary")
-    records = list(connector(fake, sleep, streams={"issues"}).fetch(Window(None, END), None))
+    records = list(connector(fake, sleeper, streams={"issues"}).fetch(Window(None, END), None))
     assert len(records) == 1
-    assert sleep.waits == [60.0]
+    assert sleeper.waits == [60.0]
 
 
 def test_a_limit_past_the_cap_ends_the_fetch_with_rate_limit_exhausted(
-    fake: FakeGitHub, sleep: RecordedSleep
+    fake: FakeGitHub, sleeper: FakeSleeper
 ) -> None:
     fake.add_issue("acme", "api", 1, "x")
     fake.script_rate_limit("secondary", retry_after=30, times=10)
-    conn = connector(fake, sleep, streams={"issues"}, retry={"max_attempts": 5, "max_wait": "1m"})
+    conn = connector(fake, sleeper, streams={"issues"}, retry={"max_attempts": 5, "max_wait": "1m"})
 
     with pytest.raises(RateLimitExhausted, match="secondary rate limit") as caught:
         list(conn.fetch(Window(None, END), None))
 
-    assert sleep.waits == [30.0, 30.0]
+    assert sleeper.waits == [30.0, 30.0]
     assert caught.value.attempts == 3
     assert caught.value.retry_after == 30.0
 
 
 @pytest.mark.parametrize("status", [403, 429])
 def test_a_primary_limit_waits_until_the_reset_header(
-    fake: FakeGitHub, sleep: RecordedSleep, status: int
+    fake: FakeGitHub, sleeper: FakeSleeper, status: int
 ) -> None:
     fake.add_issue("acme", "api", 1, "x")
-    reset = int(sleep.clock.now().timestamp()) + 45
+    reset = int(sleeper.clock.now().timestamp()) + 45
     fake.script_rate_limit("primary", reset_at=reset, status=status)  # type: ignore[arg-type]
 
-    records = list(connector(fake, sleep, streams={"issues"}).fetch(Window(None, END), None))
+    records = list(connector(fake, sleeper, streams={"issues"}).fetch(Window(None, END), None))
 
     assert len(records) == 1
-    assert sleep.waits == [45.0]
+    assert sleeper.waits == [45.0]
 
 
 def test_a_primary_limit_resetting_after_the_cap_is_exhausted_at_once(
-    fake: FakeGitHub, sleep: RecordedSleep
+    fake: FakeGitHub, sleeper: FakeSleeper
 ) -> None:
     fake.add_issue("acme", "api", 1, "x")
-    fake.script_rate_limit("primary", reset_at=int(sleep.clock.now().timestamp()) + 3600)
+    fake.script_rate_limit("primary", reset_at=int(sleeper.clock.now().timestamp()) + 3600)
 
     with pytest.raises(RateLimitExhausted, match="primary rate limit"):
-        list(connector(fake, sleep, streams={"issues"}).fetch(Window(None, END), None))
-    assert sleep.waits == []
+        list(connector(fake, sleeper, streams={"issues"}).fetch(Window(None, END), None))
+    assert sleeper.waits == []
 
 
 def test_bad_credentials_stop_the_run_without_retrying(fake: FakeGitHub) -> None:
@@ -364,12 +360,12 @@ def test_a_301_within_the_api_host_is_followed_as_pygithub_does(fake: FakeGitHub
     assert fake.request_count() == 2
 
 
-def test_a_server_error_is_retried_with_backoff(fake: FakeGitHub, sleep: RecordedSleep) -> None:
+def test_a_server_error_is_retried_with_backoff(fake: FakeGitHub, sleeper: FakeSleeper) -> None:
     fake.add_issue("acme", "api", 1, "x")
     fake.script_error(502, times=2)
-    records = list(connector(fake, sleep, streams={"issues"}).fetch(Window(None, END), None))
+    records = list(connector(fake, sleeper, streams={"issues"}).fetch(Window(None, END), None))
     assert len(records) == 1
-    assert sleep.waits == [1.0, 2.0]
+    assert sleeper.waits == [1.0, 2.0]
 
 
 def test_the_token_never_appears_in_the_config_repr() -> None:

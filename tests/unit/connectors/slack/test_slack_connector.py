@@ -22,7 +22,8 @@ from memsync.connectors.testing import (
     SimulatedIngest,
 )
 from memsync.episode import Tombstone
-from tests.unit.connectors.sync_helpers import RecordedSleep, sync
+from memsync.stopping import FakeSleeper
+from tests.unit.connectors.sync_helpers import sync
 
 START_TS = 1_700_000_000
 T0 = datetime.fromtimestamp(START_TS, UTC)
@@ -38,12 +39,12 @@ def fake() -> Iterator[FakeSlack]:
 
 
 @pytest.fixture
-def sleep() -> RecordedSleep:
-    return RecordedSleep(FakeClock(datetime(2026, 1, 1, tzinfo=UTC)))
+def sleeper() -> FakeSleeper:
+    return FakeSleeper(FakeClock(datetime(2026, 1, 1, tzinfo=UTC)))
 
 
 def connector(
-    fake: FakeSlack, sleep: RecordedSleep | None = None, **overrides: Any
+    fake: FakeSlack, sleeper: FakeSleeper | None = None, **overrides: Any
 ) -> SlackConnector:
     config = SlackConfig(
         name="sl",
@@ -53,8 +54,8 @@ def connector(
         subject=overrides.pop("subject", "slack:{channel}"),
         **overrides,
     )
-    recorder = sleep or RecordedSleep(FakeClock())
-    return SlackConnector(config, sleep=recorder, clock=recorder.clock)
+    sleeper = sleeper or FakeSleeper()
+    return SlackConnector(config, sleeper=sleeper, clock=sleeper.clock)
 
 
 def at(seconds: float) -> datetime:
@@ -208,30 +209,30 @@ def test_history_and_replies_follow_next_cursor_across_pages(fake: FakeSlack) ->
 
 
 def test_a_429_is_waited_out_per_method_and_the_page_asked_again(
-    fake: FakeSlack, sleep: RecordedSleep
+    fake: FakeSlack, sleeper: FakeSleeper
 ) -> None:
     parent = fake.post_message("C1", "q")
     fake.post_reply("C1", parent.ts, "a")
     fake.script_rate_limit("conversations.history", retry_after=3)
     fake.script_rate_limit("conversations.replies", retry_after=7, times=2)
 
-    keys = fetch(connector(fake, sleep), None)
+    keys = fetch(connector(fake, sleeper), None)
 
     assert len(keys) == 2
-    assert sleep.waits == [3.0, 7.0, 7.0]
+    assert sleeper.waits == [3.0, 7.0, 7.0]
     assert fake.method_count("conversations.history") == 2
     assert fake.method_count("conversations.replies") == 3
 
 
-def test_a_429_past_the_cap_is_rate_limit_exhausted(fake: FakeSlack, sleep: RecordedSleep) -> None:
+def test_a_429_past_the_cap_is_rate_limit_exhausted(fake: FakeSlack, sleeper: FakeSleeper) -> None:
     fake.post_message("C1", "q")
     fake.script_rate_limit("conversations.history", retry_after=40, times=5)
-    conn = connector(fake, sleep, retry={"max_attempts": 5, "max_wait": "1m"})
+    conn = connector(fake, sleeper, retry={"max_attempts": 5, "max_wait": "1m"})
 
     with pytest.raises(RateLimitExhausted, match=r"conversations\.history") as caught:
         fetch(conn, None)
 
-    assert sleep.waits == [40.0]
+    assert sleeper.waits == [40.0]
     assert caught.value.retry_after == 40.0
 
 
@@ -246,11 +247,11 @@ def test_token_errors_stop_the_run(fake: FakeSlack, token: str, error: str) -> N
     assert token not in str(caught.value)
 
 
-def test_a_transient_slack_error_is_retried(fake: FakeSlack, sleep: RecordedSleep) -> None:
+def test_a_transient_slack_error_is_retried(fake: FakeSlack, sleeper: FakeSleeper) -> None:
     fake.post_message("C1", "q")
     fake.script_error("conversations.history", "internal_error")
-    assert len(fetch(connector(fake, sleep), None)) == 1
-    assert sleep.waits == [1.0]
+    assert len(fetch(connector(fake, sleeper), None)) == 1
+    assert sleeper.waits == [1.0]
 
 
 def test_an_unknown_channel_id_stops_the_run(fake: FakeSlack) -> None:
