@@ -38,6 +38,7 @@ def compiler(store: Store, clock: FakeClock) -> CompileService:
     return CompileService(store, clock=clock)
 
 
+@pytest.fixture
 def processes() -> Iterator[list[subprocess.Popen[str]]]:
     """Processes the test appends are killed at its end if they still run."""
     started: list[subprocess.Popen[str]] = []
