@@ -149,6 +149,7 @@ def test_build_makes_a_connector_from_parsed_config() -> None:
 def test_public_surface_is_what_we_meant() -> None:
     assert sorted(memsync.connectors.__all__) == sorted(
         [
+            "DEFAULT_STREAM",
             "ENTRY_POINT_GROUP",
             "Connector",
             "ConnectorConfig",
@@ -177,10 +178,12 @@ def test_public_surface_is_what_we_meant() -> None:
             "SkipRecord",
             "SourceRecord",
             "StopRun",
+            "Stream",
             "Tombstone",
             "SubjectTemplate",
             "SubjectTemplateError",
             "Window",
+            "fetch_every_stream",
             "format_duration",
             "load_registry",
             "observing_requests",
