@@ -59,6 +59,7 @@ from memsync.runtime.reading import (
 )
 from memsync.runtime.storage import Store, upgrade
 from memsync.runtime.sync import RunRecord, SyncRepository, SyncRunner
+from memsync.runtime.sync.repository import ConnectorState
 from memsync.runtime.sync.runner import SliceProgress
 from memsync.scrub import Scrubber, secret_values
 
@@ -67,6 +68,7 @@ __all__ = [
     "Services",
     "SubjectDeletion",
     "UnknownConnector",
+    "UnknownStream",
     "schedules_from_settings",
     "sync_schedule_id",
 ]
@@ -79,6 +81,11 @@ NIGHTLY_COMPILE = "nightly-compile"
 
 class UnknownConnector(LookupError):
     """No connector of that name is configured (the message lists the ones that are)."""
+
+
+class UnknownStream(LookupError):
+    """The connector neither reads a stream of that name nor has a checkpoint of one
+    (the message lists the streams it has)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +291,43 @@ class Services:
             )
         self.metrics.sync_run_finished(record)
         return record
+
+    def stream_names(self, config: ConnectorConfig) -> list[str]:
+        """The streams the connector of ``config`` reads, in order (from its
+        configuration: no request is made)."""
+        connector = self.registry.build(config)
+        try:
+            return [stream.name for stream in connector.streams()]
+        finally:
+            connector.close()
+
+    def connector_state(self, config: ConnectorConfig) -> ConnectorState:
+        """Where a configured connector stands: every stream it reads (read yet or not)
+        and the streams it no longer reads that still have a checkpoint."""
+        return self.runs.state(
+            config.tenant, config.name, self.clock.now(), self.stream_names(config)
+        )
+
+    def reset_connector_state(
+        self, config: ConnectorConfig, *, stream: str | None, to: datetime | None
+    ) -> ConnectorState:
+        """Move the checkpoint of one stream, or of every stream (``stream`` ``None``),
+        to ``to``, backwards too, or remove it (``to`` ``None``: read from ``start``).
+
+        Raises :class:`UnknownStream` for a stream the connector neither reads nor has a
+        checkpoint of, and ``RunInProgress`` while a run of the connector is going.
+        """
+        if stream is not None:
+            known = [state.stream for state in self.connector_state(config).streams]
+            if stream not in known:
+                raise UnknownStream(
+                    f"connector '{config.name}' has no stream named '{stream}' "
+                    f"(its streams: {', '.join(known) or 'none'})"
+                )
+        self.runs.reset_checkpoints(
+            config.tenant, config.name, stream=stream, to=to, now=self.clock.now()
+        )
+        return self.connector_state(config)
 
     @contextmanager
     def connector_instance(self, config: ConnectorConfig) -> Iterator[AnyConnector]:
