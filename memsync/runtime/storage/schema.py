@@ -141,7 +141,8 @@ class MemoryRow(Base):
 
     The unique index on (tenant_id, subject_id, memory_key) is what makes compile a
     set: deriving the same statement again finds this row and only adds provenance.
-    Memories are never deleted except with their subject; a loser is ``superseded``.
+    Memories are never deleted except with their subject, or when a forgotten
+    connector's episodes were all they rested on; a loser is ``superseded``.
     """
 
     __tablename__ = "memories"

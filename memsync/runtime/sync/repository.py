@@ -44,6 +44,7 @@ __all__ = [
     "StreamOutcome",
     "StreamState",
     "SyncRepository",
+    "SyncStateForgotten",
 ]
 
 ALL_STREAMS = "*"
@@ -82,6 +83,16 @@ class RunOwner:
     pid: int
     lease: timedelta
     pid_alive: Callable[[int], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncStateForgotten:
+    """What forgetting a connector removed of its sync state."""
+
+    streams: int
+    """Stream checkpoints (with how their last runs ended)."""
+    runs: int
+    backfills: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -646,6 +657,32 @@ class SyncRepository:
                 f"connector {connector!r} is running (run {running.id}); {action} once the "
                 "run has ended"
             )
+
+    @staticmethod
+    def forget_state(connection: Connection, tenant_id: str, connector: str) -> SyncStateForgotten:
+        """Delete the connector's checkpoints, run records and backfills in the caller's
+        transaction (take :meth:`refuse_while_running` first); return how many."""
+
+        def of_connector(table: sa.Table) -> tuple[sa.ColumnElement[bool], ...]:
+            return table.c.tenant_id == tenant_id, table.c.connector == connector
+
+        connection.execute(
+            _slices.delete().where(
+                _slices.c.tenant_id == tenant_id,
+                _slices.c.backfill_id.in_(
+                    sa.select(_backfills.c.id).where(*of_connector(_backfills))
+                ),
+            )
+        )
+        deleted = {
+            table.name: connection.execute(table.delete().where(*of_connector(table))).rowcount
+            for table in (_backfills, _streams, _runs)
+        }
+        return SyncStateForgotten(
+            streams=deleted[_streams.name],
+            runs=deleted[_runs.name],
+            backfills=deleted[_backfills.name],
+        )
 
     # -- backfills ---------------------------------------------------------------------
 

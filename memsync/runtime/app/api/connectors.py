@@ -6,8 +6,9 @@ Scoped to the caller's tenant: a connector configured for another tenant is a 40
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from memsync.clock import utc
@@ -18,7 +19,12 @@ from memsync.runtime.app.api.errors import ApiError
 from memsync.runtime.app.api.openapi import error_responses
 from memsync.runtime.app.api.schemas import RequestBody
 from memsync.runtime.app.handlers import SYNC_JOB
-from memsync.runtime.app.services import Services, UnknownStream, sync_schedule_id
+from memsync.runtime.app.services import (
+    ConnectorForgotten,
+    Services,
+    UnknownStream,
+    sync_schedule_id,
+)
 from memsync.runtime.sync import RunInProgress
 from memsync.runtime.sync.repository import ConnectorState
 
@@ -132,3 +138,28 @@ def enqueue_sync(name: str, services: ServicesDep, caller: CallerDep) -> SyncAcc
     config = _configured(services, caller.tenant_id, name)
     job, _ = services.queue.enqueue(config.tenant, SYNC_JOB, config.name, now=services.clock.now())
     return SyncAccepted(job_id=str(job.id), status=job.status.value)
+
+
+@router.delete("/{name}/data", responses=error_responses(404, 409))
+def forget_connector(
+    name: str,
+    services: ServicesDep,
+    caller: CallerDep,
+    dry_run: Annotated[
+        bool, Query(description="say what would be removed; remove nothing")
+    ] = False,
+) -> ConnectorForgotten:
+    """Remove the connector's data in the caller's tenant, in one transaction: its
+    episodes and their revisions, the memories derived only from them (memories with
+    other sources keep those), its checkpoints, run records and backfills; nothing of
+    another connector. The counts say what went (``dry_run``: what would). 404 for a
+    connector neither configured in the tenant nor with anything stored; 409 while a
+    run of it is going."""
+    configured = any(c.name == name and c.tenant == caller.tenant_id for c in services.connectors)
+    try:
+        result = services.forget_connector(caller.tenant_id, name, dry_run=dry_run)
+    except RunInProgress as error:
+        raise ApiError(409, "conflict", str(error)) from None
+    if not configured and not result.found_anything:
+        raise ApiError(404, "not_found", f"no connector named {name!r}")
+    return result

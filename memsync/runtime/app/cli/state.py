@@ -1,4 +1,5 @@
-"""``memsync state show | reset``: where a connector stands, and moving it by hand."""
+"""``memsync state show | reset`` and ``memsync forget``: where a connector stands,
+moving it by hand, and removing what it stored."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pydantic import TypeAdapter
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
+    EXIT_USAGE,
     ConnectorName,
     JsonOption,
     app,
@@ -19,7 +21,9 @@ from memsync.runtime.app.cli.common import (
     open_services,
     parse_moment,
     print_table,
+    usage_error,
 )
+from memsync.runtime.app.services import ConnectorForgotten, UnknownConnector
 from memsync.runtime.sync import RunInProgress
 from memsync.runtime.sync.repository import ConnectorState
 
@@ -32,6 +36,7 @@ app.add_typer(state_app, name="state")
 
 
 _STATE: TypeAdapter[ConnectorState] = TypeAdapter(ConnectorState)
+_FORGOTTEN: TypeAdapter[ConnectorForgotten] = TypeAdapter(ConnectorForgotten)
 
 
 @state_app.command("show")
@@ -112,3 +117,69 @@ def state_reset(
     which = f"stream {stream!r} of {name!r}" if stream else f"every stream of {name!r}"
     where = moment.isoformat() if moment else "removed: the next sync reads from start"
     console.print(f"checkpoint of {which}: {where}", markup=False)
+
+
+@app.command("forget")
+def forget(
+    connector: Annotated[
+        str, typer.Option("--connector", help="the connector instance whose data to remove")
+    ],
+    yes: Annotated[
+        bool, typer.Option("--yes", help="remove it (without: say what would go, change nothing)")
+    ] = False,
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            help="the tenant, for a connector no longer in the configuration (default: the "
+            "configured connector's, else 'default')"
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove a connector's data: its episodes and their revisions, the memories derived
+    only from them, its checkpoints, run records and backfills; nothing of any other
+    connector. Without --yes, print what would be removed and exit 2, changing nothing."""
+    with open_services() as services:
+        try:
+            config = services.connector(connector)
+        except UnknownConnector:
+            where = tenant or "default"
+        else:
+            if tenant is not None and tenant != config.tenant:
+                raise usage_error(
+                    f"connector {connector!r} belongs to tenant {config.tenant!r}, not {tenant!r}"
+                )
+            where = config.tenant
+        try:
+            result = services.forget_connector(where, connector, dry_run=not yes)
+        except RunInProgress as error:
+            errors.print(str(error), markup=False)
+            raise typer.Exit(EXIT_FAILED) from None
+    if as_json:
+        typer.echo(json.dumps(_FORGOTTEN.dump_python(result, mode="json"), indent=2))
+    else:
+        verb = "would remove" if result.dry_run else "removed"
+        print_table(
+            f"{verb} for connector {connector!r} (tenant {where!r})",
+            ("what", "count"),
+            [(label, f"{getattr(result, field):,}") for field, label in _FORGOTTEN_ROWS],
+        )
+        if result.dry_run:
+            errors.print("nothing was changed: add --yes to remove it", markup=False)
+    if result.dry_run:
+        raise typer.Exit(EXIT_USAGE)
+
+
+_FORGOTTEN_ROWS = (
+    ("episodes", "episodes"),
+    ("revisions", "earlier revisions"),
+    ("memories_deleted", "memories derived only from them (deleted)"),
+    ("memories_kept", "memories that keep other sources (lose these)"),
+    ("memories_reactivated", "memories superseded only by deleted ones (active again)"),
+    ("supersessions", "supersession records"),
+    ("conflicts", "conflicts"),
+    ("subjects_changed", "subjects whose memories change"),
+    ("streams", "stream checkpoints"),
+    ("runs", "run records"),
+    ("backfills", "backfills"),
+)
