@@ -41,14 +41,15 @@ STATUSES = ("completed",) * 17 + ("failed", "pending", "running")
 
 
 def fill(store: Store, connectors: int, jobs: int) -> None:
-    cursors = [
+    streams = [
         {
             "tenant_id": f"tenant-{i % 10}",
             "connector": f"connector-{i:03d}",
+            "stream": "records",
             "position": NOW - timedelta(minutes=i),
             "cursor": {"position": (NOW - timedelta(minutes=i)).isoformat(), "token": None},
-            "run_id": None,
-            "updated_at": NOW,
+            "checkpointed_at": NOW,
+            "complete_through": NOW - timedelta(minutes=i),
         }
         for i in range(connectors)
     ]
@@ -79,7 +80,7 @@ def fill(store: Store, connectors: int, jobs: int) -> None:
             }
         )
     with store.write() as connection:
-        connection.execute(tables.connector_cursors.insert(), cursors)
+        connection.execute(tables.sync_streams.insert(), streams)
         for start in range(0, len(rows), 5000):
             connection.execute(tables.jobs.insert(), rows[start : start + 5000])
     # A store that has run a while has planner statistics; a bulk load has none yet.

@@ -10,6 +10,7 @@ and in ``fake``, and are found through the ``memsync.connectors`` entry-point gr
 from __future__ import annotations
 
 from memsync.connectors.base import (
+    DEFAULT_STREAM,
     Connector,
     Cursor,
     Deletion,
@@ -17,7 +18,9 @@ from memsync.connectors.base import (
     Listing,
     RecordConnector,
     SourceRecord,
+    Stream,
     Window,
+    fetch_every_stream,
     validate_connector_class,
 )
 from memsync.connectors.config import (
@@ -59,6 +62,7 @@ from memsync.connectors.retry import (
 from memsync.episode import KeyScope, Tombstone
 
 __all__ = [
+    "DEFAULT_STREAM",
     "ENTRY_POINT_GROUP",
     "Connector",
     "ConnectorConfig",
@@ -87,10 +91,12 @@ __all__ = [
     "SkipRecord",
     "SourceRecord",
     "StopRun",
+    "Stream",
     "SubjectTemplate",
     "SubjectTemplateError",
     "Tombstone",
     "Window",
+    "fetch_every_stream",
     "format_duration",
     "load_registry",
     "observing_requests",

@@ -3,12 +3,14 @@
 A connector reads one source. It declares, as class attributes, its ``type``, its
 ``key_policy`` and a written ``key_rationale``; it implements :meth:`Connector.fetch`
 (read everything updated in a window), :meth:`Connector.idempotency_key` and a few small
-hooks that map a record to an episode. A connector that can see deletions says which in
-``deletions`` and reports them from ``fetch`` as a :class:`~memsync.episode.Tombstone`
-(this record is gone) or a :class:`Listing` (every record of this scope that exists is
-among these). The framework owns the rest: windows and overlap, cursors and
-checkpoints, batching, ingest, run records, and the retry policy (connectors call
-:mod:`memsync.connectors.retry` with the configured caps).
+hooks that map a record to an episode. A source that falls into parts read on their own
+(a repository's issues, its comments; a Slack channel each) declares them as streams
+(:class:`Stream`), each checkpointed by the runner on its own. A connector that can see
+deletions says which in ``deletions`` and reports them from ``fetch`` as a
+:class:`~memsync.episode.Tombstone` (this record is gone) or a :class:`Listing` (every
+record of this scope that exists is among these). The framework owns the rest: windows
+and overlap, cursors and checkpoints, batching, ingest, run records, and the retry
+policy (connectors call :mod:`memsync.connectors.retry` with the configured caps).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import abc
 import builtins
 import enum
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, final
@@ -33,6 +35,7 @@ from memsync.scrub import secret_values
 from memsync.stopping import Sleeper, StopEvent
 
 __all__ = [
+    "DEFAULT_STREAM",
     "ConfigT",
     "Connector",
     "Cursor",
@@ -43,7 +46,9 @@ __all__ = [
     "RecordT",
     "SourceRecord",
     "SourceRecordT",
+    "Stream",
     "Window",
+    "fetch_every_stream",
     "validate_connector_class",
 ]
 
@@ -151,6 +156,39 @@ class Listing:
 Deletion = Tombstone | Listing
 """What a fetch may yield besides records: what it saw deleted."""
 
+DEFAULT_STREAM = "records"
+"""The name of the one stream of a connector that does not declare streams."""
+
+STREAM_NAME_LENGTH = 255
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """A part of a source that is read, and checkpointed, on its own: a repository's
+    issues, its comments, one Slack channel.
+
+    ``name`` is stable across runs: the runner keeps the stream's checkpoint under it,
+    so a stream that gets another name (a channel configured by id instead of name) is
+    read from ``start`` again (keys keep that idempotent). ``ordered`` promises what lets
+    the runner checkpoint a stream after every committed batch: the stream yields its
+    records in non-decreasing :meth:`Connector.record_cursor` order, or at least every
+    record not yet yielded would be read again by a read of the stream starting at the
+    highest position yielded so far (boundary ties included: windows are inclusive). An
+    unordered stream is checkpointed only when it was read to its end.
+    """
+
+    name: str
+    ordered: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name or self.name != self.name.strip() or self.name == "*":
+            raise ValueError(f"stream name {self.name!r} must be non-empty text, not '*'")
+        if len(self.name) > STREAM_NAME_LENGTH:
+            raise ValueError(
+                f"stream name {self.name[:40]!r}… is over {STREAM_NAME_LENGTH} characters"
+            )
+
+
 ConfigT = TypeVar("ConfigT", bound=ConnectorConfig)
 RecordT = TypeVar("RecordT")
 
@@ -194,9 +232,11 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
     #: What deletions ``fetch`` observes and reports, and what it cannot see, in a
     #: sentence or two (shown by ``memsync connectors list``). Empty: it reports none.
     deletions: ClassVar[str] = ""
-    #: Whether ``fetch`` yields records in non-decreasing :meth:`record_cursor` order.
-    #: Only then may the runner checkpoint its cursor in the middle of a run; otherwise
-    #: a record with an earlier position could still be on its way when a run stops.
+    #: For a connector with one stream (the default :meth:`streams`): whether ``fetch``
+    #: yields records in non-decreasing :meth:`record_cursor` order (see
+    #: :class:`Stream`). Only then may the runner checkpoint in the middle of a run;
+    #: otherwise a record with an earlier position could still be on its way when a
+    #: run stops.
     ordered_by_cursor: ClassVar[bool] = False
 
     def __init__(self, config: ConfigT, *, sleeper: Sleeper | None = None) -> None:
@@ -229,6 +269,29 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
         when a later page fails. ``cursor`` is the last committed checkpoint; the
         window was already derived from it, so connectors may ignore it.
         """
+
+    def streams(self) -> Sequence[Stream]:
+        """The streams this instance reads, in the order a run reads them; names unique.
+
+        The default is one stream, :data:`DEFAULT_STREAM`, read by :meth:`fetch` and
+        ordered as :attr:`ordered_by_cursor` says. A connector with several overrides
+        this and :meth:`fetch_stream` (and reads every stream in :meth:`fetch`, e.g. with
+        :func:`fetch_every_stream`). Computed from the configuration alone: no request.
+        """
+        return (Stream(DEFAULT_STREAM, ordered=self.ordered_by_cursor),)
+
+    def fetch_stream(
+        self, stream: Stream, window: Window, cursor: Cursor | None
+    ) -> Iterator[RecordT | Deletion]:
+        """Yield what ``stream`` (one of :meth:`streams`) holds updated in ``window``, and
+        the deletions seen in it, as :meth:`fetch` does for the whole source.
+
+        The runner reads each stream with its own window, derived from the stream's own
+        checkpoint (``cursor``). A :class:`Listing` yielded here must cover only what
+        this stream read completely. The default, for a connector with one stream, is
+        :meth:`fetch`.
+        """
+        return self.fetch(window, cursor)
 
     @abc.abstractmethod
     def idempotency_key(self, record: RecordT) -> str:
@@ -326,6 +389,15 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
             occurred_at=occurred_at,
             provenance={"connector": self.config.name, "connector_type": self.type},
         )
+
+
+def fetch_every_stream(
+    connector: Connector[Any, RecordT], window: Window, cursor: Cursor | None
+) -> Iterator[RecordT | Deletion]:
+    """Every stream of ``connector`` in turn over one window: :meth:`Connector.fetch` of
+    a connector that reads its source as several streams."""
+    for stream in connector.streams():
+        yield from connector.fetch_stream(stream, window, cursor)
 
 
 class SourceRecord(Protocol):

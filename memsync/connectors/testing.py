@@ -194,10 +194,16 @@ class ConnectorConformance(Generic[RecordT]):
         self.check_deletions_are_reported()
 
     def check_declaration(self) -> None:
-        """Class attributes are present; the rationale is not empty."""
+        """Class attributes are present; the rationale is not empty; the streams are
+        named once each, the same on every instance (checkpoints are kept by name)."""
         connector = self.make_connector()
         validate_connector_class(type(connector))
         assert connector.key_rationale.strip(), f"{connector.type}: empty key_rationale"
+        names = [stream.name for stream in connector.streams()]
+        assert names, f"{connector.type}: streams() declares no stream"
+        assert len(names) == len(set(names)), f"{connector.type}: a stream name repeats: {names}"
+        again = [stream.name for stream in self.make_connector().streams()]
+        assert again == names, f"stream names differ across instances: {names} vs {again}"
 
     def check_keys_are_deterministic(self) -> None:
         """The same record gives the same key, twice and on a fresh instance."""

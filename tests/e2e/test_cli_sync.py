@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -186,7 +187,7 @@ def test_a_rate_limit_mid_run_exits_3_and_the_next_run_completes_without_duplica
     cli = CliRunner()
 
     partial = cli.invoke(app, ["--config", str(config), "sync", "zd", "--json"])
-    cursor_after_partial = SyncRepository(store).cursor("default", "zd")
+    checkpoint_after_partial = SyncRepository(store).cursor("default", "zd", "tickets")
     complete = cli.invoke(app, ["--config", str(config), "sync", "zd", "--json"])
 
     assert partial.exit_code == 3, partial.output
@@ -195,9 +196,10 @@ def test_a_rate_limit_mid_run_exits_3_and_the_next_run_completes_without_duplica
     assert "rate limit exhausted" in first["error"]
     assert "HTTP 429" in first["error"]
     assert first["created"] == 2
-    # Zendesk does not promise cursor order, so the last safe committed point is the
-    # cursor before the run: nothing is skipped, the tickets read are read again.
-    assert cursor_after_partial is None
+    # The export is ordered: the checkpoint stands at the last committed ticket, and
+    # the next run reads from there (the overlap re-reads the tickets before it).
+    assert checkpoint_after_partial is not None
+    assert checkpoint_after_partial.position == datetime(2026, 1, 2, 10, tzinfo=UTC)
     assert complete.exit_code == 0, complete.output
     second = json.loads(complete.stdout)
     assert (second["created"], second["duplicates"]) == (1, 2)

@@ -70,7 +70,7 @@ def test_a_rate_limit_past_the_cap_is_partial_and_the_next_run_completes(
     )
     # The third page of issues answers "secondary rate limit" more times than the cap.
     limit = fake.script_rate_limit(
-        "secondary", path=r"/issues$", on_request_number=4, times=3, retry_after=0
+        "secondary", path=r"/issues$", on_request_number=3, times=3, retry_after=0
     )
 
     cut_short = sync(config, store_url, tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import Result
@@ -80,23 +81,64 @@ def test_connectors_are_listed_with_their_schedule_and_state_per_tenant(
     assert client.get("/v1/connectors/theirs/state").status_code == 404
 
 
-def test_state_shows_the_cursor_and_a_reset_moves_it_back_or_removes_it(
-    services: Services,
+def checkpoint(state: dict[str, Any], stream: str = "records") -> str | None:
+    [found] = [s for s in state["streams"] if s["stream"] == stream]
+    return found["cursor"]["position"] if found["cursor"] else None
+
+
+def test_state_shows_each_stream_and_a_reset_moves_it_back_or_removes_it(
+    services: Services, clock: FakeClock
 ) -> None:
     client = TestClient(create_app(services), base_url=LOOPBACK)
+    never = client.get("/v1/connectors/notes/state").json()
     record = services.run_sync(services.connector("notes"))
+    clock.advance(timedelta(minutes=5))
 
     state = client.get("/v1/connectors/notes/state").json()
     moved = client.post("/v1/connectors/notes/state/reset", json={"to": "2026-01-01T00:00:00Z"})
     removed = client.post("/v1/connectors/notes/state/reset", json={})
 
-    assert state["cursor"]["position"] == record.window_end.isoformat().replace("+00:00", "Z")
+    # Before its first run, the stream the connector reads is listed, never read.
+    assert [(s["stream"], s["cursor"], s["last_status"]) for s in never["streams"]] == [
+        ("records", None, None)
+    ]
+    [stream] = state["streams"]
+    assert checkpoint(state) == "2026-03-01T12:00:00Z" == stream["last_success_at"]
+    assert (stream["last_status"], stream["last_run_id"]) == ("succeeded", str(record.id))
+    assert stream["lag_seconds"] == state["lag_seconds"] == 300.0
     assert state["last_success"]["id"] == str(record.id)
     assert moved.status_code == 200
-    assert moved.json()["cursor"]["position"] == "2026-01-01T00:00:00Z"
-    assert removed.json()["cursor"] is None
+    assert checkpoint(moved.json()) == "2026-01-01T00:00:00Z"
+    # A reset moves the checkpoint only: what the last run did stays on record.
+    assert moved.json()["streams"][0]["last_status"] == "succeeded"
+    assert checkpoint(removed.json()) is None
     again = services.run_sync(services.connector("notes"))
     assert (again.window_start, again.created, again.duplicates) == (None, 0, 2)
+
+
+def test_a_reset_of_one_stream_leaves_the_others_and_an_unknown_stream_is_404(
+    services: Services,
+) -> None:
+    client = TestClient(create_app(services), base_url=LOOPBACK)
+    services.run_sync(services.connector("notes"))
+    services.runs.reset_checkpoints(
+        "default", "notes", stream="old-stream", to=NOW, now=NOW
+    )  # a stream the configuration no longer reads, with a checkpoint
+
+    one = client.post(
+        "/v1/connectors/notes/state/reset",
+        json={"stream": "old-stream", "to": "2026-01-01T00:00:00Z"},
+    )
+    unknown = client.post("/v1/connectors/notes/state/reset", json={"stream": "nope"})
+
+    assert one.status_code == 200
+    streams = {s["stream"]: s for s in one.json()["streams"]}
+    assert streams["old-stream"]["declared"] is False
+    assert checkpoint(one.json(), "old-stream") == "2026-01-01T00:00:00Z"
+    assert checkpoint(one.json(), "records") == "2026-03-01T12:00:00Z"
+    assert unknown.status_code == 404
+    assert "no stream named 'nope'" in unknown.json()["error"]["message"]
+    assert "records, old-stream" in unknown.json()["error"]["message"]
 
 
 def test_a_reset_while_the_connector_runs_is_refused(services: Services) -> None:
@@ -148,6 +190,9 @@ def test_the_cli_shows_resets_and_fully_refreshes_a_connector(
     refreshed = memsync("sync", "notes", "--full-refresh", "--json")
     reset = memsync("state", "reset", "notes", "--to", "2026-01-01")
     after_reset = memsync("state", "show", "notes", "--json")
+    table = memsync("state", "show", "notes")
+    one = memsync("state", "reset", "notes", "--stream", "records")
+    unknown = memsync("state", "reset", "notes", "--stream", "nope")
 
     assert first.exit_code == 0, first.output
     state = json.loads(shown.stdout)
@@ -155,4 +200,11 @@ def test_the_cli_shows_resets_and_fully_refreshes_a_connector(
     refresh = json.loads(refreshed.stdout)
     assert (refresh["window_start"], refresh["created"], refresh["duplicates"]) == (None, 0, 2)
     assert reset.exit_code == 0, reset.output
-    assert json.loads(after_reset.stdout)["cursor"]["position"] == "2026-01-01T00:00:00Z"
+    assert "every stream of 'notes': 2026-01-01T00:00:00+00:00" in reset.stdout
+    assert checkpoint(json.loads(after_reset.stdout)) == "2026-01-01T00:00:00Z"
+    assert "records" in table.stdout
+    assert "succeeded" in table.stdout
+    assert one.exit_code == 0, one.output
+    assert "stream 'records' of 'notes': removed" in one.stdout
+    assert unknown.exit_code == 2
+    assert "no stream named 'nope'" in unknown.output

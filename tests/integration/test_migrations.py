@@ -431,3 +431,106 @@ def test_jobs_finished_before_0008_get_the_outcome_their_status_implies(store: S
         JobStatus.FAILED.value: JobOutcome.FAILED,
         JobStatus.PENDING.value: None,
     }
+
+
+_OLD_CURSORS = sa.table(
+    "connector_cursors",
+    sa.column("tenant_id"),
+    sa.column("connector"),
+    sa.column("position", UTCDateTime()),
+    sa.column("cursor", JSONDocument),
+    sa.column("run_id", sa.Uuid()),
+    sa.column("updated_at", UTCDateTime()),
+)
+
+
+def insert_run(store: Store, connector: str, status: str, window_end: datetime) -> uuid.UUID:
+    from memsync.runtime.storage import tables
+
+    run_id = uuid.uuid4()
+    with store.write() as connection:
+        connection.execute(
+            tables.sync_runs.insert().values(
+                tenant_id="default",
+                id=run_id,
+                connector=connector,
+                connector_type="github",
+                kind="incremental",
+                window_start=None,
+                window_end=window_end,
+                status=status,
+                fetched=0,
+                created=0,
+                duplicates=0,
+                revised=0,
+                skipped=0,
+                errors=0,
+                skipped_reasons=[],
+                host="h",
+                pid=1,
+                started_at=window_end,
+                heartbeat_at=window_end,
+            )
+        )
+    return run_id
+
+
+def test_0012_a_connector_cursor_becomes_the_checkpoint_every_stream_starts_from(
+    store: Store,
+) -> None:
+    from memsync.runtime.sync import SyncRepository
+
+    downgrade(store, "0011")
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    insert_run(store, "gh", "succeeded", t)
+    succeeded = insert_run(store, "gh", "succeeded", t + timedelta(hours=1))
+    insert_run(store, "gh", "partial", t + timedelta(hours=2))
+    cursor_at = t + timedelta(hours=2, minutes=30)
+    with store.write() as connection:
+        connection.execute(
+            _OLD_CURSORS.insert().values(
+                tenant_id="default",
+                connector="gh",
+                position=cursor_at,
+                cursor={"position": cursor_at.isoformat(), "token": None},
+                run_id=None,
+                updated_at=cursor_at,
+            )
+        )
+
+    notes = upgrade(store)
+
+    state = SyncRepository(store).state(
+        "default", "gh", t + timedelta(hours=3), ["acme/api:issues"]
+    )
+    [issues] = state.streams
+    assert issues.cursor is not None
+    assert issues.cursor.position == cursor_at
+    # The lag is measured from the end of the last succeeded run, as before streams.
+    assert (issues.last_success_at, issues.last_success_run_id) == (
+        t + timedelta(hours=1),
+        succeeded,
+    )
+    assert state.lag_seconds == 2 * 3600
+    assert any("0012 sync streams: 1 connector cursors carried over" in note for note in notes)
+
+
+def test_0012_downgrade_keeps_the_earliest_checkpoint_of_each_connector(store: Store) -> None:
+    from memsync.connectors import Cursor
+    from memsync.runtime.sync import SyncRepository
+
+    repository = SyncRepository(store)
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    for stream, hours in (("issues", 5), ("comments", 2), ("events", 9)):
+        repository.reset_checkpoints(
+            "default", "gh", stream=stream, to=t + timedelta(hours=hours), now=t
+        )
+
+    downgrade(store, "0011")
+
+    with store.read() as connection:
+        rows = connection.execute(sa.select(_OLD_CURSORS.c.position, _OLD_CURSORS.c.cursor)).all()
+    assert [(row.position, Cursor.from_json(row.cursor)) for row in rows] == [
+        (t + timedelta(hours=2), Cursor(position=t + timedelta(hours=2)))
+    ]
+    upgrade(store)

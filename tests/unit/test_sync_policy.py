@@ -14,6 +14,7 @@ from memsync.runtime.sync.policy import (
     RunStatus,
     checkpoint_position,
     describe_error,
+    earliest_start,
     incremental_window,
     is_stale,
     plan_slices,
@@ -35,6 +36,11 @@ def test_later_windows_reach_back_by_the_overlap_and_never_start_after_now() -> 
     assert incremental_window(Cursor(NOW - HOUR), HOUR, None, NOW).start == NOW - 2 * HOUR
     ahead = Cursor(NOW + 5 * HOUR)  # written by a host whose clock ran ahead
     assert incremental_window(ahead, HOUR, None, NOW) == Window(NOW, NOW)
+
+
+def test_a_run_of_several_streams_records_the_earliest_start_of_their_windows() -> None:
+    assert earliest_start([Window(NOW - HOUR, NOW), Window(NOW - 2 * HOUR, NOW)]) == NOW - 2 * HOUR
+    assert earliest_start([Window(NOW - HOUR, NOW), Window(None, NOW)]) is None
 
 
 def test_a_complete_window_checkpoints_at_its_end() -> None:

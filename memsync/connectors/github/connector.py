@@ -11,9 +11,12 @@ a time, every page followed through the ``Link`` header):
 - ``GET /repos/{o}/{r}/issues/events`` (newest first, no ``since`` on GitHub's side):
   read until the first event older than the window start.
 
-The streams are merged in order of their position (``updated_at``, ``created_at``),
-so records come out oldest first across streams and repositories: the runner's cursor
-(the latest committed position) never passes a record that was not yet yielded.
+Each list is a stream of its own (:meth:`GitHubConnector.streams`: a repository's
+issues with their reviews, its comments, its events), read one after the other, each
+from its own checkpoint, and each yields its items oldest position first
+(``updated_at``; ``created_at`` for events): the runner checkpoints a stream after
+every committed batch without passing an item not yet yielded, so a run cut short by
+the rate limit resumes where it stopped.
 
 Deletions: GitHub lists none. An issue whose events in the window say it was
 ``transferred`` (or ``deleted``) is read again (``GET /repos/{o}/{r}/issues/{n}``): a
@@ -40,12 +43,12 @@ re-validate. A ``since`` poll that finds nothing costs one request per stream.
 
 from __future__ import annotations
 
-import heapq
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 import requests
@@ -54,7 +57,15 @@ from pydantic import Field, SecretStr, field_validator
 
 from memsync.clock import Clock
 from memsync.connectors._parsing import optional_int, optional_str, parse_iso_time, required_int
-from memsync.connectors.base import Cursor, Deletion, KeyPolicy, RecordConnector, Window
+from memsync.connectors.base import (
+    Cursor,
+    Deletion,
+    KeyPolicy,
+    RecordConnector,
+    Stream,
+    Window,
+    fetch_every_stream,
+)
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
@@ -329,6 +340,9 @@ class GitHubReview(_GitHubItem):
 #: lower-cased: an item re-read in any window, by any instance, gets the same key.
 GitHubRecord = GitHubIssue | GitHubComment | GitHubIssueEvent | GitHubReview
 
+# What reads one stream of one repository: (window start, window end) -> its items.
+_StreamReader = Callable[[datetime | None, datetime], Iterator[GitHubRecord | Tombstone]]
+
 
 class _Gone(StopRun):
     """HTTP 404 or 410: fatal for a list (a wrong repository), the answer sought when an
@@ -410,23 +424,38 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
 
     # --- reading --------------------------------------------------------------------------
 
+    def streams(self) -> tuple[Stream, ...]:
+        """Per repository, in this order: ``{owner}/{repo}:issues`` (issues, pull
+        requests and their reviews, by ``updated_at`` ascending), ``…:comments`` (by
+        ``updated_at`` ascending) and ``…:events`` (read whole, then handed out oldest
+        first), as ``streams`` selects. All are ordered."""
+        return tuple(stream for stream, _ in self._stream_readers())
+
     def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[GitHubRecord | Deletion]:
-        """Yield every selected item of every repository updated in the window, oldest
-        position first, then a tombstone for each issue found gone. Items updated after
+        """Every stream of every repository in turn (see :meth:`fetch_stream`)."""
+        return fetch_every_stream(self, window, cursor)
+
+    def fetch_stream(
+        self, stream: Stream, window: Window, cursor: Cursor | None
+    ) -> Iterator[GitHubRecord | Deletion]:
+        """Yield the stream's items updated in the window, oldest position first (the
+        events stream: then a tombstone for each issue found gone). Items updated after
         ``window.end`` are left for the next run."""
-        since = window.start or self.config.start
-        streams: list[Iterator[GitHubRecord]] = []
-        gone: list[Tombstone] = []
+        readers = {declared.name: read for declared, read in self._stream_readers()}
+        if stream.name not in readers:
+            raise ValueError(f"github '{self.name}' reads no stream {stream.name!r}")
+        return readers[stream.name](window.start or self.config.start, window.end)
+
+    def _stream_readers(self) -> Iterator[tuple[Stream, _StreamReader]]:
         wanted = self.config.streams
         for repo in self.config.repositories:
             if wanted & {"issues", "pull_requests", "reviews"}:
-                streams.append(self._issues(repo, since, window.end))
+                yield Stream(f"{repo.full_name}:issues", ordered=True), partial(self._issues, repo)
             if "issue_comments" in wanted:
-                streams.append(self._comments(repo, since, window.end))
+                comments = partial(self._comments, repo)
+                yield Stream(f"{repo.full_name}:comments", ordered=True), comments
             if "issue_events" in wanted:
-                streams.append(self._events(repo, since, window.end, gone))
-        yield from heapq.merge(*streams, key=self.record_cursor)
-        yield from gone
+                yield Stream(f"{repo.full_name}:events", ordered=True), partial(self._events, repo)
 
     def _issues(
         self, repo: RepoRef, since: datetime | None, until: datetime
@@ -482,10 +511,10 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
             yield comment
 
     def _events(
-        self, repo: RepoRef, since: datetime | None, until: datetime, gone: list[Tombstone]
-    ) -> Iterator[GitHubIssueEvent]:
-        """The repository's events in the window, oldest first; an issue they show gone
-        gets a tombstone in ``gone`` instead of its events."""
+        self, repo: RepoRef, since: datetime | None, until: datetime
+    ) -> Iterator[GitHubIssueEvent | Tombstone]:
+        """The repository's events in the window, oldest first, then a tombstone for each
+        issue they show gone (whose events are then not handed out)."""
         # GitHub lists repository events newest first and has no ``since``: read until
         # the first event older than the window, then hand them out oldest first.
         newest_first: list[GitHubIssueEvent] = []
@@ -501,10 +530,9 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
             if event.event in self.config.event_types:
                 newest_first.append(event)
         missing = {number for number in suspects if self._issue_is_gone(repo, number)}
-        gone.extend(
-            Tombstone(repo.issue_key_prefix(n), with_children=True) for n in sorted(missing)
-        )
         yield from (e for e in reversed(newest_first) if e.issue_number not in missing)
+        for number in sorted(missing):
+            yield Tombstone(repo.issue_key_prefix(number), with_children=True)
 
     def _issue_is_gone(self, repo: RepoRef, number: int) -> bool:
         """Read the issue again: gone when it answers 404 or 410, or when the answer is

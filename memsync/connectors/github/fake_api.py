@@ -65,8 +65,8 @@ strings; omitted ones come from the fake's clock, one minute per call after
 Scripted rules: a request matches when its number (1-based over all requests the
 fake received) is ``>= on_request_number`` and ``path`` (a regex searched in the
 path, without query) matches; ``None`` means any. The first unspent rule that
-matches answers, ``times`` times; ``rule.served`` counts. Rules beat auth and
-routing. A primary rate limit sends the fixture body (``"API rate limit exceeded for
+matches answers, ``times`` times; ``rule.served`` counts. Rules beat auth, the budget
+and routing. A primary rate limit sends the fixture body (``"API rate limit exceeded for
 ..."``), status 403 or 429, ``x-ratelimit-remaining: 0``, ``x-ratelimit-reset:
 reset_at`` (default the fake's), ``x-ratelimit-limit/used``, ``x-ratelimit-resource:
 core`` (and ``retry-after`` only if given). A secondary one sends the fixture body
@@ -95,11 +95,15 @@ Every 200 has ``ETag: W/"<sha256>"`` and ``x-ratelimit-*`` headers; a matching
 ``If-None-Match`` gets a 304 (counted in ``not_modified_count``, not charged to the
 rate limit).
 
+Budget: ``FakeGitHub(rate_limit=N, enforce_rate_limit=True)`` answers every request
+after the first ``N`` charged ones with the primary-limit 403, as GitHub does when a
+token's hourly budget is spent, until ``reset_rate_limit()``.
+
 Not done: timeline, labels, milestones, assignees and ``labels=`` filters;
 ``/pulls/{n}`` serves the list-item shape, not the full pull request; write endpoints;
 error bodies for 401, 403 (no access) and 5xx, and 404's ``documentation_url``, are
 written by hand (no fixture). No rate-limit accounting beyond the ``x-ratelimit-*``
-countdown.
+countdown and the budget above (no secondary limits unless scripted).
 
 What PyGithub 2.10 (requests 2.34, urllib3 2.8) does by itself, read from its sources
 (``github/MainClass.py``, ``GithubRetry.py``, ``Requester.py``, ``Consts.py``,
@@ -359,7 +363,10 @@ class FakeGitHub(FakeHTTPServer):
     ``Bearer <t>``), else 401 "Bad credentials". ``html_url``: the web host used in
     ``html_url`` fields. ``rate_limit``/``rate_limit_reset``: values of the
     ``x-ratelimit-*`` headers on normal responses (``remaining`` counts down by one per
-    request that is neither a 304 nor ``/rate_limit``).
+    request that is neither a 304 nor ``/rate_limit``). ``enforce_rate_limit``: once
+    ``rate_limit`` requests were charged, every request gets GitHub's primary-limit 403
+    (``x-ratelimit-remaining: 0``, reset at ``rate_limit_reset``) until
+    ``reset_rate_limit()``: a budget smaller than the repository.
     """
 
     def __init__(
@@ -370,9 +377,11 @@ class FakeGitHub(FakeHTTPServer):
         rate_limit: int = 5000,
         rate_limit_reset: int = DEFAULT_RATE_LIMIT_RESET,
         start: datetime = DEFAULT_START,
+        enforce_rate_limit: bool = False,
     ) -> None:
         super().__init__()
         self.token = token
+        self.enforce_rate_limit = enforce_rate_limit
         self.html_url = html_url.rstrip("/")
         self.rate_limit = rate_limit
         self.rate_limit_reset = rate_limit_reset
@@ -695,28 +704,21 @@ class FakeGitHub(FakeHTTPServer):
         ``retry_after`` is added to a primary response too when given.
         """
         if kind == "primary":
-            fixture = self._fixtures["primary_429" if status == 429 else "primary_403"]
-            headers = {k: v for k, v in fixture["headers"].items() if k != "date"}
-            headers["x-ratelimit-limit"] = str(self.rate_limit)
-            headers["x-ratelimit-used"] = str(self.rate_limit)
-            headers["x-ratelimit-remaining"] = "0"
-            headers["x-ratelimit-reset"] = str(
-                reset_at if reset_at is not None else self.rate_limit_reset
-            )
-            headers["x-ratelimit-resource"] = "core"
+            response = self._primary_limit(status, reset_at, retry_after)
         else:
             fixture = self._fixtures["secondary"]
             headers = dict(fixture["headers"])
             if reset_at is not None:
                 headers["x-ratelimit-reset"] = str(reset_at)
-        if retry_after is not None:
-            headers["retry-after"] = str(retry_after)
-        pairs = [("Content-Type", "application/json; charset=utf-8")]
-        pairs += [(k, v) for k, v in headers.items() if k != "content-type"]
-        response = FakeResponse(status, compact_json(fixture["body"]), pairs)
+            response = _limit_response(status, fixture["body"], headers, retry_after)
         return self._add_rule(
             f"{kind} rate limit {status}", response, path, on_request_number, times
         )
+
+    def reset_rate_limit(self) -> None:
+        """The hour is over: the ``rate_limit`` budget is whole again."""
+        with self._lock:
+            self.rate_limit_used = 0
 
     def script_error(
         self,
@@ -792,6 +794,20 @@ class FakeGitHub(FakeHTTPServer):
         value = self._next_id.get(kind, 0) + 1
         self._next_id[kind] = value
         return value
+
+    def _primary_limit(
+        self, status: int, reset_at: int | None, retry_after: int | None
+    ) -> FakeResponse:
+        fixture = self._fixtures["primary_429" if status == 429 else "primary_403"]
+        headers = {k: v for k, v in fixture["headers"].items() if k != "date"}
+        headers["x-ratelimit-limit"] = str(self.rate_limit)
+        headers["x-ratelimit-used"] = str(self.rate_limit)
+        headers["x-ratelimit-remaining"] = "0"
+        headers["x-ratelimit-reset"] = str(
+            reset_at if reset_at is not None else self.rate_limit_reset
+        )
+        headers["x-ratelimit-resource"] = "core"
+        return _limit_response(status, fixture["body"], headers, retry_after)
 
     def _time(self, value: Timestamp | None) -> datetime:
         if value is not None:
@@ -1064,6 +1080,9 @@ class FakeGitHub(FakeHTTPServer):
                     raise _HTTPError(404, "Not Found", "https://docs.github.com/rest")
                 if request.path == "/rate_limit":
                     return self._json_response(request, self._rate_limit_json(), charge=False)
+                if self.enforce_rate_limit and self.rate_limit_used >= self.rate_limit:
+                    # As GitHub answers a token whose hourly budget is spent.
+                    return self._primary_limit(403, None, None)
                 return self._route(request)
             except _HTTPError as exc:
                 body = {
@@ -1339,6 +1358,16 @@ class FakeGitHub(FakeHTTPServer):
         if page > 1:
             links.append(f'{url(1)}; rel="first"')
         return ", ".join(links)
+
+
+def _limit_response(
+    status: int, body: Json, headers: dict[str, str], retry_after: int | None
+) -> FakeResponse:
+    if retry_after is not None:
+        headers = {**headers, "retry-after": str(retry_after)}
+    pairs = [("Content-Type", "application/json; charset=utf-8")]
+    pairs += [(k, v) for k, v in headers.items() if k != "content-type"]
+    return FakeResponse(status, compact_json(body), pairs)
 
 
 def _int_param(request: RecordedRequest, name: str, default: int) -> int:

@@ -20,11 +20,15 @@ of each channel is read completely over ``[window.start - lookback, window.end]`
 after it the fetch lists every top-level message of that range: one stored there and
 absent now was deleted.
 
-Order: ``conversations.history`` is newest first, and the runner's cursor is the
-latest committed position, so a run cut short after its newest records would skip the
-older ones for good. A fetch therefore reads its whole range first and yields records
-oldest position first; a failure while reading commits nothing and the next run reads
-the same window again. Memory is one window of messages.
+Streams and order: each configured channel is a stream of its own, read from its own
+checkpoint. ``conversations.history`` is newest first, and the runner checkpoints a
+stream at its latest committed position, so a run cut short after a channel's newest
+records would skip the older ones for good. A channel's history range is therefore read
+whole first; then its threads are read oldest parent first, and records go out oldest
+position first as soon as no unread thread can hold an earlier one (a reply is posted
+after its parent). A failure while reading the history commits nothing of that channel;
+one while reading threads keeps what went out before it, and the checkpoint with it,
+so the next run resumes there. Memory is one channel's window of messages.
 
 slack-sdk is configured with ``retry_handlers=[]``: its rate-limit handler would sleep
 ``Retry-After`` plus jitter itself, uncapped; here each call goes through the shared
@@ -34,6 +38,8 @@ method, resuming from the page's cursor.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -46,7 +52,16 @@ from slack_sdk.errors import SlackApiError
 
 from memsync.clock import Clock
 from memsync.connectors._parsing import optional_str
-from memsync.connectors.base import Cursor, Deletion, KeyPolicy, Listing, RecordConnector, Window
+from memsync.connectors.base import (
+    Cursor,
+    Deletion,
+    KeyPolicy,
+    Listing,
+    RecordConnector,
+    Stream,
+    Window,
+    fetch_every_stream,
+)
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, SkipRecord, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
@@ -244,6 +259,8 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
         super().__init__(config, sleeper=sleeper)
         self.retrier = Retrier(config.retry.policy(), sleeper=self.sleeper, clock=clock)
         self._client: WebClient | None = None
+        self._team_id: str | None = None
+        self._resolved: dict[str, _Channel] | None = None
 
     @property
     def client(self) -> WebClient:
@@ -259,29 +276,32 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
 
     # --- reading --------------------------------------------------------------------------
 
+    def streams(self) -> tuple[Stream, ...]:
+        """One ordered stream per configured channel, named as configured (an id, or a
+        name without ``#``), in the configured order."""
+        return tuple(Stream(name, ordered=True) for name in self._channel_names())
+
     def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[SlackMessage | Deletion]:
-        """Yield messages and replies posted or edited in the window, oldest position
-        first, after reading the whole range (see the module docstring for why), then
-        the deletions seen."""
-        start = window.start or self.config.start
+        """Every channel in turn (see :meth:`fetch_stream`)."""
+        return fetch_every_stream(self, window, cursor)
+
+    def fetch_stream(
+        self, stream: Stream, window: Window, cursor: Cursor | None
+    ) -> Iterator[SlackMessage | Deletion]:
+        """Yield the channel's messages and replies posted or edited in the window,
+        oldest position first, then the deletions seen. The history of the range is
+        read first (see the module docstring for why); threads are read oldest parent
+        first, and a record is handed out as soon as no thread still unread can hold an
+        earlier one."""
+        if stream.name not in self._channel_names():
+            raise ValueError(f"slack '{self.name}' reads no channel {stream.name!r}")
         team = self._team()
-        records: list[SlackMessage] = []
-        deletions: list[Deletion] = []
-        for channel in self._channels():
-            records.extend(self._channel_records(team, channel, start, window.end, deletions))
-        records.sort(key=lambda record: record.position)
-        yield from records
-        yield from deletions
+        channel = self._channels()[stream.name]
+        return self._channel_records(team, channel, window.start or self.config.start, window.end)
 
     def _channel_records(
-        self,
-        team: str,
-        channel: _Channel,
-        start: datetime | None,
-        end: datetime,
-        deletions: list[Deletion],
-    ) -> Iterator[SlackMessage]:
-        """The channel's records; what it saw deleted is appended to ``deletions``."""
+        self, team: str, channel: _Channel, start: datetime | None, end: datetime
+    ) -> Iterator[SlackMessage | Deletion]:
         params: dict[str, Any] = {
             "channel": channel.id,
             "latest": _datetime_to_slack_ts(end),
@@ -293,6 +313,8 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
             params["oldest"] = _datetime_to_slack_ts(oldest)
         threads: list[str] = []
         present: set[str] = set()
+        deletions: list[Deletion] = []
+        ready = _InPositionOrder()
         for raw in self._pages("conversations.history", params, "messages"):
             message = _message(team, channel, raw)
             if message.subtype in _DELETED_SUBTYPES:
@@ -301,7 +323,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
             else:
                 present.add(message.key())
                 if _changed_since(message, start):
-                    yield message
+                    ready.add(message)
             latest_reply = optional_str(raw.get("latest_reply"))
             if (
                 self.config.include_threads
@@ -318,8 +340,14 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
             episode_types=frozenset({SlackMessage.top_level_type}),
         )
         deletions.append(Listing(scope, frozenset(present)))
-        for parent_ts in threads:
-            yield from self._replies(team, channel, parent_ts, start, end)
+        for parent_ts in sorted(threads, key=slack_ts_to_datetime):
+            # A reply is posted after its parent: nothing in this thread or a later one
+            # lies before the parent, so everything up to it can go out now.
+            yield from ready.through(slack_ts_to_datetime(parent_ts))
+            for reply in self._replies(team, channel, parent_ts, start, end):
+                ready.add(reply)
+        yield from ready.through(None)
+        yield from deletions
 
     def _replies(
         self, team: str, channel: _Channel, parent_ts: str, start: datetime | None, end: datetime
@@ -341,14 +369,23 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
             return  # the parent was deleted while we read: no replies to keep
 
     def _team(self) -> str:
-        data = self._call("auth.test", {})
-        team = optional_str(data.get("team_id"))
-        if team is None:
-            raise StopRun(f"slack '{self.name}': auth.test returned no team_id")
-        return team
+        if self._team_id is None:
+            data = self._call("auth.test", {})
+            team = optional_str(data.get("team_id"))
+            if team is None:
+                raise StopRun(f"slack '{self.name}': auth.test returned no team_id")
+            self._team_id = team
+        return self._team_id
 
-    def _channels(self) -> list[_Channel]:
-        wanted = [name.removeprefix("#") for name in self.config.channels]
+    def _channel_names(self) -> list[str]:
+        return list(dict.fromkeys(name.removeprefix("#") for name in self.config.channels))
+
+    def _channels(self) -> dict[str, _Channel]:
+        """Every configured channel by its stream name; names are resolved once per
+        instance (one run)."""
+        if self._resolved is not None:
+            return self._resolved
+        wanted = self._channel_names()
         names = [name for name in wanted if not _CHANNEL_ID.match(name)]
         by_name: dict[str, str] = {}
         if names:
@@ -363,10 +400,11 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
                 f"slack '{self.name}': no channel named {', '.join(unknown)} is visible to "
                 "the token (conversations.list); check the name or use the channel id"
             )
-        return [
-            _Channel(id=by_name[item], name=item) if item in by_name else _Channel(item, None)
+        self._resolved = {
+            item: _Channel(id=by_name[item], name=item) if item in by_name else _Channel(item, None)
             for item in wanted
-        ]
+        }
+        return self._resolved
 
     def _pages(
         self, method: str, params: Mapping[str, Any], items_key: str
@@ -423,6 +461,22 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
         if status >= 500 or code in _TRANSIENT_ERRORS:
             return RetryableError(f"{what}: {code or f'HTTP {status}'}", retry_after=wait)
         return StopRun(f"{what}: {code or f'HTTP {status}'}")
+
+
+class _InPositionOrder:
+    """Records waiting to go out in position order (ties: in the order added)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[datetime, int, SlackMessage]] = []
+        self._added = itertools.count()
+
+    def add(self, message: SlackMessage) -> None:
+        heapq.heappush(self._heap, (message.position, next(self._added), message))
+
+    def through(self, position: datetime | None) -> Iterator[SlackMessage]:
+        """Take out, in order, every record at or before ``position`` (``None``: all)."""
+        while self._heap and (position is None or self._heap[0][0] <= position):
+            yield heapq.heappop(self._heap)[2]
 
 
 class _ThreadGone(StopRun):

@@ -45,6 +45,8 @@ Scripting:
   headers and ``retry-after``, body ``{"ok": false, "error": "ratelimited"}``;
   ``script_error(method, error, *, times=1)``: HTTP 200 ``{"ok": false, "error":
   error}``; both return a :class:`SlackScriptedRule`;
+- ``limit_budget(calls, *, retry_after=3600)``: after ``calls`` more calls, every call
+  gets that 429 until the budget is set again (``None``: no budget);
 - inspection: ``message(channel, ts)``, ``method_count(method)``.
 
 Served: ``auth.test``; ``conversations.list`` (``types``, ``exclude_archived``,
@@ -215,6 +217,8 @@ class FakeSlack(FakeHTTPServer):
         self._channels: dict[str, FakeChannel] = {}
         self._users: dict[str, Json] = {}
         self._rules: list[SlackScriptedRule] = []
+        self._budget: int | None = None
+        self._budget_retry_after = 3600
         self._last_micros = start_ts * 1_000_000
         self._req_ids = 0
         variant = load_fixture("slack", "conversations_history.variant.json")["messages"]
@@ -423,12 +427,22 @@ class FakeSlack(FakeHTTPServer):
     ) -> SlackScriptedRule:
         """Answer the next ``times`` calls of ``method`` with the fixture's 429:
         ``Retry-After: retry_after`` and ``{"ok": false, "error": "ratelimited"}``."""
+        return self._add_rule(method, self._rate_limited(retry_after), times)
+
+    def _rate_limited(self, retry_after: int) -> FakeResponse:
         fixture = self._fixtures["ratelimited"]
         headers = dict(fixture["headers"])
         headers["retry-after"] = str(retry_after)
         pairs = [(k, v) for k, v in headers.items()]
-        response = FakeResponse(int(fixture["status"]), compact_json(fixture["body"]), pairs)
-        return self._add_rule(method, response, times)
+        return FakeResponse(int(fixture["status"]), compact_json(fixture["body"]), pairs)
+
+    def limit_budget(self, calls: int | None, *, retry_after: int = 3600) -> None:
+        """Allow ``calls`` more calls (of any method), then answer every call with the
+        fixture's 429 (``Retry-After: retry_after``) until the budget is set again;
+        ``None`` lifts it. A budget smaller than the workspace, as a tier's limit is."""
+        with self._lock:
+            self._budget = calls
+            self._budget_retry_after = retry_after
 
     def script_error(self, method: str, error: str, *, times: int = 1) -> SlackScriptedRule:
         """Answer the next ``times`` calls of ``method`` with HTTP 200
@@ -543,6 +557,10 @@ class FakeSlack(FakeHTTPServer):
                 if not rule.spent and rule.method == method:
                     rule.served += 1
                     return rule.response
+            if self._budget is not None:
+                if self._budget <= 0:
+                    return self._rate_limited(self._budget_retry_after)
+                self._budget -= 1
             params = self._params(request)
             try:
                 self._authorize(request, params)

@@ -12,6 +12,14 @@ What is read, per window:
 A ticket the export shows with status ``deleted`` is a tombstone for the ticket and
 everything below its key (comments, status changes); nothing more is read for it.
 
+One stream, ``tickets``, ordered: the export hands tickets out in the order of their
+``generated_timestamp`` (what ``start_time`` compares with; a time-based export's
+``end_time`` is the last ticket's), which is never before the ticket's ``updated_at``,
+the position of the ticket and of its comments and status changes. So every ticket not
+yet handed out has a ``generated_timestamp`` at or after the highest position handed
+out, and an export started there reads it: the runner may checkpoint after every
+committed batch, and a run cut short resumes where it stopped.
+
 Next-page links are followed by path and query against the configured base URL, so
 credentials are only ever sent to that host and a fake server works unchanged.
 """
@@ -28,7 +36,7 @@ from pydantic import Field, SecretStr
 
 from memsync.clock import Clock, SystemClock
 from memsync.connectors._parsing import optional_int, parse_iso_time, required_int
-from memsync.connectors.base import Cursor, Deletion, KeyPolicy, RecordConnector, Window
+from memsync.connectors.base import Cursor, Deletion, KeyPolicy, RecordConnector, Stream, Window
 from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
@@ -299,6 +307,10 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
         return self._client
 
     # --- reading --------------------------------------------------------------------------
+
+    def streams(self) -> tuple[Stream, ...]:
+        """One ordered stream, ``tickets`` (see the module docstring for why ordered)."""
+        return (Stream("tickets", ordered=True),)
 
     def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[ZendeskRecord | Deletion]:
         """Yield each ticket updated in the window, followed by its comments and status

@@ -8,6 +8,8 @@ jobs that tie them together.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,9 +38,17 @@ from memsync.runtime.compiling import (
     EveryNEpisodes,
     enqueue_uncompiled,
 )
-from memsync.runtime.compiling.memories import delete_subject_memories
+from memsync.runtime.compiling.memories import (
+    delete_subject_memories,
+    forget_episodes,
+    subjects_citing,
+)
 from memsync.runtime.ingest import IngestService
-from memsync.runtime.ingest.statements import delete_subject_episodes
+from memsync.runtime.ingest.statements import (
+    connector_episodes,
+    delete_episodes,
+    delete_subject_episodes,
+)
 from memsync.runtime.jobs import (
     JobQueue,
     RetryPolicy,
@@ -59,20 +69,25 @@ from memsync.runtime.reading import (
 )
 from memsync.runtime.storage import Store, upgrade
 from memsync.runtime.sync import RunInterrupted, RunRecord, SyncRepository, SyncRunner
+from memsync.runtime.sync.repository import ConnectorState
 from memsync.runtime.sync.runner import SliceProgress
 from memsync.scrub import Scrubber, secret_values
 from memsync.stopping import StopEvent
 
 __all__ = [
     "NIGHTLY_COMPILE",
+    "ConnectorForgotten",
     "Services",
     "SubjectDeletion",
     "UnknownConnector",
+    "UnknownStream",
     "schedules_from_settings",
     "sync_schedule_id",
 ]
 
 AnyConnector = Connector[Any, Any]
+
+log = logging.getLogger("memsync.app")
 
 NIGHTLY_COMPILE = "nightly-compile"
 """The id of the schedule that compiles every subject with uncompiled episodes."""
@@ -80,6 +95,47 @@ NIGHTLY_COMPILE = "nightly-compile"
 
 class UnknownConnector(LookupError):
     """No connector of that name is configured (the message lists the ones that are)."""
+
+
+class UnknownStream(LookupError):
+    """The connector neither reads a stream of that name nor has a checkpoint of one
+    (the message lists the streams it has)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorForgotten:
+    """What forgetting a connector's data removed, or with ``dry_run`` would remove."""
+
+    tenant_id: str
+    connector: str
+    dry_run: bool
+    episodes: int
+    revisions: int
+    """Earlier revisions of those episodes."""
+    memories_deleted: int
+    """Memories derived from nothing else."""
+    memories_kept: int
+    """Memories that lost a source and keep their others."""
+    memories_reactivated: int
+    """Memories that only a deleted memory had superseded, active again."""
+    supersessions: int
+    conflicts: int
+    subjects_changed: int
+    """Subjects whose memories changed (a new memory version each)."""
+    streams: int
+    """Stream checkpoints."""
+    runs: int
+    backfills: int
+
+    @property
+    def found_anything(self) -> bool:
+        """Whether the connector had anything stored in the tenant."""
+        return any((self.episodes, self.streams, self.runs, self.backfills))
+
+
+class _RolledBack(Exception):
+    def __init__(self, result: ConnectorForgotten) -> None:
+        self.result = result
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +363,43 @@ class Services:
         self.metrics.sync_run_finished(record)
         return record
 
+    def stream_names(self, config: ConnectorConfig) -> list[str]:
+        """The streams the connector of ``config`` reads, in order (from its
+        configuration: no request is made)."""
+        connector = self.registry.build(config)
+        try:
+            return [stream.name for stream in connector.streams()]
+        finally:
+            connector.close()
+
+    def connector_state(self, config: ConnectorConfig) -> ConnectorState:
+        """Where a configured connector stands: every stream it reads (read yet or not)
+        and the streams it no longer reads that still have a checkpoint."""
+        return self.runs.state(
+            config.tenant, config.name, self.clock.now(), self.stream_names(config)
+        )
+
+    def reset_connector_state(
+        self, config: ConnectorConfig, *, stream: str | None, to: datetime | None
+    ) -> ConnectorState:
+        """Move the checkpoint of one stream, or of every stream (``stream`` ``None``),
+        to ``to``, backwards too, or remove it (``to`` ``None``: read from ``start``).
+
+        Raises :class:`UnknownStream` for a stream the connector neither reads nor has a
+        checkpoint of, and ``RunInProgress`` while a run of the connector is going.
+        """
+        if stream is not None:
+            known = [state.stream for state in self.connector_state(config).streams]
+            if stream not in known:
+                raise UnknownStream(
+                    f"connector '{config.name}' has no stream named '{stream}' "
+                    f"(its streams: {', '.join(known) or 'none'})"
+                )
+        self.runs.reset_checkpoints(
+            config.tenant, config.name, stream=stream, to=to, now=self.clock.now()
+        )
+        return self.connector_state(config)
+
     @contextmanager
     def connector_instance(self, config: ConnectorConfig) -> Iterator[AnyConnector]:
         """The connector of ``config``, its source requests counted, its waits cut short
@@ -323,11 +416,59 @@ class Services:
     def delete_subject(self, tenant_id: str, subject_id: str) -> SubjectDeletion:
         """Delete everything of one subject of one tenant, in one transaction: episodes
         and their revisions, memories with their provenance, supersession records and
-        conflicts. The only way anything is ever deleted."""
+        conflicts. With :meth:`forget_connector`, the only way anything is deleted."""
         with self.store.write() as connection:
             memories = delete_subject_memories(connection, tenant_id, subject_id)
             episodes = delete_subject_episodes(connection, tenant_id, subject_id)
         return SubjectDeletion(subject_id, episodes, memories)
+
+    def forget_connector(
+        self, tenant_id: str, connector: str, *, dry_run: bool = False
+    ) -> ConnectorForgotten:
+        """Remove everything the connector instance ``connector`` stored in the tenant, in
+        one transaction: its episodes (those whose provenance names it) with their
+        revisions, what they did to memories (:func:`~memsync.runtime.compiling.memories.
+        forget_episodes`), and its stream checkpoints, run records and backfills. Nothing
+        of another connector or tenant changes.
+
+        Raises ``RunInProgress`` while a run of the connector is going (nothing changes).
+        ``dry_run``: the same statements, rolled back: what would be removed. Repeats:
+        forgetting again removes nothing more. The affected subjects' compile locks are
+        held meanwhile, so a compile never sees half of it.
+        """
+        now = self.clock.now()
+        try:
+            with self.store.write() as connection:
+                self.runs.refuse_while_running(connection, tenant_id, connector, "forget it")
+                episodes = connector_episodes(connection, tenant_id, connector)
+                ids = sorted(episodes)
+                subjects = set(episodes.values()) | subjects_citing(connection, tenant_id, ids)
+                self.compile_service.lock_subjects(connection, tenant_id, subjects)
+                memories = forget_episodes(connection, tenant_id, ids, now)
+                deleted, revisions = delete_episodes(connection, tenant_id, ids)
+                state = self.runs.forget_state(connection, tenant_id, connector)
+                result = ConnectorForgotten(
+                    tenant_id=tenant_id,
+                    connector=connector,
+                    dry_run=dry_run,
+                    episodes=deleted,
+                    revisions=revisions,
+                    memories_deleted=memories.deleted,
+                    memories_kept=memories.kept,
+                    memories_reactivated=memories.reactivated,
+                    supersessions=memories.supersessions,
+                    conflicts=memories.conflicts,
+                    subjects_changed=len(memories.subjects),
+                    streams=state.streams,
+                    runs=state.runs,
+                    backfills=state.backfills,
+                )
+                if dry_run:
+                    raise _RolledBack(result)
+        except _RolledBack as rolled_back:
+            return rolled_back.result
+        log.info("connector forgotten", extra=dataclasses.asdict(result))
+        return result
 
     # -- jobs --------------------------------------------------------------------------
 

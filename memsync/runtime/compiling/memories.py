@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -31,10 +32,12 @@ from memsync.runtime.storage import tables
 __all__ = [
     "RECORDED_EPISODES_PER_SIDE",
     "ConflictRecord",
+    "MemoriesForgotten",
     "apply_change_set",
     "bump_memory_version",
     "conflict_record",
     "delete_subject_memories",
+    "forget_episodes",
     "load_conflict",
     "load_for_resolution",
     "memories_citing",
@@ -138,18 +141,34 @@ def bump_memory_version(
 ) -> None:
     """Mark the subject's memories changed: a fresh version, and ``changed_at`` moved
     forward to ``now`` (never back: a clock behind the last change leaves it)."""
+    bump_memory_versions(connection, tenant_id, [subject_id], now)
+
+
+def bump_memory_versions(
+    connection: Connection, tenant_id: str, subject_ids: Collection[str], now: datetime
+) -> None:
+    """:func:`bump_memory_version` for each of ``subject_ids``, in one statement."""
+    if not subject_ids:
+        return
     insert = tables.upsert(_versions, postgresql=_on_postgresql(connection))
     newer = sa.case(
         (insert.excluded.changed_at > _versions.c.changed_at, insert.excluded.changed_at),
         else_=_versions.c.changed_at,
     )
     connection.execute(
-        insert.values(
-            tenant_id=tenant_id, subject_id=subject_id, version=uuid.uuid4().hex, changed_at=now
-        ).on_conflict_do_update(
+        insert.on_conflict_do_update(
             index_elements=[_versions.c.tenant_id, _versions.c.subject_id],
             set_={"version": insert.excluded.version, "changed_at": newer},
-        )
+        ),
+        [
+            {
+                "tenant_id": tenant_id,
+                "subject_id": subject_id,
+                "version": uuid.uuid4().hex,
+                "changed_at": now,
+            }
+            for subject_id in sorted(subject_ids)
+        ],
     )
 
 
@@ -525,6 +544,155 @@ def delete_subject_memories(connection: Connection, tenant_id: str, subject_id: 
         )
     )
     return result.rowcount
+
+
+@dataclass(frozen=True, slots=True)
+class MemoriesForgotten:
+    """What forgetting episodes did to the memories derived from them."""
+
+    deleted: int
+    """Memories every source of which was forgotten: deleted with their provenance."""
+    kept: int
+    """Memories that lost a source and keep their others (and their status)."""
+    reactivated: int
+    """Memories a deleted memory had superseded, and nothing else had: active again."""
+    supersessions: int
+    """Supersession records deleted because one of their memories was."""
+    conflicts: int
+    """Conflicts (open or resolved) deleted because one of their memories was."""
+    subjects: frozenset[str]
+    """Subjects whose memories changed (their memory version moved)."""
+
+
+def forget_episodes(
+    connection: Connection, tenant_id: str, episode_ids: Sequence[uuid.UUID], now: datetime
+) -> MemoriesForgotten:
+    """Take ``episode_ids`` (about to be deleted) out of the memories, in the caller's
+    transaction, a constant number of statements per slice of ids.
+
+    Their provenance rows go. A memory left with no source is deleted, and with it the
+    supersession records and conflicts it is a side of (a record is a decision between
+    two memories; with one gone it decides nothing). A memory it had superseded, and no
+    other surviving memory had, is active again: what is left of the evidence no longer
+    contradicts it, as a compile of the remaining episodes would find. A memory that
+    keeps another source stays as it is; the supersession records it is a side of drop
+    the forgotten ids from their episode lists (their counts say what the sides had
+    when the decision was made). Every subject whose memories changed gets a new memory
+    version. Repeats: forgetting the same episodes again changes nothing.
+    """
+    forgotten = {str(episode_id) for episode_id in episode_ids}
+    touched: dict[uuid.UUID, str] = {}
+    for some_ids in tables.in_slices(episode_ids):
+        citing = sa.select(_sources.c.memory_id, _sources.c.subject_id).where(
+            _sources.c.tenant_id == tenant_id, _sources.c.episode_id.in_(some_ids)
+        )
+        touched.update((row.memory_id, row.subject_id) for row in connection.execute(citing))
+        connection.execute(
+            _sources.delete().where(
+                _sources.c.tenant_id == tenant_id, _sources.c.episode_id.in_(some_ids)
+            )
+        )
+    still_sourced: set[uuid.UUID] = set()
+    for some_ids in tables.in_slices(sorted(touched)):
+        remaining = sa.select(_sources.c.memory_id).where(
+            _sources.c.tenant_id == tenant_id, _sources.c.memory_id.in_(some_ids)
+        )
+        still_sourced.update(connection.execute(remaining.distinct()).scalars())
+    orphans = sorted(set(touched) - still_sourced)
+    losers: set[uuid.UUID] = set()
+    deleted = supersessions = conflicts = 0
+    for some_ids in tables.in_slices(orphans):
+        beaten = sa.select(_supersessions.c.loser_memory_id).where(
+            _supersessions.c.tenant_id == tenant_id,
+            _supersessions.c.winner_memory_id.in_(some_ids),
+        )
+        losers.update(connection.execute(beaten).scalars())
+        sides = _naming(_supersessions, tenant_id, some_ids, "winner", "loser")
+        supersessions += connection.execute(_supersessions.delete().where(*sides)).rowcount
+        sides = _naming(_conflicts, tenant_id, some_ids, "first", "second")
+        conflicts += connection.execute(_conflicts.delete().where(*sides)).rowcount
+        deleted += connection.execute(
+            _memories.delete().where(
+                _memories.c.tenant_id == tenant_id, _memories.c.id.in_(some_ids)
+            )
+        ).rowcount
+    reactivated = 0
+    still_beaten = sa.exists().where(
+        _supersessions.c.tenant_id == _memories.c.tenant_id,
+        _supersessions.c.loser_memory_id == _memories.c.id,
+    )
+    for some_ids in tables.in_slices(sorted(losers - set(orphans))):
+        reactivated += connection.execute(
+            _memories.update()
+            .where(
+                _memories.c.tenant_id == tenant_id,
+                _memories.c.id.in_(some_ids),
+                _memories.c.status == MemoryStatus.SUPERSEDED.value,
+                ~still_beaten,
+            )
+            .values(
+                status=MemoryStatus.ACTIVE.value,
+                valid_to=None,
+                status_rule=None,
+                status_changed_at=now,
+                updated_at=now,
+            )
+        ).rowcount
+    for some_ids in tables.in_slices(sorted(still_sourced)):
+        _drop_from_records(connection, tenant_id, some_ids, forgotten)
+    subjects = frozenset(touched.values())
+    bump_memory_versions(connection, tenant_id, subjects, now)
+    return MemoriesForgotten(
+        deleted=deleted,
+        kept=len(still_sourced),
+        reactivated=reactivated,
+        supersessions=supersessions,
+        conflicts=conflicts,
+        subjects=subjects,
+    )
+
+
+def _naming(
+    table: sa.Table, tenant_id: str, memory_ids: Sequence[uuid.UUID], *sides: str
+) -> tuple[sa.ColumnElement[bool], ...]:
+    """The tenant's rows of ``table`` with one of ``memory_ids`` as its ``{side}_memory_id``
+    for any of ``sides``."""
+    named = (table.c[f"{side}_memory_id"].in_(memory_ids) for side in sides)
+    return table.c.tenant_id == tenant_id, sa.or_(*named)
+
+
+def _drop_from_records(
+    connection: Connection,
+    tenant_id: str,
+    memory_ids: Sequence[uuid.UUID],
+    forgotten: AbstractSet[str],
+) -> None:
+    """Take the ``forgotten`` episode ids out of the supersession records of which a
+    memory in ``memory_ids`` is a side: one read, and one update for those that change."""
+    records = sa.select(
+        _supersessions.c.id, _supersessions.c.winner_episode_ids, _supersessions.c.loser_episode_ids
+    ).where(*_naming(_supersessions, tenant_id, memory_ids, "winner", "loser"))
+    changed = [
+        {
+            "b_id": row.id,
+            "winners": [e for e in row.winner_episode_ids if e not in forgotten],
+            "losers": [e for e in row.loser_episode_ids if e not in forgotten],
+        }
+        for row in connection.execute(records)
+        if not forgotten.isdisjoint(row.winner_episode_ids)
+        or not forgotten.isdisjoint(row.loser_episode_ids)
+    ]
+    if changed:
+        connection.execute(
+            _supersessions.update()
+            .where(
+                _supersessions.c.tenant_id == tenant_id, _supersessions.c.id == sa.bindparam("b_id")
+            )
+            .values(
+                winner_episode_ids=sa.bindparam("winners"), loser_episode_ids=sa.bindparam("losers")
+            ),
+            changed,
+        )
 
 
 def _on_postgresql(connection: Connection) -> bool:

@@ -373,7 +373,7 @@ class CompileService:
             with self._store.read() as connection:
                 cited_elsewhere = subjects_citing(connection, tenant_id, seen) - {subject_id}
         with self._store.write() as connection:
-            locked = self._lock_subjects(connection, tenant_id, {subject_id, *cited_elsewhere})
+            locked = self.lock_subjects(connection, tenant_id, {subject_id, *cited_elsewhere})
             now = self._clock.now()
             # Read again under the lock: a concurrent compile may have taken some of
             # these episodes since they were listed, and ingest may have revised some
@@ -399,7 +399,7 @@ class CompileService:
             if seen_again:
                 citing = memories_citing(connection, tenant_id, seen_again)
                 # Rare: a memory citing these appeared in a subject not locked yet.
-                self._lock_subjects(connection, tenant_id, {m.subject_id for m in citing} - locked)
+                self.lock_subjects(connection, tenant_id, {m.subject_id for m in citing} - locked)
                 standings = source_standings(
                     connection, tenant_id, citing, {view.id for view in views}, derived_keys
                 )
@@ -491,20 +491,26 @@ class CompileService:
     # -- steps ---------------------------------------------------------------------------
 
     def _lock_subject(self, connection: Connection, tenant_id: str, subject_id: str) -> None:
-        self._lock_subjects(connection, tenant_id, {subject_id})
+        self.lock_subjects(connection, tenant_id, {subject_id})
 
-    def _lock_subjects(
+    def lock_subjects(
         self, connection: Connection, tenant_id: str, subject_ids: Collection[str]
     ) -> set[str]:
-        """Take the compile lock of each subject, in one order for every compile (so
-        two compiles that need each other's subjects wait instead of deadlocking);
-        return the subjects locked."""
-        if self._store.is_postgresql:
-            for subject_id in sorted(subject_ids):
-                connection.execute(
-                    sa.text("SELECT pg_advisory_xact_lock(:key)"),
-                    {"key": _subject_lock_key(tenant_id, subject_id)},
-                )
+        """Take the compile lock of each subject for the caller's write transaction, in
+        one order for every compile (so two compiles that need each other's subjects
+        wait instead of deadlocking); return the subjects locked. Whatever else changes a
+        subject's memories outside a compile (forgetting a connector) takes it too."""
+        if self._store.is_postgresql and subject_ids:
+            # One statement however many subjects (forgetting a connector locks
+            # thousands); unnest hands the keys out in the array's order.
+            keys = [_subject_lock_key(tenant_id, subject_id) for subject_id in sorted(subject_ids)]
+            connection.execute(
+                sa.text(
+                    "SELECT pg_advisory_xact_lock(key) FROM unnest(CAST(:keys AS bigint[])) "
+                    "WITH ORDINALITY AS locks(key, n) ORDER BY n"
+                ),
+                {"keys": keys},
+            )
         # SQLite: the write transaction already holds the database write lock.
         return set(subject_ids)
 

@@ -33,6 +33,8 @@ __all__ = [
     "IngestOutcome",
     "LiveEpisode",
     "StoredKey",
+    "connector_episodes",
+    "delete_episodes",
     "delete_subject_episodes",
     "key_of",
 ]
@@ -389,6 +391,39 @@ def delete_subject_episodes(connection: Connection, tenant_id: str, subject_id: 
         )
     )
     return result.rowcount
+
+
+def connector_episodes(
+    connection: Connection, tenant_id: str, connector: str
+) -> dict[uuid.UUID, str]:
+    """The episodes the connector instance ``connector`` stored or last revised (their
+    ``provenance.connector``, which the sync runner writes), with the subject each is
+    filed under; one statement."""
+    stored_by = _episodes.c.provenance["connector"].as_string() == connector
+    query = sa.select(_episodes.c.id, _episodes.c.subject_id).where(
+        _episodes.c.tenant_id == tenant_id, stored_by
+    )
+    return {row.id: row.subject_id for row in connection.execute(query)}
+
+
+def delete_episodes(
+    connection: Connection, tenant_id: str, episode_ids: Sequence[uuid.UUID]
+) -> tuple[int, int]:
+    """Delete episodes with their earlier revisions, two statements per slice of ids;
+    return how many episodes and revisions. Deleting them again deletes nothing."""
+    episodes = revisions = 0
+    for some_ids in tables.in_slices(episode_ids):
+        revisions += connection.execute(
+            _revisions.delete().where(
+                _revisions.c.tenant_id == tenant_id, _revisions.c.episode_id.in_(some_ids)
+            )
+        ).rowcount
+        episodes += connection.execute(
+            _episodes.delete().where(
+                _episodes.c.tenant_id == tenant_id, _episodes.c.id.in_(some_ids)
+            )
+        ).rowcount
+    return episodes, revisions
 
 
 def _content(draft: EpisodeDraft) -> dict[str, Any]:

@@ -15,19 +15,20 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from memsync.connectors.base import STREAM_NAME_LENGTH
 from memsync.runtime.storage.types import JSONDocument, UTCDateTime, identifier
 
 __all__ = [
     "BackfillRow",
     "BackfillSliceRow",
     "Base",
-    "ConnectorCursorRow",
     "EpisodeRevisionRow",
     "EpisodeRow",
     "JobRow",
     "LLMExtractionRow",
     "MemoryVersionRow",
     "SyncRunRow",
+    "SyncStreamRow",
 ]
 
 NAMING_CONVENTION = {
@@ -140,7 +141,8 @@ class MemoryRow(Base):
 
     The unique index on (tenant_id, subject_id, memory_key) is what makes compile a
     set: deriving the same statement again finds this row and only adds provenance.
-    Memories are never deleted except with their subject; a loser is ``superseded``.
+    Memories are never deleted except with their subject, or when a forgotten
+    connector's episodes were all they rested on; a loser is ``superseded``.
     """
 
     __tablename__ = "memories"
@@ -309,22 +311,43 @@ class LLMExtractionRow(Base):
     recorded_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
-class ConnectorCursorRow(Base):
-    """Where a connector instance's incremental sync has committed up to.
+class SyncStreamRow(Base):
+    """Where one stream of a connector instance stands: its checkpoint, and how the last
+    run that read it ended for it.
 
-    One row per (tenant, connector). ``position`` mirrors ``cursor["position"]`` as a
-    column so the database itself refuses to move it backwards (the upsert only
-    applies when the new position is later).
+    One row per (tenant, connector, stream). ``position`` mirrors ``cursor["position"]``
+    as a column so the database itself refuses to move a checkpoint backwards (the
+    upsert only applies when the new position is later); NULL: no checkpoint, the
+    stream reads from the connector's ``start``. The stream ``*`` holds a position for
+    every stream without a row of its own (the single cursor of before streams, or a
+    reset of all streams): such a stream starts there and takes it over at its next run.
+    ``last_run_id``, ``last_run_at`` and ``last_status`` (``succeeded``: read to its
+    end; ``partial``: cut short after committing some of it; ``failed``: cut short with
+    nothing of it committed) describe the last run that read the stream;
+    ``complete_through`` is the end of the last window it read completely (the lag is
+    measured from it), ``completed_run_id`` the run that did.
     """
 
-    __tablename__ = "connector_cursors"
+    __tablename__ = "sync_streams"
 
     tenant_id: Mapped[str] = mapped_column(identifier(TENANT_ID_LENGTH), primary_key=True)
     connector: Mapped[str] = mapped_column(identifier(CONNECTOR_NAME_LENGTH), primary_key=True)
-    position: Mapped[datetime] = mapped_column(UTCDateTime)
-    cursor: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
-    run_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    stream: Mapped[str] = mapped_column(identifier(STREAM_NAME_LENGTH), primary_key=True)
+    position: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    cursor: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
+    checkpoint_run_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    checkpointed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_run_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+    last_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_status: Mapped[str | None] = mapped_column(identifier(16))
+    complete_through: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    completed_run_id: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid)
+
+    __table_args__ = (
+        sa.CheckConstraint(
+            "last_status IN ('succeeded', 'partial', 'failed')", name="last_status_known"
+        ),
+    )
 
 
 class SyncRunRow(Base):

@@ -21,7 +21,6 @@ from memsync.runtime.storage.schema import (
     BackfillRow,
     BackfillSliceRow,
     ConflictRow,
-    ConnectorCursorRow,
     EpisodeRevisionRow,
     EpisodeRow,
     JobRow,
@@ -31,6 +30,7 @@ from memsync.runtime.storage.schema import (
     MemoryVersionRow,
     SupersessionRow,
     SyncRunRow,
+    SyncStreamRow,
 )
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
     "backfill_slices",
     "backfills",
     "conflicts",
-    "connector_cursors",
     "episode_revisions",
     "episodes",
     "ids_starting_with",
@@ -54,6 +53,7 @@ __all__ = [
     "memory_versions",
     "supersessions",
     "sync_runs",
+    "sync_streams",
     "update_each_if",
     "upsert",
 ]
@@ -72,7 +72,7 @@ memory_versions = _table(MemoryVersionRow)
 supersessions = _table(SupersessionRow)
 conflicts = _table(ConflictRow)
 llm_extractions = _table(LLMExtractionRow)
-connector_cursors = _table(ConnectorCursorRow)
+sync_streams = _table(SyncStreamRow)
 sync_runs = _table(SyncRunRow)
 backfills = _table(BackfillRow)
 backfill_slices = _table(BackfillSliceRow)

@@ -19,8 +19,10 @@ __all__ = [
     "Holder",
     "RunKind",
     "RunStatus",
+    "StreamStatus",
     "checkpoint_position",
     "describe_error",
+    "earliest_start",
     "incremental_window",
     "is_stale",
     "needs_attention",
@@ -41,6 +43,16 @@ class RunStatus(enum.StrEnum):
     """How a run ended (``running`` while it has not)."""
 
     RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    FAILED = "failed"
+
+
+class StreamStatus(enum.StrEnum):
+    """How a run ended for one stream it read: ``succeeded`` (read to its end),
+    ``partial`` (cut short after committing some of it) or ``failed`` (cut short with
+    nothing of it committed)."""
+
     SUCCEEDED = "succeeded"
     PARTIAL = "partial"
     FAILED = "failed"
@@ -70,20 +82,31 @@ def incremental_window(
     return Window(start=start, end=now)
 
 
+def earliest_start(windows: list[Window]) -> datetime | None:
+    """Where the earliest of ``windows`` starts (``None``: one reads from the beginning):
+    the start of the window a run of several streams records."""
+    starts = [window.start for window in windows]
+    if not starts or any(start is None for start in starts):
+        return None
+    return min(start for start in starts if start is not None)
+
+
 def checkpoint_position(
     *, committed_high: datetime | None, window: Window, ordered: bool, complete: bool
 ) -> datetime | None:
-    """Where the cursor may move after a commit, or ``None`` for "not yet".
+    """Where a stream's checkpoint may move after a commit, or ``None`` for "not yet".
 
     - A window read to its end (``complete``) is covered up to its end, the run start.
-    - Mid-run, only a connector whose fetch is ordered by cursor may checkpoint, at the
-      highest committed position: every record before it was yielded, hence committed,
-      earlier. Records tied at that position are read again because the next window
-      starts at or before it (both ends of a window are inclusive).
+    - Mid-run, only an ordered stream (:class:`~memsync.connectors.Stream`) may
+      checkpoint, at the highest committed position: every record before it was
+      yielded, hence committed, earlier. Records tied at that position are read again
+      because the next window starts at or before it (both ends of a window are
+      inclusive).
     - Otherwise a record with an earlier position could still be on its way, so the
-      cursor waits for the end of the window.
+      checkpoint waits for the end of the window.
 
-    The result never lies past ``window.end``; the store never moves a cursor backwards.
+    The result never lies past ``window.end``; the store never moves a checkpoint
+    backwards.
     """
     if complete:
         return window.end

@@ -1,24 +1,24 @@
-"""Run records, cursors and backfill checkpoints in the store.
+"""Run records, stream checkpoints and backfill checkpoints in the store.
 
 Every statement is scoped to a tenant. The invariants live in the schema: one
 ``running`` run per connector (partial unique index), one ``open`` backfill per
-connector, and a cursor upsert that only ever moves forward (``WHERE position <
-excluded.position``), so even a buggy caller cannot move a cursor backwards.
+connector, and a checkpoint upsert that only ever moves forward (``WHERE position <
+excluded.position``), so even a buggy caller cannot move a checkpoint backwards.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from memsync.connectors import Cursor, Window
+from memsync.connectors import DEFAULT_STREAM, Cursor, Window
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.sync.policy import (
@@ -26,12 +26,14 @@ from memsync.runtime.sync.policy import (
     Holder,
     RunKind,
     RunStatus,
+    StreamStatus,
     is_stale,
     plan_slices,
 )
 from memsync.runtime.sync.records import RunRecord, Tally
 
 __all__ = [
+    "ALL_STREAMS",
     "BackfillPlan",
     "ConnectorState",
     "RunInProgress",
@@ -39,11 +41,28 @@ __all__ = [
     "RunOwner",
     "RunPlan",
     "SliceRef",
+    "StreamOutcome",
+    "StreamState",
     "SyncRepository",
+    "SyncStateForgotten",
 ]
 
+ALL_STREAMS = "*"
+"""The stream name of a checkpoint for every stream of a connector without its own."""
+
 _runs = tables.sync_runs
-_cursors = tables.connector_cursors
+_streams = tables.sync_streams
+# What a stream without a row of its own takes over from its connector's "*" row.
+_INHERITED = (
+    "tenant_id",
+    "connector",
+    "position",
+    "cursor",
+    "checkpoint_run_id",
+    "checkpointed_at",
+    "complete_through",
+    "completed_run_id",
+)
 _backfills = tables.backfills
 _slices = tables.backfill_slices
 
@@ -67,16 +86,59 @@ class RunOwner:
 
 
 @dataclass(frozen=True, slots=True)
+class SyncStateForgotten:
+    """What forgetting a connector removed of its sync state."""
+
+    streams: int
+    """Stream checkpoints (with how their last runs ended)."""
+    runs: int
+    backfills: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOutcome:
+    """How a run ended for one stream; ``complete_through`` is set when it read the
+    stream to its end (the end of that window)."""
+
+    stream: str
+    run_id: uuid.UUID
+    run_at: datetime
+    status: StreamStatus
+    complete_through: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamState:
+    """Where one stream of a connector stands."""
+
+    stream: str
+    declared: bool
+    """Whether the connector's configuration reads this stream now."""
+    cursor: Cursor | None
+    """Its checkpoint (``None``: the next run reads it from ``start``)."""
+    checkpointed_at: datetime | None
+    last_run_id: uuid.UUID | None
+    last_run_at: datetime | None
+    last_status: StreamStatus | None
+    """How the last run that read it ended for it."""
+    last_success_at: datetime | None
+    """The end of the last window it read completely."""
+    last_success_run_id: uuid.UUID | None
+    lag_seconds: float | None
+    """Now minus :attr:`last_success_at` (None: never read completely)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ConnectorState:
     """What ``memsync state show`` and ``GET /v1/connectors/{name}/state`` report."""
 
     connector: str
-    cursor: Cursor | None
-    cursor_updated_at: datetime | None
     last_run: RunRecord | None
     last_success: RunRecord | None
     lag_seconds: float | None
-    """Now minus the end of the last window read completely (None: never)."""
+    """Its stalest stream's lag: now minus the end of the earliest window among the
+    last ones each stream read completely (None: some stream never was)."""
+    streams: list[StreamState]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +171,7 @@ class RunPlan:
 
 
 class SyncRepository:
-    """Reads and writes ``sync_runs``, ``connector_cursors`` and backfill tables."""
+    """Reads and writes ``sync_runs``, ``sync_streams`` and backfill tables."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -139,6 +201,7 @@ class SyncRepository:
             run_id = uuid.uuid4()
             try:
                 with self._store.write() as connection:
+                    self.lock_connector(connection, tenant_id, connector)
                     decided = plan(connection)
                     connection.execute(
                         _runs.insert().values(
@@ -226,16 +289,20 @@ class SyncRepository:
         now: datetime,
         *,
         connector: str,
+        stream: str = DEFAULT_STREAM,
         cursor: Cursor | None = None,
+        stream_outcome: StreamOutcome | None = None,
         slice_done: SliceRef | None = None,
         connection: Connection | None = None,
     ) -> None:
-        """After a committed batch (or slice): counters, heartbeat, and the checkpoint.
+        """After a committed batch (or slice, or stream): counters, heartbeat, and the
+        checkpoint of ``stream`` (``cursor``) or the slice, and how the run ended for a
+        stream (``stream_outcome``).
 
-        One transaction, so the cursor or slice checkpoint is never ahead of the run
-        record; given a ``connection``, the caller's transaction (ingest's, so the
-        counters commit with the episodes they count). Raises :class:`RunLost`
-        (writing nothing) if the run is no longer ours.
+        One transaction, so a checkpoint is never ahead of the run record; given a
+        ``connection``, the caller's transaction (ingest's, so the counters commit with
+        the episodes they count). Raises :class:`RunLost` (writing nothing) if the run
+        is no longer ours.
         """
         if connection is None:
             with self._store.write() as own:
@@ -245,14 +312,18 @@ class SyncRepository:
                     tally,
                     now,
                     connector=connector,
+                    stream=stream,
                     cursor=cursor,
+                    stream_outcome=stream_outcome,
                     slice_done=slice_done,
                     connection=own,
                 )
             return
         self._update_owned(connection, tenant_id, run_id, heartbeat_at=now, **tally.columns())
         if cursor is not None:
-            self._advance_cursor(connection, tenant_id, connector, cursor, run_id, now)
+            self._advance_checkpoint(connection, tenant_id, connector, stream, cursor, run_id, now)
+        if stream_outcome is not None:
+            self._record_stream_outcome(connection, tenant_id, connector, stream_outcome)
         if slice_done is not None:
             connection.execute(
                 _slices.update()
@@ -275,12 +346,13 @@ class SyncRepository:
         started_at: datetime,
         now: datetime,
         connector: str,
-        cursor: Cursor | None = None,
+        stream_outcome: StreamOutcome | None = None,
         finished_backfill: uuid.UUID | None = None,
         needs_attention: bool = False,
         retry_at: datetime | None = None,
     ) -> RunRecord:
-        """Close the run with its final counts and status; move the cursor if given.
+        """Close the run with its final counts and status, and how it ended for the
+        stream it was reading when it stopped (``stream_outcome``).
 
         Raises :class:`RunLost` if the run was reclaimed meanwhile (nothing written).
         """
@@ -298,8 +370,8 @@ class SyncRepository:
                 retry_at=retry_at,
                 **tally.columns(),
             )
-            if cursor is not None:
-                self._advance_cursor(connection, tenant_id, connector, cursor, run_id, now)
+            if stream_outcome is not None:
+                self._record_stream_outcome(connection, tenant_id, connector, stream_outcome)
             if finished_backfill is not None:
                 connection.execute(
                     _backfills.update()
@@ -325,134 +397,292 @@ class SyncRepository:
                 "heartbeat or dead process) and took over; stopping without a checkpoint"
             )
 
-    # -- cursors -----------------------------------------------------------------------
+    # -- stream checkpoints ------------------------------------------------------------
 
-    def cursor(self, tenant_id: str, connector: str) -> Cursor | None:
-        """The connector's committed cursor, or ``None`` before its first checkpoint."""
+    def cursor(self, tenant_id: str, connector: str, stream: str = DEFAULT_STREAM) -> Cursor | None:
+        """The stream's own committed checkpoint, or ``None`` before its first one."""
         with self._store.read() as connection:
-            return self.cursor_in(connection, tenant_id, connector)
-
-    @staticmethod
-    def cursor_in(connection: Connection, tenant_id: str, connector: str) -> Cursor | None:
-        stored = connection.execute(
-            sa.select(_cursors.c.cursor).where(
-                _cursors.c.tenant_id == tenant_id, _cursors.c.connector == connector
-            )
-        ).scalar_one_or_none()
+            stored = connection.execute(
+                sa.select(_streams.c.cursor).where(*_of_stream(tenant_id, connector, stream))
+            ).scalar_one_or_none()
         return None if stored is None else Cursor.from_json(stored)
 
+    @staticmethod
+    def checkpoints_in(
+        connection: Connection, tenant_id: str, connector: str, streams: Sequence[str]
+    ) -> dict[str, Cursor | None]:
+        """Each of ``streams``' checkpoint (``None``: read from ``start``), in the caller's
+        transaction: a run's start.
+
+        A stream without a row of its own takes over the connector's ``*`` row (the
+        cursor of before streams, or a reset of every stream), which then goes: streams
+        the connector reads from now on start from its ``start``.
+        """
+        rows = {
+            row.stream: row
+            for row in connection.execute(
+                sa.select(_streams).where(
+                    _streams.c.tenant_id == tenant_id, _streams.c.connector == connector
+                )
+            )
+        }
+        every = rows.get(ALL_STREAMS)
+        if every is not None:
+            adopted = [name for name in streams if name not in rows]
+            if adopted:
+                inherited = {column: every._mapping[column] for column in _INHERITED}
+                connection.execute(
+                    _streams.insert(), [{**inherited, "stream": name} for name in adopted]
+                )
+                rows.update(dict.fromkeys(adopted, every))
+            connection.execute(
+                _streams.delete().where(*_of_stream(tenant_id, connector, ALL_STREAMS))
+            )
+        return {
+            name: Cursor.from_json(row.cursor)
+            if (row := rows.get(name)) is not None and row.cursor is not None
+            else None
+            for name in streams
+        }
+
     def committed_positions(self, tenant_id: str | None = None) -> dict[tuple[str, str], datetime]:
-        """Where each connector's incremental sync has committed up to, by (tenant,
-        connector), of one tenant or of all: the end of the last window read completely.
-        A connector before its first checkpoint is absent."""
-        query = sa.select(_cursors.c.tenant_id, _cursors.c.connector, _cursors.c.position)
+        """Where each connector's incremental sync has read completely up to, by (tenant,
+        connector), of one tenant or of all: the end of the last window its stalest
+        stream read to its end. A connector none of whose streams was read completely
+        yet is absent."""
+        stalest = sa.func.min(_streams.c.complete_through)
+        query = (
+            sa.select(_streams.c.tenant_id, _streams.c.connector, stalest.label("position"))
+            .where(_streams.c.complete_through.is_not(None))
+            .group_by(_streams.c.tenant_id, _streams.c.connector)
+        )
         if tenant_id is not None:
-            query = query.where(_cursors.c.tenant_id == tenant_id)
+            query = query.where(_streams.c.tenant_id == tenant_id)
         with self._store.read() as connection:
             return {
                 (row.tenant_id, row.connector): row.position for row in connection.execute(query)
             }
 
-    def _advance_cursor(
+    def _advance_checkpoint(
         self,
         connection: Connection,
         tenant_id: str,
         connector: str,
+        stream: str,
         cursor: Cursor,
         run_id: uuid.UUID,
         now: datetime,
     ) -> None:
-        dialect_insert = postgresql.insert if self._store.is_postgresql else sqlite.insert
-        insert = dialect_insert(_cursors).values(
+        insert = tables.upsert(_streams, postgresql=self._store.is_postgresql).values(
             tenant_id=tenant_id,
             connector=connector,
+            stream=stream,
             position=cursor.position,
             cursor=cursor.to_json(),
-            run_id=run_id,
-            updated_at=now,
+            checkpoint_run_id=run_id,
+            checkpointed_at=now,
         )
         connection.execute(
             insert.on_conflict_do_update(
-                index_elements=[_cursors.c.tenant_id, _cursors.c.connector],
+                index_elements=[_streams.c.tenant_id, _streams.c.connector, _streams.c.stream],
                 set_={
                     "position": insert.excluded.position,
                     "cursor": insert.excluded.cursor,
-                    "run_id": insert.excluded.run_id,
-                    "updated_at": insert.excluded.updated_at,
+                    "checkpoint_run_id": insert.excluded.checkpoint_run_id,
+                    "checkpointed_at": insert.excluded.checkpointed_at,
                 },
-                # Forward only: the database refuses to move a cursor backwards.
-                where=_cursors.c.position < insert.excluded.position,
+                # Forward only: the database refuses to move a checkpoint backwards.
+                where=sa.or_(
+                    _streams.c.position.is_(None), _streams.c.position < insert.excluded.position
+                ),
             )
         )
 
-    def state(self, tenant_id: str, connector: str, now: datetime) -> ConnectorState:
-        """Where the connector stands: its cursor, its last run and last success, and
-        its lag (``now`` - the end of the last window it read completely)."""
+    def _record_stream_outcome(
+        self, connection: Connection, tenant_id: str, connector: str, outcome: StreamOutcome
+    ) -> None:
+        insert = tables.upsert(_streams, postgresql=self._store.is_postgresql).values(
+            tenant_id=tenant_id,
+            connector=connector,
+            stream=outcome.stream,
+            last_run_id=outcome.run_id,
+            last_run_at=outcome.run_at,
+            last_status=outcome.status.value,
+            complete_through=outcome.complete_through,
+            completed_run_id=outcome.run_id if outcome.complete_through else None,
+        )
+        changes: dict[str, Any] = {
+            "last_run_id": insert.excluded.last_run_id,
+            "last_run_at": insert.excluded.last_run_at,
+            "last_status": insert.excluded.last_status,
+        }
+        if outcome.complete_through is not None:
+            # Forward only, as checkpoints: a run whose clock is behind leaves it.
+            later = sa.or_(
+                _streams.c.complete_through.is_(None),
+                _streams.c.complete_through < insert.excluded.complete_through,
+            )
+            for column in ("complete_through", "completed_run_id"):
+                changes[column] = sa.case(
+                    (later, insert.excluded[column]), else_=_streams.c[column]
+                )
+        connection.execute(
+            insert.on_conflict_do_update(
+                index_elements=[_streams.c.tenant_id, _streams.c.connector, _streams.c.stream],
+                set_=changes,
+            )
+        )
+
+    def state(
+        self,
+        tenant_id: str,
+        connector: str,
+        now: datetime,
+        streams: Sequence[str] | None = None,
+    ) -> ConnectorState:
+        """Where the connector stands: each stream's checkpoint, last run and lag, the
+        connector's last run and last success, and its lag (its stalest stream's).
+
+        ``streams`` are the streams the configuration reads now, in order: each is
+        listed, read or not; stored streams it no longer reads follow, marked so, and do
+        not count towards the lag. ``None``: every stored stream counts.
+        """
         latest = sa.select(_runs).where(
             _runs.c.tenant_id == tenant_id, _runs.c.connector == connector
         )
         latest = latest.order_by(_runs.c.started_at.desc(), _runs.c.id).limit(1)
         with self._store.read() as connection:
-            stored = connection.execute(
-                sa.select(_cursors.c.cursor, _cursors.c.updated_at).where(
-                    _cursors.c.tenant_id == tenant_id, _cursors.c.connector == connector
+            rows = {
+                row.stream: row
+                for row in connection.execute(
+                    sa.select(_streams).where(
+                        _streams.c.tenant_id == tenant_id, _streams.c.connector == connector
+                    )
                 )
-            ).first()
+            }
             last = connection.execute(latest).first()
             success = connection.execute(
                 latest.where(_runs.c.status == RunStatus.SUCCEEDED.value)
             ).first()
-        last_success = RunRecord.from_row(success) if success is not None else None
+        read_now = list(rows) if streams is None else list(streams)
+        every = rows.get(ALL_STREAMS)
+        states = [
+            _stream_state(name, rows.get(name) or every, now, declared=True) for name in read_now
+        ]
+        # The "*" row stands in for the streams read now that have no row of their own.
+        states += [
+            _stream_state(name, row, now, declared=False)
+            for name, row in sorted(rows.items())
+            if name not in read_now and (streams is None or name != ALL_STREAMS)
+        ]
+        lags = [state.lag_seconds for state in states if state.declared]
         return ConnectorState(
             connector=connector,
-            cursor=Cursor.from_json(stored.cursor) if stored is not None else None,
-            cursor_updated_at=stored.updated_at if stored is not None else None,
             last_run=RunRecord.from_row(last) if last is not None else None,
-            last_success=last_success,
-            lag_seconds=(now - last_success.window_end).total_seconds()
-            if last_success is not None
-            else None,
+            last_success=RunRecord.from_row(success) if success is not None else None,
+            lag_seconds=max(lags) if lags and None not in lags else None,  # type: ignore[type-var]
+            streams=states,
         )
 
-    def reset_cursor(
-        self, tenant_id: str, connector: str, *, to: datetime | None, now: datetime
-    ) -> Cursor | None:
-        """Move the cursor to ``to`` (backwards too: a person decided it), or remove it
-        (``None``: the next sync reads from the configured ``start``). Returns the new
-        cursor. Raises :class:`RunInProgress` while a run of the connector is going, as
+    def reset_checkpoints(
+        self,
+        tenant_id: str,
+        connector: str,
+        *,
+        stream: str | None,
+        to: datetime | None,
+        now: datetime,
+    ) -> None:
+        """Move the checkpoint of ``stream`` (``None``: of every stream) to ``to``,
+        backwards too (a person decided it), or remove it (``to`` ``None``: the next
+        sync reads from the configured ``start``). Every stream includes those without
+        a checkpoint yet: they start at ``to`` as well. What the streams' last runs were
+        is kept. Raises :class:`RunInProgress` while a run of the connector is going, as
         its next checkpoint would race the reset."""
         with self._store.write() as connection:
-            running = connection.execute(
-                sa.select(_runs.c.id).where(
-                    _runs.c.tenant_id == tenant_id,
-                    _runs.c.connector == connector,
-                    _runs.c.status == RunStatus.RUNNING.value,
+            self.refuse_while_running(connection, tenant_id, connector, "reset it")
+            checkpoint = {
+                "position": to,
+                "cursor": Cursor(position=to).to_json() if to is not None else None,
+                "checkpoint_run_id": None,
+                "checkpointed_at": now,
+            }
+            of_connector = (_streams.c.tenant_id == tenant_id, _streams.c.connector == connector)
+            if stream is None:
+                connection.execute(
+                    _streams.delete().where(*of_connector, _streams.c.stream == ALL_STREAMS)
                 )
-            ).first()
-            if running is not None:
-                raise RunInProgress(
-                    f"connector {connector!r} is running (run {running.id}); reset it once "
-                    "the run has ended"
-                )
+                connection.execute(_streams.update().where(*of_connector).values(**checkpoint))
+                if to is None:
+                    return
+                stream = ALL_STREAMS
+            insert = tables.upsert(_streams, postgresql=self._store.is_postgresql).values(
+                tenant_id=tenant_id, connector=connector, stream=stream, **checkpoint
+            )
             connection.execute(
-                _cursors.delete().where(
-                    _cursors.c.tenant_id == tenant_id, _cursors.c.connector == connector
+                insert.on_conflict_do_update(
+                    index_elements=[_streams.c.tenant_id, _streams.c.connector, _streams.c.stream],
+                    set_={column: insert.excluded[column] for column in checkpoint},
                 )
             )
-            if to is None:
-                return None
-            cursor = Cursor(position=to)
+
+    # -- a connector as a whole -------------------------------------------------------
+
+    def lock_connector(self, connection: Connection, tenant_id: str, connector: str) -> None:
+        """Take the connector's lock for the caller's transaction: a run's start, a
+        reset and a forget of one connector happen one after the other, so none reads
+        checkpoints another is about to change. On PostgreSQL a transaction-scoped
+        advisory lock; on SQLite the write transaction already holds the database lock."""
+        if self._store.is_postgresql:
             connection.execute(
-                _cursors.insert().values(
-                    tenant_id=tenant_id,
-                    connector=connector,
-                    position=to,
-                    cursor=cursor.to_json(),
-                    run_id=None,
-                    updated_at=now,
-                )
+                sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                {"key": _connector_lock_key(tenant_id, connector)},
             )
-            return cursor
+
+    def refuse_while_running(
+        self, connection: Connection, tenant_id: str, connector: str, action: str
+    ) -> None:
+        """Take the connector's lock; raise :class:`RunInProgress` (saying to ``action``
+        once the run has ended) while a run of it is going."""
+        self.lock_connector(connection, tenant_id, connector)
+        running = connection.execute(
+            sa.select(_runs.c.id).where(
+                _runs.c.tenant_id == tenant_id,
+                _runs.c.connector == connector,
+                _runs.c.status == RunStatus.RUNNING.value,
+            )
+        ).first()
+        if running is not None:
+            raise RunInProgress(
+                f"connector {connector!r} is running (run {running.id}); {action} once the "
+                "run has ended"
+            )
+
+    @staticmethod
+    def forget_state(connection: Connection, tenant_id: str, connector: str) -> SyncStateForgotten:
+        """Delete the connector's checkpoints, run records and backfills in the caller's
+        transaction (take :meth:`refuse_while_running` first); return how many."""
+
+        def of_connector(table: sa.Table) -> tuple[sa.ColumnElement[bool], ...]:
+            return table.c.tenant_id == tenant_id, table.c.connector == connector
+
+        connection.execute(
+            _slices.delete().where(
+                _slices.c.tenant_id == tenant_id,
+                _slices.c.backfill_id.in_(
+                    sa.select(_backfills.c.id).where(*of_connector(_backfills))
+                ),
+            )
+        )
+        deleted = {
+            table.name: connection.execute(table.delete().where(*of_connector(table))).rowcount
+            for table in (_backfills, _streams, _runs)
+        }
+        return SyncStateForgotten(
+            streams=deleted[_streams.name],
+            runs=deleted[_runs.name],
+            backfills=deleted[_backfills.name],
+        )
 
     # -- backfills ---------------------------------------------------------------------
 
@@ -592,6 +822,39 @@ class SyncRepository:
         query = sa.select(ranked).where(ranked.c.newest_first == 1)
         with self._store.read() as connection:
             return {row.connector: RunRecord.from_row(row) for row in connection.execute(query)}
+
+
+def _connector_lock_key(tenant_id: str, connector: str) -> int:
+    digest = hashlib.sha256(f"memsync-sync\0{tenant_id}\0{connector}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _of_stream(tenant_id: str, connector: str, stream: str) -> tuple[sa.ColumnElement[bool], ...]:
+    return (
+        _streams.c.tenant_id == tenant_id,
+        _streams.c.connector == connector,
+        _streams.c.stream == stream,
+    )
+
+
+def _stream_state(name: str, row: Any, now: datetime, *, declared: bool) -> StreamState:
+    """``row``: the stream's own, its connector's ``*`` row it starts from, or ``None``."""
+    if row is None:
+        return StreamState(name, declared, None, None, None, None, None, None, None, None)
+    own = row.stream == name
+    done = row.complete_through
+    return StreamState(
+        stream=name,
+        declared=declared,
+        cursor=Cursor.from_json(row.cursor) if row.cursor is not None else None,
+        checkpointed_at=row.checkpointed_at,
+        last_run_id=row.last_run_id if own else None,
+        last_run_at=row.last_run_at if own else None,
+        last_status=StreamStatus(row.last_status) if own and row.last_status else None,
+        last_success_at=done,
+        last_success_run_id=row.completed_run_id,
+        lag_seconds=(now - done).total_seconds() if done is not None else None,
+    )
 
 
 def _owned(tenant_id: str, run_id: uuid.UUID) -> tuple[sa.ColumnElement[bool], ...]:

@@ -1,12 +1,14 @@
 """The sync runner: windows, batches, checkpoints and run records around a connector.
 
-A run reads one window from a connector, maps each record to an episode draft, and
-ingests the drafts in batches through :class:`~memsync.runtime.ingest.IngestService`
-(the one ingest path; each batch commits on its own), with the deletions the connector
-reports (tombstones, and listings of completely read scopes). Each batch's transaction
-also records the run's counts and, when the rule in :func:`~memsync.runtime.sync.policy.
-checkpoint_position` allows, the cursor: a run killed at any point shows exactly what it
-committed. See docs/sync.md.
+A run reads each stream of a connector (:meth:`~memsync.connectors.Connector.streams`)
+in turn, over a window derived from that stream's own checkpoint, maps each record to
+an episode draft, and ingests the drafts in batches through
+:class:`~memsync.runtime.ingest.IngestService` (the one ingest path; each batch commits
+on its own), with the deletions the connector reports (tombstones, and listings of
+completely read scopes). Each batch's transaction also records the run's counts and,
+when the rule in :func:`~memsync.runtime.sync.policy.checkpoint_position` allows, the
+stream's checkpoint: a run killed at any point shows exactly what it committed, and
+the next run resumes every stream where it stands. See docs/sync.md.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from structlog.contextvars import bound_contextvars
 
 from memsync.clock import Clock, SystemClock
 from memsync.connectors import (
+    DEFAULT_STREAM,
     Connector,
     ConnectorConfig,
     Cursor,
     Listing,
     SkipRecord,
+    Stream,
     Tombstone,
     Window,
 )
@@ -46,8 +50,10 @@ from memsync.runtime.ingest import (
 from memsync.runtime.ingest.limits import draft_problem
 from memsync.runtime.sync.policy import (
     RunKind,
+    StreamStatus,
     checkpoint_position,
     describe_error,
+    earliest_start,
     incremental_window,
     needs_attention,
     retry_at,
@@ -59,6 +65,7 @@ from memsync.runtime.sync.repository import (
     RunOwner,
     RunPlan,
     SliceRef,
+    StreamOutcome,
     SyncRepository,
 )
 from memsync.scrub import Scrubber
@@ -85,6 +92,16 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True  # exists, owned by someone else
     return True
+
+
+@dataclass(slots=True)
+class _Reading:
+    """What a run's read leaves for its end: how it ended for the stream it stopped in."""
+
+    stopped_in: StreamOutcome | None = None
+
+
+ReadStreams = Callable[[uuid.UUID, RunPlan, Tally, _Reading], None]
 
 
 @dataclass(slots=True)
@@ -177,26 +194,58 @@ class SyncRunner:
     def sync(self, connector: AnyConnector, *, full_refresh: bool = False) -> RunRecord:
         """Run one incremental sync now and return its record.
 
-        The window is ``[cursor - overlap, now]`` (first run: from ``config.start``).
-        The cursor moves forward only over committed episodes, never past ``now``.
-        ``full_refresh`` reads from ``config.start`` whatever the cursor says (keys keep
-        it idempotent); the cursor still only moves forward.
+        Each stream is read in turn over ``[its checkpoint - overlap, now]`` (a stream
+        without one: from ``config.start``). Its checkpoint moves forward only over
+        committed episodes, never past ``now``: after every committed batch of an
+        ordered stream, and to ``now`` when a stream was read to its end. A run cut
+        short stops at the stream it was reading; the next run resumes every stream at
+        its own checkpoint, so repeated partial runs make progress. ``full_refresh``
+        reads every stream from ``config.start`` whatever its checkpoint says (keys
+        keep it idempotent); checkpoints still only move forward.
         """
         config = connector.config
         now = self._clock.now()
-        start_cursor: Cursor | None = None
+        streams = list(connector.streams())
+        checkpoints: dict[str, Cursor | None] = {}
+
+        def window_of(stream: Stream) -> Window:
+            return incremental_window(checkpoints[stream.name], config.overlap, config.start, now)
 
         def plan(connection: Connection) -> RunPlan:
-            nonlocal start_cursor
-            if not full_refresh:
-                start_cursor = self.repository.cursor_in(connection, config.tenant, config.name)
-            return RunPlan(incremental_window(start_cursor, config.overlap, config.start, now))
+            names = [stream.name for stream in streams]
+            stored = self.repository.checkpoints_in(connection, config.tenant, config.name, names)
+            checkpoints.update(dict.fromkeys(stored) if full_refresh else stored)
+            return RunPlan(Window(earliest_start([window_of(s) for s in streams]), now))
 
-        def read(run_id: uuid.UUID, decided: RunPlan, tally: Tally) -> Cursor:
-            self._read_window(
-                connector, decided.window, start_cursor, run_id, tally, checkpoint=True
-            )
-            return Cursor(position=decided.window.end)
+        def read(run_id: uuid.UUID, decided: RunPlan, tally: Tally, reading: _Reading) -> None:
+            for stream in streams:
+                window, cursor = window_of(stream), checkpoints[stream.name]
+                committed = tally.committed
+                try:
+                    self._read_window(
+                        connector, stream, window, cursor, run_id, tally, checkpoint=True
+                    )
+                except BaseException:
+                    status = (
+                        StreamStatus.PARTIAL if tally.committed > committed else StreamStatus.FAILED
+                    )
+                    reading.stopped_in = StreamOutcome(stream.name, run_id, now, status)
+                    raise
+                end = checkpoint_position(
+                    committed_high=None, window=window, ordered=stream.ordered, complete=True
+                )
+                self.repository.record_progress(
+                    config.tenant,
+                    run_id,
+                    tally,
+                    self._clock.now(),
+                    connector=config.name,
+                    stream=stream.name,
+                    cursor=None if end is None else Cursor(position=end),
+                    stream_outcome=StreamOutcome(
+                        stream.name, run_id, now, StreamStatus.SUCCEEDED, complete_through=end
+                    ),
+                )
 
         return self._run(connector, RunKind.INCREMENTAL, now, plan, read)
 
@@ -240,7 +289,7 @@ class SyncRunner:
             )
             return RunPlan(Window(start=backfill.since, end=backfill.until), backfill.id)
 
-        def read(run_id: uuid.UUID, decided: RunPlan, tally: Tally) -> None:
+        def read(run_id: uuid.UUID, decided: RunPlan, tally: Tally, reading: _Reading) -> None:
             assert backfill is not None
             done = backfill.total_slices - len(backfill.pending)
             log.info(
@@ -280,7 +329,7 @@ class SyncRunner:
         kind: RunKind,
         now: datetime,
         plan: Callable[[Connection], RunPlan],
-        read: Callable[[uuid.UUID, RunPlan, Tally], Cursor | None],
+        read: ReadStreams,
     ) -> RunRecord:
         config = connector.config
         run_id, decided = self.repository.start_run(
@@ -309,7 +358,7 @@ class SyncRunner:
         now: datetime,
         run_id: uuid.UUID,
         decided: RunPlan,
-        read: Callable[[uuid.UUID, RunPlan, Tally], Cursor | None],
+        read: ReadStreams,
     ) -> tuple[RunRecord, BaseException | None]:
         config = connector.config
         window = decided.window
@@ -322,11 +371,11 @@ class SyncRunner:
             },
         )
         tally = Tally()
+        reading = _Reading()
         error: BaseException | None = None
-        final_cursor: Cursor | None = None
         with self._heartbeat(config.tenant, run_id):
             try:
-                final_cursor = read(run_id, decided, tally)
+                read(run_id, decided, tally, reading)
             except (Exception, KeyboardInterrupt) as caught:
                 error = caught
                 if not isinstance(caught, StopRequested):
@@ -344,7 +393,7 @@ class SyncRunner:
             started_at=now,
             now=finished,
             connector=config.name,
-            cursor=final_cursor,
+            stream_outcome=reading.stopped_in,
             finished_backfill=decided.backfill_id if error is None else None,
         )
         log.log(
@@ -364,7 +413,8 @@ class SyncRunner:
         self, connector: AnyConnector, piece: SliceRef, run_id: uuid.UUID, tally: Tally
     ) -> None:
         window = Window(start=piece.start, end=piece.end)
-        self._read_window(connector, window, None, run_id, tally, checkpoint=False)
+        for stream in connector.streams():
+            self._read_window(connector, stream, window, None, run_id, tally, checkpoint=False)
         self.repository.record_progress(
             connector.config.tenant,
             run_id,
@@ -377,6 +427,7 @@ class SyncRunner:
     def _read_window(
         self,
         connector: AnyConnector,
+        stream: Stream,
         window: Window,
         cursor: Cursor | None,
         run_id: uuid.UUID,
@@ -384,7 +435,8 @@ class SyncRunner:
         *,
         checkpoint: bool,
     ) -> None:
-        """Fetch the window and ingest it in batches, with the deletions it reports.
+        """Fetch one stream over the window and ingest it in batches, with the deletions
+        it reports; with ``checkpoint``, an ordered stream's checkpoint moves with them.
 
         An error from the connector ends the fetch; the records and deletions it
         yielded before are still committed (they are valid), then the error is raised.
@@ -396,7 +448,7 @@ class SyncRunner:
         pending = _Pending()
         listings: list[Listing] = []
         scrub = self._scrub(connector)
-        records = iter(connector.fetch(window, cursor))
+        records = iter(connector.fetch_stream(stream, window, cursor))
         cut_short: Exception | None = None
         while True:
             try:
@@ -435,12 +487,16 @@ class SyncRunner:
                 continue
             if pending.tombstone_covers(draft):
                 # Deleted, then seen again in the same read: the deletion goes first.
-                self._commit(connector, window, run_id, tally, pending, progress, checkpoint)
+                self._commit(
+                    connector, stream, window, run_id, tally, pending, progress, checkpoint
+                )
             pending.add(draft, position)
             if len(pending.drafts) >= self._batch_size:
-                self._commit(connector, window, run_id, tally, pending, progress, checkpoint)
+                self._commit(
+                    connector, stream, window, run_id, tally, pending, progress, checkpoint
+                )
         if pending.drafts or pending.tombstones:
-            self._commit(connector, window, run_id, tally, pending, progress, checkpoint)
+            self._commit(connector, stream, window, run_id, tally, pending, progress, checkpoint)
         for listing in listings:
             self._apply_listing(connector, run_id, tally, listing)
         if cut_short is not None:
@@ -449,6 +505,7 @@ class SyncRunner:
     def _commit(
         self,
         connector: AnyConnector,
+        stream: Stream,
         window: Window,
         run_id: uuid.UUID,
         tally: Tally,
@@ -464,7 +521,7 @@ class SyncRunner:
             checkpoint_position(
                 committed_high=high,
                 window=window,
-                ordered=connector.ordered_by_cursor,
+                ordered=stream.ordered,
                 complete=False,
             )
             if checkpoint
@@ -477,7 +534,9 @@ class SyncRunner:
             # The cursor moves with the last write of the batch: its tombstones, if any.
             moves = None if pending.tombstones else cursor
             outcomes = self._ingest.ingest(
-                tenant, pending.drafts, before_commit=self._recorder(config, run_id, tally, moves)
+                tenant,
+                pending.drafts,
+                before_commit=self._recorder(config, run_id, tally, stream.name, moves),
             )
             # Committed: the counts now stand for what is stored.
             tally.add(IngestSummary.of(outcomes))
@@ -485,17 +544,23 @@ class SyncRunner:
             outcomes = self._ingest.tombstone(
                 tenant,
                 pending.tombstones,
-                before_commit=self._recorder(config, run_id, tally, cursor),
+                before_commit=self._recorder(config, run_id, tally, stream.name, cursor),
             )
             tally.add(IngestSummary.of(outcomes))
         pending.clear()
         progress.high = high
 
     def _recorder(
-        self, config: ConnectorConfig, run_id: uuid.UUID, tally: Tally, cursor: Cursor | None
+        self,
+        config: ConnectorConfig,
+        run_id: uuid.UUID,
+        tally: Tally,
+        stream: str,
+        cursor: Cursor | None,
     ) -> BeforeCommit:
         """What an ingest transaction writes before it commits: the run's counts with its
-        outcomes added, and ``cursor`` when it moves; both commit or roll back with it."""
+        outcomes added, and ``stream``'s checkpoint ``cursor`` when it moves; both commit
+        or roll back with it."""
 
         def record(connection: Connection, outcomes: list[IngestOutcome]) -> None:
             counted = replace(tally, skipped_reasons=list(tally.skipped_reasons))
@@ -506,6 +571,7 @@ class SyncRunner:
                 counted,
                 self._clock.now(),
                 connector=config.name,
+                stream=stream,
                 cursor=cursor,
                 connection=connection,
             )
@@ -529,7 +595,7 @@ class SyncRunner:
         tombstoned = self._ingest.tombstone(
             config.tenant,
             [Tombstone(key) for key in gone],
-            before_commit=self._recorder(config, run_id, tally, None),
+            before_commit=self._recorder(config, run_id, tally, DEFAULT_STREAM, None),
         )
         tally.add(IngestSummary.of(tombstoned))
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memsync.connectors import Cursor, SkipRecord, Window
+from memsync.connectors import DEFAULT_STREAM, Cursor, SkipRecord, Stream, Window
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
@@ -66,3 +66,18 @@ def test_record_with_an_empty_subject_field_is_skipped_with_the_reason() -> None
     record = FakeRecord(id="r1", updated_at=T0, fields={"group": None})
     with pytest.raises(SkipRecord, match="needs field 'group', which is empty"):
         _fake().to_episode(record)
+
+
+def test_a_connector_that_declares_no_streams_reads_one_ordered_as_it_says() -> None:
+    class Unordered(FakeConnector):
+        ordered_by_cursor = False
+
+    config = FakeConfig(name="f", subject="s")
+    assert list(FakeConnector(config).streams()) == [Stream(DEFAULT_STREAM, ordered=True)]
+    assert list(Unordered(config).streams()) == [Stream(DEFAULT_STREAM, ordered=False)]
+
+
+@pytest.mark.parametrize("name", ["", " a", "*", "x" * 256])
+def test_a_stream_name_is_plain_text_of_bounded_length_and_never_the_star(name: str) -> None:
+    with pytest.raises(ValueError, match="stream name"):
+        Stream(name)

@@ -180,6 +180,7 @@ def test_a_connector_that_cannot_take_a_sleeper_is_refused_naming_the_keyword() 
 def test_public_surface_is_what_we_meant() -> None:
     assert sorted(memsync.connectors.__all__) == sorted(
         [
+            "DEFAULT_STREAM",
             "ENTRY_POINT_GROUP",
             "Connector",
             "ConnectorConfig",
@@ -208,10 +209,12 @@ def test_public_surface_is_what_we_meant() -> None:
             "SkipRecord",
             "SourceRecord",
             "StopRun",
+            "Stream",
             "Tombstone",
             "SubjectTemplate",
             "SubjectTemplateError",
             "Window",
+            "fetch_every_stream",
             "format_duration",
             "load_registry",
             "observing_requests",

@@ -6,18 +6,25 @@ Scoped to the caller's tenant: a connector configured for another tenant is a 40
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from fastapi import APIRouter
-from pydantic import BaseModel
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 
 from memsync.clock import utc
+from memsync.connectors.base import STREAM_NAME_LENGTH
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError
 from memsync.runtime.app.api.openapi import error_responses
 from memsync.runtime.app.api.schemas import RequestBody
 from memsync.runtime.app.handlers import SYNC_JOB
-from memsync.runtime.app.services import Services, sync_schedule_id
+from memsync.runtime.app.services import (
+    ConnectorForgotten,
+    Services,
+    UnknownStream,
+    sync_schedule_id,
+)
 from memsync.runtime.sync import RunInProgress
 from memsync.runtime.sync.repository import ConnectorState
 
@@ -44,8 +51,10 @@ class ConnectorsResponse(BaseModel):
 
 
 class ResetRequest(RequestBody):
-    """``to``: the new cursor position (backwards too); absent: remove the cursor."""
+    """``stream``: the one stream to reset (absent: every stream of the connector).
+    ``to``: the new checkpoint (backwards too); absent: remove it (read from start)."""
 
+    stream: str | None = Field(default=None, min_length=1, max_length=STREAM_NAME_LENGTH)
     to: datetime | None = None
 
 
@@ -76,12 +85,11 @@ def _next_fire(services: Services, config: ConnectorConfig) -> datetime | None:
 def list_connectors(services: ServicesDep, caller: CallerDep) -> ConnectorsResponse:
     """The caller's tenant's connectors: type, key policy, schedule and next fire, the
     last run's status and the lag."""
-    now = services.clock.now()
     summaries = []
     for config in services.connectors:
         if config.tenant != caller.tenant_id:
             continue
-        state = services.runs.state(config.tenant, config.name, now)
+        state = services.connector_state(config)
         connector_class = services.registry.get(config.type)
         summaries.append(
             ConnectorSummary(
@@ -100,25 +108,27 @@ def list_connectors(services: ServicesDep, caller: CallerDep) -> ConnectorsRespo
 
 @router.get("/{name}/state", responses=error_responses(404))
 def connector_state(name: str, services: ServicesDep, caller: CallerDep) -> ConnectorState:
-    """The connector's cursor, last run, last success and lag."""
+    """The connector's last run, last success and lag, and per stream its checkpoint,
+    last run and status, last success and lag."""
     config = _configured(services, caller.tenant_id, name)
-    return services.runs.state(config.tenant, config.name, services.clock.now())
+    return services.connector_state(config)
 
 
-@router.post("/{name}/state/reset", responses=error_responses(404))
+@router.post("/{name}/state/reset", responses=error_responses(404, 409))
 def reset_state(
     name: str, body: ResetRequest, services: ServicesDep, caller: CallerDep
 ) -> ConnectorState:
-    """Move the cursor (backwards too) or remove it; 409 while a run is going."""
+    """Move the checkpoint of one stream or of every stream (backwards too), or remove
+    it; 404 for a stream the connector does not have, 409 while a run is going."""
     config = _configured(services, caller.tenant_id, name)
-    now = services.clock.now()
     try:
-        services.runs.reset_cursor(
-            config.tenant, config.name, to=utc(body.to) if body.to else None, now=now
+        return services.reset_connector_state(
+            config, stream=body.stream, to=utc(body.to) if body.to else None
         )
+    except UnknownStream as error:
+        raise ApiError(404, "not_found", str(error)) from None
     except RunInProgress as error:
         raise ApiError(409, "conflict", str(error)) from None
-    return services.runs.state(config.tenant, config.name, now)
 
 
 @router.post("/{name}/sync", status_code=202, responses=error_responses(404))
@@ -128,3 +138,28 @@ def enqueue_sync(name: str, services: ServicesDep, caller: CallerDep) -> SyncAcc
     config = _configured(services, caller.tenant_id, name)
     job, _ = services.queue.enqueue(config.tenant, SYNC_JOB, config.name, now=services.clock.now())
     return SyncAccepted(job_id=str(job.id), status=job.status.value)
+
+
+@router.delete("/{name}/data", responses=error_responses(404, 409))
+def forget_connector(
+    name: str,
+    services: ServicesDep,
+    caller: CallerDep,
+    dry_run: Annotated[
+        bool, Query(description="say what would be removed; remove nothing")
+    ] = False,
+) -> ConnectorForgotten:
+    """Remove the connector's data in the caller's tenant, in one transaction: its
+    episodes and their revisions, the memories derived only from them (memories with
+    other sources keep those), its checkpoints, run records and backfills; nothing of
+    another connector. The counts say what went (``dry_run``: what would). 404 for a
+    connector neither configured in the tenant nor with anything stored; 409 while a
+    run of it is going."""
+    configured = any(c.name == name and c.tenant == caller.tenant_id for c in services.connectors)
+    try:
+        result = services.forget_connector(caller.tenant_id, name, dry_run=dry_run)
+    except RunInProgress as error:
+        raise ApiError(409, "conflict", str(error)) from None
+    if not configured and not result.found_anything:
+        raise ApiError(404, "not_found", f"no connector named {name!r}")
+    return result

@@ -30,6 +30,7 @@ _DESCRIPTIONS = {
     401: "No API key, or an unknown one",
     403: "The API key may not act for the requested tenant",
     404: "No such resource in the caller's tenant",
+    409: "The resource is busy: a run of the connector is going; retry once it has ended",
     413: "The request body is over the configured limit",
     422: "A parameter, the body or X-Tenant-ID is invalid; details name the field",
     503: "The store is unreachable; retry after the Retry-After seconds",

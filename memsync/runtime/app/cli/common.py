@@ -39,7 +39,7 @@ from memsync.runtime.app.observability import (
     configure_logging,
     parse_log_level,
 )
-from memsync.runtime.app.services import Services, UnknownConnector
+from memsync.runtime.app.services import Services, UnknownConnector, UnknownStream
 from memsync.scrub import scrub_every_log_record
 
 __all__ = [
@@ -212,7 +212,7 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
         yield services
     except ConfigError as error:
         raise usage_error(f"configuration error\n{error}") from None
-    except UnknownConnector as error:
+    except (UnknownConnector, UnknownStream) as error:
         raise usage_error(str(error)) from None
     except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException):
         raise

@@ -1,8 +1,10 @@
-"""``memsync state show | reset``: where a connector stands, and moving it by hand."""
+"""``memsync state show | reset`` and ``memsync forget``: where a connector stands,
+moving it by hand, and removing what it stored."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated
 
 import typer
@@ -10,6 +12,7 @@ from pydantic import TypeAdapter
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
+    EXIT_USAGE,
     ConnectorName,
     JsonOption,
     app,
@@ -18,17 +21,22 @@ from memsync.runtime.app.cli.common import (
     open_services,
     parse_moment,
     print_table,
+    usage_error,
 )
+from memsync.runtime.app.services import ConnectorForgotten, UnknownConnector
 from memsync.runtime.sync import RunInProgress
 from memsync.runtime.sync.repository import ConnectorState
 
 __all__ = ["state_app"]
 
-state_app = typer.Typer(help="Connector state: cursors, last runs, lag.", no_args_is_help=True)
+state_app = typer.Typer(
+    help="Connector state: checkpoints per stream, last runs, lag.", no_args_is_help=True
+)
 app.add_typer(state_app, name="state")
 
 
 _STATE: TypeAdapter[ConnectorState] = TypeAdapter(ConnectorState)
+_FORGOTTEN: TypeAdapter[ConnectorForgotten] = TypeAdapter(ConnectorForgotten)
 
 
 @state_app.command("show")
@@ -36,50 +44,142 @@ def state_show(
     name: ConnectorName,
     as_json: JsonOption = False,
 ) -> None:
-    """The connector's cursor, its last run and last success, and its lag (now - the end
-    of the last window it read completely)."""
+    """The connector's last run, last success and lag, and per stream its checkpoint, its
+    last run and how that ended for it, its last success and its lag (now - the end of
+    the last window it read completely)."""
     with open_services() as services:
         config = services.connector(name)
-        state = services.runs.state(config.tenant, config.name, services.clock.now())
+        state = services.connector_state(config)
     if as_json:
         typer.echo(json.dumps(_STATE.dump_python(state, mode="json"), indent=2))
         return
     last, success = state.last_run, state.last_success
     print_table(
         f"state of connector {name!r} (tenant {config.tenant!r})",
-        ("cursor", "last run", "last success", "lag"),
+        ("last run", "last success", "lag"),
         [
             (
-                state.cursor.position.isoformat() if state.cursor else "none (reads from start)",
-                f"{last.status.value} {last.started_at.isoformat(timespec='seconds')}"
-                if last
-                else "never",
-                success.started_at.isoformat(timespec="seconds") if success else "never",
-                f"{state.lag_seconds:,.0f}s" if state.lag_seconds is not None else "-",
+                f"{last.status.value} {_moment(last.started_at)}" if last else "never",
+                _moment(success.started_at) if success else "never",
+                _lag(state.lag_seconds),
             )
         ],
     )
+    print_table(
+        "streams",
+        ("stream", "checkpoint", "last run", "last success", "lag"),
+        [
+            (
+                stream.stream if stream.declared else f"{stream.stream} (no longer read)",
+                _moment(stream.cursor.position) if stream.cursor else "none (reads from start)",
+                f"{stream.last_status.value} {_moment(stream.last_run_at)}"
+                if stream.last_status is not None and stream.last_run_at is not None
+                else "never",
+                _moment(stream.last_success_at) if stream.last_success_at else "never",
+                _lag(stream.lag_seconds),
+            )
+            for stream in state.streams
+        ],
+    )
+
+
+def _moment(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds")
+
+
+def _lag(seconds: float | None) -> str:
+    return f"{seconds:,.0f}s" if seconds is not None else "-"
 
 
 @state_app.command("reset")
 def state_reset(
     name: ConnectorName,
+    stream: Annotated[
+        str | None,
+        typer.Option(help="reset only this stream (default: every stream of the connector)"),
+    ] = None,
     to: Annotated[
         str | None,
-        typer.Option(help="move the cursor to this date (default: remove it; read from start)"),
+        typer.Option(help="move the checkpoint to this date (default: remove it; read from start)"),
     ] = None,
 ) -> None:
-    """Move the connector's cursor by hand, backwards too, or remove it so the next sync
-    reads from its configured ``start``. Re-reading is safe: keys keep it idempotent."""
+    """Move the checkpoint of one stream, or of every stream, by hand, backwards too, or
+    remove it so the next sync reads from the configured ``start``. Re-reading is safe:
+    keys keep it idempotent."""
     moment = None if to is None else parse_moment(to, "--to")
     with open_services() as services:
         config = services.connector(name)
         try:
-            cursor = services.runs.reset_cursor(
-                config.tenant, config.name, to=moment, now=services.clock.now()
-            )
+            services.reset_connector_state(config, stream=stream, to=moment)
         except RunInProgress as error:
             errors.print(str(error), markup=False)
             raise typer.Exit(EXIT_FAILED) from None
-    where = cursor.position.isoformat() if cursor else "removed: the next sync reads from start"
-    console.print(f"cursor of {name!r}: {where}", markup=False)
+    which = f"stream {stream!r} of {name!r}" if stream else f"every stream of {name!r}"
+    where = moment.isoformat() if moment else "removed: the next sync reads from start"
+    console.print(f"checkpoint of {which}: {where}", markup=False)
+
+
+@app.command("forget")
+def forget(
+    connector: Annotated[
+        str, typer.Option("--connector", help="the connector instance whose data to remove")
+    ],
+    yes: Annotated[
+        bool, typer.Option("--yes", help="remove it (without: say what would go, change nothing)")
+    ] = False,
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            help="the tenant, for a connector no longer in the configuration (default: the "
+            "configured connector's, else 'default')"
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove a connector's data: its episodes and their revisions, the memories derived
+    only from them, its checkpoints, run records and backfills; nothing of any other
+    connector. Without --yes, print what would be removed and exit 2, changing nothing."""
+    with open_services() as services:
+        try:
+            config = services.connector(connector)
+        except UnknownConnector:
+            where = tenant or "default"
+        else:
+            if tenant is not None and tenant != config.tenant:
+                raise usage_error(
+                    f"connector {connector!r} belongs to tenant {config.tenant!r}, not {tenant!r}"
+                )
+            where = config.tenant
+        try:
+            result = services.forget_connector(where, connector, dry_run=not yes)
+        except RunInProgress as error:
+            errors.print(str(error), markup=False)
+            raise typer.Exit(EXIT_FAILED) from None
+    if as_json:
+        typer.echo(json.dumps(_FORGOTTEN.dump_python(result, mode="json"), indent=2))
+    else:
+        verb = "would remove" if result.dry_run else "removed"
+        print_table(
+            f"{verb} for connector {connector!r} (tenant {where!r})",
+            ("what", "count"),
+            [(label, f"{getattr(result, field):,}") for field, label in _FORGOTTEN_ROWS],
+        )
+        if result.dry_run:
+            errors.print("nothing was changed: add --yes to remove it", markup=False)
+    if result.dry_run:
+        raise typer.Exit(EXIT_USAGE)
+
+
+_FORGOTTEN_ROWS = (
+    ("episodes", "episodes"),
+    ("revisions", "earlier revisions"),
+    ("memories_deleted", "memories derived only from them (deleted)"),
+    ("memories_kept", "memories that keep other sources (lose these)"),
+    ("memories_reactivated", "memories superseded only by deleted ones (active again)"),
+    ("supersessions", "supersession records"),
+    ("conflicts", "conflicts"),
+    ("subjects_changed", "subjects whose memories change"),
+    ("streams", "stream checkpoints"),
+    ("runs", "run records"),
+    ("backfills", "backfills"),
+)

@@ -108,7 +108,7 @@ def sync_command(
     full_refresh: Annotated[
         bool,
         typer.Option(
-            "--full-refresh", help="re-read from the configured start, whatever the cursor"
+            "--full-refresh", help="re-read from the configured start, whatever the checkpoints"
         ),
     ] = False,
 ) -> None:
@@ -117,7 +117,7 @@ def sync_command(
     Exit 0 succeeded, 3 partial, 1 failed (or the connector is already running: a second
     run fails fast instead of waiting), 2 bad configuration. With ``--async``: enqueue it
     as a job (joining one already pending) and print its id. ``--full-refresh`` re-reads
-    from the connector's ``start`` (keys keep it idempotent; the cursor never moves back).
+    from the connector's ``start`` (keys keep it idempotent; checkpoints never move back).
     """
     if async_ and full_refresh:
         raise usage_error("--full-refresh runs in the foreground; leave out --async")
@@ -163,7 +163,7 @@ def backfill_command(
 ) -> None:
     """Re-read a range in checkpointed slices; re-running the same command resumes.
 
-    The incremental cursor is never moved. Exit codes as for ``sync``.
+    The incremental checkpoints are never moved. Exit codes as for ``sync``.
     """
     try:
         slice_length = parse_duration(slice_, field="--slice")

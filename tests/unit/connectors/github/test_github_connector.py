@@ -78,10 +78,16 @@ def script_repository(fake: FakeGitHub) -> None:
 # -- what is read, and the keys --------------------------------------------------------------
 
 
-def test_reads_issues_pulls_comments_reviews_and_events_oldest_first(fake: FakeGitHub) -> None:
+def test_reads_issues_pulls_comments_reviews_and_events_each_stream_oldest_first(
+    fake: FakeGitHub,
+) -> None:
     script_repository(fake)
     conn = connector(fake)
 
+    by_stream = {
+        stream.name: list(conn.fetch_stream(stream, Window(None, END), None))
+        for stream in conn.streams()
+    }
     records = list(conn.fetch(Window(None, END), None))
 
     assert sorted(keys(conn, records)) == [
@@ -91,8 +97,20 @@ def test_reads_issues_pulls_comments_reviews_and_events_oldest_first(fake: FakeG
         "github:acme:api:pull:2:opened",
         "github:acme:api:pull:2:review:1",
     ]
-    positions = [conn.record_cursor(record) for record in records]
-    assert positions == sorted(positions)
+    assert [(s.name, s.ordered) for s in conn.streams()] == [
+        ("acme/api:issues", True),
+        ("acme/api:comments", True),
+        ("acme/api:events", True),
+    ]
+    assert [r for stream in by_stream.values() for r in stream] == records
+    for stream in by_stream.values():
+        positions = [conn.record_cursor(record) for record in stream]
+        assert positions == sorted(positions)
+    assert {conn.to_episode(r).type for r in by_stream["acme/api:issues"]} == {
+        "github.issue",
+        "github.pull_request",
+        "github.review",
+    }
     types = {conn.to_episode(r).type for r in records}
     assert types == {
         "github.issue",
@@ -296,7 +314,7 @@ def test_a_primary_limit_waits_until_the_reset_header(
 ) -> None:
     fake.add_issue("acme", "api", 1, "x")
     reset = int(sleeper.clock.now().timestamp()) + 45
-    fake.script_rate_limit("primary", reset_at=reset, status=status)  # type: ignore[arg-type]
+    fake.script_rate_limit("primary", reset_at=reset, status=status)
 
     records = list(connector(fake, sleeper, streams={"issues"}).fetch(Window(None, END), None))
 

@@ -95,6 +95,47 @@ def test_messages_and_replies_are_keyed_by_team_channel_and_ts(fake: FakeSlack) 
     ]
 
 
+def test_each_channel_is_an_ordered_stream_named_as_configured(fake: FakeSlack) -> None:
+    fake.add_channel("C2", "random")
+    conn = connector(fake, channels=["C1", "#random"])
+
+    assert [(s.name, s.ordered) for s in conn.streams()] == [("C1", True), ("random", True)]
+
+
+def test_records_before_an_unread_thread_go_out_before_a_rate_limit_stops_the_read(
+    fake: FakeSlack,
+) -> None:
+    first = fake.post_message("C1", "first thread")
+    fake.post_reply("C1", first.ts, "first reply")
+    between = fake.post_message("C1", "no thread")
+    second = fake.post_message("C1", "second thread")
+    fake.post_reply("C1", second.ts, "second reply")
+    fake.post_message("C1", "last")
+    conn = connector(fake, retry={"max_attempts": 1})
+    [stream] = conn.streams()
+    read = conn.fetch_stream(stream, Window(None, END), None)
+    handed_out: list[str] = []
+
+    def read_until_stopped() -> None:
+        for item in read:
+            if isinstance(item, SlackMessage):
+                handed_out.append(item.ts)
+                if item.ts == between.ts:
+                    fake.script_rate_limit("conversations.replies", times=5)
+
+    with pytest.raises(RateLimitExhausted):
+        read_until_stopped()
+
+    # Everything up to the second thread's parent went out, oldest first; the rest of
+    # the channel waits for that thread, so a checkpoint there skips nothing.
+    assert handed_out == [
+        first.ts,
+        fake.message("C1", first.ts).latest_reply,
+        between.ts,
+        second.ts,
+    ]
+
+
 def test_channel_names_are_resolved_through_conversations_list(fake: FakeSlack) -> None:
     fake.add_channel("C2", "random")
     message = fake.post_message("C2", "hello")
