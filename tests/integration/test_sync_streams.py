@@ -26,6 +26,7 @@ from memsync.runtime.storage import Store, tables
 from memsync.runtime.sync import RunRecord, RunStatus, SyncRepository, SyncRunner
 from memsync.runtime.sync.policy import StreamStatus
 from memsync.runtime.sync.repository import ALL_STREAMS
+from memsync.stopping import FakeSleeper
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 LATER = datetime(2024, 6, 1, tzinfo=UTC)
@@ -46,8 +47,9 @@ def stored_keys(store: Store) -> list[str]:
         return list(connection.execute(sa.select(tables.episodes.c.idempotency_key)).scalars())
 
 
-def never_sleep(seconds: float) -> None:
-    raise AssertionError(f"a wait past the retry cap must end the run, not sleep {seconds}s")
+def never_waits(clock: FakeClock) -> FakeSleeper:
+    """A wait past the retry cap must end the run, not wait."""
+    return FakeSleeper(clock, max_waits=0)
 
 
 def sync_until_complete(
@@ -138,7 +140,7 @@ def test_a_github_repository_larger_than_the_rate_limit_budget_is_stored_once_by
             per_page=10,
             overlap="2m",
         )
-        return GitHubConnector(config, sleep=never_sleep, clock=clock)
+        return GitHubConnector(config, sleeper=never_waits(clock), clock=clock)
 
     runs = sync_until_complete(store, clock, build, github.reset_rate_limit)
 
@@ -162,7 +164,7 @@ def test_the_first_partial_run_checkpoints_the_stream_it_stopped_in(
     config = GitHubConfig(
         name="gh", repo="acme/api", token="t", base_url=github.base_url, subject="r", per_page=10
     )
-    connector = GitHubConnector(config, sleep=never_sleep, clock=clock)
+    connector = GitHubConnector(config, sleeper=never_waits(clock), clock=clock)
 
     record = runner(store, clock).sync(connector)
     state = SyncRepository(store).state(
@@ -214,7 +216,7 @@ def test_slack_channels_larger_than_the_budget_are_stored_once_by_successive_run
                 lookback="15m",
                 overlap="1m",
             )
-            return SlackConnector(config, sleep=never_sleep, clock=clock)
+            return SlackConnector(config, sleeper=never_waits(clock), clock=clock)
 
         fake.limit_budget(5)
         runs = sync_until_complete(store, clock, build, lambda: fake.limit_budget(5))
@@ -298,7 +300,7 @@ def test_a_zendesk_export_larger_than_the_budget_is_stored_once_by_successive_ru
                 subject="zendesk",
                 overlap="30m",
             )
-            return ZendeskConnector(config, sleep=never_sleep, clock=clock)
+            return ZendeskConnector(config, sleeper=never_waits(clock), clock=clock)
 
         runs = sync_until_complete(store, clock, build, source.refill)
 
