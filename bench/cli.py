@@ -94,7 +94,7 @@ def main() -> None:
         }
         walls: dict[str, list[float]] = {name: [] for name in scenarios}
         cpus: dict[str, list[float]] = {name: [] for name in scenarios}
-        for name, arguments in scenarios.items():  # warm the page cache and .pyc files
+        for arguments in scenarios.values():  # warm the page cache and .pyc files
             run_once(arguments, directory)
         for _ in range(args.runs):
             for name, arguments in scenarios.items():

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from memsync.episode import canonical_json
 
 __all__ = [
+    "BundleLayout",
     "CandidateMemory",
     "Compiler",
     "ConflictStatus",
@@ -32,6 +33,14 @@ __all__ = [
     "normalise_text",
     "require_aware",
 ]
+
+
+class BundleLayout(enum.StrEnum):
+    """How ``assembled_context`` is laid out: memsync's plain headings, or Statewave's
+    Markdown sections (what Statewave's clients parse)."""
+
+    MEMSYNC = "memsync"
+    STATEWAVE = "statewave"
 
 
 class MemoryKind(enum.StrEnum):

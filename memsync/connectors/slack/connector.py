@@ -33,11 +33,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
 
 from memsync.clock import Clock
 from memsync.connectors._parsing import optional_str
@@ -46,6 +44,10 @@ from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplate
 from memsync.connectors.errors import RateLimited, RetryableError, SkipRecord, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject
+
+if TYPE_CHECKING:
+    from slack_sdk import WebClient
+    from slack_sdk.errors import SlackApiError
 
 _PUBLIC_API = "https://slack.com/api/"
 _SOURCE = "slack"
@@ -226,7 +228,11 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
 
     @property
     def client(self) -> WebClient:
+        # Created on first use, so listing or validating connectors never imports
+        # slack-sdk.
         if self._client is None:
+            from slack_sdk import WebClient
+
             self._client = WebClient(
                 base_url=self.config.api_base,
                 token=self.config.token.get_secret_value(),
@@ -348,6 +354,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
 
     def _call(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         what = f"slack '{self.name}': {method}"
+        from slack_sdk.errors import SlackApiError
 
         def attempt() -> dict[str, Any]:
             try:

@@ -19,9 +19,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import httpx
 from pydantic import Field, SecretStr
 
 from memsync.clock import Clock, SystemClock
@@ -31,6 +30,9 @@ from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplate
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject
+
+if TYPE_CHECKING:
+    import httpx
 
 _INCREMENTAL_PATH = "/api/v2/incremental/tickets/cursor.json"
 # Zendesk refuses an incremental export that starts less than a minute ago.
@@ -258,6 +260,10 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
         sleep: Callable[[float], None] = time.sleep,
         clock: Clock | None = None,
     ) -> None:
+        # httpx is imported by an instance, never by the class: listing or validating
+        # connectors does not load it.
+        import httpx
+
         super().__init__(config)
         self._clock: Clock = clock or SystemClock()
         self._client = client
@@ -282,6 +288,8 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
         # Created on first use: mapping records to episodes (the conformance kit, a
         # dry run) never needs a connection pool or a TLS context.
         if self._client is None:
+            import httpx
+
             self._client = httpx.Client(
                 transport=self._transport,
                 timeout=self.config.timeout.total_seconds(),
@@ -402,6 +410,8 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
         )
 
     def _get_once(self, path: str, params: Mapping[str, str | int] | None) -> dict[str, Any]:
+        import httpx
+
         url = f"{self.config.api_base}{path}"
         what = f"zendesk '{self.name}': GET {path}"
         try:
@@ -469,4 +479,6 @@ def _next_page(page: Mapping[str, Any]) -> str | None:
 def _path_and_query(url: str) -> str:
     # Only the path and query of a next link are used: the host stays the configured
     # one, so credentials never travel to a host named by a response.
+    import httpx
+
     return httpx.URL(url).raw_path.decode("ascii")

@@ -1,17 +1,25 @@
-"""Schema migrations (Alembic), run from code: ``memsync db upgrade`` and tests."""
+"""Schema migrations (Alembic), run from code: ``memsync db upgrade`` and tests.
+
+Every command that opens the store brings its schema to head first. When it is there
+already (nearly always), that costs one query and Alembic is not imported: its import
+is a fair part of a short command's start-up (docs/benchmarks.md, "CLI start-up").
+"""
 
 from __future__ import annotations
 
+import ast
 import enum
+import re
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+import sqlalchemy as sa
 
 from memsync.runtime.storage.engine import Store
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 __all__ = [
     "SchemaState",
@@ -26,13 +34,20 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
 def _alembic_config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     return config
 
 
 def upgrade(store: Store, target: str = "head") -> None:
-    """Bring the schema to ``target``. Running it again at head changes nothing."""
+    """Bring the schema to ``target``. Running it again at head changes nothing (and,
+    when the store says it is at this code's head, reads one row and imports nothing)."""
+    if target == "head" and _at_scripted_head(store):
+        return
+    from alembic import command
+
     config = _alembic_config()
     with store.write() as connection:
         config.attributes["connection"] = connection
@@ -41,6 +56,8 @@ def upgrade(store: Store, target: str = "head") -> None:
 
 def downgrade(store: Store, target: str) -> None:
     """Take the schema back to ``target`` (a revision id); data in dropped columns is lost."""
+    from alembic import command
+
     config = _alembic_config()
     with store.write() as connection:
         config.attributes["connection"] = connection
@@ -54,6 +71,8 @@ def head_revision() -> str | None:
 @cache
 def _revisions() -> tuple[str | None, frozenset[str]]:
     """This code's head and every revision it knows (the scripts are read once)."""
+    from alembic.script import ScriptDirectory
+
     script = ScriptDirectory.from_config(_alembic_config())
     known = frozenset(revision.revision for revision in script.walk_revisions())
     return script.get_current_head(), known
@@ -69,7 +88,47 @@ class SchemaState(enum.StrEnum):
     """Migrated by a newer memsync (a rolling upgrade): a revision this code never saw."""
 
 
+_REVISION_LINE = re.compile(r"^(revision|down_revision)\b[^=\n]*=(.+)$", re.MULTILINE)
+
+
+@cache
+def scripted_head() -> str | None:
+    """This code's head revision as the migration scripts' ``revision`` and
+    ``down_revision`` lines say, read without Alembic; ``None`` if they do not make one
+    line of history with one head (then Alembic decides). Equal to
+    :func:`head_revision` (a test holds them equal)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for script in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
+        lines = dict(_REVISION_LINE.findall(script.read_text(encoding="utf-8")))
+        try:
+            revision = ast.literal_eval(lines["revision"].strip())
+            parent = ast.literal_eval(lines.get("down_revision", "None").strip())
+        except (KeyError, ValueError, SyntaxError):
+            return None
+        if not isinstance(revision, str) or not (parent is None or isinstance(parent, str)):
+            return None  # a merge point: Alembic reads those
+        revisions.add(revision)
+        if parent is not None:
+            parents.add(parent)
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 and parents <= revisions else None
+
+
+def _at_scripted_head(store: Store) -> bool:
+    head = scripted_head()
+    if head is None:
+        return False
+    with store.read() as connection:
+        if not sa.inspect(connection).has_table("alembic_version"):
+            return False
+        stored = connection.exec_driver_sql("SELECT version_num FROM alembic_version")
+        return stored.scalars().all() == [head]
+
+
 def current_revision(store: Store) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     with store.read() as connection:
         return MigrationContext.configure(connection).get_current_revision()
 

@@ -6,7 +6,6 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.progress import Progress
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
@@ -20,8 +19,6 @@ from memsync.runtime.app.cli.common import (
     print_table,
     usage_error,
 )
-from memsync.runtime.compiling import COMPILE_JOB, ConflictNotFound, result_summary
-from memsync.runtime.reading import ConflictJson, inspect_subject
 
 __all__ = ["conflicts_app"]
 
@@ -42,6 +39,10 @@ def compile_command(
     ] = False,
 ) -> None:
     """Compile episodes into memories now (or enqueue it). A second run creates nothing."""
+    from rich.progress import Progress
+
+    from memsync.runtime.compiling import COMPILE_JOB, result_summary
+
     if (subject is None) == (not all_subjects):
         raise usage_error("name one SUBJECT or pass --all")
     with open_services() as services:
@@ -88,6 +89,8 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON for machines")] = False,
 ) -> None:
     """Everything about a subject: episodes, memories by status, supersessions, conflicts."""
+    from memsync.runtime.reading import inspect_subject
+
     with open_services() as services:
         report = inspect_subject(services.episodes, services.memories, tenant, subject).model_dump(
             mode="json"
@@ -105,6 +108,8 @@ def conflicts_list(
     as_json: JsonOption = False,
 ) -> None:
     """Open conflicts: memories the bundle abstains on until a person decides."""
+    from memsync.runtime.reading import ConflictJson
+
     with open_services() as services:
         records = [
             ConflictJson.of(record).to_json()
@@ -139,6 +144,8 @@ def conflicts_resolve(
     tenant: TenantOption = "default",
 ) -> None:
     """Keep one memory of a conflict; the other is superseded with rule 'manual'."""
+    from memsync.runtime.compiling import ConflictNotFound
+
     conflict, kept = parse_id(conflict_id, "conflict"), parse_id(keep, "memory")
     with open_services() as services:
         try:

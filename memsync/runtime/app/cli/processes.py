@@ -11,15 +11,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memsync.runtime.app.cli.common import EXIT_USAGE, app, errors, open_services, settings
-from memsync.runtime.app.config import Settings
-from memsync.runtime.app.observability.http import serving_metrics
-from memsync.runtime.app.services import Services
-from memsync.runtime.jobs import run_workers
+
+if TYPE_CHECKING:
+    from memsync.runtime.app.config import Settings
+    from memsync.runtime.app.services import Services
 
 __all__ = ["run", "scheduler", "serve", "worker"]
 
@@ -61,10 +61,24 @@ def _serving_settings(host: str | None, port: int | None) -> Settings:
     return loaded
 
 
+def _warn_of_connectors_it_cannot_sync(services: Services) -> None:
+    """Say at start which connectors this process's workers cannot build (a variable
+    not set here), rather than only in each of their failed jobs."""
+    for missing in services.missing_variables.values():
+        errors.print(
+            f"warning: {missing}; this process's workers fail its sync jobs "
+            "(needs_attention) until that is set",
+            markup=False,
+            highlight=False,
+        )
+
+
 @contextmanager
 def _workers_beside(services: Services, count: int) -> Iterator[None]:
     """``count`` worker threads for the duration of the block; on leaving it they stop
     claiming, finish the job in hand and are joined."""
+    if count:
+        _warn_of_connectors_it_cannot_sync(services)
     stop = threading.Event()
     threads = [
         threading.Thread(target=services.worker(index).run, args=(stop,), name=f"worker-{index}")
@@ -118,8 +132,12 @@ def worker(
     metrics_host: Annotated[str, typer.Option(help="interface of --metrics-port")] = "127.0.0.1",
 ) -> None:
     """Claim and run jobs until SIGTERM/SIGINT (then finish the job in hand)."""
+    from memsync.runtime.app.observability.http import serving_metrics
+    from memsync.runtime.jobs import run_workers
+
     with open_services() as services, ExitStack() as serving:
         services.connectors  # noqa: B018 - exit 2 on a bad connectors section, before work
+        _warn_of_connectors_it_cannot_sync(services)
         if metrics_port is not None:
             url = serving.enter_context(
                 serving_metrics(services.metrics, metrics_host, metrics_port)

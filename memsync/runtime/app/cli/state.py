@@ -6,7 +6,6 @@ import json
 from typing import Annotated
 
 import typer
-from pydantic import TypeAdapter
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
@@ -19,16 +18,11 @@ from memsync.runtime.app.cli.common import (
     parse_moment,
     print_table,
 )
-from memsync.runtime.sync import RunInProgress
-from memsync.runtime.sync.repository import ConnectorState
 
 __all__ = ["state_app"]
 
 state_app = typer.Typer(help="Connector state: cursors, last runs, lag.", no_args_is_help=True)
 app.add_typer(state_app, name="state")
-
-
-_STATE: TypeAdapter[ConnectorState] = TypeAdapter(ConnectorState)
 
 
 @state_app.command("show")
@@ -42,7 +36,12 @@ def state_show(
         config = services.connector(name)
         state = services.runs.state(config.tenant, config.name, services.clock.now())
     if as_json:
-        typer.echo(json.dumps(_STATE.dump_python(state, mode="json"), indent=2))
+        from pydantic import TypeAdapter
+
+        from memsync.runtime.sync.repository import ConnectorState
+
+        dumped = TypeAdapter(ConnectorState).dump_python(state, mode="json")
+        typer.echo(json.dumps(dumped, indent=2))
         return
     last, success = state.last_run, state.last_success
     print_table(
@@ -71,6 +70,8 @@ def state_reset(
 ) -> None:
     """Move the connector's cursor by hand, backwards too, or remove it so the next sync
     reads from its configured ``start``. Re-reading is safe: keys keep it idempotent."""
+    from memsync.runtime.sync import RunInProgress
+
     moment = None if to is None else parse_moment(to, "--to")
     with open_services() as services:
         config = services.connector(name)
