@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from memsync.runtime.reading.bundles import ContextReader
     from memsync.runtime.reading.indexes import MemorySearch, SubjectIndexes
     from memsync.runtime.sync.records import RunRecord
-    from memsync.runtime.sync.runner import SliceProgress, SyncRunner
+    from memsync.runtime.sync.runner import BatchProgress, SliceProgress, SyncRunner
 
 __all__ = [
     "NIGHTLY_COMPILE",
@@ -300,13 +300,17 @@ class Services:
         runner: SyncRunner | None = None,
         *,
         full_refresh: bool = False,
+        on_batch: BatchProgress | None = None,
     ) -> RunRecord:
         """One incremental sync of a configured connector; the connector is closed after.
 
-        Raises what :meth:`SyncRunner.sync` raises (``RunInProgress``, ``RunLost``).
+        Raises what :meth:`SyncRunner.sync` raises (``RunInProgress``, ``RunLost``), and
+        :class:`MissingVariables` (see :meth:`connector_instance`).
         """
         with self.connector_instance(config) as connector:
-            record = (runner or self.sync_runner()).sync(connector, full_refresh=full_refresh)
+            record = (runner or self.sync_runner()).sync(
+                connector, full_refresh=full_refresh, on_batch=on_batch
+            )
         self.metrics.sync_run_finished(record)
         return record
 
@@ -318,11 +322,17 @@ class Services:
         until: datetime | None,
         slice_length: timedelta,
         on_slice: SliceProgress | None = None,
+        on_batch: BatchProgress | None = None,
     ) -> RunRecord:
         """A backfill of a configured connector (see :meth:`SyncRunner.backfill`)."""
         with self.connector_instance(config) as connector:
             record = self.sync_runner().backfill(
-                connector, since=since, until=until, slice_length=slice_length, on_slice=on_slice
+                connector,
+                since=since,
+                until=until,
+                slice_length=slice_length,
+                on_slice=on_slice,
+                on_batch=on_batch,
             )
         self.metrics.sync_run_finished(record)
         return record

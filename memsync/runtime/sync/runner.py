@@ -53,7 +53,7 @@ from memsync.runtime.sync.repository import (
 )
 from memsync.scrub import Scrubber
 
-__all__ = ["DEFAULT_LEASE", "DEFAULT_SLICE", "SyncRunner", "pid_alive"]
+__all__ = ["DEFAULT_LEASE", "DEFAULT_SLICE", "BatchProgress", "SyncRunner", "pid_alive"]
 
 DEFAULT_LEASE = timedelta(minutes=10)
 DEFAULT_SLICE = timedelta(days=1)
@@ -61,6 +61,10 @@ DEFAULT_HEARTBEAT_SECONDS = 60.0
 
 AnyConnector = Connector[Any, Any]
 SliceProgress = Callable[[int, int], None]
+BatchProgress = Callable[[Tally], None]
+"""Called after each batch of a run commits, with the run's counts so far (``fetched``:
+records read; ``committed``: stored, of which ``created``, ``duplicates``, ``revised``).
+The tally goes on changing after the call: read it, do not keep it."""
 
 log = logging.getLogger("memsync.sync")
 
@@ -133,13 +137,20 @@ class SyncRunner:
 
     # -- the two kinds of run ----------------------------------------------------------
 
-    def sync(self, connector: AnyConnector, *, full_refresh: bool = False) -> RunRecord:
+    def sync(
+        self,
+        connector: AnyConnector,
+        *,
+        full_refresh: bool = False,
+        on_batch: BatchProgress | None = None,
+    ) -> RunRecord:
         """Run one incremental sync now and return its record.
 
         The window is ``[cursor - overlap, now]`` (first run: from ``config.start``).
         The cursor moves forward only over committed episodes, never past ``now``.
         ``full_refresh`` reads from ``config.start`` whatever the cursor says (keys keep
-        it idempotent); the cursor still only moves forward.
+        it idempotent); the cursor still only moves forward. ``on_batch`` is called after
+        each batch commits, for progress display.
         """
         config = connector.config
         now = self._clock.now()
@@ -153,7 +164,13 @@ class SyncRunner:
 
         def read(run_id: uuid.UUID, decided: RunPlan, tally: Tally) -> Cursor:
             self._read_window(
-                connector, decided.window, start_cursor, run_id, tally, checkpoint=True
+                connector,
+                decided.window,
+                start_cursor,
+                run_id,
+                tally,
+                checkpoint=True,
+                on_batch=on_batch,
             )
             return Cursor(position=decided.window.end)
 
@@ -167,13 +184,14 @@ class SyncRunner:
         until: datetime | None = None,
         slice_length: timedelta = DEFAULT_SLICE,
         on_slice: SliceProgress | None = None,
+        on_batch: BatchProgress | None = None,
     ) -> RunRecord:
         """Re-read ``[since, until]`` (default: now) in slices and return the run record.
 
         Each slice is marked done only after its episodes are committed; re-running the
         same backfill resumes at the first slice not done. The incremental cursor is
         never touched. ``on_slice(done, total)`` is called at the start and after each
-        slice, for progress display.
+        slice, ``on_batch`` after each batch commits, for progress display.
         """
         config = connector.config
         now = self._clock.now()
@@ -214,7 +232,7 @@ class SyncRunner:
             if on_slice is not None:
                 on_slice(done, backfill.total_slices)
             for piece in backfill.pending:
-                self._read_slice(connector, piece, run_id, tally)
+                self._read_slice(connector, piece, run_id, tally, on_batch)
                 done += 1
                 log.info(
                     "backfill slice done",
@@ -316,10 +334,17 @@ class SyncRunner:
         return record, error
 
     def _read_slice(
-        self, connector: AnyConnector, piece: SliceRef, run_id: uuid.UUID, tally: Tally
+        self,
+        connector: AnyConnector,
+        piece: SliceRef,
+        run_id: uuid.UUID,
+        tally: Tally,
+        on_batch: BatchProgress | None,
     ) -> None:
         window = Window(start=piece.start, end=piece.end)
-        self._read_window(connector, window, None, run_id, tally, checkpoint=False)
+        self._read_window(
+            connector, window, None, run_id, tally, checkpoint=False, on_batch=on_batch
+        )
         self.repository.record_progress(
             connector.config.tenant,
             run_id,
@@ -338,8 +363,9 @@ class SyncRunner:
         tally: Tally,
         *,
         checkpoint: bool,
+        on_batch: BatchProgress | None = None,
     ) -> None:
-        """Fetch the window and ingest it in batches.
+        """Fetch the window and ingest it in batches (``on_batch`` after each commits).
 
         An error from the connector ends the fetch; the records it yielded before are
         still committed (they are valid), then the error is raised. An error while
@@ -351,6 +377,12 @@ class SyncRunner:
         batch_high: datetime | None = None
         records = iter(connector.fetch(window, cursor))
         cut_short: Exception | None = None
+
+        def commit() -> None:
+            self._commit(connector, window, run_id, tally, batch, batch_high, progress, checkpoint)
+            if on_batch is not None:
+                on_batch(tally)
+
         while True:
             try:
                 record = next(records)
@@ -383,12 +415,10 @@ class SyncRunner:
             batch.append(draft)
             batch_high = position if batch_high is None else max(batch_high, position)
             if len(batch) >= self._batch_size:
-                self._commit(
-                    connector, window, run_id, tally, batch, batch_high, progress, checkpoint
-                )
+                commit()
                 batch, batch_high = [], None
         if batch:
-            self._commit(connector, window, run_id, tally, batch, batch_high, progress, checkpoint)
+            commit()
         if cut_short is not None:
             raise cut_short
 

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -56,6 +57,7 @@ __all__ = [
     "parse_id",
     "parse_moment",
     "print_table",
+    "progress",
     "resolve_id",
     "settings",
     "usage_error",
@@ -277,6 +279,27 @@ def print_table(
     for row in rows:
         table.add_row(*row)
     out.print(table)
+
+
+ProgressUpdate = Callable[..., None]
+"""Updates a progress line: ``completed=``, ``total=``, ``advance=``, ``description=``."""
+
+
+@contextmanager
+def progress(
+    description: str, *, total: float | None = None, hidden: bool = False
+) -> Iterator[ProgressUpdate]:
+    """A progress line on stderr while the block runs, gone when it ends, for a person
+    watching a terminal. Not shown when stderr is not a terminal (a pipe, a log
+    collector: they get the log lines) or when ``hidden`` (``--json``).
+
+    Yields rich's ``Progress.update`` for the line, drawing at once, so every update a
+    person should see (a batch committed, a subject compiled) is on screen.
+    """
+    from rich.progress import Progress
+
+    with Progress(console=errors, transient=True, disable=hidden or not errors.is_terminal) as bar:
+        yield partial(bar.update, bar.add_task(description, total=total), refresh=True)
 
 
 def resolve_id(value: str, what: str, starting_with: Callable[[str], list[uuid.UUID]]) -> uuid.UUID:

@@ -17,6 +17,7 @@ from memsync.runtime.app.cli.common import (
     open_services,
     parse_id,
     print_table,
+    progress,
     usage_error,
 )
 
@@ -39,8 +40,6 @@ def compile_command(
     ] = False,
 ) -> None:
     """Compile episodes into memories now (or enqueue it). A second run creates nothing."""
-    from rich.progress import Progress
-
     from memsync.runtime.compiling import COMPILE_JOB, result_summary
 
     if (subject is None) == (not all_subjects):
@@ -56,13 +55,12 @@ def compile_command(
                 typer.echo(str(job.id))
             return
         results = []
-        # A person at a terminal sees how far a long --all compile is; logs and
-        # pipes get the table only.
-        with Progress(console=errors, transient=True, disable=not errors.is_terminal) as progress:
-            task = progress.add_task(f"compiling {len(subjects)} subject(s)", total=len(subjects))
+        # A person at a terminal sees how far a long --all compile is.
+        counted = f"compiling {len(subjects)} subject(s)"
+        with progress(counted, total=len(subjects), hidden=as_json) as update:
             for name in subjects:
                 results.append(result_summary(compile_service.compile(tenant, name)))
-                progress.advance(task)
+                update(advance=1)
     if as_json:
         typer.echo(json.dumps(results, indent=2))
         return

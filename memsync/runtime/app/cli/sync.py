@@ -27,6 +27,7 @@ from memsync.runtime.app.cli.common import (
     open_services,
     parse_moment,
     print_table,
+    progress,
     resolve_id,
     usage_error,
 )
@@ -34,7 +35,7 @@ from memsync.runtime.app.cli.common import (
 if TYPE_CHECKING:
     from memsync.connectors.config import ConnectorConfig
     from memsync.runtime.app.services import Services
-    from memsync.runtime.sync import RunRecord, RunStatus
+    from memsync.runtime.sync import RunRecord, RunStatus, Tally
 
 __all__ = ["connectors_app", "exit_code", "print_run", "runs_app"]
 
@@ -65,6 +66,13 @@ def print_run(record: RunRecord, *, as_json: bool = False, out: Console = consol
         out.print(f"  error: {record.error}", markup=False, highlight=False)
     for reason in record.skipped_reasons:
         out.print(f"  skipped: {reason}", markup=False, highlight=False)
+
+
+def _counted(tally: Tally) -> str:
+    return (
+        f"{tally.fetched:,} read, {tally.committed:,} stored ({tally.created:,} new, "
+        f"{tally.duplicates:,} duplicates, {tally.revised:,} revised)"
+    )
 
 
 def exit_code(status: RunStatus) -> int:
@@ -123,11 +131,18 @@ def sync_command(
             job, _ = services.queue.enqueue(config.tenant, SYNC_JOB, name, now=services.clock.now())
         typer.echo(str(job.id))
         return
-    _run_to_exit(
-        name,
-        as_json,
-        lambda services, config: services.run_sync(config, full_refresh=full_refresh),
-    )
+
+    def sync(services: Services, config: ConnectorConfig) -> RunRecord:
+        # A person at a terminal sees what the run has read and stored as each batch
+        # commits; pipes and log collectors get the log lines.
+        with progress(f"sync {name}", hidden=as_json) as update:
+            return services.run_sync(
+                config,
+                full_refresh=full_refresh,
+                on_batch=lambda tally: update(description=f"sync {name}: {_counted(tally)}"),
+            )
+
+    _run_to_exit(name, as_json, sync)
 
 
 @app.command("check")
@@ -173,25 +188,21 @@ def backfill_command(
         raise usage_error("--slice must be a positive duration (e.g. 1d)")
     start = parse_moment(since, "--since")
     end = None if until is None else parse_moment(until, "--until")
-    # A person watching gets a progress bar; a log collector gets the slice lines.
-    interactive = errors.is_terminal
 
     def backfill(services: Services, config: ConnectorConfig) -> RunRecord:
+        # A person watching sees slices done and records stored; a log collector gets
+        # the slice lines.
         try:
-            if not interactive:
-                return services.run_backfill(
-                    config, since=start, until=end, slice_length=slice_length
-                )
-            from rich.progress import Progress
-
-            with Progress(console=errors, transient=True) as progress:
-                task = progress.add_task(f"backfill {name}", total=None)
+            with progress(f"backfill {name}", hidden=as_json) as update:
                 return services.run_backfill(
                     config,
                     since=start,
                     until=end,
                     slice_length=slice_length,
-                    on_slice=lambda done, total: progress.update(task, completed=done, total=total),
+                    on_slice=lambda done, total: update(completed=done, total=total),
+                    on_batch=lambda tally: update(
+                        description=f"backfill {name}: {_counted(tally)}"
+                    ),
                 )
         except ValueError as error:
             raise usage_error(str(error)) from None
