@@ -10,6 +10,12 @@ median wall time, the median CPU time (user + system) of the child, and the wall
 as a multiple of ``python -c pass`` measured in the same run: on a shared VM whose
 speed varies by ±30% the ratio is what compares across sessions. Prints a Markdown
 table; results and method live in docs/benchmarks.md ("CLI start-up").
+
+``--against DIR`` also times every command from another source tree of memsync (a
+directory holding its ``memsync/`` package, e.g. ``git archive OLD memsync | tar -x -C
+DIR``), taking turns with this one: a before-and-after comparison from one run.
+
+    python -m bench.cli [--runs 10] [--against DIR]
 """
 
 from __future__ import annotations
@@ -61,10 +67,15 @@ def memsync_args(config: Path, command: Sequence[str]) -> list[str]:
     return ["-m", "memsync", "--config", str(config), *command]
 
 
-def run_once(arguments: Sequence[str], directory: Path) -> tuple[float, float]:
-    """Wall and CPU seconds of one ``python ARGUMENTS`` run (which must succeed)."""
+def run_once(
+    arguments: Sequence[str], directory: Path, source: Path | None = None
+) -> tuple[float, float]:
+    """Wall and CPU seconds of one ``python ARGUMENTS`` run (which must succeed), with
+    memsync imported from ``source`` if given."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
     environment["BENCH_ZENDESK_TOKEN"] = "bench-token-not-used"
+    if source is not None:
+        environment["PYTHONPATH"] = str(source)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     completed = subprocess.run(
@@ -85,31 +96,35 @@ def run_once(arguments: Sequence[str], directory: Path) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--against", type=Path, help="another memsync source tree")
     args = parser.parse_args()
+    trees: list[Path | None] = [None] if args.against is None else [None, args.against.resolve()]
     with tempfile.TemporaryDirectory() as temporary:
         directory = Path(temporary)
         config = write_config(directory)
-        scenarios = {"python -c pass": list(BASELINE)} | {
-            "memsync " + " ".join(command): memsync_args(config, command) for command in COMMANDS
-        }
-        walls: dict[str, list[float]] = {name: [] for name in scenarios}
-        cpus: dict[str, list[float]] = {name: [] for name in scenarios}
-        for arguments in scenarios.values():  # warm the page cache and .pyc files
-            run_once(arguments, directory)
+        scenarios = [("python -c pass", None, list(BASELINE))] + [
+            ("memsync " + " ".join(command), tree, memsync_args(config, command))
+            for command in COMMANDS
+            for tree in trees
+        ]
+        walls: dict[tuple[str, Path | None], list[float]] = {}
+        cpus: dict[tuple[str, Path | None], list[float]] = {}
+        for _name, tree, arguments in scenarios:  # warm the page cache and .pyc files
+            run_once(arguments, directory, tree)
         for _ in range(args.runs):
-            for name, arguments in scenarios.items():
-                wall, cpu = run_once(arguments, directory)
-                walls[name].append(wall)
-                cpus[name].append(cpu)
-    baseline = statistics.median(walls["python -c pass"])
+            for name, tree, arguments in scenarios:
+                wall, cpu = run_once(arguments, directory, tree)
+                walls.setdefault((name, tree), []).append(wall)
+                cpus.setdefault((name, tree), []).append(cpu)
+    baseline = statistics.median(walls[("python -c pass", None)])
     rows = []
-    for name in scenarios:
-        wall = statistics.median(walls[name])
+    for name, tree, _arguments in scenarios:
+        wall = statistics.median(walls[(name, tree)])
         rows.append(
             (
-                name,
+                name if tree is None else f"{name} ({tree.name})",
                 f"{wall * 1000:.0f}",
-                f"{statistics.median(cpus[name]) * 1000:.0f}",
+                f"{statistics.median(cpus[(name, tree)]) * 1000:.0f}",
                 f"{wall / baseline:.1f}",
                 "yes" if wall <= TARGET_SECONDS else "no",
             )

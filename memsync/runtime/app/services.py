@@ -28,13 +28,8 @@ from memsync.connectors.base import Connector
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.config import ConfigError, JobsSettings, MissingVariables, Settings
 from memsync.runtime.app.handlers import SYNC_JOB, compile_handler, sync_handler
-from memsync.runtime.compiling.memories import delete_subject_memories
 from memsync.runtime.compiling.triggers import COMPILE_JOB, EveryNEpisodes, enqueue_uncompiled
-from memsync.runtime.ingest.service import IngestService
-from memsync.runtime.ingest.statements import delete_subject_episodes
 from memsync.runtime.jobs.queue import JobQueue, RetryPolicy
-from memsync.runtime.reading.episodes import EpisodeRepository
-from memsync.runtime.reading.memories import MemoryRepository
 from memsync.runtime.storage import Store, upgrade
 from memsync.runtime.sync.repository import SyncRepository
 from memsync.scrub import Scrubber, secret_values
@@ -43,10 +38,13 @@ if TYPE_CHECKING:
     from memsync.runtime.app.api.auth import Authenticator
     from memsync.runtime.app.observability.metrics import Metrics
     from memsync.runtime.compiling.service import CompileService
+    from memsync.runtime.ingest.service import IngestService
     from memsync.runtime.jobs.schedules import Schedule, ScheduleFirer, Scheduler
     from memsync.runtime.jobs.worker import Worker
     from memsync.runtime.reading.bundles import ContextReader
+    from memsync.runtime.reading.episodes import EpisodeRepository
     from memsync.runtime.reading.indexes import MemorySearch, SubjectIndexes
+    from memsync.runtime.reading.memories import MemoryRepository
     from memsync.runtime.sync.records import RunRecord
     from memsync.runtime.sync.runner import BatchProgress, SliceProgress, SyncRunner
 
@@ -111,10 +109,11 @@ def schedules_from_settings(
 class Services:
     """Everything a memsync process uses, built from its configuration.
 
-    The store's repositories are built at once. Every other part is built on first use
-    (and its modules imported then), so a command pays only for what it uses: ``runs
-    list`` never imports the HTTP stack, the compiler's HTTP client or Prometheus, and
-    no command that needs no connector loads plugins or reads the connectors section.
+    The job queue and the run records are built at once. Every other part is built on
+    first use (and its modules imported then), so a command pays only for what it uses:
+    ``runs list`` never imports the HTTP stack, the compiler, the readers or Prometheus,
+    and no command that needs no connector loads plugins or reads the connectors
+    section.
     Parts built on first use are ``cached_property``: a process that starts threads
     (``serve``, ``worker``) builds what they share before starting them.
     """
@@ -125,8 +124,6 @@ class Services:
 
     queue: JobQueue = field(init=False)
     runs: SyncRepository = field(init=False)
-    episodes: EpisodeRepository = field(init=False)
-    memories: MemoryRepository = field(init=False)
 
     def __post_init__(self) -> None:
         jobs = self.settings.jobs
@@ -139,8 +136,20 @@ class Services:
             ),
         )
         self.runs = SyncRepository(self.store)
-        self.episodes = EpisodeRepository(self.store)
-        self.memories = MemoryRepository(self.store)
+
+    @cached_property
+    def episodes(self) -> EpisodeRepository:
+        """Episodes, their revisions, subjects and timelines."""
+        from memsync.runtime.reading.episodes import EpisodeRepository
+
+        return EpisodeRepository(self.store)
+
+    @cached_property
+    def memories(self) -> MemoryRepository:
+        """Memories, supersession records and conflicts."""
+        from memsync.runtime.reading.memories import MemoryRepository
+
+        return MemoryRepository(self.store)
 
     @cached_property
     def metrics(self) -> Metrics:
@@ -285,6 +294,8 @@ class Services:
         thread's runs keep their own batch statistics.
         """
         n = self.settings.jobs.compile_every_n_episodes
+        from memsync.runtime.ingest.service import IngestService
+
         trigger = EveryNEpisodes(self.store, self.queue, n, self.clock) if n > 0 else None
         return IngestService(self.store, self.clock, on_batch_committed=trigger)
 
@@ -361,6 +372,9 @@ class Services:
         """Delete everything of one subject of one tenant, in one transaction: episodes
         and their revisions, memories with their provenance, supersession records and
         conflicts. The only way anything is ever deleted."""
+        from memsync.runtime.compiling.memories import delete_subject_memories
+        from memsync.runtime.ingest.statements import delete_subject_episodes
+
         with self.store.write() as connection:
             memories = delete_subject_memories(connection, tenant_id, subject_id)
             episodes = delete_subject_episodes(connection, tenant_id, subject_id)

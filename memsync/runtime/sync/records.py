@@ -5,12 +5,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
-from memsync.runtime.ingest import IngestSummary
 from memsync.runtime.sync.policy import RunKind, RunStatus
+
+if TYPE_CHECKING:
+    from memsync.runtime.ingest import IngestSummary
 
 __all__ = ["COUNTERS", "MAX_SKIPPED_REASONS", "RunRecord", "Tally"]
 
