@@ -114,8 +114,12 @@ class Services:
     ``runs list`` never imports the HTTP stack, the compiler, the readers or Prometheus,
     and no command that needs no connector loads plugins or reads the connectors
     section.
-    Parts built on first use are ``cached_property``: a process that starts threads
-    (``serve``, ``worker``) builds what they share before starting them.
+
+    Parts built on first use are ``cached_property`` (locked on Python 3.11, not after):
+    the one whose counts must not split, :attr:`metrics`, is built before any thread
+    starts (by ``create_app`` and by :meth:`worker`); two threads asking at once for
+    another part the first time may build it twice and keep either, which costs a
+    little work and breaks nothing.
     """
 
     settings: Settings

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -48,6 +47,8 @@ def keys_new(
     ],
 ) -> None:
     """Make a new API key: prints the key once and the config entry holding its hash."""
+    import secrets
+
     from memsync.runtime.app.config import hash_api_key
 
     key = "ms_" + secrets.token_urlsafe(32)
