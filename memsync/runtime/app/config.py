@@ -288,12 +288,12 @@ def load_settings(
             in_connector = _CONNECTOR_FIELD.match(at)
             if in_connector is None or strict_environment:
                 problems.append(f"{label}: {said}")
-                continue
-            # Said when the connector is built; the path within it names the field.
-            position, field = int(in_connector["position"]), in_connector["field"]
-            line = said.removeprefix(f"connectors[{position}].")
-            fields = unset.setdefault(position, {})
-            fields[field] = f"{fields[field]}; {line}" if field in fields else line
+            if in_connector is not None:
+                # Said when the connector is built; the path within it names the field.
+                position, field = int(in_connector["position"]), in_connector["field"]
+                line = said.removeprefix(f"connectors[{position}].")
+                fields = unset.setdefault(position, {})
+                fields[field] = f"{fields[field]}; {line}" if field in fields else line
     if env.get(STORE_ENV):
         document["store"] = env[STORE_ENV]
     settings: Settings | None = None
