@@ -11,12 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
 
-from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.interval import IntervalTrigger
+if TYPE_CHECKING:
+    from apscheduler.triggers.base import BaseTrigger
 
 __all__ = ["ScheduleSpec", "format_duration", "parse_duration", "parse_schedule"]
 
@@ -75,6 +74,9 @@ class ScheduleSpec:
         ``timezone``. Raises ``ValueError`` for ``manual``, which never fires."""
         if self.kind == "manual":
             raise ValueError("a manual schedule never fires")
+        from apscheduler.triggers.cron import CronTrigger
+        from apscheduler.triggers.interval import IntervalTrigger
+
         if self.interval is not None:
             return IntervalTrigger(
                 seconds=int(self.interval.total_seconds()),
@@ -104,6 +106,10 @@ def parse_schedule(text: str) -> ScheduleSpec:
             f"schedule '{text}' is neither 'every <duration>' (e.g. every 15m), a "
             "5-field crontab line (e.g. '0 3 * * *') nor 'manual'"
         )
+    # Only a crontab line needs APScheduler (its import is a fair part of a short
+    # command's start-up).
+    from apscheduler.triggers.cron import CronTrigger
+
     try:
         CronTrigger.from_crontab(lowered, timezone=ZoneInfo("UTC"))
     except ValueError as error:

@@ -3,78 +3,13 @@
 The one exception is ``memsync.compile.llm``, which talks to a model through an
 injected ``httpx.Client``; it is not re-exported here so importing the pure engine never
 loads an HTTP stack. See docs/compile.md for kinds, claim keys, policies and ranking.
+
+What this package offers is listed in ``__init__.pyi`` and imported on first use, so
+reading the configuration loads no compiler.
 """
 
 from __future__ import annotations
 
-from memsync.compile.bundle import Bundle, RankedMemory, assemble_bundle, estimate_tokens
-from memsync.compile.claims import Cardinality, ClaimKey, ClaimRegistry, ClaimRegistryError
-from memsync.compile.heuristic import HeuristicCompiler
-from memsync.compile.policy import DEFAULT_POLICIES, ConflictPolicy, PolicyTable
-from memsync.compile.resolve import (
-    ChangeSet,
-    OpenConflict,
-    ProvenanceAddition,
-    Reassertion,
-    SourceStanding,
-    StatusChange,
-    Supersession,
-    apply_changes,
-    conflict_id,
-    manual_resolution,
-    memory_id,
-    resolve,
-    withdraw_unsupported,
-)
-from memsync.compile.similarity import SimilarityThresholds, jaccard, tokens
-from memsync.compile.types import (
-    CandidateMemory,
-    Compiler,
-    ConflictStatus,
-    EpisodeView,
-    MemoryKind,
-    MemoryStatus,
-    StoredMemory,
-    SupersessionRule,
-    memory_key,
-)
+import lazy_loader
 
-__all__ = [
-    "DEFAULT_POLICIES",
-    "Bundle",
-    "CandidateMemory",
-    "Cardinality",
-    "ChangeSet",
-    "ClaimKey",
-    "ClaimRegistry",
-    "ClaimRegistryError",
-    "Compiler",
-    "ConflictPolicy",
-    "ConflictStatus",
-    "EpisodeView",
-    "HeuristicCompiler",
-    "MemoryKind",
-    "MemoryStatus",
-    "OpenConflict",
-    "PolicyTable",
-    "ProvenanceAddition",
-    "RankedMemory",
-    "Reassertion",
-    "SimilarityThresholds",
-    "SourceStanding",
-    "StatusChange",
-    "StoredMemory",
-    "Supersession",
-    "SupersessionRule",
-    "apply_changes",
-    "assemble_bundle",
-    "conflict_id",
-    "estimate_tokens",
-    "jaccard",
-    "manual_resolution",
-    "memory_id",
-    "memory_key",
-    "resolve",
-    "tokens",
-    "withdraw_unsupported",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -33,7 +33,6 @@ the inspector also show memories as. Models only describe data; nothing here doe
 
 from __future__ import annotations
 
-import enum
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, is_dataclass
@@ -49,6 +48,7 @@ from memsync.compile.similarity import tokens
 from memsync.compile.text import passages
 from memsync.compile.tokenizer import TokenCounter, default_counter, estimate_tokens
 from memsync.compile.types import (
+    BundleLayout,
     EpisodeView,
     MemoryKind,
     MemoryStatus,
@@ -80,14 +80,6 @@ EPISODE_LINE_LENGTH = 200
 MAX_MISFITS = 16
 """Memories stop being considered after this many lines in a row did not fit: the
 budget is then as good as full, and the ranking need not be read to its end."""
-
-
-class BundleLayout(enum.StrEnum):
-    """How ``assembled_context`` is laid out: memsync's plain headings, or Statewave's
-    Markdown sections (what Statewave's clients parse)."""
-
-    MEMSYNC = "memsync"
-    STATEWAVE = "statewave"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from memsync.episode import canonical_json
 
 __all__ = [
     "WITHDRAWN",
+    "BundleLayout",
     "CandidateMemory",
     "Compiler",
     "ConflictStatus",
@@ -33,6 +34,14 @@ __all__ = [
     "normalise_text",
     "require_aware",
 ]
+
+
+class BundleLayout(enum.StrEnum):
+    """How ``assembled_context`` is laid out: memsync's plain headings, or Statewave's
+    Markdown sections (what Statewave's clients parse)."""
+
+    MEMSYNC = "memsync"
+    STATEWAVE = "statewave"
 
 
 class MemoryKind(enum.StrEnum):

@@ -7,13 +7,16 @@ a bad class, a name that differs from the class's ``type`` and a type offered tw
 naming the entry point and its distribution, so a broken plugin fails at start-up with
 a message pointing at the package to fix, never halfway through a run. The application's
 registry (:func:`load_registry`) sets such a plugin aside as *broken*, with that message,
-and every other connector keeps working.
+and every other connector keeps working; it imports a connector's module only when its
+type is first asked for, so a command that syncs one connector never imports the
+client libraries of the others.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import threading
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -35,6 +38,9 @@ __all__ = [
 ENTRY_POINT_GROUP = "memsync.connectors"
 
 AnyConnector = Connector[Any, Any]
+
+# What every command that lists, addresses or schedules a connector reads of it.
+_IDENTITY_FIELDS = frozenset({"name", "type", "subject", "tenant", "schedule"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +85,10 @@ class ConnectorRegistry:
 
     def __init__(self, infos: Iterable[ConnectorInfo] = ()) -> None:
         self._infos: dict[str, ConnectorInfo] = {}
-        self.broken: dict[str, str] = {}
-        """Entry points set aside when loaded with ``keep_going``: name → what is wrong."""
+        self._broken: dict[str, str] = {}
+        # Entry points found but not imported yet, by name (only with ``keep_going``).
+        self._unloaded: dict[str, EntryPoint] = {}
+        self._loading = threading.Lock()
         for info in infos:
             self._add(info)
 
@@ -103,17 +111,52 @@ class ConnectorRegistry:
         Raises :class:`ConnectorDefinitionError` naming the entry point and
         distribution for an import failure, a bad class, a name that is not the class's
         ``type``, an empty rationale, or a duplicate type. With ``keep_going`` such an
-        entry point is recorded in :attr:`broken` instead, and the others load.
+        entry point is recorded in :attr:`broken` instead, and the others work; each is
+        then imported when its type is first asked for (thread-safe), not here.
         """
         registry = cls()
         for entry_point in entry_points(group=ENTRY_POINT_GROUP) if found is None else found:
-            try:
-                registry._load(entry_point)
-            except ConnectorDefinitionError as error:
-                if not keep_going:
-                    raise
-                registry.broken[entry_point.name] = str(error)
+            earlier = registry._unloaded.get(entry_point.name)
+            if earlier is None:
+                registry._unloaded[entry_point.name] = entry_point
+                continue
+            twice = ConnectorDefinitionError(
+                f"connector type '{entry_point.name}' is registered twice: by "
+                f"{_describe(earlier)} and by {_describe(entry_point)}; uninstall one of "
+                "them or rename its type"
+            )
+            if not keep_going:
+                raise twice
+            registry._broken.setdefault(entry_point.name, str(twice))
+        if not keep_going:
+            for name in list(registry._unloaded):
+                registry._load(registry._unloaded.pop(name))
         return registry
+
+    def _resolve(self, connector_type: object) -> ConnectorInfo | None:
+        """The registered connector of this type, importing its entry point on first use;
+        ``None`` if there is none or it is broken (then :attr:`broken` says why)."""
+        if not isinstance(connector_type, str):
+            return None
+        with self._loading:
+            entry_point = self._unloaded.pop(connector_type, None)
+            if entry_point is not None:
+                try:
+                    self._load(entry_point)
+                except ConnectorDefinitionError as error:
+                    self._broken[connector_type] = str(error)
+        return self._infos.get(connector_type)
+
+    def _resolve_all(self) -> None:
+        for name in list(self._unloaded):
+            self._resolve(name)
+
+    @property
+    def broken(self) -> dict[str, str]:
+        """Entry points set aside when loaded with ``keep_going``: name → what is wrong.
+        Asking imports every connector not imported yet."""
+        self._resolve_all()
+        return dict(self._broken)
 
     def _load(self, entry_point: EntryPoint) -> None:
         origin = _describe(entry_point)
@@ -146,29 +189,32 @@ class ConnectorRegistry:
         )
 
     def __iter__(self) -> Iterator[ConnectorInfo]:
-        """Registered connectors, sorted by type."""
+        """Registered connectors, sorted by type (every one imported)."""
+        self._resolve_all()
         return iter(sorted(self._infos.values(), key=lambda info: info.type))
 
     def __contains__(self, connector_type: object) -> bool:
-        return connector_type in self._infos
+        return self._resolve(connector_type) is not None
 
     @property
     def types(self) -> list[str]:
-        """Registered types, sorted."""
+        """Registered types, sorted (every one imported)."""
+        self._resolve_all()
         return sorted(self._infos)
 
     def get(self, connector_type: str) -> type[AnyConnector]:
         """The class registered for ``connector_type``; ``KeyError`` lists the known ones."""
-        try:
-            return self._infos[connector_type].connector_class
-        except KeyError:
-            raise KeyError(self._unknown_type(connector_type)) from None
+        info = self._resolve(connector_type)
+        if info is None:
+            raise KeyError(self._unknown_type(connector_type))
+        return info.connector_class
 
     def _unknown_type(self, connector_type: object) -> str:
-        if isinstance(connector_type, str) and connector_type in self.broken:
+        broken = self.broken
+        if isinstance(connector_type, str) and connector_type in broken:
             return (
                 f"connector type {connector_type!r} is installed but could not be loaded: "
-                f"{self.broken[connector_type]}"
+                f"{broken[connector_type]}"
             )
         return (
             f"unknown connector type {connector_type!r}"
@@ -177,7 +223,11 @@ class ConnectorRegistry:
         )
 
     def parse_configs(
-        self, raw_configs: Sequence[Mapping[str, object]], *, source: str | None = None
+        self,
+        raw_configs: Sequence[Mapping[str, object]],
+        *,
+        source: str | None = None,
+        unknown: Mapping[int, Collection[str]] | None = None,
     ) -> list[ConnectorConfig]:
         """Validate a list of connector config dicts (as read from YAML) into models.
 
@@ -187,6 +237,14 @@ class ConnectorRegistry:
         duration (e.g. 2h, 30m, 7d)". Instance names must be unique; an unknown type
         lists the known ones; a subject template may only name fields the connector
         offers.
+
+        ``unknown`` names, by position (from 0), fields of an entry whose values this
+        process does not know (a secret from an environment variable that is not set
+        here). Such an entry is checked without them (a field it requires is not
+        reported missing) and comes back as a plain :class:`ConnectorConfig` of the
+        fields every connector has: enough to list, address and schedule it, never to
+        build it (:meth:`build` refuses it). Its name, type, subject, tenant and
+        schedule must be known.
         """
         problems: list[str] = []
         configs: list[ConnectorConfig] = []
@@ -198,6 +256,15 @@ class ConnectorRegistry:
             prefix = f"{label}{suffix}"
             if not isinstance(raw, Mapping):
                 problems.append(f"{prefix}: must be a mapping of fields, got {raw!r}")
+                continue
+            left_out = frozenset((unknown or {}).get(position - 1, ()))
+            if left_out & _IDENTITY_FIELDS:
+                problems.extend(
+                    f"{prefix}: {field}: its value is not known here (an environment "
+                    "variable is not set); a connector's name, type, subject, tenant and "
+                    "schedule are needed by every command that lists or schedules it"
+                    for field in sorted(left_out & _IDENTITY_FIELDS)
+                )
                 continue
             if isinstance(name, str):
                 if name in first_seen:
@@ -213,18 +280,28 @@ class ConnectorRegistry:
                     f"{prefix}: type: field required; known types: {', '.join(self.types)}"
                 )
                 continue
-            if connector_type not in self._infos:
+            info = self._resolve(connector_type)
+            if info is None:
                 problems.append(f"{prefix}: type: {self._unknown_type(connector_type)}")
                 continue
-            connector = self._infos[str(connector_type)].connector_class
+            connector = info.connector_class
+            known = {key: value for key, value in raw.items() if key not in left_out}
             try:
-                config = connector.config_model.model_validate(dict(raw))
+                config = connector.config_model.model_validate(known)
             except ValidationError as error:
                 fields = list(connector.config_model.model_fields)
-                problems.extend(
-                    f"{prefix}: {message}" for message in _field_messages(error, fields)
+                said = list(_field_messages(error, fields, left_out=left_out))
+                problems.extend(f"{prefix}: {message}" for message in said)
+                if said or not left_out:
+                    continue
+            if left_out:
+                # Never the connector's own model: validated without a secret it could
+                # pass (an optional token), and a connector built from it would run
+                # without the credentials the file asks for.
+                common = ConnectorConfig.model_fields
+                config = ConnectorConfig.model_validate(
+                    {key: value for key, value in known.items() if key in common}
                 )
-                continue
             unknown_fields = config.subject.fields - connector.subject_fields
             if unknown_fields:
                 offered = ", ".join(sorted(connector.subject_fields)) or "none"
@@ -240,16 +317,31 @@ class ConnectorRegistry:
         return configs
 
     def build(self, config: ConnectorConfig, *, sleeper: Sleeper | None = None) -> AnyConnector:
-        """Instantiate the connector class for a config returned by :meth:`parse_configs`.
+        """Instantiate the connector class for a config returned by :meth:`parse_configs`;
+        ``ConnectorConfigError`` for one whose own fields are not known (see
+        ``unknown`` there).
 
         ``sleeper`` is what its waits wait on (the runtime's stop event: a stop cuts
         them short); ``None``: plain waits.
         """
-        return self.get(config.type)(config, sleeper=sleeper)
+        connector = self.get(config.type)
+        if not isinstance(config, connector.config_model):
+            raise ConnectorConfigError(
+                [
+                    f"connector '{config.name}' cannot be built: only the fields every "
+                    "connector has are known, not its own (is an environment variable "
+                    "it names not set?)"
+                ]
+            )
+        return connector(config, sleeper=sleeper)
 
 
-def _field_messages(error: ValidationError, fields: list[str]) -> Iterator[str]:
+def _field_messages(
+    error: ValidationError, fields: list[str], *, left_out: Collection[str] = ()
+) -> Iterator[str]:
     for detail in error.errors(include_url=False):
+        if detail["type"] == "missing" and detail["loc"] and detail["loc"][0] in left_out:
+            continue  # not known here, not missing from the file
         field = ".".join(str(part) for part in detail["loc"]) or "config"
         message = str(detail["msg"]).removeprefix("Value error, ")
         if detail["type"] == "extra_forbidden":

@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Protocol, TypeVar
 
 from memsync.clock import Clock, SystemClock
@@ -127,6 +126,10 @@ def _seconds_or_date(value: str, now: datetime) -> float | None:
         return max(float(value), 0.0)
     except ValueError:
         pass
+    # Only an HTTP date needs the email package (a fair share of a short command's
+    # start-up when imported with this module).
+    from email.utils import parsedate_to_datetime
+
     try:
         moment = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

@@ -70,6 +70,24 @@ def test_sync_prints_the_run_record_and_a_second_sync_creates_nothing(
     assert "succeeded; fetched 3, created 3, duplicates 0" in shown.stdout
 
 
+def test_a_sync_at_a_terminal_shows_what_it_read_and_stored_as_batches_commit(
+    tmp_path: Path, store_url: str
+) -> None:
+    config = workspace_config(tmp_path, store_url)
+    # rich takes stderr for a terminal when told so; COLUMNS keeps the line whole.
+    terminal = {"TTY_COMPATIBLE": "1", "COLUMNS": "200"}
+
+    shown = memsync("--config", str(config), "sync", "ws", cwd=tmp_path, env=terminal)
+    as_json = memsync("--config", str(config), "sync", "ws", "--json", cwd=tmp_path, env=terminal)
+    piped = memsync("--config", str(config), "sync", "ws", cwd=tmp_path)
+
+    assert [shown.returncode, as_json.returncode, piped.returncode] == [0, 0, 0]
+    assert "sync ws: 3 read, 3 stored (3 new, 0 duplicates, 0 revised)" in shown.stderr
+    assert "stored (" not in as_json.stderr
+    assert "stored (" not in piped.stderr
+    assert "duplicates 3" in piped.stdout  # the run record, as ever
+
+
 def test_backfill_reads_the_range_in_slices_and_exits_0(tmp_path: Path, store_url: str) -> None:
     config = workspace_config(tmp_path, store_url)
     result = memsync(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -11,10 +12,10 @@ from memsync.clock import FakeClock
 from memsync.connectors import RateLimitExhausted, RetryableError, StopRun
 from memsync.connectors.config import ConnectorConfig
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
-from memsync.runtime.app.config import JobsSettings
+from memsync.runtime.app.config import JobsSettings, load_settings
 from memsync.runtime.app.handlers import SYNC_JOB as SYNC
 from memsync.runtime.app.handlers import sync_handler
-from memsync.runtime.app.services import NIGHTLY_COMPILE, schedules_from_settings
+from memsync.runtime.app.services import NIGHTLY_COMPILE, Services, schedules_from_settings
 from memsync.runtime.compiling import COMPILE_JOB as COMPILE
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.jobs import (
@@ -193,6 +194,38 @@ def test_a_job_for_a_connector_no_longer_configured_fails_for_good(store: Store)
     assert (failed.status, failed.attempts) == (JobStatus.FAILED, 1)
     assert failed.error is not None
     assert "no connector named 'removed' for tenant 'acme'" in failed.error
+
+
+def test_a_job_for_a_connector_whose_secret_this_worker_lacks_needs_attention(
+    store: Store, tmp_path: Path
+) -> None:
+    path = tmp_path / "memsync.yaml"
+    path.write_text(
+        "connectors:\n"
+        "  - {name: tickets, type: zendesk, tenant: acme, subject: 'org:{organization_id}',"
+        " subdomain: acme, email: bot@acme.test, token: '${UNSET_IN_THIS_TEST}'}\n"
+    )
+    clock = FakeClock(T0)
+    composed = Services(load_settings(path, environ={}), store, clock)
+    # Scheduled as any connector: enqueuing needs no secret; running it does.
+    [schedule] = composed.schedules
+    assert schedule.target == ("acme", "tickets")
+    job, _ = composed.queue.enqueue("acme", SYNC, "tickets", now=clock.now())
+
+    composed.worker().run_once()
+
+    failed = composed.queue.get("acme", job.id)
+    assert failed is not None
+    assert (failed.status, failed.outcome, failed.attempts) == (
+        JobStatus.FAILED,
+        JobOutcome.NEEDS_ATTENTION,
+        1,
+    )
+    assert failed.error == (
+        f"NeedsAttention: connector 'tickets' in {path}: token: environment variable "
+        "UNSET_IN_THIS_TEST is not set (set it, or write ${UNSET_IN_THIS_TEST:-default})"
+    )
+    assert scalar(store, "SELECT count(*) FROM sync_runs") == 0
 
 
 def test_a_sync_job_runs_the_connector_of_its_own_tenant_only(store: Store) -> None:

@@ -23,7 +23,7 @@ from memsync.runtime.storage import (
     schema_state,
     upgrade,
 )
-from memsync.runtime.storage.migrate import downgrade
+from memsync.runtime.storage.migrate import downgrade, scripted_head
 from memsync.runtime.storage.types import JSONDocument, UTCDateTime
 
 
@@ -38,6 +38,18 @@ def test_upgrade_is_idempotent(store: Store) -> None:
     upgrade(store)
     upgrade(store)
     assert current_revision(store) == head_revision()
+
+
+def test_the_head_read_from_the_scripts_is_alembics(store: Store) -> None:
+    # A command skips Alembic when the store is at this head, so it must be the head.
+    assert scripted_head() == head_revision()
+
+
+def test_upgrade_migrates_a_store_left_behind_the_head(store: Store) -> None:
+    downgrade(store, "0004")
+    upgrade(store)
+    assert current_revision(store) == head_revision()
+    assert schema_state(store) is SchemaState.CURRENT
 
 
 def test_schema_state_is_current_at_head_behind_before_it_and_ahead_past_it(

@@ -37,6 +37,7 @@ from memsync.runtime.sync import (
     RunStatus,
     SyncRepository,
     SyncRunner,
+    Tally,
 )
 from memsync.stopping import FakeSleeper
 from tests.helpers import BlockingConnector
@@ -83,6 +84,30 @@ def test_first_run_reads_everything_and_moves_the_cursor_to_the_run_start(store:
     assert record.kind is RunKind.INCREMENTAL
     cursor = runner(store, clock).repository.cursor("default", "src")
     assert cursor == Cursor(position=clock.now())
+
+
+def test_progress_is_reported_after_each_batch_commits_with_the_counts_so_far(
+    store: Store,
+) -> None:
+    clock = FakeClock(T0 + timedelta(days=1))
+    connector = FakeConnector(config(), records(5))
+    seen: list[tuple[int, int, int, int]] = []
+
+    def on_batch(tally: Tally) -> None:
+        # Read, stored, new, and what the store holds: the batch has committed.
+        seen.append((tally.fetched, tally.committed, tally.created, len(stored_keys(store))))
+
+    runner(store, clock, batch_size=2).sync(connector, on_batch=on_batch)
+    runner(store, clock, batch_size=2).sync(connector, full_refresh=True, on_batch=on_batch)
+
+    assert seen == [
+        (2, 2, 2, 2),
+        (4, 4, 4, 4),
+        (5, 5, 5, 5),
+        (2, 2, 0, 5),
+        (4, 4, 0, 5),
+        (5, 5, 0, 5),
+    ]
 
 
 def test_overlapping_windows_store_each_record_once_and_count_the_repeats(store: Store) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import pytest
@@ -48,17 +49,26 @@ def test_an_unknown_field_is_refused_by_name_with_the_likely_intended_one(
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     path = write(
         tmp_path,
-        "stor: x\njobs: {nightly_compil: '0 3 * * *'}\n"
+        "stor: x\njobs: {nightly_compil: '0 3 * * *'}\napi: {session_secret: '${NOT_SET}'}\n"
         "connectors:\n  - name: gh\n    token: ${NOT_SET_ANYWHERE}\n",
     )
     with pytest.raises(ConfigError) as raised:
-        load_settings(path, environ={}, check_connectors=lambda raw, label: [f"{label}: checked"])
+        load_settings(
+            path,
+            environ={},
+            check_connectors=lambda raw, label, unknown: [
+                f"{label}: checked { {k: sorted(v) for k, v in unknown.items()} }"
+            ],
+            strict_environment=True,
+        )
     assert str(raised.value).splitlines() == [
+        f"{path}: api.session_secret: environment variable NOT_SET is not set "
+        "(set it, or write ${NOT_SET:-default})",
         f"{path}: connectors[0].token: environment variable NOT_SET_ANYWHERE is not set "
         "(set it, or write ${NOT_SET_ANYWHERE:-default})",
         f"{path}: jobs.nightly_compil: unknown field (did you mean 'nightly_compile'?)",
         f"{path}: stor: unknown field (did you mean 'store'?)",
-        f"{path}: checked",
+        f"{path}: checked {{0: ['token']}}",
     ]
 
 
@@ -88,11 +98,39 @@ def test_environment_variables_are_interpolated(tmp_path: Path) -> None:
 
 
 def test_a_missing_environment_variable_names_the_field(tmp_path: Path) -> None:
-    path = write(tmp_path, "connectors:\n  - name: gh\n    token: ${GITHUB_TOKEN}\n")
-    with pytest.raises(
-        ConfigError, match=r"connectors\[0\]\.token: environment variable GITHUB_TOKEN"
-    ):
+    path = write(tmp_path, "store: ${STORE_URL}\n")
+    with pytest.raises(ConfigError, match=r"store: environment variable STORE_URL is not set"):
         load_settings(path, environ={})
+
+
+def test_a_variable_a_connector_names_is_needed_only_by_that_connector(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "connectors:\n"
+        "  - {name: ws, type: workspace, subject: s, root: '${WS_ROOT}'}\n"
+        "  - name: gh\n    token: ${GITHUB_TOKEN}\n"
+        "    retry: {max_wait: '${WAIT}'}\n    base_url: ${GHE_HOST}/api\n",
+    )
+    checked: dict[int, list[str]] = {}
+
+    def check(raw: list[object], label: str, unknown: Mapping[int, Collection[str]]) -> list[str]:
+        checked.update({position: sorted(fields) for position, fields in unknown.items()})
+        return []
+
+    settings = load_settings(path, environ={"WS_ROOT": "/srv"}, check_connectors=check)
+
+    assert checked == {1: ["base_url", "retry", "token"]}
+    [line] = settings.missing_variables().values()
+    assert line == (
+        f"connector 'gh' in {path}: "
+        "token: environment variable GITHUB_TOKEN is not set (set it, or write "
+        "${GITHUB_TOKEN:-default}); retry.max_wait: environment variable WAIT is not set "
+        "(set it, or write ${WAIT:-default}); base_url: environment variable GHE_HOST is "
+        "not set (set it, or write ${GHE_HOST:-default})"
+    )
+    assert list(settings.missing_variables()) == ["gh"]
+    # Whatever is missing, config show prints no value in its place.
+    assert redacted_dump(settings)["connectors"][1]["token"] == "***"
 
 
 def test_memsync_store_overrides_the_file(tmp_path: Path) -> None:

@@ -49,10 +49,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import requests
-from github import Auth, Github, GithubException
 from pydantic import Field, SecretStr, field_validator
 
 from memsync.clock import Clock
@@ -71,6 +69,9 @@ from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject, Tombstone
 from memsync.stopping import Sleeper
+
+if TYPE_CHECKING:
+    from github import Github, GithubException
 
 GitHubStream = Literal["issues", "pull_requests", "issue_comments", "reviews", "issue_events"]
 _ALL_STREAMS: frozenset[GitHubStream] = frozenset(
@@ -401,8 +402,11 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
     @property
     def client(self) -> Github:
         # Created on first use: mapping records (the conformance kit, a dry run) never
-        # needs a connection pool.
+        # needs a connection pool, and listing or validating connectors never imports
+        # PyGithub.
         if self._client is None:
+            from github import Auth, Github
+
             token = self.config.token
             self._client = Github(
                 base_url=self.config.api_base,
@@ -574,6 +578,8 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
         """One page: its headers and its JSON. PyGithub's public request call (its
         authentication and host handling, and a 301 within the same host followed, as a
         renamed repository answers); every other 3xx is an error here, never a page."""
+        import requests
+
         requester = self.client.requester
 
         def attempt() -> tuple[Mapping[str, Any], Any]:

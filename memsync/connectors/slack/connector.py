@@ -44,11 +44,9 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
 
 from memsync.clock import Clock
 from memsync.connectors._parsing import optional_str
@@ -67,6 +65,10 @@ from memsync.connectors.errors import RateLimited, RetryableError, SkipRecord, S
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject, KeyScope, Tombstone
 from memsync.stopping import Sleeper
+
+if TYPE_CHECKING:
+    from slack_sdk import WebClient
+    from slack_sdk.errors import SlackApiError
 
 _PUBLIC_API = "https://slack.com/api/"
 _SOURCE = "slack"
@@ -264,7 +266,11 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
 
     @property
     def client(self) -> WebClient:
+        # Created on first use, so listing or validating connectors never imports
+        # slack-sdk.
         if self._client is None:
+            from slack_sdk import WebClient
+
             self._client = WebClient(
                 base_url=self.config.api_base,
                 token=self.config.token.get_secret_value(),
@@ -431,6 +437,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
 
     def _call(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         what = f"slack '{self.name}': {method}"
+        from slack_sdk.errors import SlackApiError
 
         def attempt() -> dict[str, Any]:
             try:

@@ -29,9 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import httpx
 from pydantic import Field, SecretStr
 
 from memsync.clock import Clock, SystemClock
@@ -42,6 +41,9 @@ from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject, Tombstone
 from memsync.stopping import Sleeper
+
+if TYPE_CHECKING:
+    import httpx
 
 _INCREMENTAL_PATH = "/api/v2/incremental/tickets/cursor.json"
 # Zendesk refuses an incremental export that starts less than a minute ago.
@@ -275,6 +277,10 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
         sleeper: Sleeper | None = None,
         clock: Clock | None = None,
     ) -> None:
+        # httpx is imported by an instance, never by the class: listing or validating
+        # connectors does not load it.
+        import httpx
+
         super().__init__(config, sleeper=sleeper)
         self._clock: Clock = clock or SystemClock()
         self._client = client
@@ -299,6 +305,8 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
         # Created on first use: mapping records to episodes (the conformance kit, a
         # dry run) never needs a connection pool or a TLS context.
         if self._client is None:
+            import httpx
+
             self._client = httpx.Client(
                 transport=self._transport,
                 timeout=self.config.timeout.total_seconds(),
@@ -427,6 +435,8 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
         )
 
     def _get_once(self, path: str, params: Mapping[str, str | int] | None) -> dict[str, Any]:
+        import httpx
+
         url = f"{self.config.api_base}{path}"
         what = f"zendesk '{self.name}': GET {path}"
         try:
@@ -494,4 +504,6 @@ def _next_page(page: Mapping[str, Any]) -> str | None:
 def _path_and_query(url: str) -> str:
     # Only the path and query of a next link are used: the host stays the configured
     # one, so credentials never travel to a host named by a response.
+    import httpx
+
     return httpx.URL(url).raw_path.decode("ascii")

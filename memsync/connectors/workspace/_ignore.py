@@ -12,8 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pathspec import GitIgnoreSpec
+if TYPE_CHECKING:
+    # Imported by the scan that needs it: listing or validating connectors does not.
+    from pathspec import GitIgnoreSpec
 
 __all__ = ["GlobFilter", "IgnoreFile", "is_ignored", "read_ignore_file"]
 
@@ -33,6 +36,8 @@ def read_ignore_file(directory: Path, base: str) -> IgnoreFile | None:
         text = (directory / ".gitignore").read_text(encoding="utf-8", errors="replace")
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         return None
+    from pathspec import GitIgnoreSpec
+
     return IgnoreFile(base=base, spec=GitIgnoreSpec.from_lines(text.splitlines()))
 
 
@@ -63,6 +68,8 @@ class GlobFilter:
 
     @classmethod
     def from_globs(cls, include: Sequence[str], exclude: Sequence[str]) -> GlobFilter:
+        from pathspec import GitIgnoreSpec
+
         return cls(
             include=GitIgnoreSpec.from_lines(include) if include else None,
             exclude=GitIgnoreSpec.from_lines(exclude) if exclude else None,

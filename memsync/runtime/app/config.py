@@ -4,6 +4,12 @@ Errors name the file and the field (``config/memsync.yaml: api.port: Input shoul
 a valid integer``). Secrets come from the environment; every value that came from an
 environment variable, and every field whose name says it is a secret, is redacted
 in :func:`redacted_dump`.
+
+A variable that is not set is an error where the file names it, except in a
+connector's fields: there it matters only to the commands that build that connector
+(a sync, a check, a worker running its job), which fail with
+:class:`MissingVariables`; every other command, and every other connector, works
+without it. A host that runs only the API needs no connector's token.
 """
 
 from __future__ import annotations
@@ -12,14 +18,14 @@ import hashlib
 import ipaddress
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from memsync.compile.bundle import BundleLayout
+from memsync.compile.types import BundleLayout
 from memsync.connectors.config import did_you_mean
 from memsync.runtime.compiling.settings import CompileRules, CompileSettings
 from memsync.schedule import parse_schedule
@@ -30,6 +36,7 @@ __all__ = [
     "ConfigError",
     "ContextSettings",
     "JobsSettings",
+    "MissingVariables",
     "Settings",
     "hash_api_key",
     "load_settings",
@@ -43,10 +50,17 @@ DEFAULT_STORE = "sqlite:///memsync.db"
 REDACTED = "***"
 _SECRET_NAMES = re.compile(r"(token|secret|password|api_key|^key$)", re.IGNORECASE)
 _INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_CONNECTOR_FIELD = re.compile(r"connectors\[(?P<position>\d+)\]\.(?P<field>[^.\[]+)")
 
 
 class ConfigError(Exception):
     """Invalid configuration. The message names the file and the field."""
+
+
+class MissingVariables(ConfigError):
+    """A connector was about to be built whose configuration names environment
+    variables this process does not have. The message is one line naming the connector,
+    the file, and each field and variable."""
 
 
 def hash_api_key(key: str) -> str:
@@ -197,10 +211,27 @@ class Settings(_Strict):
 
     source_path: Path | None = Field(default=None, exclude=True)
     secret_paths: frozenset[str] = Field(default_factory=frozenset, exclude=True)
+    unset_in_connectors: dict[int, dict[str, str]] = Field(default_factory=dict, exclude=True)
+    """By connector position: each field naming a variable that is not set, and what is
+    missing (``token: environment variable GITHUB_TOKEN is not set (...)``)."""
+
+    def missing_variables(self) -> dict[str, str]:
+        """By connector name, for each connector naming environment variables that are
+        not set: one line naming the connector, the file, and each field and variable
+        (the message of the :class:`MissingVariables` its use raises)."""
+        source = self.source_path or "the configuration"
+        return {
+            str(self.connectors[position].get("name")): (
+                f"connector '{self.connectors[position].get('name')}' in {source}: "
+                + "; ".join(unset.values())
+            )
+            for position, unset in sorted(self.unset_in_connectors.items())
+        }
 
 
-ConnectorCheck = Callable[[list[Any], str], list[str]]
-"""Validates the raw ``connectors:`` list of a file (its label given): the problems."""
+ConnectorCheck = Callable[[list[Any], str, Mapping[int, Collection[str]]], list[str]]
+"""Validates the raw ``connectors:`` list of a file (its label given, and by position
+the fields whose variables are not set, to be left out): the problems."""
 
 
 def load_settings(
@@ -208,13 +239,16 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     *,
     check_connectors: ConnectorCheck | None = None,
+    strict_environment: bool = False,
 ) -> Settings:
     """Load settings from ``path`` (or ``$MEMSYNC_CONFIG``; none: all defaults).
 
     ``$MEMSYNC_STORE`` overrides the store URL of the file. Every problem found is
     reported at once in one ``ConfigError``, one line each naming the file and the
     field; with ``check_connectors`` the connectors section is checked too, even when
-    the rest of the file has problems.
+    the rest of the file has problems. A variable a connector names that is not set is
+    not a problem here (see :attr:`Settings.unset_in_connectors`), unless
+    ``strict_environment``.
     """
     env = os.environ if environ is None else environ
     if path is None and env.get(CONFIG_ENV):
@@ -222,6 +256,7 @@ def load_settings(
     document: dict[str, Any] = {}
     secret_paths: set[str] = set()
     problems: list[str] = []
+    unset: dict[int, dict[str, str]] = {}
     label = str(path) if path is not None else "<defaults>"
     if path is not None:
         try:
@@ -243,7 +278,22 @@ def load_settings(
             f"environment, e.g. {at.rsplit('.', 1)[-1]}: ${{{_env_name(at)}}}"
             for at in _literal_secrets(loaded, "")
         )
-        document = _interpolate(loaded, env, label, "", secret_paths, problems)
+        missing: list[tuple[str, str]] = []
+        document = _interpolate(loaded, env, "", secret_paths, missing)
+        for at, variable in missing:
+            said = (
+                f"{at}: environment variable {variable} is not set "
+                f"(set it, or write ${{{variable}:-default}})"
+            )
+            in_connector = _CONNECTOR_FIELD.match(at)
+            if in_connector is None or strict_environment:
+                problems.append(f"{label}: {said}")
+            if in_connector is not None:
+                # Said when the connector is built; the path within it names the field.
+                position, field = int(in_connector["position"]), in_connector["field"]
+                line = said.removeprefix(f"connectors[{position}].")
+                fields = unset.setdefault(position, {})
+                fields[field] = f"{fields[field]}; {line}" if field in fields else line
     if env.get(STORE_ENV):
         document["store"] = env[STORE_ENV]
     settings: Settings | None = None
@@ -253,7 +303,7 @@ def load_settings(
         problems.extend(_describe(label, error))
     raw_connectors = document.get("connectors")
     if check_connectors is not None and isinstance(raw_connectors, list):
-        problems.extend(check_connectors(raw_connectors, label))
+        problems.extend(check_connectors(raw_connectors, label, unset))
     if problems or settings is None:
         raise ConfigError("\n".join(problems))
     try:
@@ -266,23 +316,27 @@ def load_settings(
         except ValueError as error:
             raise ConfigError(f"{label}: api.keys: {error}") from None
     return settings.model_copy(
-        update={"source_path": path, "secret_paths": frozenset(secret_paths)}
+        update={
+            "source_path": path,
+            "secret_paths": frozenset(secret_paths),
+            "unset_in_connectors": unset,
+        }
     )
 
 
 def _interpolate(
-    value: Any, env: Mapping[str, str], label: str, at: str, secrets: set[str], problems: list[str]
+    value: Any, env: Mapping[str, str], at: str, secrets: set[str], missing: list[tuple[str, str]]
 ) -> Any:
+    """``value`` with every ``${VAR}`` replaced; each variable not set (and with no
+    default) becomes an empty string and is added to ``missing`` with its path."""
     if isinstance(value, dict):
         return {
-            key: _interpolate(
-                item, env, label, f"{at}.{key}" if at else str(key), secrets, problems
-            )
+            key: _interpolate(item, env, f"{at}.{key}" if at else str(key), secrets, missing)
             for key, item in value.items()
         }
     if isinstance(value, list):
         return [
-            _interpolate(item, env, label, f"{at}[{index}]", secrets, problems)
+            _interpolate(item, env, f"{at}[{index}]", secrets, missing)
             for index, item in enumerate(value)
         ]
     if not isinstance(value, str) or "${" not in value:
@@ -294,10 +348,7 @@ def _interpolate(
             return env[name]
         if default is not None:
             return default
-        problems.append(
-            f"{label}: {at}: environment variable {name} is not set "
-            f"(set it, or write ${{{name}:-default}})"
-        )
+        missing.append((at, name))
         return ""
 
     secrets.add(at)

@@ -8,23 +8,20 @@ schedule firer.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
-
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING, Any
 
 from memsync.connectors.config import ConnectorConfig
-from memsync.runtime.compiling import CompileService, result_summary
-from memsync.runtime.jobs import (
-    Job,
-    JobHandler,
-    JobOutcome,
-    JobQueue,
-    JobResult,
-    NeedsAttention,
-    RetryAt,
-)
-from memsync.runtime.sync import RunRecord, RunStatus
-from memsync.runtime.sync.records import COUNTERS
+from memsync.runtime.app.config import MissingVariables
+from memsync.runtime.jobs.queue import Job, JobQueue
+from memsync.runtime.jobs.status import JobOutcome
+from memsync.runtime.jobs.worker import JobHandler, JobResult, NeedsAttention, RetryAt
+from memsync.runtime.sync.policy import RunStatus
+from memsync.runtime.sync.records import COUNTERS, RunRecord
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from memsync.runtime.compiling.service import CompileService
 
 __all__ = ["SYNC_JOB", "SyncRunFailed", "compile_handler", "sync_handler"]
 
@@ -43,6 +40,7 @@ def compile_handler(compile_service: CompileService, queue: JobQueue) -> JobHand
     added to the job in the chunk's own transaction, so the job's result counts every
     attempt: a reclaimed job ends with the counts a clean run would have.
     """
+    from memsync.runtime.compiling.service import result_summary
 
     def handle(job: Job) -> Mapping[str, Any]:
         totals: dict[str, Any] = dict(job.result or {})
@@ -95,7 +93,8 @@ def sync_handler(
       worker sleeps through the wait;
     - ``failed`` on an error a person must fix (refused credentials, a missing
       resource): the job fails at once with outcome ``needs_attention``; a connector no
-      longer in the configuration does too;
+      longer in the configuration does too, and so does one naming an environment
+      variable this worker does not have (the error names it);
     - ``failed`` on a rate limit with a known reset: the attempt is retried then;
     - ``failed`` otherwise, or another run of the connector still going: the attempt
       fails and is retried with backoff;
@@ -113,7 +112,10 @@ def sync_handler(
                 f"no connector named {job.target!r} for tenant {job.tenant_id!r} "
                 "in this worker's configuration"
             )
-        record = sync_one(config)
+        try:
+            record = sync_one(config)
+        except MissingVariables as error:
+            raise NeedsAttention(str(error)) from None
         if record.status is RunStatus.FAILED:
             message = f"sync run {record.id} failed: {record.error}"
             if record.needs_attention:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -28,51 +28,29 @@ from memsync.connectors import (
 )
 from memsync.connectors.base import Connector
 from memsync.connectors.config import ConnectorConfig
-from memsync.runtime.app.api.auth import Authenticator
-from memsync.runtime.app.config import ConfigError, JobsSettings, Settings
+from memsync.runtime.app.config import ConfigError, JobsSettings, MissingVariables, Settings
 from memsync.runtime.app.handlers import SYNC_JOB, compile_handler, sync_handler
-from memsync.runtime.app.observability.metrics import Metrics, StoreGauges
-from memsync.runtime.compiling import (
-    COMPILE_JOB,
-    CompileService,
-    EveryNEpisodes,
-    enqueue_uncompiled,
-)
-from memsync.runtime.compiling.memories import (
-    delete_subject_memories,
-    forget_episodes,
-    subjects_citing,
-)
-from memsync.runtime.ingest import IngestService
-from memsync.runtime.ingest.statements import (
-    connector_episodes,
-    delete_episodes,
-    delete_subject_episodes,
-)
-from memsync.runtime.jobs import (
-    JobQueue,
-    RetryPolicy,
-    Schedule,
-    ScheduleFirer,
-    Scheduler,
-    TickAction,
-    Worker,
-    enqueue_target,
-    worker_name,
-)
-from memsync.runtime.reading import (
-    ContextReader,
-    EpisodeRepository,
-    MemoryRepository,
-    MemorySearch,
-    SubjectIndexes,
-)
+from memsync.runtime.compiling.triggers import COMPILE_JOB, EveryNEpisodes, enqueue_uncompiled
+from memsync.runtime.jobs.queue import JobQueue, RetryPolicy
 from memsync.runtime.storage import Store, upgrade
-from memsync.runtime.sync import RunInterrupted, RunRecord, SyncRepository, SyncRunner
-from memsync.runtime.sync.repository import ConnectorState
-from memsync.runtime.sync.runner import SliceProgress
+from memsync.runtime.sync.repository import SyncRepository
 from memsync.scrub import Scrubber, secret_values
 from memsync.stopping import StopEvent
+
+if TYPE_CHECKING:
+    from memsync.runtime.app.api.auth import Authenticator
+    from memsync.runtime.app.observability.metrics import Metrics
+    from memsync.runtime.compiling.service import CompileService
+    from memsync.runtime.ingest.service import IngestService
+    from memsync.runtime.jobs.schedules import Schedule, ScheduleFirer, Scheduler
+    from memsync.runtime.jobs.worker import Worker
+    from memsync.runtime.reading.bundles import ContextReader
+    from memsync.runtime.reading.episodes import EpisodeRepository
+    from memsync.runtime.reading.indexes import MemorySearch, SubjectIndexes
+    from memsync.runtime.reading.memories import MemoryRepository
+    from memsync.runtime.sync.records import RunRecord
+    from memsync.runtime.sync.repository import ConnectorState
+    from memsync.runtime.sync.runner import BatchProgress, SliceProgress, SyncRunner
 
 __all__ = [
     "NIGHTLY_COMPILE",
@@ -155,6 +133,8 @@ def schedules_from_settings(
     """The schedules the configuration asks for: the nightly compile (if set) and one
     sync schedule per connector whose schedule is not ``manual``. Ids are stable across
     restarts and replicas."""
+    from memsync.runtime.jobs.schedules import Schedule
+
     schedules = []
     if settings.nightly_compile:
         schedules.append(
@@ -176,11 +156,19 @@ def schedules_from_settings(
 
 @dataclass
 class Services:
-    """Everything a memsync process uses, built once from its configuration.
+    """Everything a memsync process uses, built from its configuration.
 
-    Cheap parts are built at once; the connector registry, the configured connectors
-    and the schedules on first use, so a command that needs none of them never loads
-    plugins or reads the connectors section.
+    The job queue and the run records are built at once. Every other part is built on
+    first use (and its modules imported then), so a command pays only for what it uses:
+    ``runs list`` never imports the HTTP stack, the compiler, the readers or Prometheus,
+    and no command that needs no connector loads plugins or reads the connectors
+    section.
+
+    Parts built on first use are ``cached_property`` (locked on Python 3.11, not after):
+    the one whose counts must not split, :attr:`metrics`, is built before any thread
+    starts (by ``create_app`` and by :meth:`worker`); two threads asking at once for
+    another part the first time may build it twice and keep either, which costs a
+    little work and breaks nothing.
     """
 
     settings: Settings
@@ -192,24 +180,13 @@ class Services:
     on it (a connector's retry wait, a worker's idle poll, the scheduler's loop), so a
     stop is noticed at once: idle workers exit, a sync cut short is recorded
     ``partial`` and its job released to the queue."""
-
-    queue: JobQueue = field(init=False)
-    runs: SyncRepository = field(init=False)
-    ingest: IngestService = field(init=False)
-    """The process's ingest path, every-N compile trigger attached (API, CLI)."""
-    compile_service: CompileService = field(init=False)
-    episodes: EpisodeRepository = field(init=False)
-    memories: MemoryRepository = field(init=False)
-    context: ContextReader = field(init=False)
-    search: MemorySearch = field(init=False)
-    authenticator: Authenticator = field(init=False)
-    metrics: Metrics = field(init=False)
-    """What this process did (counters) and the store's gauges, read when scraped."""
     migration_notes: list[str] = field(default_factory=list)
     """What the migrations run by :meth:`open` said about the data they changed."""
 
+    queue: JobQueue = field(init=False)
+    runs: SyncRepository = field(init=False)
+
     def __post_init__(self) -> None:
-        self.metrics = Metrics()
         jobs = self.settings.jobs
         self.queue = JobQueue(
             self.store,
@@ -220,19 +197,28 @@ class Services:
             ),
         )
         self.runs = SyncRepository(self.store)
-        self.ingest = self.new_ingest()
-        self.compile_service = CompileService.from_settings(
-            self.store, self.settings.compile, self.clock, on_compiled=self.metrics.compiled
-        )
-        self.episodes = EpisodeRepository(self.store)
-        self.memories = MemoryRepository(self.store)
-        indexes = SubjectIndexes(self.memories)
-        self.context = ContextReader(
-            self.episodes, self.memories, indexes=indexes, layout=self.settings.context.layout
-        )
-        self.search = MemorySearch(indexes, self.memories)
-        self.authenticator = Authenticator(self.settings.api)
-        self.metrics.watch(
+
+    @cached_property
+    def episodes(self) -> EpisodeRepository:
+        """Episodes, their revisions, subjects and timelines."""
+        from memsync.runtime.reading.episodes import EpisodeRepository
+
+        return EpisodeRepository(self.store)
+
+    @cached_property
+    def memories(self) -> MemoryRepository:
+        """Memories, supersession records and conflicts."""
+        from memsync.runtime.reading.memories import MemoryRepository
+
+        return MemoryRepository(self.store)
+
+    @cached_property
+    def metrics(self) -> Metrics:
+        """What this process did (counters) and the store's gauges, read when scraped."""
+        from memsync.runtime.app.observability.metrics import Metrics, StoreGauges
+
+        metrics = Metrics()
+        metrics.watch(
             StoreGauges(
                 lambda: self.queue.depth(with_completed=False),
                 self.runs.committed_positions,
@@ -240,6 +226,53 @@ class Services:
                 kinds=(COMPILE_JOB, SYNC_JOB),
             )
         )
+        return metrics
+
+    @cached_property
+    def ingest(self) -> IngestService:
+        """The process's ingest path, every-N compile trigger attached (API, CLI)."""
+        return self.new_ingest()
+
+    @cached_property
+    def compile_service(self) -> CompileService:
+        """The one compile path, with the configured compiler and rules."""
+        from memsync.runtime.compiling.service import CompileService
+
+        return CompileService.from_settings(
+            self.store, self.settings.compile, self.clock, on_compiled=self.metrics.compiled
+        )
+
+    @cached_property
+    def _subject_indexes(self) -> SubjectIndexes:
+        from memsync.runtime.reading.indexes import SubjectIndexes
+
+        return SubjectIndexes(self.memories)
+
+    @cached_property
+    def context(self) -> ContextReader:
+        """Context bundles, over the process's per-subject indexes."""
+        from memsync.runtime.reading.bundles import ContextReader
+
+        return ContextReader(
+            self.episodes,
+            self.memories,
+            indexes=self._subject_indexes,
+            layout=self.settings.context.layout,
+        )
+
+    @cached_property
+    def search(self) -> MemorySearch:
+        """Memory search, over the same indexes as :attr:`context`."""
+        from memsync.runtime.reading.indexes import MemorySearch
+
+        return MemorySearch(self._subject_indexes, self.memories)
+
+    @cached_property
+    def authenticator(self) -> Authenticator:
+        """API keys and tenants of the HTTP API."""
+        from memsync.runtime.app.api.auth import Authenticator
+
+        return Authenticator(self.settings.api)
 
     @classmethod
     def open(cls, settings: Settings, clock: Clock | None = None) -> Services:
@@ -280,15 +313,29 @@ class Services:
     @cached_property
     def connectors(self) -> tuple[ConnectorConfig, ...]:
         """The configured connectors, validated. Raises ``ConfigError`` naming the file,
-        the connector and the field of every problem."""
+        the connector and the field of every problem.
+
+        A connector naming an environment variable this process does not have is here
+        all the same, with the fields every connector has: it can be listed, addressed,
+        scheduled and its sync enqueued (a worker that has the variable runs it), but
+        building it raises :class:`MissingVariables` (see :meth:`connector_instance`).
+        """
         source = str(self.settings.source_path) if self.settings.source_path else None
         try:
             configs = self.registry.parse_configs(
-                self.settings.connectors, source=source or "the configuration"
+                self.settings.connectors,
+                source=source or "the configuration",
+                unknown=self.settings.unset_in_connectors,
             )
         except ConnectorConfigError as error:
             raise ConfigError("\n".join(error.problems)) from None
         return tuple(configs)
+
+    @cached_property
+    def missing_variables(self) -> dict[str, str]:
+        """By connector name: what each connector this process cannot build lacks from
+        the environment (one line each; see :meth:`Settings.missing_variables`)."""
+        return self.settings.missing_variables()
 
     def connector(self, name: str) -> ConnectorConfig:
         """The configured connector called ``name``; ``UnknownConnector`` if none is."""
@@ -308,11 +355,15 @@ class Services:
         thread's runs keep their own batch statistics.
         """
         n = self.settings.jobs.compile_every_n_episodes
+        from memsync.runtime.ingest.service import IngestService
+
         trigger = EveryNEpisodes(self.store, self.queue, n, self.clock) if n > 0 else None
         return IngestService(self.store, self.clock, on_batch_committed=trigger)
 
     def sync_runner(self) -> SyncRunner:
         """A sync runner that ingests through the one ingest path (with its triggers)."""
+        from memsync.runtime.sync.runner import SyncRunner
+
         return SyncRunner(self.runs, self.new_ingest(), clock=self.clock, scrubber=self.scrubber)
 
     def run_sync(
@@ -321,15 +372,19 @@ class Services:
         runner: SyncRunner | None = None,
         *,
         full_refresh: bool = False,
+        on_batch: BatchProgress | None = None,
     ) -> RunRecord:
         """One incremental sync of a configured connector; the connector is closed after.
 
         Raises what :meth:`SyncRunner.sync` raises (``RunInProgress``, ``RunLost``, and
-        ``RunInterrupted`` once :attr:`stop` is requested).
+        ``RunInterrupted`` once :attr:`stop` is requested), and :class:`MissingVariables`
+        (see :meth:`connector_instance`).
         """
         with self.connector_instance(config) as connector:
             return self._counted(
-                lambda: (runner or self.sync_runner()).sync(connector, full_refresh=full_refresh)
+                lambda: (runner or self.sync_runner()).sync(
+                    connector, full_refresh=full_refresh, on_batch=on_batch
+                )
             )
 
     def run_backfill(
@@ -340,6 +395,7 @@ class Services:
         until: datetime | None,
         slice_length: timedelta,
         on_slice: SliceProgress | None = None,
+        on_batch: BatchProgress | None = None,
     ) -> RunRecord:
         """A backfill of a configured connector (see :meth:`SyncRunner.backfill`)."""
         with self.connector_instance(config) as connector:
@@ -350,11 +406,14 @@ class Services:
                     until=until,
                     slice_length=slice_length,
                     on_slice=on_slice,
+                    on_batch=on_batch,
                 )
             )
 
     def _counted(self, run: Callable[[], RunRecord]) -> RunRecord:
         """``run()``'s record, counted in the metrics, also when a stop interrupted it."""
+        from memsync.runtime.sync.records import RunInterrupted
+
         try:
             record = run()
         except RunInterrupted as interrupted:
@@ -403,7 +462,15 @@ class Services:
     @contextmanager
     def connector_instance(self, config: ConnectorConfig) -> Iterator[AnyConnector]:
         """The connector of ``config``, its source requests counted, its waits cut short
-        by :attr:`stop`, closed after."""
+        by :attr:`stop`, closed after.
+
+        The one place connectors are built, so the one place a variable a connector
+        names is required: :class:`MissingVariables` (one line naming the connector,
+        the file and the variable) if one is not set in this process.
+        """
+        missing = self.missing_variables.get(config.name)
+        if missing is not None:
+            raise MissingVariables(missing)
         connector = self.registry.build(config, sleeper=self.stop)
         try:
             with observing_requests(self.metrics.source(config.name)):
@@ -417,6 +484,9 @@ class Services:
         """Delete everything of one subject of one tenant, in one transaction: episodes
         and their revisions, memories with their provenance, supersession records and
         conflicts. With :meth:`forget_connector`, the only way anything is deleted."""
+        from memsync.runtime.compiling.memories import delete_subject_memories
+        from memsync.runtime.ingest.statements import delete_subject_episodes
+
         with self.store.write() as connection:
             memories = delete_subject_memories(connection, tenant_id, subject_id)
             episodes = delete_subject_episodes(connection, tenant_id, subject_id)
@@ -436,6 +506,9 @@ class Services:
         forgetting again removes nothing more. The affected subjects' compile locks are
         held meanwhile, so a compile never sees half of it.
         """
+        from memsync.runtime.compiling.memories import forget_episodes, subjects_citing
+        from memsync.runtime.ingest.statements import connector_episodes, delete_episodes
+
         now = self.clock.now()
         try:
             with self.store.write() as connection:
@@ -479,6 +552,8 @@ class Services:
         Each worker has its own sync runner, so a thread's syncs keep their own ingest
         statistics and trigger compiles as the API's ingest does.
         """
+        from memsync.runtime.jobs.worker import Worker
+
         runner = self.sync_runner()
         configured = {(config.tenant, config.name): config for config in self.connectors}
         jobs = self.settings.jobs
@@ -502,12 +577,15 @@ class Services:
 
     @cached_property
     def _process_name(self) -> str:
+        from memsync.runtime.jobs.worker import worker_name
+
         return worker_name()
 
     @cached_property
     def schedule_firer(self) -> ScheduleFirer:
         """Fires schedule ticks: the nightly compile enqueues every subject with
         uncompiled episodes; a connector's schedule enqueues its sync."""
+        from memsync.runtime.jobs.schedules import ScheduleFirer, TickAction, enqueue_target
 
         def compile_uncompiled(
             schedule: Schedule, now: datetime, trigger: str, dedup_key: str
@@ -529,6 +607,8 @@ class Services:
 
     def scheduler(self) -> Scheduler:
         """APScheduler firing :attr:`schedules` (it only enqueues)."""
+        from memsync.runtime.jobs.schedules import Scheduler
+
         return Scheduler(
             self.schedule_firer,
             self.schedules,

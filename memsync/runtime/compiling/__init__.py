@@ -6,46 +6,13 @@
 - :mod:`.recorder` — the LLM compiler's recorded extractions;
 - :mod:`.service` — :class:`CompileService`, the one compile path;
 - :mod:`.triggers` — what enqueues compile jobs (every N episodes, schedules).
+
+What this package offers is listed in ``__init__.pyi`` and imported on first use, so
+the configuration can read :mod:`.settings` without loading SQL.
 """
 
 from __future__ import annotations
 
-from memsync.runtime.compiling.recorder import SqlExtractionRecorder
-from memsync.runtime.compiling.service import (
-    CompileResult,
-    CompileService,
-    CompileSummary,
-    ConflictNotFound,
-    ConflictResolution,
-    result_summary,
-)
-from memsync.runtime.compiling.settings import (
-    DEFAULT_CHUNK_EPISODES,
-    CompileRules,
-    CompileSettings,
-    LLMSettings,
-)
-from memsync.runtime.compiling.triggers import (
-    COMPILE_JOB,
-    EVERY_N_TRIGGER,
-    EveryNEpisodes,
-    enqueue_uncompiled,
-)
+import lazy_loader
 
-__all__ = [
-    "COMPILE_JOB",
-    "DEFAULT_CHUNK_EPISODES",
-    "EVERY_N_TRIGGER",
-    "CompileResult",
-    "CompileRules",
-    "CompileService",
-    "CompileSettings",
-    "CompileSummary",
-    "ConflictNotFound",
-    "ConflictResolution",
-    "EveryNEpisodes",
-    "LLMSettings",
-    "SqlExtractionRecorder",
-    "enqueue_uncompiled",
-    "result_summary",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -3,48 +3,14 @@
 The queue knows nothing of what a job does. The application registers a handler per
 job kind on its workers (:class:`Worker`) and a tick action per kind on its schedule
 firer (:class:`ScheduleFirer`), the way procrastinate's ``App`` registers tasks.
+
+What this package offers is listed in ``__init__.pyi`` and imported on first use, so
+``from memsync.runtime.jobs import JobStatus`` loads no SQL (see docs/benchmarks.md,
+"CLI start-up").
 """
 
 from __future__ import annotations
 
-from memsync.runtime.jobs.queue import Job, JobOutcome, JobQueue, JobStatus, RetryPolicy
-from memsync.runtime.jobs.schedules import (
-    Schedule,
-    ScheduleFirer,
-    Scheduler,
-    TickAction,
-    enqueue_target,
-    fire_key,
-)
-from memsync.runtime.jobs.worker import (
-    JobHandler,
-    JobResult,
-    NeedsAttention,
-    PermanentJobError,
-    RetryAt,
-    Worker,
-    run_workers,
-    worker_name,
-)
+import lazy_loader
 
-__all__ = [
-    "Job",
-    "JobHandler",
-    "JobOutcome",
-    "JobQueue",
-    "JobResult",
-    "JobStatus",
-    "NeedsAttention",
-    "PermanentJobError",
-    "RetryAt",
-    "RetryPolicy",
-    "Schedule",
-    "ScheduleFirer",
-    "Scheduler",
-    "TickAction",
-    "Worker",
-    "enqueue_target",
-    "fire_key",
-    "run_workers",
-    "worker_name",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

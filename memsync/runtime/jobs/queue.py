@@ -14,7 +14,6 @@ Nothing here reads the clock: every method takes ``now``.
 
 from __future__ import annotations
 
-import enum
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -28,30 +27,13 @@ from sqlalchemy.exc import IntegrityError
 
 from memsync.clock import IsoDatetime
 from memsync.retry import RetryPolicy
+from memsync.runtime.jobs.status import JobOutcome, JobStatus
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 
 __all__ = ["JOB_RETRY", "Job", "JobOutcome", "JobQueue", "JobStatus", "RetryPolicy"]
 
 _jobs = tables.jobs
-
-
-class JobStatus(enum.StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-
-
-class JobOutcome(enum.StrEnum):
-    """How a finished job ended, for people: ``partial`` completed but did part of its
-    work (a sync that stored part of its window); ``needs_attention`` failed on an error
-    retrying cannot fix (refused credentials, a missing resource, a bad configuration)."""
-
-    SUCCEEDED = "succeeded"
-    PARTIAL = "partial"
-    FAILED = "failed"
-    NEEDS_ATTENTION = "needs_attention"
 
 
 @dataclass(frozen=True, slots=True)

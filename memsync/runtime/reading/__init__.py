@@ -6,26 +6,13 @@
 - :mod:`.bundles` — context bundles (current truth only, deterministic, dated by the
   store);
 - :mod:`.inspector` — everything about one subject, the audit path.
+
+What this package offers is listed in ``__init__.pyi`` and imported on first use, so
+listing episodes loads no bundle or ranking code.
 """
 
 from __future__ import annotations
 
-from memsync.runtime.reading.bundles import ContextReader
-from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository, RevisionRecord
-from memsync.runtime.reading.indexes import MemorySearch, SubjectIndexes
-from memsync.runtime.reading.inspector import ConflictJson, InspectionReport, inspect_subject
-from memsync.runtime.reading.memories import MemoryRepository, SupersessionRecord
+import lazy_loader
 
-__all__ = [
-    "ConflictJson",
-    "ContextReader",
-    "EpisodeRecord",
-    "EpisodeRepository",
-    "InspectionReport",
-    "MemoryRepository",
-    "MemorySearch",
-    "RevisionRecord",
-    "SubjectIndexes",
-    "SupersessionRecord",
-    "inspect_subject",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

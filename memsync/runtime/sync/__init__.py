@@ -2,26 +2,13 @@
 one ingest path, run records, backfills, and the one-run-per-connector lock.
 
 See docs/sync.md for the rules; :class:`SyncRunner` is the entry point.
+
+What this package offers is listed in ``__init__.pyi`` and imported on first use, so
+reading run records loads neither the runner nor its log context.
 """
 
 from __future__ import annotations
 
-from memsync.runtime.sync.policy import RunKind, RunStatus
-from memsync.runtime.sync.records import RunInterrupted, RunRecord, Tally
-from memsync.runtime.sync.repository import RunInProgress, RunLost, SyncRepository
-from memsync.runtime.sync.runner import DEFAULT_LEASE, DEFAULT_SLICE, SyncRunner, pid_alive
+import lazy_loader
 
-__all__ = [
-    "DEFAULT_LEASE",
-    "DEFAULT_SLICE",
-    "RunInProgress",
-    "RunInterrupted",
-    "RunKind",
-    "RunLost",
-    "RunRecord",
-    "RunStatus",
-    "SyncRepository",
-    "SyncRunner",
-    "Tally",
-    "pid_alive",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
-from memsync.runtime.ingest import IngestSummary
 from memsync.runtime.sync.policy import RunKind, RunStatus
 from memsync.stopping import StopRequested
+
+if TYPE_CHECKING:
+    from memsync.runtime.ingest import IngestSummary
 
 __all__ = ["COUNTERS", "MAX_SKIPPED_REASONS", "RunInterrupted", "RunRecord", "Tally"]
 

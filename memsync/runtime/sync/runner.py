@@ -71,7 +71,7 @@ from memsync.runtime.sync.repository import (
 from memsync.scrub import Scrubber
 from memsync.stopping import StopRequested
 
-__all__ = ["DEFAULT_LEASE", "DEFAULT_SLICE", "SyncRunner", "pid_alive"]
+__all__ = ["DEFAULT_LEASE", "DEFAULT_SLICE", "BatchProgress", "SyncRunner", "pid_alive"]
 
 DEFAULT_LEASE = timedelta(minutes=10)
 DEFAULT_SLICE = timedelta(days=1)
@@ -79,6 +79,10 @@ DEFAULT_HEARTBEAT_SECONDS = 60.0
 
 AnyConnector = Connector[Any, Any]
 SliceProgress = Callable[[int, int], None]
+BatchProgress = Callable[[Tally], None]
+"""Called after each batch of a run commits, with the run's counts so far (``fetched``:
+records read; ``committed``: stored, of which ``created``, ``duplicates``, ``revised``).
+The tally goes on changing after the call: read it, do not keep it."""
 
 log = logging.getLogger("memsync.sync")
 
@@ -191,7 +195,13 @@ class SyncRunner:
 
     # -- the two kinds of run ----------------------------------------------------------
 
-    def sync(self, connector: AnyConnector, *, full_refresh: bool = False) -> RunRecord:
+    def sync(
+        self,
+        connector: AnyConnector,
+        *,
+        full_refresh: bool = False,
+        on_batch: BatchProgress | None = None,
+    ) -> RunRecord:
         """Run one incremental sync now and return its record.
 
         Each stream is read in turn over ``[its checkpoint - overlap, now]`` (a stream
@@ -201,7 +211,8 @@ class SyncRunner:
         short stops at the stream it was reading; the next run resumes every stream at
         its own checkpoint, so repeated partial runs make progress. ``full_refresh``
         reads every stream from ``config.start`` whatever its checkpoint says (keys
-        keep it idempotent); checkpoints still only move forward.
+        keep it idempotent); checkpoints still only move forward. ``on_batch`` is
+        called after each batch commits, for progress display.
         """
         config = connector.config
         now = self._clock.now()
@@ -223,7 +234,14 @@ class SyncRunner:
                 committed = tally.committed
                 try:
                     self._read_window(
-                        connector, stream, window, cursor, run_id, tally, checkpoint=True
+                        connector,
+                        stream,
+                        window,
+                        cursor,
+                        run_id,
+                        tally,
+                        checkpoint=True,
+                        on_batch=on_batch,
                     )
                 except BaseException:
                     status = (
@@ -257,13 +275,14 @@ class SyncRunner:
         until: datetime | None = None,
         slice_length: timedelta = DEFAULT_SLICE,
         on_slice: SliceProgress | None = None,
+        on_batch: BatchProgress | None = None,
     ) -> RunRecord:
         """Re-read ``[since, until]`` (default: now) in slices and return the run record.
 
         Each slice is marked done only after its episodes are committed; re-running the
         same backfill resumes at the first slice not done. The incremental cursor is
         never touched. ``on_slice(done, total)`` is called at the start and after each
-        slice, for progress display.
+        slice, ``on_batch`` after each batch commits, for progress display.
         """
         config = connector.config
         now = self._clock.now()
@@ -304,7 +323,7 @@ class SyncRunner:
             if on_slice is not None:
                 on_slice(done, backfill.total_slices)
             for piece in backfill.pending:
-                self._read_slice(connector, piece, run_id, tally)
+                self._read_slice(connector, piece, run_id, tally, on_batch)
                 done += 1
                 log.info(
                     "backfill slice done",
@@ -410,11 +429,25 @@ class SyncRunner:
         return record, error
 
     def _read_slice(
-        self, connector: AnyConnector, piece: SliceRef, run_id: uuid.UUID, tally: Tally
+        self,
+        connector: AnyConnector,
+        piece: SliceRef,
+        run_id: uuid.UUID,
+        tally: Tally,
+        on_batch: BatchProgress | None,
     ) -> None:
         window = Window(start=piece.start, end=piece.end)
         for stream in connector.streams():
-            self._read_window(connector, stream, window, None, run_id, tally, checkpoint=False)
+            self._read_window(
+                connector,
+                stream,
+                window,
+                None,
+                run_id,
+                tally,
+                checkpoint=False,
+                on_batch=on_batch,
+            )
         self.repository.record_progress(
             connector.config.tenant,
             run_id,
@@ -434,9 +467,11 @@ class SyncRunner:
         tally: Tally,
         *,
         checkpoint: bool,
+        on_batch: BatchProgress | None = None,
     ) -> None:
         """Fetch one stream over the window and ingest it in batches, with the deletions
-        it reports; with ``checkpoint``, an ordered stream's checkpoint moves with them.
+        it reports; with ``checkpoint``, an ordered stream's checkpoint moves with them;
+        ``on_batch`` after each commit.
 
         An error from the connector ends the fetch; the records and deletions it
         yielded before are still committed (they are valid), then the error is raised.
@@ -450,6 +485,12 @@ class SyncRunner:
         scrub = self._scrub(connector)
         records = iter(connector.fetch_stream(stream, window, cursor))
         cut_short: Exception | None = None
+
+        def commit() -> None:
+            self._commit(connector, stream, window, run_id, tally, pending, progress, checkpoint)
+            if on_batch is not None:
+                on_batch(tally)
+
         while True:
             try:
                 record = next(records)
@@ -487,16 +528,12 @@ class SyncRunner:
                 continue
             if pending.tombstone_covers(draft):
                 # Deleted, then seen again in the same read: the deletion goes first.
-                self._commit(
-                    connector, stream, window, run_id, tally, pending, progress, checkpoint
-                )
+                commit()
             pending.add(draft, position)
             if len(pending.drafts) >= self._batch_size:
-                self._commit(
-                    connector, stream, window, run_id, tally, pending, progress, checkpoint
-                )
+                commit()
         if pending.drafts or pending.tombstones:
-            self._commit(connector, stream, window, run_id, tally, pending, progress, checkpoint)
+            commit()
         for listing in listings:
             self._apply_listing(connector, run_id, tally, listing)
         if cut_short is not None:

@@ -135,6 +135,57 @@ def test_connectors_list_shows_a_broken_plugin_beside_the_working_ones(
     assert "failed to import" in by_type["gitlab"]["broken"]
 
 
+SLACK = {
+    "name": "chat",
+    "type": "slack",
+    "subject": "channel:{channel}",
+    "channels": ["C1"],
+    "tenant": "acme",
+    "schedule": "every 1h",
+}
+
+
+def test_an_entry_whose_secret_is_not_known_here_can_be_addressed_but_never_built() -> None:
+    registry = load_registry()
+
+    [config] = registry.parse_configs([SLACK], source="f.yaml", unknown={0: {"token"}})
+
+    assert type(config) is memsync.connectors.ConnectorConfig
+    assert (config.name, config.type, config.tenant, str(config.schedule)) == (
+        "chat",
+        "slack",
+        "acme",
+        "every 1h",
+    )
+    with pytest.raises(memsync.connectors.ConnectorConfigError, match="cannot be built"):
+        registry.build(config)
+
+
+def test_an_optional_secret_not_known_here_still_makes_the_entry_unbuildable() -> None:
+    # Validated without its token a GitHub entry passes (the token is optional), and a
+    # connector built from it would read without the credentials the file asks for.
+    github = {"name": "gh", "type": "github", "subject": "repo:{repo}", "repo": "acme/api"}
+    [config] = load_registry().parse_configs([github], unknown={0: {"token"}})
+    assert type(config) is memsync.connectors.ConnectorConfig
+
+
+def test_the_other_problems_of_an_entry_with_unknown_fields_are_reported() -> None:
+    broken = {**SLACK, "channels": [], "page_size": 0}
+    with pytest.raises(memsync.connectors.ConnectorConfigError) as refused:
+        load_registry().parse_configs([broken], source="f.yaml", unknown={0: {"token"}})
+    said = "\n".join(refused.value.problems)
+    assert "connector 'chat' in f.yaml: channels:" in said
+    assert "connector 'chat' in f.yaml: page_size:" in said
+    assert "token" not in said
+
+
+def test_an_identity_field_not_known_here_is_a_problem() -> None:
+    with pytest.raises(memsync.connectors.ConnectorConfigError) as refused:
+        load_registry().parse_configs([SLACK], source="f.yaml", unknown={0: {"tenant", "token"}})
+    [problem] = refused.value.problems
+    assert problem.startswith("connector 'chat' in f.yaml: tenant: its value is not known here")
+
+
 def test_entry_point_that_is_not_a_connector_is_refused() -> None:
     with pytest.raises(ConnectorDefinitionError, match="does not name a Connector subclass"):
         ConnectorRegistry.from_entry_points([_entry_point("x", "HERE")])

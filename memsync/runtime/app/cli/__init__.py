@@ -19,6 +19,7 @@ answer.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 # Importing a command module registers its commands on ``app``; the order is the
 # order of ``memsync --help``.
@@ -33,20 +34,22 @@ from memsync.runtime.app.cli import (  # noqa: F401
     sync,
 )
 from memsync.runtime.app.cli.common import EXIT_USAGE, actionable, app, debugging, errors
-from memsync.runtime.app.config import ConfigError
 
 __all__ = ["app", "main"]
 
 
-def main() -> None:
-    """Run the command; errors a person can act on are one line and an exit code, the
-    traceback only with ``--debug`` (or ``MEMSYNC_DEBUG=1``)."""
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the command (``argv``, default: the process's arguments); errors a person can
+    act on are one line and an exit code, the traceback only with ``--debug`` (or
+    ``MEMSYNC_DEBUG=1``)."""
     try:
-        app()
-    except ConfigError as error:  # raised outside a command's own handling
-        errors.print(str(error), markup=False)
-        sys.exit(EXIT_USAGE)
+        app(args=None if argv is None else list(argv))
     except Exception as error:  # e.g. the store does not answer while services open
+        from memsync.runtime.app.config import ConfigError
+
+        if isinstance(error, ConfigError):  # raised outside a command's own handling
+            errors.print(str(error), markup=False)
+            sys.exit(EXIT_USAGE)
         said = actionable(error)
         if said is None or debugging():
             raise

@@ -3,44 +3,41 @@ one way a command gets its configuration and services.
 
 Exit codes: 0 success, 1 failure, 2 bad usage or configuration (the message names the
 file and the field), 3 partial success.
+
+Start-up: ``memsync --help`` and the light commands must start in well under a second,
+so the modules of this package import at their top only what declaring the commands
+needs (typer, click, rich's console, the enums of option types). Everything a command
+does is imported inside it: the store (SQLAlchemy) when it opens one, the HTTP stack
+when it serves, a connector's client library when it builds that connector.
+``tests/e2e/test_cli_startup.py`` holds this in place; docs/benchmarks.md has numbers.
 """
 
 from __future__ import annotations
 
 import os
-import traceback
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, time
+from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import click
 import typer
 from rich.console import Console
-from rich.table import Table
-from sqlalchemy import exc as sa_exc
 
 import memsync
-from memsync.compile.llm import LLMExtractionError
-from memsync.runtime.app.config import (
-    DEFAULT_STORE,
-    ConfigError,
-    ConnectorCheck,
-    Settings,
-    load_settings,
-    redacted_store_url,
-)
 from memsync.runtime.app.observability import (
     LOG_FORMAT_ENV,
     LOG_LEVEL_ENV,
     LogFormat,
-    configure_logging,
     parse_log_level,
 )
-from memsync.runtime.app.services import Services, UnknownConnector, UnknownStream
-from memsync.scrub import scrub_every_log_record
+
+if TYPE_CHECKING:
+    from memsync.runtime.app.config import ConnectorCheck, Settings
+    from memsync.runtime.app.services import Services
 
 __all__ = [
     "EXIT_FAILED",
@@ -60,6 +57,7 @@ __all__ = [
     "parse_id",
     "parse_moment",
     "print_table",
+    "progress",
     "resolve_id",
     "settings",
     "usage_error",
@@ -89,6 +87,8 @@ class _Options:
     config_path: Path | None = None
     debug: bool = False
     store_url: str | None = None
+    log_format: LogFormat | None = None
+    log_level: int | None = None
 
 
 _options = _Options()
@@ -142,10 +142,19 @@ def _global_options(
     _options.config_path = config
     _options.debug = debug
     try:
-        level = parse_log_level(log_level)
+        _options.log_level = parse_log_level(log_level)
     except ValueError as error:
         raise usage_error(f"--log-level: {error}") from None
-    configure_logging(log_format, level)
+    _options.log_format = log_format
+
+
+def start_logging() -> None:
+    """Route the process's log records through one handler, in the format and at the
+    level the global options chose. Called by every command that does work (through
+    :func:`open_services`); one that only prints needs no log pipeline."""
+    from memsync.runtime.app.observability import configure_logging
+
+    configure_logging(_options.log_format, _options.log_level)
 
 
 def usage_error(message: str) -> typer.Exit:
@@ -154,10 +163,19 @@ def usage_error(message: str) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
-def settings(*, check_connectors: ConnectorCheck | None = None) -> Settings:
-    """The configuration; exit 2 with the file and field of every problem."""
+def settings(
+    *, check_connectors: ConnectorCheck | None = None, strict_environment: bool = False
+) -> Settings:
+    """The configuration; exit 2 with the file and field of every problem (see
+    :func:`~memsync.runtime.app.config.load_settings` for the arguments)."""
+    from memsync.runtime.app.config import ConfigError, load_settings
+
     try:
-        loaded = load_settings(_options.config_path, check_connectors=check_connectors)
+        loaded = load_settings(
+            _options.config_path,
+            check_connectors=check_connectors,
+            strict_environment=strict_environment,
+        )
     except ConfigError as error:
         raise usage_error(f"configuration error\n{error}") from None
     _options.store_url = loaded.store
@@ -167,6 +185,13 @@ def settings(*, check_connectors: ConnectorCheck | None = None) -> Settings:
 def actionable(error: BaseException) -> tuple[str, int] | None:
     """A one-line message and exit code for an error a person can act on (a store or an
     LLM endpoint that does not answer), or ``None`` for one that needs a traceback."""
+    # Only reached on failure, so importing the two error modules costs nothing in
+    # the common case.
+    from sqlalchemy import exc as sa_exc
+
+    from memsync.compile.llm import LLMExtractionError
+    from memsync.runtime.app.config import redacted_store_url
+
     if isinstance(error, (sa_exc.OperationalError, sa_exc.InterfaceError)):
         store = redacted_store_url(loaded_store_url())
         reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
@@ -192,6 +217,8 @@ def debugging() -> bool:
 
 def loaded_store_url() -> str:
     """The store URL of the configuration this command loaded (or the default)."""
+    from memsync.runtime.app.config import DEFAULT_STORE
+
     return _options.store_url or DEFAULT_STORE
 
 
@@ -200,20 +227,29 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
     """The process's services over the configured (and migrated) store, closed after.
 
     A configuration problem found on the way (the connectors section, an unknown
-    connector name) exits 2 naming the file and the field; any other error exits 1 with
-    its traceback, scrubbed of every known secret as every log line is.
+    connector name, a variable the connector in use names that is not set) exits 2
+    naming the file and the field; any other error exits 1 with its traceback, scrubbed
+    of every known secret as every log line is.
     """
-    services = Services.open(loaded or settings())
+    import traceback
+
+    from memsync.runtime.app.config import ConfigError, MissingVariables
+    from memsync.runtime.app.services import Services, UnknownConnector, UnknownStream
+    from memsync.scrub import scrub_every_log_record
+
+    configuration = loaded or settings()
+    start_logging()
+    services = Services.open(configuration)
     scrub_every_log_record(services.scrubber)
     # A migration that changed data says so once, on whichever command ran it.
     for note in services.migration_notes:
         errors.print(f"migrated: {note}")
     try:
         yield services
+    except (MissingVariables, UnknownConnector, UnknownStream) as error:
+        raise usage_error(str(error)) from None
     except ConfigError as error:
         raise usage_error(f"configuration error\n{error}") from None
-    except (UnknownConnector, UnknownStream) as error:
-        raise usage_error(str(error)) from None
     except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException):
         raise
     except Exception as error:
@@ -238,12 +274,35 @@ def print_table(
     out: Console = console,
 ) -> None:
     """A table for people: long cells fold instead of being cut."""
+    from rich.table import Table
+
     table = Table(title=title, show_lines=lines)
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*row)
     out.print(table)
+
+
+ProgressUpdate = Callable[..., None]
+"""Updates a progress line: ``completed=``, ``total=``, ``advance=``, ``description=``."""
+
+
+@contextmanager
+def progress(
+    description: str, *, total: float | None = None, hidden: bool = False
+) -> Iterator[ProgressUpdate]:
+    """A progress line on stderr while the block runs, gone when it ends, for a person
+    watching a terminal. Not shown when stderr is not a terminal (a pipe, a log
+    collector: they get the log lines) or when ``hidden`` (``--json``).
+
+    Yields rich's ``Progress.update`` for the line, drawing at once, so every update a
+    person should see (a batch committed, a subject compiled) is on screen.
+    """
+    from rich.progress import Progress
+
+    with Progress(console=errors, transient=True, disable=hidden or not errors.is_terminal) as bar:
+        yield partial(bar.update, bar.add_task(description, total=total), refresh=True)
 
 
 def resolve_id(value: str, what: str, starting_with: Callable[[str], list[uuid.UUID]]) -> uuid.UUID:

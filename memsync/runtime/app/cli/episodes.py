@@ -6,13 +6,10 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import TypeAdapter, ValidationError
 
-from memsync.compile.types import MemoryStatus
-from memsync.runtime.app.api.schemas import CreateEpisodeRequest
 from memsync.runtime.app.cli.common import (
     EXIT_USAGE,
     app,
@@ -23,9 +20,12 @@ from memsync.runtime.app.cli.common import (
     settings,
 )
 from memsync.runtime.app.cli.sync import print_run
-from memsync.runtime.app.services import Services
-from memsync.runtime.ingest import IngestSummary
-from memsync.runtime.sync import RunRecord
+
+if TYPE_CHECKING:
+    from memsync.runtime.app.api.schemas import CreateEpisodeRequest
+    from memsync.runtime.app.services import Services
+    from memsync.runtime.ingest import IngestSummary
+    from memsync.runtime.sync import RunRecord
 
 __all__ = ["DEMO_WORKSPACE_CONNECTOR"]
 
@@ -34,6 +34,10 @@ _SAMPLES = resources.files("memsync.runtime.app") / "samples"
 
 
 def _read_episodes(path: Path) -> list[CreateEpisodeRequest]:
+    from pydantic import TypeAdapter, ValidationError
+
+    from memsync.runtime.app.api.schemas import CreateEpisodeRequest
+
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
@@ -57,6 +61,8 @@ def _read_episodes(path: Path) -> list[CreateEpisodeRequest]:
 
 
 def _ingest_file(services: Services, tenant: str, path: Path) -> IngestSummary:
+    from memsync.runtime.ingest import IngestSummary
+
     requests = _read_episodes(path)
     outcomes = services.ingest.ingest(tenant, [request.to_draft() for request in requests])
     return IngestSummary.of(outcomes)
@@ -126,6 +132,8 @@ def _sync_bundled_workspace(services: Services, tenant: str) -> RunRecord:
 
 def _print_store_summary(services: Services, tenant: str) -> None:
     """One row per subject: what the inspector would show, counted."""
+    from memsync.compile.types import MemoryStatus
+
     rows = []
     for subject in services.episodes.subjects(tenant, limit=200, offset=0).subjects:
         every = services.memories.memories(tenant, subject.subject_id, statuses=tuple(MemoryStatus))

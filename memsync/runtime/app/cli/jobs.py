@@ -6,7 +6,7 @@ import json
 import threading
 import time
 import uuid
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,8 +21,10 @@ from memsync.runtime.app.cli.common import (
     print_table,
     resolve_id,
 )
-from memsync.runtime.app.services import Services
 from memsync.runtime.jobs import JobOutcome, JobStatus
+
+if TYPE_CHECKING:
+    from memsync.runtime.app.services import Services
 
 __all__ = ["jobs_app"]
 

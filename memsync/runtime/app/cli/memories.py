@@ -6,7 +6,6 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.progress import Progress
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
@@ -18,10 +17,9 @@ from memsync.runtime.app.cli.common import (
     open_services,
     parse_id,
     print_table,
+    progress,
     usage_error,
 )
-from memsync.runtime.compiling import COMPILE_JOB, ConflictNotFound, result_summary
-from memsync.runtime.reading import ConflictJson, inspect_subject
 
 __all__ = ["conflicts_app"]
 
@@ -42,6 +40,8 @@ def compile_command(
     ] = False,
 ) -> None:
     """Compile episodes into memories now (or enqueue it). A second run creates nothing."""
+    from memsync.runtime.compiling import COMPILE_JOB, result_summary
+
     if (subject is None) == (not all_subjects):
         raise usage_error("name one SUBJECT or pass --all")
     with open_services() as services:
@@ -55,13 +55,12 @@ def compile_command(
                 typer.echo(str(job.id))
             return
         results = []
-        # A person at a terminal sees how far a long --all compile is; logs and
-        # pipes get the table only.
-        with Progress(console=errors, transient=True, disable=not errors.is_terminal) as progress:
-            task = progress.add_task(f"compiling {len(subjects)} subject(s)", total=len(subjects))
+        # A person at a terminal sees how far a long --all compile is.
+        counted = f"compiling {len(subjects)} subject(s)"
+        with progress(counted, total=len(subjects), hidden=as_json) as update:
             for name in subjects:
                 results.append(result_summary(compile_service.compile(tenant, name)))
-                progress.advance(task)
+                update(advance=1)
     if as_json:
         typer.echo(json.dumps(results, indent=2))
         return
@@ -89,6 +88,8 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON for machines")] = False,
 ) -> None:
     """Everything about a subject: episodes, memories by status, supersessions, conflicts."""
+    from memsync.runtime.reading import inspect_subject
+
     with open_services() as services:
         report = inspect_subject(services.episodes, services.memories, tenant, subject).model_dump(
             mode="json"
@@ -106,6 +107,8 @@ def conflicts_list(
     as_json: JsonOption = False,
 ) -> None:
     """Open conflicts: memories the bundle abstains on until a person decides."""
+    from memsync.runtime.reading import ConflictJson
+
     with open_services() as services:
         records = [
             ConflictJson.of(record).to_json()
@@ -140,6 +143,8 @@ def conflicts_resolve(
     tenant: TenantOption = "default",
 ) -> None:
     """Keep one memory of a conflict; the other is superseded with rule 'manual'."""
+    from memsync.runtime.compiling import ConflictNotFound
+
     conflict, kept = parse_id(conflict_id, "conflict"), parse_id(keep, "memory")
     with open_services() as services:
         try:

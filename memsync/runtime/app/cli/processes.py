@@ -16,15 +16,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memsync.runtime.app.cli.common import EXIT_USAGE, app, errors, open_services, settings
-from memsync.runtime.app.config import Settings
-from memsync.runtime.app.observability.http import serving_metrics
-from memsync.runtime.app.services import Services
-from memsync.runtime.jobs import run_workers
+
+if TYPE_CHECKING:
+    from memsync.runtime.app.config import Settings
+    from memsync.runtime.app.services import Services
 
 __all__ = ["run", "scheduler", "serve", "worker"]
 
@@ -67,10 +67,26 @@ def _serving_settings(host: str | None, port: int | None) -> Settings:
     return loaded
 
 
+def _warn_of_connectors_it_cannot_sync(services: Services) -> None:
+    """Say at start which connectors this process's workers cannot build (a variable
+    not set here), rather than only in each of their failed jobs."""
+    for missing in services.missing_variables.values():
+        errors.print(
+            f"warning: {missing}; this process's workers fail its sync jobs "
+            "(needs_attention) until that is set",
+            markup=False,
+            highlight=False,
+        )
+
+
 @contextmanager
 def _workers_beside(services: Services, count: int) -> Iterator[None]:
     """``count`` worker threads for the duration of the block; on leaving it a stop is
     requested and they are joined (each releases or finishes the job in hand)."""
+    from memsync.runtime.jobs import run_workers
+
+    if count:
+        _warn_of_connectors_it_cannot_sync(services)
     workers = threading.Thread(
         target=run_workers, args=(services.worker, count, services.stop), name="workers"
     )
@@ -127,8 +143,12 @@ def worker(
 ) -> None:
     """Claim and run jobs until SIGTERM/SIGINT, then exit 0: a sync in progress is
     released to the queue, a compile in progress is finished first."""
+    from memsync.runtime.app.observability.http import serving_metrics
+    from memsync.runtime.jobs import run_workers
+
     with open_services() as services, ExitStack() as serving:
         services.connectors  # noqa: B018 - exit 2 on a bad connectors section, before work
+        _warn_of_connectors_it_cannot_sync(services)
         if metrics_port is not None:
             url = serving.enter_context(
                 serving_metrics(services.metrics, metrics_host, metrics_port)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import secrets
-from typing import Annotated, Any
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from memsync.connectors import ConnectorConfigError, load_registry
 from memsync.runtime.app.cli.common import (
     app,
     console,
@@ -16,8 +15,9 @@ from memsync.runtime.app.cli.common import (
     open_services,
     settings,
 )
-from memsync.runtime.app.config import Settings, hash_api_key, redacted_dump, redacted_store_url
-from memsync.runtime.storage import current_revision, head_revision
+
+if TYPE_CHECKING:
+    from memsync.runtime.app.config import Settings
 
 __all__ = ["config_app", "db_app", "keys_app"]
 
@@ -32,6 +32,8 @@ app.add_typer(config_app, name="config")
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Create or migrate the schema to the newest version. Safe to repeat."""
+    from memsync.runtime.storage import current_revision, head_revision
+
     with open_services() as services:
         revision = current_revision(services.store)
     console.print(f"schema at revision {revision} (head {head_revision()})")
@@ -45,6 +47,10 @@ def keys_new(
     ],
 ) -> None:
     """Make a new API key: prints the key once and the config entry holding its hash."""
+    import secrets
+
+    from memsync.runtime.app.config import hash_api_key
+
     key = "ms_" + secrets.token_urlsafe(32)
     digest = hash_api_key(key).removeprefix("sha256:")
     errors.print("API key (shown once, store it in a secret manager):")
@@ -56,24 +62,52 @@ def keys_new(
     )
 
 
-def _validated() -> Settings:
-    """The whole configuration, connectors included: exit 2 listing every problem."""
+def _validated(*, strict: bool = False) -> Settings:
+    """The whole configuration, connectors included: exit 2 listing every problem.
 
-    def connector_problems(raw: list[Any], label: str) -> list[str]:
+    A variable a connector names that is not set here is a warning on stderr (the
+    connector's syncs fail where it is not set; everything else works), or with
+    ``strict`` a problem like any other.
+    """
+    from memsync.connectors import ConnectorConfigError, load_registry
+
+    def connector_problems(
+        raw: list[Any], label: str, unknown: Mapping[int, Collection[str]]
+    ) -> list[str]:
         try:
-            load_registry().parse_configs(raw, source=label)
+            load_registry().parse_configs(raw, source=label, unknown=unknown)
         except ConnectorConfigError as error:
             return error.problems
         return []
 
-    return settings(check_connectors=connector_problems)
+    loaded = settings(check_connectors=connector_problems, strict_environment=strict)
+    for missing in loaded.missing_variables().values():
+        errors.print(
+            f"warning: {missing}; its syncs and checks fail where that is not set",
+            markup=False,
+            highlight=False,
+        )
+    return loaded
+
+
+StrictOption = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="an environment variable a connector names that is not set is an error "
+        "(exit 2), not a warning",
+    ),
+]
 
 
 @config_app.command("validate")
-def config_validate() -> None:
+def config_validate(strict: StrictOption = False) -> None:
     """Check the whole file, connectors included; report every problem at once (exit 2)
-    with its file, field and, for a misspelling, the likely intended name."""
-    loaded = _validated()
+    with its file, field and, for a misspelling, the likely intended name. A variable
+    a connector names that is not set here is a warning (``--strict``: an error)."""
+    from memsync.runtime.app.config import redacted_store_url
+
+    loaded = _validated(strict=strict)
     names = ", ".join(str(raw.get("name")) for raw in loaded.connectors) or "none"
     console.print(
         f"configuration is valid: store {redacted_store_url(loaded.store)}; connectors: {names}"
@@ -83,4 +117,6 @@ def config_validate() -> None:
 @config_app.command("show")
 def config_show() -> None:
     """Print the effective configuration, checked like ``validate``, every secret redacted."""
+    from memsync.runtime.app.config import redacted_dump
+
     console.print_json(json.dumps(redacted_dump(_validated())))

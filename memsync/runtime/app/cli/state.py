@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Annotated
 
 import typer
-from pydantic import TypeAdapter
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
@@ -23,9 +22,6 @@ from memsync.runtime.app.cli.common import (
     print_table,
     usage_error,
 )
-from memsync.runtime.app.services import ConnectorForgotten, UnknownConnector
-from memsync.runtime.sync import RunInProgress
-from memsync.runtime.sync.repository import ConnectorState
 
 __all__ = ["state_app"]
 
@@ -33,10 +29,6 @@ state_app = typer.Typer(
     help="Connector state: checkpoints per stream, last runs, lag.", no_args_is_help=True
 )
 app.add_typer(state_app, name="state")
-
-
-_STATE: TypeAdapter[ConnectorState] = TypeAdapter(ConnectorState)
-_FORGOTTEN: TypeAdapter[ConnectorForgotten] = TypeAdapter(ConnectorForgotten)
 
 
 @state_app.command("show")
@@ -51,7 +43,12 @@ def state_show(
         config = services.connector(name)
         state = services.connector_state(config)
     if as_json:
-        typer.echo(json.dumps(_STATE.dump_python(state, mode="json"), indent=2))
+        from pydantic import TypeAdapter
+
+        from memsync.runtime.sync.repository import ConnectorState
+
+        dumped = TypeAdapter(ConnectorState).dump_python(state, mode="json")
+        typer.echo(json.dumps(dumped, indent=2))
         return
     last, success = state.last_run, state.last_success
     print_table(
@@ -106,6 +103,8 @@ def state_reset(
     """Move the checkpoint of one stream, or of every stream, by hand, backwards too, or
     remove it so the next sync reads from the configured ``start``. Re-reading is safe:
     keys keep it idempotent."""
+    from memsync.runtime.sync import RunInProgress
+
     moment = None if to is None else parse_moment(to, "--to")
     with open_services() as services:
         config = services.connector(name)
@@ -139,6 +138,11 @@ def forget(
     """Remove a connector's data: its episodes and their revisions, the memories derived
     only from them, its checkpoints, run records and backfills; nothing of any other
     connector. Without --yes, print what would be removed and exit 2, changing nothing."""
+    from pydantic import TypeAdapter
+
+    from memsync.runtime.app.services import ConnectorForgotten, UnknownConnector
+    from memsync.runtime.sync import RunInProgress
+
     with open_services() as services:
         try:
             config = services.connector(connector)
@@ -156,7 +160,8 @@ def forget(
             errors.print(str(error), markup=False)
             raise typer.Exit(EXIT_FAILED) from None
     if as_json:
-        typer.echo(json.dumps(_FORGOTTEN.dump_python(result, mode="json"), indent=2))
+        dumped = TypeAdapter(ConnectorForgotten).dump_python(result, mode="json")
+        typer.echo(json.dumps(dumped, indent=2))
     else:
         verb = "would remove" if result.dry_run else "removed"
         print_table(

@@ -9,20 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
-from rich.progress import Progress
 
-from memsync.connectors import (
-    RateLimitExhausted,
-    RetryableError,
-    StopRun,
-    load_registry,
-    parse_duration,
-)
-from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
     EXIT_PARTIAL,
@@ -36,22 +27,17 @@ from memsync.runtime.app.cli.common import (
     open_services,
     parse_moment,
     print_table,
+    progress,
     resolve_id,
     usage_error,
 )
-from memsync.runtime.app.handlers import SYNC_JOB
-from memsync.runtime.app.services import Services
-from memsync.runtime.sync import RunInProgress, RunLost, RunRecord, RunStatus
-from memsync.runtime.sync.records import COUNTERS
 
-__all__ = ["EXIT_FOR_STATUS", "connectors_app", "print_run", "runs_app"]
+if TYPE_CHECKING:
+    from memsync.connectors.config import ConnectorConfig
+    from memsync.runtime.app.services import Services
+    from memsync.runtime.sync import RunRecord, RunStatus, Tally
 
-EXIT_FOR_STATUS = {
-    RunStatus.SUCCEEDED: 0,
-    RunStatus.PARTIAL: EXIT_PARTIAL,
-    RunStatus.FAILED: EXIT_FAILED,
-    RunStatus.RUNNING: EXIT_FAILED,
-}
+__all__ = ["connectors_app", "exit_code", "print_run", "runs_app"]
 
 runs_app = typer.Typer(help="Sync run records.", no_args_is_help=True)
 connectors_app = typer.Typer(help="Connector types.", no_args_is_help=True)
@@ -83,10 +69,27 @@ def print_run(record: RunRecord, *, as_json: bool = False, out: Console = consol
         out.print(f"  skipped: {reason}", markup=False, highlight=False)
 
 
+def _counted(tally: Tally) -> str:
+    return (
+        f"{tally.fetched:,} read, {tally.committed:,} stored ({tally.created:,} new, "
+        f"{tally.duplicates:,} duplicates, {tally.revised:,} revised)"
+    )
+
+
+def exit_code(status: RunStatus) -> int:
+    """The exit code of a sync or backfill that ended ``status``: 0 succeeded, 3 partial,
+    1 failed (or still running: another process's run)."""
+    from memsync.runtime.sync import RunStatus
+
+    return {RunStatus.SUCCEEDED: 0, RunStatus.PARTIAL: EXIT_PARTIAL}.get(status, EXIT_FAILED)
+
+
 def _run_to_exit(
     name: str, as_json: bool, run: Callable[[Services, ConnectorConfig], RunRecord]
 ) -> NoReturn:
     """Run ``run`` on the configured connector ``name``, print the record, exit by status."""
+    from memsync.runtime.sync import RunInProgress, RunLost
+
     with open_services() as services:
         config = services.connector(name)
         try:
@@ -95,7 +98,7 @@ def _run_to_exit(
             errors.print(str(error), markup=False)
             raise typer.Exit(EXIT_FAILED) from None
     print_run(record, as_json=as_json)
-    raise typer.Exit(EXIT_FOR_STATUS[record.status])
+    raise typer.Exit(exit_code(record.status))
 
 
 @app.command("sync")
@@ -122,16 +125,25 @@ def sync_command(
     if async_ and full_refresh:
         raise usage_error("--full-refresh runs in the foreground; leave out --async")
     if async_:
+        from memsync.runtime.app.handlers import SYNC_JOB
+
         with open_services() as services:
             config = services.connector(name)
             job, _ = services.queue.enqueue(config.tenant, SYNC_JOB, name, now=services.clock.now())
         typer.echo(str(job.id))
         return
-    _run_to_exit(
-        name,
-        as_json,
-        lambda services, config: services.run_sync(config, full_refresh=full_refresh),
-    )
+
+    def sync(services: Services, config: ConnectorConfig) -> RunRecord:
+        # A person at a terminal sees what the run has read and stored as each batch
+        # commits; pipes and log collectors get the log lines.
+        with progress(f"sync {name}", hidden=as_json) as update:
+            return services.run_sync(
+                config,
+                full_refresh=full_refresh,
+                on_batch=lambda tally: update(description=f"sync {name}: {_counted(tally)}"),
+            )
+
+    _run_to_exit(name, as_json, sync)
 
 
 @app.command("check")
@@ -139,6 +151,8 @@ def check_command(name: ConnectorName) -> None:
     """Reach the connector's source once with its credentials, storing nothing: exit 0
     when it answers, 1 when it refuses (credentials, a missing resource), 4 when it
     does not answer."""
+    from memsync.connectors import RateLimitExhausted, RetryableError, StopRun
+
     with open_services() as services:
         config = services.connector(name)
         try:
@@ -165,6 +179,8 @@ def backfill_command(
 
     The incremental checkpoints are never moved. Exit codes as for ``sync``.
     """
+    from memsync.connectors import parse_duration
+
     try:
         slice_length = parse_duration(slice_, field="--slice")
     except ValueError as error:
@@ -173,23 +189,21 @@ def backfill_command(
         raise usage_error("--slice must be a positive duration (e.g. 1d)")
     start = parse_moment(since, "--since")
     end = None if until is None else parse_moment(until, "--until")
-    # A person watching gets a progress bar; a log collector gets the slice lines.
-    interactive = errors.is_terminal
 
     def backfill(services: Services, config: ConnectorConfig) -> RunRecord:
+        # A person watching sees slices done and records stored; a log collector gets
+        # the slice lines.
         try:
-            if not interactive:
-                return services.run_backfill(
-                    config, since=start, until=end, slice_length=slice_length
-                )
-            with Progress(console=errors, transient=True) as progress:
-                task = progress.add_task(f"backfill {name}", total=None)
+            with progress(f"backfill {name}", hidden=as_json) as update:
                 return services.run_backfill(
                     config,
                     since=start,
                     until=end,
                     slice_length=slice_length,
-                    on_slice=lambda done, total: progress.update(task, completed=done, total=total),
+                    on_slice=lambda done, total: update(completed=done, total=total),
+                    on_batch=lambda tally: update(
+                        description=f"backfill {name}: {_counted(tally)}"
+                    ),
                 )
         except ValueError as error:
             raise usage_error(str(error)) from None
@@ -205,6 +219,8 @@ def runs_list(
     as_json: JsonOption = False,
 ) -> None:
     """Recent runs, newest first."""
+    from memsync.runtime.sync.records import COUNTERS
+
     with open_services() as services:
         records = services.runs.list_runs(tenant, connector=connector, limit=limit)
     if as_json:
@@ -253,6 +269,8 @@ def connectors_list(
     """Every installed connector type: key policy, example key and rationale, and the
     deletions it observes. A plugin that fails to load is listed as broken, with the
     reason; the others work."""
+    from memsync.connectors import load_registry
+
     registry = load_registry()
     infos = list(registry)
     if as_json:

@@ -24,10 +24,10 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-import structlog
-from structlog.typing import Processor
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, Processor
 
 __all__ = [
     "LOG_FORMAT_ENV",
@@ -114,9 +114,7 @@ class _CurrentStderr(logging.StreamHandler[IO[str]]):
 _OURS = "memsync_log_handler"
 
 
-def _drop_leftovers(
-    _logger: object, _method: str, event: structlog.typing.EventDict
-) -> structlog.typing.EventDict:
+def _drop_leftovers(_logger: object, _method: str, event: EventDict) -> EventDict:
     # Not extras, though they look like them: uvicorn passes its message again with
     # terminal colour codes, and a handler that formatted the record first (pytest's)
     # leaves the rendered message on it.
@@ -125,25 +123,27 @@ def _drop_leftovers(
     return event
 
 
-# What every record goes through before rendering, whether structlog or the standard
-# library created it. The order matters: context first, so a field given with the
-# record itself (``extra=``) wins over the bound context of the same name.
-_SHARED: list[Processor] = [
-    structlog.contextvars.merge_contextvars,
-    structlog.stdlib.add_logger_name,
-    structlog.stdlib.add_log_level,
-    structlog.stdlib.ExtraAdder(),
-    _drop_leftovers,
-    structlog.processors.TimeStamper(fmt="iso", utc=True, key="timestamp"),
-]
+def _shared() -> list[Processor]:
+    """What every record goes through before rendering, whether structlog or the
+    standard library created it."""
+    import structlog
+
+    # The order matters: context first, so a field given with the record itself
+    # (``extra=``) wins over the bound context of the same name.
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_logger_name,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.ExtraAdder(),
+        _drop_leftovers,
+        structlog.processors.TimeStamper(fmt="iso", utc=True, key="timestamp"),
+    ]
 
 
 _LEADING_KEYS = ("timestamp", "level", "event", "logger")
 
 
-def _leading_keys_first(
-    _logger: object, _method: str, event: structlog.typing.EventDict
-) -> structlog.typing.EventDict:
+def _leading_keys_first(_logger: object, _method: str, event: EventDict) -> EventDict:
     # A person reading raw JSON lines finds when, how bad and what at the start.
     return {
         **{key: event[key] for key in _LEADING_KEYS if key in event},
@@ -152,6 +152,8 @@ def _leading_keys_first(
 
 
 def _renderer(log_format: LogFormat, colors: bool) -> list[Processor]:
+    import structlog
+
     if log_format is LogFormat.JSON:
         return [
             structlog.processors.format_exc_info,
@@ -180,6 +182,10 @@ def configure_logging(
     ``sys.stderr``. Returns the handler installed (tests read from its stream).
     Raises ``ValueError`` for an unknown format or level name.
     """
+    # Imported here: a command that never logs (``--help``, ``config show``) never
+    # pays for structlog.
+    import structlog
+
     chosen_format = LogFormat(
         (log_format or os.environ.get(LOG_FORMAT_ENV) or default_log_format(stream)).lower()
     )
@@ -193,9 +199,10 @@ def configure_logging(
     )
     setattr(handler, _OURS, True)
     colors = chosen_format is LogFormat.CONSOLE and default_log_format(stream) is LogFormat.CONSOLE
+    shared = _shared()
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=_SHARED,
+            foreign_pre_chain=shared,
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                 *_renderer(chosen_format, colors),
@@ -222,7 +229,7 @@ def configure_logging(
     structlog.configure(
         processors=[
             structlog.stdlib.filter_by_level,
-            *_SHARED,
+            *shared,
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
         logger_factory=structlog.stdlib.LoggerFactory(),

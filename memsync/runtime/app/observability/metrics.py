@@ -20,17 +20,22 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from memsync.connectors import RequestObserver, RequestOutcome
-from memsync.runtime.compiling import CompileSummary
-from memsync.runtime.jobs import Job, JobHandler, JobResult, JobStatus
-from memsync.runtime.sync import RunRecord
+from memsync.runtime.jobs.queue import Job
+from memsync.runtime.jobs.status import JobStatus
+from memsync.runtime.jobs.worker import JobHandler, JobResult
 from memsync.stopping import StopRequested
+
+if TYPE_CHECKING:
+    # Annotations only: a process that counts a sync never imports the compiler.
+    from memsync.runtime.compiling.service import CompileSummary
+    from memsync.runtime.sync.records import RunRecord
 
 __all__ = ["DEPTH_STATUSES", "RECORD_OUTCOMES", "Metrics", "StoreGauges"]
 

@@ -1,0 +1,15 @@
+from .recorder import SqlExtractionRecorder as SqlExtractionRecorder
+from .service import CompileResult as CompileResult
+from .service import CompileService as CompileService
+from .service import CompileSummary as CompileSummary
+from .service import ConflictNotFound as ConflictNotFound
+from .service import ConflictResolution as ConflictResolution
+from .service import result_summary as result_summary
+from .settings import DEFAULT_CHUNK_EPISODES as DEFAULT_CHUNK_EPISODES
+from .settings import CompileRules as CompileRules
+from .settings import CompileSettings as CompileSettings
+from .settings import LLMSettings as LLMSettings
+from .triggers import COMPILE_JOB as COMPILE_JOB
+from .triggers import EVERY_N_TRIGGER as EVERY_N_TRIGGER
+from .triggers import EveryNEpisodes as EveryNEpisodes
+from .triggers import enqueue_uncompiled as enqueue_uncompiled

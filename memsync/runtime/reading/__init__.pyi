@@ -1,0 +1,11 @@
+from .bundles import ContextReader as ContextReader
+from .episodes import EpisodeRecord as EpisodeRecord
+from .episodes import EpisodeRepository as EpisodeRepository
+from .episodes import RevisionRecord as RevisionRecord
+from .indexes import MemorySearch as MemorySearch
+from .indexes import SubjectIndexes as SubjectIndexes
+from .inspector import ConflictJson as ConflictJson
+from .inspector import InspectionReport as InspectionReport
+from .inspector import inspect_subject as inspect_subject
+from .memories import MemoryRepository as MemoryRepository
+from .memories import SupersessionRecord as SupersessionRecord

@@ -1,0 +1,12 @@
+from .policy import RunKind as RunKind
+from .policy import RunStatus as RunStatus
+from .records import RunInterrupted as RunInterrupted
+from .records import RunRecord as RunRecord
+from .records import Tally as Tally
+from .repository import RunInProgress as RunInProgress
+from .repository import RunLost as RunLost
+from .repository import SyncRepository as SyncRepository
+from .runner import DEFAULT_LEASE as DEFAULT_LEASE
+from .runner import DEFAULT_SLICE as DEFAULT_SLICE
+from .runner import SyncRunner as SyncRunner
+from .runner import pid_alive as pid_alive

@@ -1,0 +1,98 @@
+"""The command line starts fast because it imports only what a command uses.
+
+Timing is measured in ``bench/cli.py`` (docs/benchmarks.md, "CLI start-up"); these
+tests hold the cause in place instead: after each light command, the heavy libraries
+it has no use for are not even imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+# Runs the command as ``memsync`` does, then names every module it imported.
+PROBE = """
+import json, sys
+from memsync.runtime.app.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as stopped:
+    assert stopped.code in (0, None), stopped.code
+print("\\n" + json.dumps(sorted(sys.modules)))
+"""
+
+HTTP_STACK = {"fastapi", "starlette", "uvicorn", "jinja2"}
+SOURCE_CLIENTS = {"github", "requests", "slack_sdk", "httpx"}
+SERVER_ONLY = {"prometheus_client", "apscheduler", "tiktoken"}
+STORE = {"sqlalchemy", "alembic", "psycopg"}
+EVERYTHING_HEAVY = HTTP_STACK | SOURCE_CLIENTS | SERVER_ONLY | STORE
+
+
+def imported_by(arguments: list[str], cwd: Path) -> set[str]:
+    """The top-level packages and the memsync modules the command imported."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
+    completed = subprocess.run(
+        [sys.executable, "-c", PROBE, *arguments],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr
+    modules = json.loads(completed.stdout.splitlines()[-1])
+    return {name if name.startswith("memsync.") else name.split(".")[0] for name in modules}
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    """A SQLite store, migrated, and connectors of three types, two of them naming a
+    token that is not set (the probe leaves out every ``$MEMSYNC_`` variable)."""
+    path = tmp_path / "memsync.yaml"
+    path.write_text(
+        f"store: sqlite:///{tmp_path}/memsync.db\n"
+        "connectors:\n"
+        f"  - {{name: ws, type: workspace, subject: 'ws:{{workspace_id}}', root: '{tmp_path}'}}\n"
+        "  - {name: gh, type: github, subject: 'repo:{repo}', repo: acme/api,"
+        " token: '${MEMSYNC_STARTUP_TEST_GITHUB_TOKEN}'}\n"
+        "  - {name: chat, type: slack, subject: 'channel:{channel}',"
+        " channels: [C123], token: '${MEMSYNC_STARTUP_TEST_SLACK_TOKEN}'}\n"
+    )
+    imported_by(["--config", str(path), "db", "upgrade"], tmp_path)
+    return path
+
+
+def test_help_and_version_import_no_library_a_command_would_use(tmp_path: Path) -> None:
+    for arguments in (["--help"], ["--version"]):
+        loaded = imported_by(arguments, tmp_path)
+        assert loaded & (EVERYTHING_HEAVY | {"pydantic", "yaml", "structlog"}) == set()
+
+
+@pytest.mark.parametrize(
+    "command", [["config", "show"], ["config", "validate"], ["connectors", "list"]]
+)
+def test_commands_that_read_only_the_configuration_open_no_store(
+    config: Path, command: list[str]
+) -> None:
+    loaded = imported_by(["--config", str(config), *command], config.parent)
+    assert loaded & (EVERYTHING_HEAVY | {"structlog"}) == set()
+
+
+@pytest.mark.parametrize("command", [["runs", "list"], ["jobs", "list"], ["state", "show", "ws"]])
+def test_commands_over_the_store_load_no_http_stack_and_no_other_connector(
+    config: Path, command: list[str]
+) -> None:
+    loaded = imported_by(["--config", str(config), *command], config.parent)
+
+    assert "sqlalchemy" in loaded  # the probe sees what the command imports
+    # The store is at head already: checking that needs no Alembic.
+    assert loaded & (HTTP_STACK | SOURCE_CLIENTS | SERVER_ONLY | {"alembic"}) == set()
+    # The registry imports the connector types the configuration names, no other.
+    assert not any(name.startswith("memsync.connectors.tickets") for name in loaded)
