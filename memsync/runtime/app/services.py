@@ -424,7 +424,11 @@ class Services:
 
     def stream_names(self, config: ConnectorConfig) -> list[str]:
         """The streams the connector of ``config`` reads, in order (from its
-        configuration: no request is made)."""
+        configuration: no request is made). None for a connector this process cannot
+        build (a variable it names is not set): its own fields, which name its streams,
+        are not known here."""
+        if config.name in self.missing_variables:
+            return []
         connector = self.registry.build(config)
         try:
             return [stream.name for stream in connector.streams()]
