@@ -16,7 +16,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from memsync.compile.types import EpisodeView
-from memsync.runtime.storage.tables import UNCOMPILED, episodes, in_slices, update_each_if
+from memsync.runtime.storage.tables import (
+    UNCOMPILED,
+    episodes,
+    in_slices,
+    one_of,
+    update_each_if,
+)
 
 __all__ = [
     "mark_compiled",
@@ -60,7 +66,9 @@ def uncompiled_episodes(
     # A chunk can outgrow what one statement may bind: read it a slice at a time.
     for some_ids in in_slices(episode_ids):
         query = columns.where(
-            episodes.c.tenant_id == tenant_id, episodes.c.id.in_(some_ids), UNCOMPILED
+            episodes.c.tenant_id == tenant_id,
+            one_of(episodes.c.id, some_ids, postgresql=connection.dialect.name == "postgresql"),
+            UNCOMPILED,
         )
         rows.extend(connection.execute(query))
     rows.sort(key=lambda row: (row.occurred_at, row.id))

@@ -91,7 +91,8 @@ def with_sources(
     sources: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
     for some_ids in tables.in_slices(ids):
         query = sa.select(_sources.c.memory_id, _sources.c.episode_id).where(
-            _sources.c.tenant_id == tenant_id, _sources.c.memory_id.in_(some_ids)
+            _sources.c.tenant_id == tenant_id,
+            tables.one_of(_sources.c.memory_id, some_ids, postgresql=_on_postgresql(connection)),
         )
         for memory_id, episode_id in connection.execute(query):
             sources[memory_id].append(episode_id)
@@ -106,7 +107,10 @@ def load_for_resolution(
     of_subject = sa.and_(_memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id)
     wanted = _memories.c.status == MemoryStatus.ACTIVE.value
     if memory_keys:
-        wanted = sa.or_(wanted, _memories.c.memory_key.in_(sorted(memory_keys)))
+        keys = tables.one_of(
+            _memories.c.memory_key, sorted(memory_keys), postgresql=_on_postgresql(connection)
+        )
+        wanted = sa.or_(wanted, keys)
     rows = list(connection.execute(sa.select(_memories).where(of_subject, wanted)))
     return with_sources(connection, tenant_id, rows)
 
@@ -237,7 +241,11 @@ def apply_change_set(
             for memory_id, subject_id in connection.execute(
                 sa.select(_memories.c.id, _memories.c.subject_id).where(
                     _memories.c.tenant_id == tenant_id,
-                    _memories.c.id.in_([a.memory_id for a in changes.provenance_to_add]),
+                    tables.one_of(
+                        _memories.c.id,
+                        [addition.memory_id for addition in changes.provenance_to_add],
+                        postgresql=_on_postgresql(connection),
+                    ),
                 )
             )
         )
