@@ -7,11 +7,11 @@ predicate a partial index depends on cannot drift between copies.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any, TypeVar
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -177,9 +177,10 @@ def insert_json_rows(
     # serves reads from other threads of the same process while a compile writes.
     for start in range(0, len(rows), JSON_ROWS_PER_STATEMENT):
         some = rows[start : start + JSON_ROWS_PER_STATEMENT]
-        # Ids and times are the only values JSON has no type for; str() writes both in
-        # a form PostgreSQL reads back exactly (UTC offsets included).
-        connection.execute(statement, {"rows": json.dumps(some, default=str, ensure_ascii=False)})
+        # orjson writes ids and aware times natively, in forms PostgreSQL reads back
+        # exactly (UTC offsets included), about ten times as fast as the standard
+        # library calling str() on each: a compile writes tens of thousands of them.
+        connection.execute(statement, {"rows": orjson.dumps(some).decode()})
 
 
 def upsert(table: sa.Table, *, postgresql: bool) -> Any:
