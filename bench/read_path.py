@@ -22,6 +22,10 @@ Per database, in one run against one server (so the ratios compare like with lik
    ingest runs again against a second server whose store URL turns
    `synchronous_commit` off (opt-in; docs/operations.md).
 
+Beside the compile and the single ingest, the server process's CPU time (user and
+system, from /proc) for that work: on a shared machine it varies far less than wall
+time. It leaves out the database server's own work.
+
 ``--parts`` runs some of the three (``reads``, ``compile``, ``single``); default all.
 
 Setting up the large subjects (ingest and compile in process) is not timed. Prints one
@@ -43,7 +47,14 @@ from typing import Any
 
 import httpx
 
-from bench.common import machine, memsync_server, print_table, run_child, throwaway_store
+from bench.common import (
+    cpu_seconds,
+    machine,
+    memsync_server,
+    print_table,
+    run_child,
+    throwaway_store,
+)
 from bench.compile import TOOLS, WORDS, statement
 from memsync.episode import EpisodeDraft
 from memsync.runtime.compiling import CompileService
@@ -133,7 +144,7 @@ def child(
         )
         store.dispose()
         with (
-            memsync_server(url, directory, SERVER_CONFIG) as (base, _),
+            memsync_server(url, directory, SERVER_CONFIG) as (base, pid),
             httpx.Client(base_url=base, timeout=300) as client,
         ):
             timeline = {"subject_id": SMALL, "limit": 50}
@@ -169,9 +180,9 @@ def child(
                     **{name: percentiles(values) for name, values in samples.items()},
                 }
             if "compile" in parts:
-                result["compile"] = compile_during_reads(base, client, compile_count)
+                result["compile"] = compile_during_reads(base, pid, client, compile_count)
             if "single" in parts:
-                result["single"] = single_ingest(client, singles)
+                result["single"] = single_ingest(client, singles, pid)
                 result["single"]["health"] = percentiles(
                     [timed(lambda: client.get("/v1/health")) for _ in range(500)]
                 )
@@ -180,10 +191,10 @@ def child(
             separator = "&" if "?" in url else "?"
             async_url = f"{url}{separator}{ASYNC_COMMIT_OPTIONS}"
             with (
-                memsync_server(async_url, directory, SERVER_CONFIG) as (base, _),
+                memsync_server(async_url, directory, SERVER_CONFIG) as (base, pid),
                 httpx.Client(base_url=base, timeout=300) as client,
             ):
-                result["single_async_commit"] = single_ingest(client, singles, subject="async")
+                result["single_async_commit"] = single_ingest(client, singles, pid, "async")
     print(json.dumps(result))
 
 
@@ -232,10 +243,13 @@ def compile_http(base: str, subject: str, done: threading.Event | None = None) -
     return seconds
 
 
-def compile_during_reads(base: str, client: httpx.Client, count: int) -> dict[str, Any]:
+def compile_during_reads(base: str, pid: int, client: httpx.Client, count: int) -> dict[str, Any]:
     # Throughput: ingest, then compile with nothing else running.
+    cpu_before = cpu_seconds(pid)
     ingest_seconds = ingest_batches(client, "compiled", count)
+    cpu_ingested = cpu_seconds(pid)
     compile_seconds = compile_http(base, "compiled")
+    cpu_compiled = cpu_seconds(pid)
     # Responsiveness: the same episodes for another subject, compiled while another
     # connection reads small pages back to back.
     ingest_batches(client, "compiled-while-reading", count)
@@ -250,22 +264,28 @@ def compile_during_reads(base: str, client: httpx.Client, count: int) -> dict[st
     return {
         "batch_ingest_per_s": count / ingest_seconds,
         "compile_per_s": count / compile_seconds,
+        "batch_ingest_cpu_s": cpu_ingested - cpu_before,
+        "compile_cpu_s": cpu_compiled - cpu_ingested,
         "idle": percentiles(idle),
         "during": percentiles(during),
         "reads_during": len(during),
     }
 
 
-def single_ingest(client: httpx.Client, count: int, subject: str = "single") -> dict[str, Any]:
+def single_ingest(
+    client: httpx.Client, count: int, pid: int, subject: str = "single"
+) -> dict[str, Any]:
     for i in range(50):  # warm the route: its first requests build validators and plans
         client.post("/v1/episodes", json=chat_body(f"{subject}-warm", i)).raise_for_status()
     samples = []
+    cpu_before = cpu_seconds(pid)
     started = time.perf_counter()
     for i in range(count):
         body = chat_body(subject, i)
         samples.append(timed(lambda body=body: client.post("/v1/episodes", json=body)))
     seconds = time.perf_counter() - started
-    return {"per_s": count / seconds, **percentiles(samples)}
+    server_cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / count
+    return {"per_s": count / seconds, "server_cpu_ms": server_cpu_ms, **percentiles(samples)}
 
 
 def main() -> None:
@@ -359,7 +379,9 @@ def compile_rows(compiled: dict[str, Any]) -> list[tuple[object, ...]]:
             "",
             f"{compiled['compile_per_s']:,.0f} episodes/s; batch ingest "
             f"{compiled['batch_ingest_per_s']:,.0f}/s "
-            f"(ratio {compiled['compile_per_s'] / compiled['batch_ingest_per_s']:.2f})",
+            f"(ratio {compiled['compile_per_s'] / compiled['batch_ingest_per_s']:.2f}); "
+            f"server CPU {compiled['compile_cpu_s']:.2f} s, ingest "
+            f"{compiled['batch_ingest_cpu_s']:.2f} s",
         )
     )
     return table
@@ -373,7 +395,8 @@ def single_rows(result: dict[str, Any]) -> list[tuple[object, ...]]:
             f"{single['p50']:.1f}",
             f"{single['p99']:.1f}",
             "",
-            f"{single['per_s']:,.0f} episodes/s sequential",
+            f"{single['per_s']:,.0f} episodes/s sequential; "
+            f"server CPU {single['server_cpu_ms']:.2f} ms a request",
         ),
         (
             "GET /v1/health, same connection",
@@ -401,7 +424,8 @@ def single_rows(result: dict[str, Any]) -> list[tuple[object, ...]]:
                 f"{relaxed['p50']:.1f}",
                 f"{relaxed['p99']:.1f}",
                 "",
-                f"{relaxed['per_s']:,.0f} episodes/s sequential (opt-in)",
+                f"{relaxed['per_s']:,.0f} episodes/s sequential (opt-in); "
+                f"server CPU {relaxed['server_cpu_ms']:.2f} ms a request",
             )
         )
     return table
