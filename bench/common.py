@@ -104,6 +104,15 @@ def peak_rss_mib(pid: int | None = None) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) a process has used so far. On a shared machine it
+    varies far less than wall time, so it is what before/after comparisons rest on."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        # Fields after the command name (in parentheses); utime and stime are 14 and 15.
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_child(module: str, arguments: Sequence[str]) -> dict[str, Any]:
     """Run one scenario in a fresh interpreter (so peak memory is its own)."""
     completed = subprocess.run(

@@ -16,7 +16,17 @@ Per database, in one run against one server (so the ratios compare like with lik
    reads small pages (`GET /v1/timeline?limit=10` on the small subject) back to back:
    their p50/p99 during that compile, against the same reads idle just before.
 3. single `POST /v1/episodes`, sequential, new episodes, one keep-alive connection:
-   episodes/s, p50 and p99.
+   episodes/s, p50 and p99; beside it, in the same run, what bounds it from below:
+   `GET /v1/health` over the same connection (the HTTP floor) and, on PostgreSQL, a
+   committed one-row write in process (the commit's WAL flush). On PostgreSQL the same
+   ingest runs again against a second server whose store URL turns
+   `synchronous_commit` off (opt-in; docs/operations.md).
+
+Beside the compile and the single ingest, the server process's CPU time (user and
+system, from /proc) for that work: on a shared machine it varies far less than wall
+time. It leaves out the database server's own work.
+
+``--parts`` runs some of the three (``reads``, ``compile``, ``single``); default all.
 
 Setting up the large subjects (ingest and compile in process) is not timed. Prints one
 Markdown table per database; see docs/benchmarks.md.
@@ -37,7 +47,14 @@ from typing import Any
 
 import httpx
 
-from bench.common import machine, memsync_server, print_table, run_child, throwaway_store
+from bench.common import (
+    cpu_seconds,
+    machine,
+    memsync_server,
+    print_table,
+    run_child,
+    throwaway_store,
+)
 from bench.compile import TOOLS, WORDS, statement
 from memsync.episode import EpisodeDraft
 from memsync.runtime.compiling import CompileService
@@ -103,16 +120,31 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     }
 
 
-def child(backend: str, sizes: list[int], requests: int, compile_count: int, singles: int) -> None:
+PARTS = ("reads", "compile", "single")
+SERVER_CONFIG = "api:\n  max_batch_size: 1000\n  max_body_bytes: 104857600\n"
+ASYNC_COMMIT_OPTIONS = "options=-c%20synchronous_commit%3Doff"
+
+
+def child(
+    backend: str,
+    sizes: list[int],
+    requests: int,
+    compile_count: int,
+    singles: int,
+    parts: list[str],
+) -> None:
     result: dict[str, Any] = {"sizes": {}}
     with tempfile.TemporaryDirectory() as directory, throwaway_store(backend, directory) as url:
         store = Store.from_url(url)
         fill(store, SMALL, 50, note)
-        active = {size: fill(store, f"big-{size}", size, note) for size in sizes}
+        active = (
+            {size: fill(store, f"big-{size}", size, note) for size in sizes}
+            if "reads" in parts
+            else {}
+        )
         store.dispose()
-        config = "api:\n  max_batch_size: 1000\n  max_body_bytes: 104857600\n"
         with (
-            memsync_server(url, directory, config) as (base, _),
+            memsync_server(url, directory, SERVER_CONFIG) as (base, pid),
             httpx.Client(base_url=base, timeout=300) as client,
         ):
             timeline = {"subject_id": SMALL, "limit": 50}
@@ -124,7 +156,7 @@ def child(backend: str, sizes: list[int], requests: int, compile_count: int, sin
             for _ in range(5):  # warm the process: imports, the tokenizer, connections
                 timed(lambda: client.get("/v1/timeline", params=timeline))
                 timed(lambda: context(SMALL, "warm up"))
-            for size in sizes:
+            for size in active:
                 subject = f"big-{size}"
                 cold = timed(lambda subject=subject: context(subject, TASKS[0]))
                 samples: dict[str, list[float]] = {"context": [], "search": [], "timeline": []}
@@ -147,9 +179,42 @@ def child(backend: str, sizes: list[int], requests: int, compile_count: int, sin
                     "cold_ms": cold,
                     **{name: percentiles(values) for name, values in samples.items()},
                 }
-            result["compile"] = compile_during_reads(base, client, compile_count)
-            result["single"] = single_ingest(client, singles)
+            if "compile" in parts:
+                result["compile"] = compile_during_reads(base, pid, client, compile_count)
+            if "single" in parts:
+                result["single"] = single_ingest(client, singles, pid)
+                result["single"]["health"] = percentiles(
+                    [timed(lambda: client.get("/v1/health")) for _ in range(500)]
+                )
+        if "single" in parts and backend == "postgresql":
+            result["single"]["commit"] = commit_latency(url)
+            separator = "&" if "?" in url else "?"
+            async_url = f"{url}{separator}{ASYNC_COMMIT_OPTIONS}"
+            with (
+                memsync_server(async_url, directory, SERVER_CONFIG) as (base, pid),
+                httpx.Client(base_url=base, timeout=300) as client,
+            ):
+                result["single_async_commit"] = single_ingest(client, singles, pid, "async")
     print(json.dumps(result))
+
+
+def commit_latency(url: str, count: int = 300) -> dict[str, float]:
+    """A committed one-row write, in process: the floor the commit's WAL flush sets."""
+    store = Store.from_url(url)
+    try:
+        with store.write() as connection:
+            connection.exec_driver_sql("CREATE TABLE bench_commit (n integer)")
+        samples = []
+        for n in range(count):
+            started = time.perf_counter()
+            with store.write() as connection:
+                connection.exec_driver_sql("INSERT INTO bench_commit VALUES (%(n)s)", {"n": n})
+            samples.append((time.perf_counter() - started) * 1000)
+        with store.write() as connection:
+            connection.exec_driver_sql("DROP TABLE bench_commit")
+    finally:
+        store.dispose()
+    return percentiles(samples)
 
 
 def small_read(client: httpx.Client) -> float:
@@ -178,10 +243,13 @@ def compile_http(base: str, subject: str, done: threading.Event | None = None) -
     return seconds
 
 
-def compile_during_reads(base: str, client: httpx.Client, count: int) -> dict[str, Any]:
+def compile_during_reads(base: str, pid: int, client: httpx.Client, count: int) -> dict[str, Any]:
     # Throughput: ingest, then compile with nothing else running.
+    cpu_before = cpu_seconds(pid)
     ingest_seconds = ingest_batches(client, "compiled", count)
+    cpu_ingested = cpu_seconds(pid)
     compile_seconds = compile_http(base, "compiled")
+    cpu_compiled = cpu_seconds(pid)
     # Responsiveness: the same episodes for another subject, compiled while another
     # connection reads small pages back to back.
     ingest_batches(client, "compiled-while-reading", count)
@@ -196,20 +264,28 @@ def compile_during_reads(base: str, client: httpx.Client, count: int) -> dict[st
     return {
         "batch_ingest_per_s": count / ingest_seconds,
         "compile_per_s": count / compile_seconds,
+        "batch_ingest_cpu_s": cpu_ingested - cpu_before,
+        "compile_cpu_s": cpu_compiled - cpu_ingested,
         "idle": percentiles(idle),
         "during": percentiles(during),
         "reads_during": len(during),
     }
 
 
-def single_ingest(client: httpx.Client, count: int) -> dict[str, Any]:
+def single_ingest(
+    client: httpx.Client, count: int, pid: int, subject: str = "single"
+) -> dict[str, Any]:
+    for i in range(50):  # warm the route: its first requests build validators and plans
+        client.post("/v1/episodes", json=chat_body(f"{subject}-warm", i)).raise_for_status()
     samples = []
+    cpu_before = cpu_seconds(pid)
     started = time.perf_counter()
     for i in range(count):
-        body = chat_body("single", i)
+        body = chat_body(subject, i)
         samples.append(timed(lambda body=body: client.post("/v1/episodes", json=body)))
     seconds = time.perf_counter() - started
-    return {"per_s": count / seconds, **percentiles(samples)}
+    server_cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / count
+    return {"per_s": count / seconds, "server_cpu_ms": server_cpu_ms, **percentiles(samples)}
 
 
 def main() -> None:
@@ -219,16 +295,18 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--compile-episodes", type=int, default=4_000)
     parser.add_argument("--singles", type=int, default=1_000)
-    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.child:
-        backend, sizes, requests, compile_count, singles = arguments.child
+        backend, sizes, requests, compile_count, singles, parts = arguments.child
         child(
             backend,
             [int(size) for size in sizes.split(",")],
             int(requests),
             int(compile_count),
             int(singles),
+            parts.split(","),
         )
         return
 
@@ -242,6 +320,7 @@ def main() -> None:
                 str(arguments.requests),
                 str(arguments.compile_episodes),
                 str(arguments.singles),
+                ",".join(arguments.parts),
             ],
         )
         print(f"\n{backend}", json.dumps(result), file=sys.stderr, flush=True)
@@ -264,7 +343,15 @@ def rows(result: dict[str, Any]) -> list[tuple[object, ...]]:
                     f"cold {figures['cold_ms']:.0f} ms" if name == "context" else "",
                 )
             )
-    compiled = result["compile"]
+    if "compile" in result:
+        table.extend(compile_rows(result["compile"]))
+    if "single" in result:
+        table.extend(single_rows(result))
+    return table
+
+
+def compile_rows(compiled: dict[str, Any]) -> list[tuple[object, ...]]:
+    table: list[tuple[object, ...]] = []
     idle, during = compiled["idle"], compiled["during"]
     table.append(
         (
@@ -292,19 +379,55 @@ def rows(result: dict[str, Any]) -> list[tuple[object, ...]]:
             "",
             f"{compiled['compile_per_s']:,.0f} episodes/s; batch ingest "
             f"{compiled['batch_ingest_per_s']:,.0f}/s "
-            f"(ratio {compiled['compile_per_s'] / compiled['batch_ingest_per_s']:.2f})",
+            f"(ratio {compiled['compile_per_s'] / compiled['batch_ingest_per_s']:.2f}); "
+            f"server CPU {compiled['compile_cpu_s']:.2f} s, ingest "
+            f"{compiled['batch_ingest_cpu_s']:.2f} s",
         )
     )
+    return table
+
+
+def single_rows(result: dict[str, Any]) -> list[tuple[object, ...]]:
     single = result["single"]
-    table.append(
+    table: list[tuple[object, ...]] = [
         (
             "single POST /v1/episodes",
             f"{single['p50']:.1f}",
             f"{single['p99']:.1f}",
             "",
-            f"{single['per_s']:,.0f} episodes/s sequential",
+            f"{single['per_s']:,.0f} episodes/s sequential; "
+            f"server CPU {single['server_cpu_ms']:.2f} ms a request",
+        ),
+        (
+            "GET /v1/health, same connection",
+            f"{single['health']['p50']:.1f}",
+            f"{single['health']['p99']:.1f}",
+            "",
+            "the HTTP floor",
+        ),
+    ]
+    if "commit" in single:
+        table.append(
+            (
+                "committed one-row write, in process",
+                f"{single['commit']['p50']:.1f}",
+                f"{single['commit']['p99']:.1f}",
+                "",
+                "the WAL flush floor",
+            )
         )
-    )
+    if "single_async_commit" in result:
+        relaxed = result["single_async_commit"]
+        table.append(
+            (
+                "single POST /v1/episodes, synchronous_commit=off",
+                f"{relaxed['p50']:.1f}",
+                f"{relaxed['p99']:.1f}",
+                "",
+                f"{relaxed['per_s']:,.0f} episodes/s sequential (opt-in); "
+                f"server CPU {relaxed['server_cpu_ms']:.2f} ms a request",
+            )
+        )
     return table
 
 

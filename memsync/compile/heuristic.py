@@ -416,6 +416,18 @@ _RULES: tuple[_Rule, ...] = (
     ),
 )
 
+# Every rule is anchored at the start of the clause, so one pass of all their patterns
+# as numbered alternatives (their own groups made plain) finds the first rule that
+# matches: a clause is tried against each rule's pattern once, in C, instead of by a
+# Python call per rule.
+_FIRST_RULE = re.compile(
+    "|".join(
+        f"(?P<r{number}>{re.sub(r'[(][?]P<[a-z0-9_]+>', '(?:', rule.pattern.pattern)})"
+        for number, rule in enumerate(_RULES)
+    ),
+    re.IGNORECASE,
+)
+
 # Facts: a clause with a figure and a word that makes it a rate, price, limit or size.
 _FIGURE = re.compile(r"\d")
 _FACT_WORDS = re.compile(
@@ -507,7 +519,11 @@ class HeuristicCompiler:
     def _clause(
         self, episode: EpisodeView, clause: str, first_person: bool
     ) -> CandidateMemory | None:
-        for rule in _RULES:
+        first = _FIRST_RULE.match(clause)
+        if first is None:
+            return self._fact(episode, clause)
+        # The rules before the first that matches cannot match: start there.
+        for rule in _RULES[int(str(first.lastgroup)[1:]) :]:
             if rule.first_person and not first_person:
                 continue
             match = rule.pattern.search(clause)

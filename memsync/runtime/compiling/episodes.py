@@ -16,7 +16,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from memsync.compile.types import EpisodeView
-from memsync.runtime.storage.tables import UNCOMPILED, episodes, in_slices, update_each_if
+from memsync.runtime.storage.tables import (
+    UNCOMPILED,
+    episodes,
+    in_slices,
+    one_of,
+    update_each_if,
+)
 
 __all__ = [
     "Pending",
@@ -81,7 +87,7 @@ def uncompiled_episodes(
     for some_ids in in_slices(episode_ids):
         query = columns.where(
             episodes.c.tenant_id == tenant_id,
-            episodes.c.id.in_(some_ids),
+            one_of(episodes.c.id, some_ids, postgresql=connection.dialect.name == "postgresql"),
             episodes.c.subject_id == subject_id,
             UNCOMPILED,
         )

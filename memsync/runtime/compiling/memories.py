@@ -46,7 +46,6 @@ __all__ = [
     "with_sources",
 ]
 
-_SUPERSESSIONS_PER_STATEMENT = 200
 RECORDED_EPISODES_PER_SIDE = 64
 """How many source episode ids a supersession record lists per side (the first, in id
 order). Listing all of them made each record as long as a memory's whole evidence, and
@@ -54,8 +53,12 @@ a claim that flips often made the table grow with the square of it; the record k
 the counts, and ``memory_sources`` keeps every id of both memories."""
 
 
-def _recorded(episode_ids: Sequence[uuid.UUID]) -> list[str]:
-    return [str(episode_id) for episode_id in episode_ids[:RECORDED_EPISODES_PER_SIDE]]
+def _recorded(episode_ids: Sequence[uuid.UUID], texts: dict[uuid.UUID, str]) -> list[str]:
+    """The ids a record lists of one side, as text (``texts`` remembers each id's)."""
+    return [
+        texts.get(episode_id) or texts.setdefault(episode_id, str(episode_id))
+        for episode_id in episode_ids[:RECORDED_EPISODES_PER_SIDE]
+    ]
 
 
 _memories = tables.memories
@@ -97,7 +100,8 @@ def with_sources(
     sources: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
     for some_ids in tables.in_slices(ids):
         query = sa.select(_sources.c.memory_id, _sources.c.episode_id).where(
-            _sources.c.tenant_id == tenant_id, _sources.c.memory_id.in_(some_ids)
+            _sources.c.tenant_id == tenant_id,
+            tables.one_of(_sources.c.memory_id, some_ids, postgresql=_on_postgresql(connection)),
         )
         for memory_id, episode_id in connection.execute(query):
             sources[memory_id].append(episode_id)
@@ -112,7 +116,10 @@ def load_for_resolution(
     of_subject = sa.and_(_memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id)
     wanted = _memories.c.status == MemoryStatus.ACTIVE.value
     if memory_keys:
-        wanted = sa.or_(wanted, _memories.c.memory_key.in_(sorted(memory_keys)))
+        keys = tables.one_of(
+            _memories.c.memory_key, sorted(memory_keys), postgresql=_on_postgresql(connection)
+        )
+        wanted = sa.or_(wanted, keys)
     rows = list(connection.execute(sa.select(_memories).where(of_subject, wanted)))
     return with_sources(connection, tenant_id, rows)
 
@@ -347,7 +354,11 @@ def apply_change_set(
             for memory_id, subject_id in connection.execute(
                 sa.select(_memories.c.id, _memories.c.subject_id).where(
                     _memories.c.tenant_id == tenant_id,
-                    _memories.c.id.in_([a.memory_id for a in changes.provenance_to_add]),
+                    tables.one_of(
+                        _memories.c.id,
+                        [addition.memory_id for addition in changes.provenance_to_add],
+                        postgresql=_on_postgresql(connection),
+                    ),
                 )
             )
         )
@@ -413,9 +424,13 @@ def apply_change_set(
         )
     # Records are written a slice at a time: a compile of many thousand episodes can
     # make as many records, and rendering them all at once costs memory for nothing.
-    for start in range(0, len(changes.supersessions), _SUPERSESSIONS_PER_STATEMENT):
-        connection.execute(
-            _supersessions.insert(),
+    # A claim that flips often lists the same episodes in record after record: each id
+    # is written out as text once per change set.
+    id_texts: dict[uuid.UUID, str] = {}
+    for start in range(0, len(changes.supersessions), tables.JSON_ROWS_PER_STATEMENT):
+        tables.insert_json_rows(
+            connection,
+            _supersessions,
             [
                 {
                     "tenant_id": tenant_id,
@@ -429,15 +444,16 @@ def apply_change_set(
                     "winner_memory_key": record.winner_memory_key,
                     "loser_memory_id": record.loser_memory_id,
                     "loser_memory_key": record.loser_memory_key,
-                    "winner_episode_ids": _recorded(record.winner_episode_ids),
-                    "loser_episode_ids": _recorded(record.loser_episode_ids),
+                    "winner_episode_ids": _recorded(record.winner_episode_ids, id_texts),
+                    "loser_episode_ids": _recorded(record.loser_episode_ids, id_texts),
                     "winner_episode_count": len(record.winner_episode_ids),
                     "loser_episode_count": len(record.loser_episode_ids),
                     "job_id": record.job_id,
                     "decided_at": record.decided_at,
                 }
-                for record in changes.supersessions[start : start + _SUPERSESSIONS_PER_STATEMENT]
+                for record in changes.supersessions[start : start + tables.JSON_ROWS_PER_STATEMENT]
             ],
+            ignore=False,
         )
     if changes.open_conflicts:
         connection.execute(

@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Row
+from sqlalchemy.engine import Connection, Row
 
 from memsync.compile.types import EpisodeView
 from memsync.runtime.storage import tables
@@ -110,6 +110,19 @@ _RECORD_FIELDS = tuple(field.name for field in fields(EpisodeRecord))
 _REVISION_FIELDS = tuple(field.name for field in fields(RevisionRecord))
 
 
+# Built once: a statement built per call, its ids bound inside, missed SQLAlchemy's
+# compiled cache (a quarter of a millisecond, on every POST /v1/episodes).
+_BY_IDS = sa.select(_episodes).where(
+    _episodes.c.tenant_id == sa.bindparam("tenant_id"),
+    _episodes.c.id.in_(sa.bindparam("ids", expanding=True)),
+)
+# PostgreSQL: one array parameter, not one bind parameter per id.
+_BY_IDS_POSTGRESQL = sa.select(_episodes).where(
+    _episodes.c.tenant_id == sa.bindparam("tenant_id"),
+    _episodes.c.id == sa.any_(sa.bindparam("ids", type_=postgresql.ARRAY(sa.Uuid))),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class EpisodePage:
     episodes: list[EpisodeRecord]
@@ -138,23 +151,26 @@ class EpisodeRepository:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def get_many(self, tenant_id: str, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, EpisodeRecord]:
-        """The episodes with these ids (missing ids are simply absent)."""
-        wanted = list(set(ids))
-        found: dict[uuid.UUID, EpisodeRecord] = {}
+    def get_many(
+        self, tenant_id: str, ids: Sequence[uuid.UUID], *, within: Connection | None = None
+    ) -> dict[uuid.UUID, EpisodeRecord]:
+        """The episodes with these ids (missing ids are simply absent).
+
+        ``within``: read in that transaction instead of a read transaction of its own;
+        a write reads what it wrote back with one statement more, not a transaction."""
+        if within is not None:
+            return self._get_many(within, tenant_id, ids)
         with self._store.read() as connection:
-            for chunk in tables.in_slices(wanted):
-                if self._store.is_postgresql:
-                    # One array parameter, not one bind parameter per id.
-                    matches = _episodes.c.id == sa.any_(
-                        sa.bindparam("ids", chunk, type_=postgresql.ARRAY(sa.Uuid))
-                    )
-                else:
-                    matches = _episodes.c.id.in_(chunk)
-                query = sa.select(_episodes).where(_episodes.c.tenant_id == tenant_id, matches)
-                found.update(
-                    (row.id, EpisodeRecord.from_row(row)) for row in connection.execute(query)
-                )
+            return self._get_many(connection, tenant_id, ids)
+
+    def _get_many(
+        self, connection: Connection, tenant_id: str, ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, EpisodeRecord]:
+        query = _BY_IDS_POSTGRESQL if self._store.is_postgresql else _BY_IDS
+        found: dict[uuid.UUID, EpisodeRecord] = {}
+        for chunk in tables.in_slices(list(set(ids))):
+            rows = connection.execute(query, {"tenant_id": tenant_id, "ids": list(chunk)})
+            found.update((row.id, EpisodeRecord.from_row(row)) for row in rows)
         return found
 
     def revisions(self, tenant_id: str, episode_id: uuid.UUID) -> list[RevisionRecord]:

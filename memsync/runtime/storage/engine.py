@@ -57,14 +57,18 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
         _configure_sqlite(engine)
         return engine
     if parsed.get_backend_name() == "postgresql":
+        # Moments are read back in UTC whatever the server's zone: a stored
+        # 9999-12-31T23:59:59Z shown in a zone east of UTC would be past year 9999.
+        # Settings the URL passes in ``options`` (docs/operations.md: the commit's
+        # durability) are kept, before this one, so UTC is what holds.
+        given = parsed.query.get("options", ())
+        options = " ".join([*([given] if isinstance(given, str) else given), "-c timezone=UTC"])
         return sa.create_engine(
             url,
             echo=echo,
             json_serializer=_json_serializer,
             pool_pre_ping=True,
-            # Moments are read back in UTC whatever the server's zone: a stored
-            # 9999-12-31T23:59:59Z shown in a zone east of UTC would be past year 9999.
-            connect_args={"options": "-c timezone=UTC"},
+            connect_args={"options": options},
         )
     raise ValueError(
         f"store {parsed.render_as_string(hide_password=True)!r}: only sqlite:/// and "

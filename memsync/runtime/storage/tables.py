@@ -7,11 +7,11 @@ predicate a partial index depends on cannot drift between copies.
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any, TypeVar
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -51,6 +51,7 @@ __all__ = [
     "memories",
     "memory_sources",
     "memory_versions",
+    "one_of",
     "supersessions",
     "sync_runs",
     "sync_streams",
@@ -97,6 +98,22 @@ def in_slices(values: Sequence[_T]) -> Iterator[Sequence[_T]]:
     size = IDS_PER_STATEMENT
     for start in range(0, len(values), size):
         yield values[start : start + size]
+
+
+def one_of(
+    column: sa.ColumnElement[Any], values: Collection[Any], *, postgresql: bool
+) -> sa.ColumnElement[bool]:
+    """``column IN values``, in a statement whose text does not grow with ``values``.
+
+    On PostgreSQL the values travel as one array parameter. An ``IN`` list renders a
+    placeholder per value, and SQLAlchemy and psycopg render and convert the text again
+    for every new length: about 35 µs a value, 0.2 s for the 6,400 keys a compile
+    chunk looks up. SQLite binds a list in C and has no arrays.
+    """
+    if not postgresql:
+        return column.in_(list(values))
+    element = sa.Uuid() if isinstance(column.type, sa.Uuid) else sa.Text()
+    return column == sa.any_(sa.bindparam(None, list(values), type_=pg_dialect.ARRAY(element)))
 
 
 def update_each_if(table: sa.Table, tenant_id: str, guard: str) -> sa.Update:
@@ -160,9 +177,10 @@ def insert_json_rows(
     # serves reads from other threads of the same process while a compile writes.
     for start in range(0, len(rows), JSON_ROWS_PER_STATEMENT):
         some = rows[start : start + JSON_ROWS_PER_STATEMENT]
-        # Ids and times are the only values JSON has no type for; str() writes both in
-        # a form PostgreSQL reads back exactly (UTC offsets included).
-        connection.execute(statement, {"rows": json.dumps(some, default=str, ensure_ascii=False)})
+        # orjson writes ids and aware times natively, in forms PostgreSQL reads back
+        # exactly (UTC offsets included), about ten times as fast as the standard
+        # library calling str() on each: a compile writes tens of thousands of them.
+        connection.execute(statement, {"rows": orjson.dumps(some).decode()})
 
 
 def upsert(table: sa.Table, *, postgresql: bool) -> Any:

@@ -319,3 +319,28 @@ def test_compiling_is_deterministic_whatever_the_episode_order(
 
     assert first == second
     assert [c.memory_key for c in first] == [c.memory_key for c in second]
+
+
+# Words the rules start with and look for, so that random clauses reach deep into the
+# rule list, match late rules, and fail the proper-noun checks of early ones.
+# fmt: off
+_RULE_WORDS = (
+    "i", "i'm", "i've", "we", "we're", "my", "the", "our", "a", "an", "am", "is", "was",
+    "are", "have", "has", "no", "longer", "don't", "not", "left", "quit", "used", "to",
+    "work", "at", "for", "live", "in", "moved", "now", "based", "prefer", "like", "love",
+    "hate", "use", "using", "on", "plan", "tier", "subscription", "account", "owner",
+    "admin", "of", "workspace", "deprecated", "decided", "agreed", "name", "call", "me",
+    "favourite", "team", "project", "Lisbon", "Acme", "Enterprise", "vim", "Kafka",
+)
+# fmt: on
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_RULE_WORDS), min_size=1, max_size=9))
+def test_the_one_pass_rule_finder_finds_the_first_rule_that_matches(words: list[str]) -> None:
+    from memsync.compile.heuristic import _FIRST_RULE, _RULES
+
+    clause = " ".join(words)
+    first = _FIRST_RULE.match(clause)
+    expected = next((n for n, rule in enumerate(_RULES) if rule.pattern.search(clause)), None)
+    assert (int(str(first.lastgroup)[1:]) if first else None) == expected

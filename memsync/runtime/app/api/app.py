@@ -12,11 +12,12 @@ from typing import Annotated
 
 from fastapi import FastAPI, Path, Query, Response
 from pydantic import TypeAdapter
+from sqlalchemy.engine import Connection
 
 import memsync
 from memsync.compile.bundle import MemoryJson
 from memsync.compile.types import MemoryStatus
-from memsync.episode import IngestStatus
+from memsync.episode import EpisodeDraft, IngestStatus
 from memsync.runtime.app.api import connectors, health, jobs, memories, runs
 from memsync.runtime.app.api.auth import LoopbackHostOnly
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
@@ -48,11 +49,23 @@ from memsync.runtime.ingest import IngestOutcome, IngestSummary
 __all__ = ["Services", "create_app"]
 
 
-def _responses(
-    services: Services, tenant_id: str, outcomes: list[IngestOutcome]
-) -> list[EpisodeResponse]:
-    stored = services.episodes.get_many(tenant_id, [outcome.episode_id for outcome in outcomes])
-    return [EpisodeResponse.of(stored[outcome.episode_id], outcome.status) for outcome in outcomes]
+def _ingest(
+    services: Services, tenant_id: str, drafts: list[EpisodeDraft]
+) -> tuple[list[IngestOutcome], list[EpisodeResponse]]:
+    """Ingest ``drafts`` and read what was stored back, in the ingest's transaction: one
+    statement more rather than a read transaction of its own after the commit."""
+    responses: list[EpisodeResponse] = []
+
+    def read_back(connection: Connection, outcomes: list[IngestOutcome]) -> None:
+        stored = services.episodes.get_many(
+            tenant_id, [outcome.episode_id for outcome in outcomes], within=connection
+        )
+        responses.extend(
+            EpisodeResponse.of(stored[outcome.episode_id], outcome.status) for outcome in outcomes
+        )
+
+    outcomes = services.ingest.ingest(tenant_id, drafts, before_commit=read_back)
+    return outcomes, responses
 
 
 _EPISODE: TypeAdapter[EpisodeResponse] = TypeAdapter(EpisodeResponse)
@@ -98,8 +111,7 @@ def create_app(services: Services) -> FastAPI:
         body: CreateEpisodeRequest, services: ServicesDep, caller: CallerDep
     ) -> Response:
         """Record one episode: 201 when new, 200 with the same id when it was known."""
-        [outcome] = services.ingest.ingest(caller.tenant_id, [body.to_draft()])
-        [episode] = _responses(services, caller.tenant_id, [outcome])
+        [outcome], [episode] = _ingest(services, caller.tenant_id, [body.to_draft()])
         status = 201 if outcome.status is IngestStatus.CREATED else 200
         return _json(_EPISODE.dump_json(episode), status)
 
@@ -113,15 +125,15 @@ def create_app(services: Services) -> FastAPI:
             raise validation_error(
                 "episodes", f"at most {limit} episodes per batch, got {len(body.episodes)}"
             )
-        outcomes = services.ingest.ingest(
-            caller.tenant_id, [episode.to_draft() for episode in body.episodes]
+        outcomes, episodes = _ingest(
+            services, caller.tenant_id, [episode.to_draft() for episode in body.episodes]
         )
         summary = IngestSummary.of(outcomes)
         response = BatchCreateResponse.model_construct(
             episodes_created=summary.created,
             duplicates=summary.duplicates,
             revised=summary.revised,
-            episodes=_responses(services, caller.tenant_id, outcomes),
+            episodes=episodes,
         )
         return _json(response.model_dump_json(), 201)
 

@@ -15,17 +15,23 @@ MAX_PAGE = 200
 """The largest page any list endpoint returns."""
 
 
-def _services(request: Request) -> Services:
+def _services_of(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 
 
-def _caller(
+# The dependencies are coroutines: FastAPI runs a plain function dependency on the
+# thread pool, a hand-off per dependency per request, for work that does no I/O.
+async def _services(request: Request) -> Services:
+    return _services_of(request)
+
+
+async def _caller(
     request: Request,
     x_api_key: Annotated[str | None, Header()] = None,
     x_tenant_id: Annotated[str | None, Header()] = None,
 ) -> Caller:
-    return _services(request).authenticator.authenticate(x_api_key, x_tenant_id)
+    return _services_of(request).authenticator.authenticate(x_api_key, x_tenant_id)
 
 
 ServicesDep = Annotated[Services, Depends(_services)]
