@@ -36,10 +36,14 @@ if CHROMIUM is None or CHROMEDRIVER is None:
     )
 
 from selenium import webdriver  # noqa: E402 - only once the browser is known to exist
+from selenium.common.exceptions import (  # noqa: E402
+    NoSuchElementException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 KEY = "ui-test-key-0123456789"
@@ -130,9 +134,19 @@ def _text(driver: WebDriver, css: str) -> str:
 
 def _shows(driver: WebDriver, css: str, text: str) -> None:
     """Wait (up to a deadline) until the page after a click shows ``text`` in ``css``."""
-    WebDriverWait(driver, 20).until(
-        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, css), text)
-    )
+
+    def shown(driver: WebDriver) -> bool:
+        try:
+            return text in driver.find_element(By.CSS_SELECTOR, css).text
+        except (NoSuchElementException, StaleElementReferenceException):
+            return False  # the old page is going or the new one is not there yet
+        except WebDriverException as error:
+            # Chromium's name for an element of a page replaced while it was read.
+            if "does not belong to the document" in str(error):
+                return False
+            raise
+
+    WebDriverWait(driver, 20).until(shown)
 
 
 def test_a_person_signs_in_follows_a_connector_to_its_subject_and_resolves_a_conflict(
