@@ -205,3 +205,20 @@ def test_deleting_a_subject_also_forgets_revisions_filed_under_it_by_records_tha
 
     assert deleted == 0
     assert EpisodeRepository(store).revisions("t1", filed.episode_id) == []
+
+
+def test_an_edit_that_asserts_the_same_at_the_same_time_keeps_supporting_it(
+    store: Store, ingest: IngestService, compiler: CompileService
+) -> None:
+    shared = "We refund within 30 days of purchase"
+    compiled_after(
+        ingest, compiler, [note("n:1", shared, "org:100", 0), note("n:2", shared, "org:100", 1)]
+    )
+    # An edited message keeps its time (Slack's ts): the new revision asserts the same
+    # memory at the same moment, which changes nothing but which revision supports it.
+    compiled_after(ingest, compiler, [note("n:1", f"{shared}!", "org:100", 0)])
+
+    ingest.tombstone("t1", [Tombstone("n:2")])
+    compiler.compile("t1", "org:100")
+
+    assert shared in active(store, "org:100")

@@ -253,7 +253,8 @@ def apply_change_set(
 ) -> None:
     """Write ``changes`` to ``subject_id``'s memories in the caller's transaction, as
     ``compile.apply_changes`` would, and bump the subject's memory version (unless the
-    change set is empty).
+    change set is empty: its reassertions alone are still noted, and change nothing a
+    reader sees).
 
     ``job_id`` is the compile that created the new memories (kept on their rows).
 
@@ -262,9 +263,8 @@ def apply_change_set(
     the same change set twice leaves the store as applying it once (apart from the
     version, which changes again: readers recompute, and find the same state).
     """
-    if changes.is_empty:
-        return
-    bump_memory_version(connection, tenant_id, subject_id, now)
+    if not changes.is_empty:
+        bump_memory_version(connection, tenant_id, subject_id, now)
     if changes.memories_to_create:
         tables.insert_json_rows(
             connection,
