@@ -13,9 +13,11 @@ from memsync.compile.heuristic import HeuristicCompiler
 from memsync.compile.policy import DEFAULT_POLICIES, ConflictPolicy, PolicyTable
 from memsync.compile.resolve import (
     ChangeSet,
+    Defeat,
     OpenConflict,
     ProvenanceAddition,
     Reassertion,
+    SourceEvidence,
     SourceStanding,
     StatusChange,
     Supersession,
@@ -23,7 +25,9 @@ from memsync.compile.resolve import (
     conflict_id,
     manual_resolution,
     memory_id,
+    reconsider_losers,
     resolve,
+    unsettled,
     withdraw_unsupported,
 )
 from memsync.compile.similarity import SimilarityThresholds, jaccard, tokens
@@ -51,6 +55,7 @@ __all__ = [
     "Compiler",
     "ConflictPolicy",
     "ConflictStatus",
+    "Defeat",
     "EpisodeView",
     "HeuristicCompiler",
     "MemoryKind",
@@ -61,6 +66,7 @@ __all__ = [
     "RankedMemory",
     "Reassertion",
     "SimilarityThresholds",
+    "SourceEvidence",
     "SourceStanding",
     "StatusChange",
     "StoredMemory",
@@ -74,7 +80,9 @@ __all__ = [
     "manual_resolution",
     "memory_id",
     "memory_key",
+    "reconsider_losers",
     "resolve",
     "tokens",
+    "unsettled",
     "withdraw_unsupported",
 ]
