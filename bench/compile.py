@@ -5,7 +5,11 @@
 For each database and size N: ingest N episodes for one subject, compile (episodes/s),
 then compile again with nothing new (the no-op, which must stay flat as N grows). Then
 1,000 subjects x 100 episodes. Then context bundles over a subject with 10,000 active
-memories (p50/p99 of POST /v1/context's assembly, in process). Each scenario runs in its
+memories (p50/p99 of POST /v1/context's assembly, in process). Then retirements: one
+subject's --retire messages each say where it is now ("I'm in City0042", 1,000 cities in
+turn, every one beating the one before), every tenth is deleted, newest first, and the
+compile that retires them decides the claim again from what is left (seconds and SQL
+statements, beside the first compile of the same messages). Each scenario runs in its
 own interpreter against a throwaway store.
 """
 
@@ -20,9 +24,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import sqlalchemy as sa
+
 from bench.common import machine, peak_rss_mib, print_table, run_child, throwaway_store
+from memsync.clock import FakeClock
 from memsync.compile.bundle import assemble_bundle
-from memsync.episode import EpisodeDraft
+from memsync.episode import EpisodeDraft, Tombstone
 from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import MemoryRepository
@@ -158,12 +165,58 @@ def bundles(url: str, memories: int) -> dict[str, Any]:
     }
 
 
+def retirements(url: str, messages: int) -> dict[str, Any]:
+    store = Store.from_url(url)
+    clock = FakeClock(START + timedelta(days=400))
+    ingest, compiler = IngestService(store, clock), CompileService(store, clock=clock)
+    drafts = [
+        EpisodeDraft(
+            subject_id="user:1",
+            source="chat",
+            type="message",
+            payload={"text": f"I'm in City{i % 1000:04d}"},
+            idempotency_key=f"m:{i}",
+            occurred_at=START + timedelta(minutes=i),
+        )
+        for i in range(messages)
+    ]
+    ingest.ingest("bench", drafts)
+    started = time.perf_counter()
+    compiler.compile("bench", "user:1")
+    first_seconds = time.perf_counter() - started
+    clock.advance(timedelta(hours=1))
+    deleted = list(range(messages - 1, 0, -10))
+    ingest.tombstone("bench", [Tombstone(f"m:{i}") for i in deleted])
+    statements = 0
+
+    def count(*_: object) -> None:
+        nonlocal statements
+        statements += 1
+
+    sa.event.listen(store.engine, "before_cursor_execute", count)
+    started = time.perf_counter()
+    result = compiler.compile("bench", "user:1")
+    seconds = time.perf_counter() - started
+    memories = MemoryRepository(store).memories("bench", "user:1")
+    now = [memory.content for memory in memories if memory.claim_key]
+    assert now == [f"Currently in City{(messages - 2) % 1000:04d}"], now  # what is left says
+    return {
+        "deleted": len(deleted),
+        "first_s": first_seconds,
+        "retire_s": seconds,
+        "statements": statements,
+        "tombstoned": result.memories_tombstoned,
+    }
+
+
 def child(backend: str, scenario: str, size: int) -> None:
     with tempfile.TemporaryDirectory() as directory, throwaway_store(backend, directory) as url:
         if scenario == "one":
             result = one_subject(url, size)
         elif scenario == "many":
             result = many_subjects(url, size, 100)
+        elif scenario == "retire":
+            result = retirements(url, size)
         else:
             result = bundles(url, size)
     print(json.dumps(result))
@@ -175,6 +228,7 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", type=int, default=[1_000, 10_000, 100_000])
     parser.add_argument("--subjects", type=int, default=1_000)
     parser.add_argument("--bundle-memories", type=int, default=10_000)
+    parser.add_argument("--retire", nargs="+", type=int, default=[5_000, 20_000])
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.child:
@@ -211,6 +265,24 @@ def main() -> None:
             (backend, f"{result['active']:,}", f"{result['p50_ms']:.1f}", f"{result['p99_ms']:.1f}")
         )
     print_table(["db", "active memories", "bundle p50 ms", "bundle p99 ms"], bundle_rows)
+    retire_rows = []
+    for backend in arguments.db:
+        for size in arguments.retire:
+            result = run_child("bench.compile", [backend, "retire", str(size)])
+            retire_rows.append(
+                (
+                    backend,
+                    f"{size:,}",
+                    f"{result['deleted']:,}",
+                    f"{result['first_s']:.2f}",
+                    f"{result['retire_s']:.2f}",
+                    result["statements"],
+                )
+            )
+    print_table(
+        ["db", "messages", "deleted", "first compile s", "retiring compile s", "statements"],
+        retire_rows,
+    )
 
 
 if __name__ == "__main__":

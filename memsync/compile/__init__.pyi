@@ -11,9 +11,11 @@ from .policy import DEFAULT_POLICIES as DEFAULT_POLICIES
 from .policy import ConflictPolicy as ConflictPolicy
 from .policy import PolicyTable as PolicyTable
 from .resolve import ChangeSet as ChangeSet
+from .resolve import Defeat as Defeat
 from .resolve import OpenConflict as OpenConflict
 from .resolve import ProvenanceAddition as ProvenanceAddition
 from .resolve import Reassertion as Reassertion
+from .resolve import SourceEvidence as SourceEvidence
 from .resolve import SourceStanding as SourceStanding
 from .resolve import StatusChange as StatusChange
 from .resolve import Supersession as Supersession
@@ -21,7 +23,9 @@ from .resolve import apply_changes as apply_changes
 from .resolve import conflict_id as conflict_id
 from .resolve import manual_resolution as manual_resolution
 from .resolve import memory_id as memory_id
+from .resolve import reconsider_losers as reconsider_losers
 from .resolve import resolve as resolve
+from .resolve import unsettled as unsettled
 from .resolve import withdraw_unsupported as withdraw_unsupported
 from .similarity import SimilarityThresholds as SimilarityThresholds
 from .similarity import jaccard as jaccard

@@ -33,6 +33,11 @@ Each candidate, in order of ``(valid_from, memory_key)``:
    - multi-valued keys, non-overlapping validity and ``episode_summary``: coexist.
 
 A loser's ``valid_to`` becomes the winner's start, or its own start when it never held.
+
+What ``resolve`` decided is decided again when a winner no longer stands as it did:
+:func:`withdraw_unsupported` retires or narrows memories whose sources went away,
+:func:`unsettled` names them, and :func:`reconsider_losers` replays the contests around
+them from the evidence left (rule ``winner_retired`` for a loser that comes back).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import bisect
 import enum
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -49,6 +54,7 @@ from memsync.compile.claims import ClaimRegistry
 from memsync.compile.policy import ConflictPolicy, PolicyTable
 from memsync.compile.similarity import LexicalIndex, SimilarityThresholds, tokens
 from memsync.compile.types import (
+    CONTESTED,
     WITHDRAWN,
     CandidateMemory,
     MemoryKind,
@@ -61,9 +67,11 @@ from memsync.compile.types import (
 __all__ = [
     "ChangeSet",
     "ConflictFinding",
+    "Defeat",
     "OpenConflict",
     "ProvenanceAddition",
     "Reassertion",
+    "SourceEvidence",
     "SourceStanding",
     "StatusChange",
     "Supersession",
@@ -72,7 +80,9 @@ __all__ = [
     "manual_resolution",
     "memory_id",
     "processing_order",
+    "reconsider_losers",
     "resolve",
+    "unsettled",
     "withdraw_unsupported",
 ]
 
@@ -93,7 +103,11 @@ def conflict_id(first_key: str, second_key: str) -> uuid.UUID:
 
 @dataclass(frozen=True, slots=True)
 class ProvenanceAddition:
-    """New evidence for a stored memory: append ``episode_ids`` and widen its times."""
+    """New evidence for a stored memory: append ``episode_ids`` and set its times.
+
+    The times widen with new evidence; with no ``episode_ids`` they narrow to the
+    evidence left after some went away (see :func:`withdraw_unsupported`).
+    """
 
     memory_id: uuid.UUID
     memory_key: str
@@ -137,6 +151,9 @@ class Supersession:
     merged into the winner, never stored); ``winner_*`` are ``None`` for
     ``source_revised``, ``source_moved`` and ``source_deleted`` (nothing replaced the
     memory; its evidence went away, and ``loser_episode_ids`` are the episodes that did).
+    For ``winner_retired`` the loser is the memory that is active again and the winner
+    the one it had lost to, which no longer stands (see :func:`reconsider_losers`); as
+    for every rule, the loser is the memory whose status the record changes.
     """
 
     subject_id: str
@@ -213,6 +230,21 @@ class ChangeSet:
             or self.open_conflicts
             or self.resolved_conflict_ids
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Defeat:
+    """A stored contest record (rule in ``CONTESTED``) by which one memory lost to
+    another: how :func:`reconsider_losers` knows whom a returning memory had lost to,
+    and whether it now loses to someone else."""
+
+    loser_memory_id: uuid.UUID
+    winner_memory_id: uuid.UUID
+    winner_memory_key: str
+    rule: SupersessionRule
+    score: float | None
+    threshold: float | None
+    decided_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +353,9 @@ class _Resolution:
         self.conflicts: dict[uuid.UUID, OpenConflict] = {}
         # memory_key -> every candidate episode that asserted it in this resolution.
         self.asserted: dict[str, set[uuid.UUID]] = defaultdict(set)
+        # memory_key -> a stored memory taken out to be decided again: its evidence
+        # arrives as new, but it keeps its identity.
+        self.taken_out: dict[str, StoredMemory] = {}
         for memory in sorted(existing, key=lambda stored: stored.memory_key):
             if memory.subject_id != subject_id:
                 raise ValueError(
@@ -369,6 +404,17 @@ class _Resolution:
                 self._record(SupersessionRule.CLAIM_DUPLICATE, merged, candidate, None, None)
             return
         newcomer = _from_candidate(candidate, self.now)
+        earlier = self.taken_out.get(candidate.memory_key)
+        if earlier is not None:
+            newcomer = replace(
+                earlier,
+                status=MemoryStatus.ACTIVE,
+                status_rule=None,
+                valid_from=newcomer.valid_from,
+                valid_to=None,
+                asserted_at=newcomer.asserted_at,
+                source_episode_ids=newcomer.source_episode_ids,
+            )
         decision = self._contest(newcomer, candidate.valid_from)
         self._apply(newcomer, decision, candidate.valid_from)
 
@@ -392,6 +438,102 @@ class _Resolution:
             # A returning memory that loses is superseded by the winner, as a new one
             # would be; one that lost a contest before stays as it was.
             self._apply(reopened, decision, merged.last_asserted)
+
+    def reconsider(self, contenders: Sequence[StoredMemory], evidence: SourceEvidence) -> None:
+        """Decide ``contenders`` again from the evidence they have: each is taken out,
+        and each assertion of it by a source that still supports it arrives again, in
+        processing order, as :meth:`add` takes a candidate. So a memory asserted early
+        and again late meets its rivals at both times, as a compile of the remaining
+        records would have it meet them."""
+        assertions: list[CandidateMemory] = []
+        for memory in contenders:
+            again = _assertions(memory, evidence)
+            if again:
+                assertions.extend(again)
+                self._drop(memory)
+        for candidate in sorted(assertions, key=processing_order):
+            self.add(candidate)
+        for memory in contenders:
+            if memory.memory_key not in self.memories:
+                self._put(memory)  # its evidence merged into a claim of another kind
+
+    def _drop(self, memory: StoredMemory) -> None:
+        current = self.memories.pop(memory.memory_key)
+        if current.status is MemoryStatus.ACTIVE:
+            self._unindex(current)
+        self.taken_out[memory.memory_key] = current
+
+    def reconsidered(
+        self,
+        latest: Mapping[uuid.UUID, Defeat],
+        known: Mapping[uuid.UUID, StoredMemory],
+        open_conflicts: Sequence[OpenConflict],
+    ) -> ChangeSet:
+        """What :meth:`reconsider` changed: the memories whose status changed, each with
+        a record (``winner_retired`` for a returning one no record of this resolution
+        explains), the conflicts they are in, and the open conflicts a side of which is
+        no longer active. A superseded memory that lost again keeps its status; when it
+        lost to another memory than its latest defeat names, the record of that loss is
+        kept too, so that the memory is reconsidered when its new winner goes."""
+        changed = {
+            key
+            for key, memory in self.memories.items()
+            if memory.status is not self.original[key].status
+        }
+        last_loss = {record.loser_memory_key: record for record in self.supersessions}
+
+        def news(record: Supersession) -> bool:
+            if record.loser_memory_key in changed:
+                return True
+            defeat = latest.get(record.loser_memory_id) if record.loser_memory_id else None
+            return (
+                record is last_loss[record.loser_memory_key]
+                and defeat is not None
+                and record.winner_memory_id != defeat.winner_memory_id
+            )
+
+        records = [record for record in self.supersessions if news(record)]
+        explained = {(record.winner_memory_id, record.loser_memory_id) for record in records}
+        for key in sorted(changed):
+            returned = self.memories[key]
+            defeat = latest.get(returned.id)
+            if returned.status is not MemoryStatus.ACTIVE or defeat is None:
+                continue
+            if (returned.id, defeat.winner_memory_id) in explained:
+                continue
+            self._put(replace(returned, status_rule=SupersessionRule.WINNER_RETIRED))
+            winner = known.get(defeat.winner_memory_id)
+            records.append(
+                Supersession(
+                    subject_id=self.subject_id,
+                    rule=SupersessionRule.WINNER_RETIRED,
+                    claim_key=returned.claim_key,
+                    score=defeat.score,
+                    threshold=defeat.threshold,
+                    winner_memory_key=defeat.winner_memory_key,
+                    winner_memory_id=defeat.winner_memory_id,
+                    loser_memory_key=key,
+                    loser_memory_id=returned.id,
+                    winner_episode_ids=winner.source_episode_ids if winner is not None else (),
+                    loser_episode_ids=returned.source_episode_ids,
+                    job_id=self.job_id,
+                    decided_at=self.now,
+                )
+            )
+        decided = self.change_set()
+        inactive = {
+            key for key, memory in self.memories.items() if memory.status is not MemoryStatus.ACTIVE
+        }
+        return ChangeSet(
+            status_changes=tuple(c for c in decided.status_changes if c.memory_key in changed),
+            supersessions=tuple(records),
+            open_conflicts=tuple(
+                c for c in decided.open_conflicts if changed.intersection(c.memory_keys)
+            ),
+            resolved_conflict_ids=tuple(
+                sorted(c.id for c in open_conflicts if inactive.intersection(c.memory_keys))
+            ),
+        )
 
     def _same_claim_other_kind(self, candidate: CandidateMemory) -> StoredMemory | None:
         if candidate.claim_key is None or candidate.negated:
@@ -703,11 +845,29 @@ class SourceStanding(enum.StrEnum):
     """A tombstone: the source showed the record deleted (or it is gone from the store)."""
 
 
+@dataclass(frozen=True, slots=True)
+class SourceEvidence:
+    """Where each source episode of some memories stands now (``standings``, by memory
+    id then episode id), and when the revision of each supporting one that asserted its
+    memory occurred (``asserted_at``, alike). A source ``standings`` does not name
+    supports its memory."""
+
+    standings: Mapping[uuid.UUID, Mapping[uuid.UUID, SourceStanding]] = field(default_factory=dict)
+    asserted_at: Mapping[uuid.UUID, Mapping[uuid.UUID, datetime]] = field(default_factory=dict)
+
+    def __or__(self, other: SourceEvidence) -> SourceEvidence:
+        return SourceEvidence(
+            {**self.standings, **other.standings}, {**self.asserted_at, **other.asserted_at}
+        )
+
+
 def withdraw_unsupported(
     memories: Sequence[StoredMemory],
     standings: Mapping[uuid.UUID, Mapping[uuid.UUID, SourceStanding]],
     job_id: str | None,
     now: datetime,
+    *,
+    asserted_at: Mapping[uuid.UUID, Mapping[uuid.UUID, datetime]] | None = None,
 ) -> ChangeSet:
     """Retire the active memories that no source episode supports any more.
 
@@ -720,20 +880,36 @@ def withdraw_unsupported(
     ``source_revised``). Each retirement writes a record whose loser episodes are the
     memory's sources and whose winner is ``None``; any later evidence brings the memory
     back (see :func:`resolve`). Memories of several subjects may be passed: each record
-    is filed under its memory's subject. Repeats: a memory already retired is skipped,
-    so calling this twice changes nothing the second time.
+    is filed under its memory's subject.
+
+    ``asserted_at[memory.id][episode_id]``, when given, is when the revision of each
+    supporting source that asserted the memory occurred. An active or superseded memory
+    that keeps some support but lost some has its ``valid_from`` and ``asserted_at``
+    narrowed to those of the sources left (a ``ProvenanceAddition`` without episodes),
+    as a compile of the remaining records would date it; a contest it won on a later
+    assertion that went away is then decided again (:func:`unsettled`).
+
+    Repeats: a memory already retired is skipped, and a narrowed one already has the
+    times of its sources, so calling this twice changes nothing the second time.
     """
     require_aware(now, "now")
     statuses: list[StatusChange] = []
     records: list[Supersession] = []
+    narrowed: list[ProvenanceAddition] = []
     for memory in sorted(memories, key=lambda stored: (stored.subject_id, stored.memory_key)):
-        if memory.status is not MemoryStatus.ACTIVE or not memory.source_episode_ids:
+        if memory.status is MemoryStatus.TOMBSTONED or not memory.source_episode_ids:
             continue
         named = standings.get(memory.id, {})
         where = {
             named.get(episode, SourceStanding.SUPPORTS) for episode in memory.source_episode_ids
         }
         if SourceStanding.SUPPORTS in where:
+            if len(where) > 1 and asserted_at is not None:
+                narrowing = _narrowed(memory, named, asserted_at.get(memory.id, {}))
+                if narrowing is not None:
+                    narrowed.append(narrowing)
+            continue
+        if memory.status is not MemoryStatus.ACTIVE:
             continue
         if where == {SourceStanding.MOVED}:
             status, rule = MemoryStatus.TOMBSTONED, SupersessionRule.SOURCE_MOVED
@@ -768,7 +944,177 @@ def withdraw_unsupported(
                 decided_at=now,
             )
         )
-    return ChangeSet(status_changes=tuple(statuses), supersessions=tuple(records))
+    return ChangeSet(
+        provenance_to_add=tuple(narrowed),
+        status_changes=tuple(statuses),
+        supersessions=tuple(records),
+    )
+
+
+def _narrowed(
+    memory: StoredMemory,
+    standings: Mapping[uuid.UUID, SourceStanding],
+    asserted_at: Mapping[uuid.UUID, datetime],
+) -> ProvenanceAddition | None:
+    """The times of the sources of ``memory`` that still support it, if they differ
+    from its own (``None`` too when the time of one of them is not known)."""
+    times = [
+        asserted_at.get(episode)
+        for episode in memory.source_episode_ids
+        if standings.get(episode, SourceStanding.SUPPORTS) is SourceStanding.SUPPORTS
+    ]
+    known = [time for time in times if time is not None]
+    if len(known) != len(times):
+        return None
+    valid_from, last = min(known), max(known)
+    if memory.valid_to is not None:
+        valid_from = min(valid_from, memory.valid_to)  # never starting after it ended
+    if (valid_from, last) == (memory.valid_from, memory.last_asserted):
+        return None
+    return ProvenanceAddition(
+        memory_id=memory.id,
+        memory_key=memory.memory_key,
+        episode_ids=(),
+        valid_from=valid_from,
+        asserted_at=last,
+        explicit_change=memory.explicit_change,
+    )
+
+
+def unsettled(
+    memories: Sequence[StoredMemory],
+    standings: Mapping[uuid.UUID, Mapping[uuid.UUID, SourceStanding]],
+    withdrawn: ChangeSet,
+) -> frozenset[uuid.UUID]:
+    """The memories of ``memories`` whose wins may no longer hold, given where their
+    sources stand and ``withdrawn``, the result of :func:`withdraw_unsupported` on them:
+    the ones it retires, the ones whose evidence it narrowed (a memory they beat on a
+    later assertion that went away may outrank them now), and the superseded ones no
+    source supports any more (a memory they beat is not beaten by anything a compile of
+    the remaining records would derive)."""
+    retired = {change.memory_id for change in withdrawn.status_changes}
+    narrowed = {addition.memory_id for addition in withdrawn.provenance_to_add}
+    gone = {
+        memory.id
+        for memory in memories
+        if memory.status is MemoryStatus.SUPERSEDED
+        and not _supported(memory, standings.get(memory.id, {}))
+    }
+    return frozenset(retired | narrowed | gone)
+
+
+def reconsider_losers(
+    subject_id: str,
+    memories: Sequence[StoredMemory],
+    contested: Collection[uuid.UUID],
+    defeats: Sequence[Defeat],
+    evidence: SourceEvidence,
+    open_conflicts: Sequence[OpenConflict],
+    policies: PolicyTable,
+    registry: ClaimRegistry,
+    job_id: str | None,
+    now: datetime,
+    thresholds: SimilarityThresholds | None = None,
+) -> ChangeSet:
+    """Decide again the contests around memories that no longer stand as they did, so
+    that the subject's memories are what a compile of its remaining records gives.
+
+    ``memories`` are the subject's memories after :func:`withdraw_unsupported` was
+    applied: the ``contested`` ones, and the active memories a contender may meet (those
+    of its claim keys, and of its kinds for unkeyed ones). ``contested`` are the memories
+    supersession records connect to the :func:`unsettled` ones, through any memory in
+    play (active, or superseded by a contest: rule in ``CONTESTED``): a chain (A beat B
+    beat C) is found whole, so C is reconsidered when A retires and B has lost its
+    sources too, and so is what beat them. ``defeats`` are the contest records they lost
+    and ``evidence`` says where their sources stand and when each asserted its memory.
+
+    The contenders are the contested memories in play that a source still supports.
+    Each is taken out, and its assertions by the sources that still support it arrive
+    again in processing order, as :func:`resolve` takes candidates (same policies,
+    thresholds and claim registry), among the subject's other active memories. Then:
+
+    - a loser that wins is ``active`` again. Unless the record of its beating the memory
+      it had lost to explains that, it gets status rule ``winner_retired`` and a record
+      of that rule whose winner is the memory it had lost to (its latest defeat) and
+      whose loser is itself, with that defeat's score and threshold;
+    - an active memory that loses now is ``superseded`` with the usual record;
+    - a loser that loses again keeps its status; if to another memory than its latest
+      defeat names, the record of that loss is written (so that it is reconsidered when
+      that memory goes in turn). A ``flag`` policy opens a conflict between a returning
+      memory and an active one;
+    - an open conflict in ``open_conflicts`` one side of which is no longer active is
+      resolved, with no memory kept by a person.
+
+    A contender whose sources' times are not all known stays as it is. Deterministic.
+    Repeats: on its own result it changes nothing (the same evidence is decided the
+    same way). Raises ``ValueError`` for a memory of another subject.
+    """
+    require_aware(now, "now")
+    state = _Resolution(
+        subject_id,
+        memories,
+        policies,
+        registry,
+        thresholds or SimilarityThresholds(),
+        job_id,
+        now,
+    )
+    latest: dict[uuid.UUID, Defeat] = {}
+    for defeat in sorted(defeats, key=lambda d: (d.decided_at, str(d.winner_memory_id))):
+        latest[defeat.loser_memory_id] = defeat
+    contenders = [
+        memory
+        for memory in memories
+        if memory.id in contested
+        and (
+            memory.status is MemoryStatus.ACTIVE
+            or (memory.status is MemoryStatus.SUPERSEDED and memory.status_rule in CONTESTED)
+        )
+        and _supported(memory, evidence.standings.get(memory.id, {}))
+    ]
+    state.reconsider(contenders, evidence)
+    return state.reconsidered(latest, {memory.id: memory for memory in memories}, open_conflicts)
+
+
+def _assertions(memory: StoredMemory, evidence: SourceEvidence) -> list[CandidateMemory]:
+    """``memory`` as the candidates its supporting sources assert, each at the time its
+    asserting revision occurred; none when that cannot be said exactly (a source of
+    unknown time, a memory whose statement no longer yields its key)."""
+    standings = evidence.standings.get(memory.id, {})
+    times = evidence.asserted_at.get(memory.id, {})
+    supporting = [
+        episode
+        for episode in memory.source_episode_ids
+        if standings.get(episode, SourceStanding.SUPPORTS) is SourceStanding.SUPPORTS
+    ]
+    if not all(episode in times for episode in supporting):
+        return []
+    candidates = [
+        CandidateMemory(
+            subject_id=memory.subject_id,
+            kind=memory.kind,
+            content=memory.content,
+            claim_key=memory.claim_key,
+            claim_value=memory.claim_value,
+            confidence=memory.confidence,
+            valid_from=times[episode],
+            source_episode_ids=(episode,),
+            metadata=memory.metadata,
+            negated=memory.negated,
+            explicit_change=memory.explicit_change,
+        )
+        for episode in supporting
+    ]
+    if any(candidate.memory_key != memory.memory_key for candidate in candidates):
+        return []
+    return candidates
+
+
+def _supported(memory: StoredMemory, standings: Mapping[uuid.UUID, SourceStanding]) -> bool:
+    return any(
+        standings.get(episode, SourceStanding.SUPPORTS) is SourceStanding.SUPPORTS
+        for episode in memory.source_episode_ids
+    )
 
 
 def manual_resolution(

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from memsync.episode import canonical_json
 
 __all__ = [
+    "CONTESTED",
     "WITHDRAWN",
     "BundleLayout",
     "CandidateMemory",
@@ -81,6 +82,7 @@ class SupersessionRule(enum.StrEnum):
     SOURCE_REVISED = "source_revised"
     SOURCE_MOVED = "source_moved"
     SOURCE_DELETED = "source_deleted"
+    WINNER_RETIRED = "winner_retired"
     MANUAL = "manual"
 
 
@@ -93,6 +95,17 @@ WITHDRAWN: frozenset[SupersessionRule] = frozenset(
 )
 """The rules that retire a memory because its evidence went away (nothing beat it):
 any new evidence for it brings it back."""
+
+CONTESTED: frozenset[SupersessionRule] = frozenset(
+    {
+        SupersessionRule.CLAIM_CONTRADICTION,
+        SupersessionRule.LEXICAL,
+        SupersessionRule.POLICY_KEEP_EXISTING,
+    }
+)
+"""The rules by which the resolver supersedes a memory that lost a contest: such a
+memory is contested again when what beat it no longer stands (``manual`` is a person's
+decision and stays)."""
 
 
 def require_aware(moment: datetime, what: str) -> datetime:

@@ -205,3 +205,133 @@ def test_deleting_a_subject_also_forgets_revisions_filed_under_it_by_records_tha
 
     assert deleted == 0
     assert EpisodeRepository(store).revisions("t1", filed.episode_id) == []
+
+
+def berlin_then_madrid(ingest: IngestService, compiler: CompileService) -> None:
+    """Ana says she is in Berlin, then in Madrid (m:2), which wins: compiled."""
+    drafts = [
+        note("m:1", "I'm in Berlin", "user:ana", 0),
+        note("m:2", "I'm in Madrid", "user:ana", 1),
+    ]
+    compiled_after(ingest, compiler, drafts)
+
+
+def test_a_statement_beaten_by_a_deleted_one_is_active_again_and_in_the_bundle(
+    store: Store, clock: FakeClock, ingest: IngestService, compiler: CompileService
+) -> None:
+    berlin_then_madrid(ingest, compiler)
+    assert active(store, "user:ana") >= {"Currently in Madrid"}
+    assert "Currently in Berlin" not in active(store, "user:ana")
+
+    clock.advance(timedelta(hours=1))
+    ingest.tombstone("t1", [Tombstone("m:2")])
+    result = compiler.compile("t1", "user:ana")
+
+    assert result.memories_tombstoned == 2  # the claim and the message's summary
+    assert "Currently in Berlin" in active(store, "user:ana")
+    assert "Currently in Madrid" not in active(store, "user:ana")
+    text = bundle_text(store, clock, "user:ana")
+    assert "Berlin" in text
+    assert "Madrid" not in text
+    memories = MemoryRepository(store)
+    berlin, madrid = (
+        next(m for m in memories.memories("t1", "user:ana", statuses=None) if m.content == content)
+        for content in ("Currently in Berlin", "Currently in Madrid")
+    )
+    assert berlin.status_rule is SupersessionRule.WINNER_RETIRED
+    assert madrid.status is MemoryStatus.TOMBSTONED
+    # Nothing deleted: the first decision, the retirement and the return are all kept.
+    history = [
+        (record.rule, record.winner_memory_id, record.loser_memory_id)
+        for record in memories.supersessions("t1", "user:ana")
+        if record.claim_key == "location.current"
+    ]
+    assert history[0] == (SupersessionRule.CLAIM_CONTRADICTION, madrid.id, berlin.id)
+    assert set(history[1:]) == {
+        (SupersessionRule.SOURCE_DELETED, None, madrid.id),
+        (SupersessionRule.WINNER_RETIRED, madrid.id, berlin.id),
+    }
+    report = inspect_subject(EpisodeRepository(store), memories, "t1", "user:ana")
+    assert {m.content: m.status_rule for m in report.memories[MemoryStatus.ACTIVE]}[
+        "Currently in Berlin"
+    ] is SupersessionRule.WINNER_RETIRED
+    assert compiler.compile("t1", "user:ana").episodes_compiled == 0
+
+
+def test_a_winner_moved_to_another_subject_gives_its_old_subject_back_to_the_loser(
+    store: Store, clock: FakeClock, ingest: IngestService, compiler: CompileService
+) -> None:
+    berlin_then_madrid(ingest, compiler)
+
+    compiled_after(ingest, compiler, [note("m:2", "I'm in Madrid", "user:bo", 2)])
+
+    assert "Currently in Berlin" in active(store, "user:ana")
+    assert "Currently in Madrid" in active(store, "user:bo")
+    assert "Berlin" in bundle_text(store, clock, "user:ana")
+    assert "Madrid" not in bundle_text(store, clock, "user:ana")
+
+
+def test_an_open_conflict_closes_when_one_side_is_deleted_and_opens_again_when_it_returns(
+    store: Store, clock: FakeClock, ingest: IngestService, compiler: CompileService
+) -> None:
+    old, new = (
+        "Stripe charges 3.5% + 35¢ per transaction",
+        "Stripe charges 2.9% + 30¢ per transaction",
+    )
+    compiled_after(ingest, compiler, [note("m:1", old, "org:1", 0), note("m:2", new, "org:1", 1)])
+    memories = MemoryRepository(store)
+    (conflict,) = memories.conflicts("t1", "org:1")
+    assert "not asserting either" in bundle_text(store, clock, "org:1")
+
+    ingest.tombstone("t1", [Tombstone("m:2")])
+    compiler.compile("t1", "org:1")
+
+    assert memories.conflicts("t1", "org:1") == []
+    (closed,) = memories.conflicts("t1", "org:1", status=None)
+    assert (closed.conflict.id, closed.chosen_memory_id) == (conflict.conflict.id, None)
+    text = bundle_text(store, clock, "org:1")
+    assert old in text
+    assert new not in text
+
+    compiled_after(ingest, compiler, [note("m:2", new, "org:1", 3)])
+
+    (reopened,) = memories.conflicts("t1", "org:1")
+    assert reopened.conflict.id == conflict.conflict.id
+
+
+def test_an_edit_that_asserts_the_same_at_the_same_time_keeps_supporting_it(
+    store: Store, ingest: IngestService, compiler: CompileService
+) -> None:
+    shared = "We refund within 30 days of purchase"
+    compiled_after(
+        ingest, compiler, [note("n:1", shared, "org:100", 0), note("n:2", shared, "org:100", 1)]
+    )
+    # An edited message keeps its time (Slack's ts): the new revision asserts the same
+    # memory at the same moment, which changes nothing but which revision supports it.
+    compiled_after(ingest, compiler, [note("n:1", f"{shared}!", "org:100", 0)])
+
+    ingest.tombstone("t1", [Tombstone("n:2")])
+    compiler.compile("t1", "org:100")
+
+    assert shared in active(store, "org:100")
+
+
+def test_a_claim_that_flip_flopped_is_decided_again_from_what_is_left_of_its_history(
+    store: Store, clock: FakeClock, ingest: IngestService, compiler: CompileService
+) -> None:
+    # Records of Berlin and Madrid beating each other in turn: the walk over them must
+    # end, and each deletion leaves what the remaining messages say.
+    for day, (key, city) in enumerate(
+        [("m:1", "Berlin"), ("m:2", "Madrid"), ("m:3", "Berlin"), ("m:4", "Madrid")]
+    ):
+        clock.advance(timedelta(hours=1))
+        compiled_after(ingest, compiler, [note(key, f"I'm in {city}", "user:ana", day)])
+    assert "Currently in Madrid" in active(store, "user:ana")
+
+    for deleted, expected in [("m:4", "Berlin"), ("m:3", "Madrid"), ("m:2", "Berlin")]:
+        clock.advance(timedelta(hours=1))
+        ingest.tombstone("t1", [Tombstone(deleted)])
+        compiler.compile("t1", "user:ana")
+
+        current = {c for c in active(store, "user:ana") if c.startswith("Currently in")}
+        assert current == {f"Currently in {expected}"}, deleted

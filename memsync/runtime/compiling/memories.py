@@ -19,8 +19,15 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from memsync.compile.resolve import ChangeSet, OpenConflict, SourceStanding
+from memsync.compile.resolve import (
+    ChangeSet,
+    Defeat,
+    OpenConflict,
+    SourceEvidence,
+    SourceStanding,
+)
 from memsync.compile.types import (
+    CONTESTED,
     ConflictStatus,
     MemoryKind,
     MemoryStatus,
@@ -33,14 +40,17 @@ __all__ = [
     "RECORDED_EPISODES_PER_SIDE",
     "ConflictRecord",
     "MemoriesForgotten",
+    "active_rivals",
     "apply_change_set",
     "bump_memory_version",
     "conflict_record",
+    "contests_around",
     "delete_subject_memories",
     "forget_episodes",
     "load_conflict",
     "load_for_resolution",
     "memories_citing",
+    "open_conflicts_of",
     "source_standings",
     "subjects_citing",
     "with_sources",
@@ -64,6 +74,7 @@ def _recorded(episode_ids: Sequence[uuid.UUID], texts: dict[uuid.UUID, str]) -> 
 _memories = tables.memories
 _sources = tables.memory_sources
 _episodes = tables.episodes
+_revisions = tables.episode_revisions
 _supersessions = tables.supersessions
 _conflicts = tables.conflicts
 _versions = tables.memory_versions
@@ -143,6 +154,149 @@ def memories_citing(
     return with_sources(connection, tenant_id, rows)
 
 
+def contests_around(
+    connection: Connection, tenant_id: str, memory_ids: Collection[uuid.UUID]
+) -> tuple[list[StoredMemory], list[Defeat]]:
+    """The memories in play that contests connect to ``memory_ids``, and how they lost.
+
+    A supersession record between two memories connects them, whichever won; the walk
+    goes on through every memory in play (active, or superseded by a contest: rule in
+    ``CONTESTED``), so a chain (A beat B beat C) and the memories that beat them are
+    found whole. Returns those memories (``memory_ids`` themselves only if in play) and
+    every contest record (rule in ``CONTESTED``) one of them lost.
+
+    One recursive statement per slice of ``memory_ids`` (along the records' indexes on
+    winner and loser), then one for the memories and one for their defeats per slice
+    of what it found; the walk ends where it finds nothing new.
+    """
+    if not memory_ids:
+        return [], []
+    records = _supersessions
+    reached = _memories.alias("reached")
+    contested = [rule.value for rule in sorted(CONTESTED)]
+    in_play = sa.and_(
+        reached.c.tenant_id == tenant_id,
+        sa.or_(
+            reached.c.status == MemoryStatus.ACTIVE.value,
+            sa.and_(
+                reached.c.status == MemoryStatus.SUPERSEDED.value,
+                reached.c.status_rule.in_(contested),
+            ),
+        ),
+    )
+    found: set[uuid.UUID] = set()
+    for some_ids in tables.in_slices(sorted(memory_ids)):
+        walk = (
+            sa.select(_memories.c.id)
+            .where(_memories.c.tenant_id == tenant_id, _memories.c.id.in_(some_ids))
+            .cte("walk", recursive=True)
+        )
+        other = sa.case(
+            (records.c.winner_memory_id == walk.c.id, records.c.loser_memory_id),
+            else_=records.c.winner_memory_id,
+        )
+        walk = walk.union(
+            sa.select(other)
+            .select_from(records)
+            .join(
+                walk,
+                # Each side whole, tenant included, so that each is a lookup in its own
+                # index; a record without a winner or a loser then joins no memory.
+                sa.or_(
+                    sa.and_(
+                        records.c.tenant_id == tenant_id,
+                        records.c.winner_memory_id == walk.c.id,
+                    ),
+                    sa.and_(
+                        records.c.tenant_id == tenant_id,
+                        records.c.loser_memory_id == walk.c.id,
+                    ),
+                ),
+            )
+            .join(reached, reached.c.id == other)
+            .where(in_play)
+        )
+        found.update(connection.execute(sa.select(walk.c.id)).scalars())
+    ids = sorted(found)
+    rows = [
+        row
+        for some_ids in tables.in_slices(ids)
+        for row in connection.execute(
+            sa.select(_memories).where(
+                _memories.c.tenant_id == tenant_id,
+                _memories.c.id.in_(some_ids),
+                _memories.c.status != MemoryStatus.TOMBSTONED.value,
+            )
+        )
+    ]
+    memories = [
+        memory
+        for memory in with_sources(connection, tenant_id, rows)
+        if memory.status is MemoryStatus.ACTIVE or memory.status_rule in CONTESTED
+    ]
+    defeats = [
+        Defeat(
+            loser_memory_id=row.loser_memory_id,
+            winner_memory_id=row.winner_memory_id,
+            winner_memory_key=row.winner_memory_key,
+            rule=SupersessionRule(row.rule),
+            score=row.score,
+            threshold=row.threshold,
+            decided_at=row.decided_at,
+        )
+        for some_ids in tables.in_slices([memory.id for memory in memories])
+        for row in connection.execute(
+            sa.select(records).where(
+                records.c.tenant_id == tenant_id,
+                records.c.loser_memory_id.in_(some_ids),
+                records.c.winner_memory_id.is_not(None),
+                records.c.rule.in_(contested),
+            )
+        )
+    ]
+    return memories, defeats
+
+
+def active_rivals(
+    connection: Connection, tenant_id: str, subject_id: str, contenders: Sequence[StoredMemory]
+) -> list[StoredMemory]:
+    """The subject's active memories a contender may meet in a contest: those of its
+    claim keys, and those of its kinds without a claim key for unkeyed contenders."""
+    claim_keys = sorted({m.claim_key for m in contenders if m.claim_key is not None})
+    kinds = sorted({m.kind.value for m in contenders if m.claim_key is None})
+    if not claim_keys and not kinds:
+        return []
+    query = sa.select(_memories).where(
+        _memories.c.tenant_id == tenant_id,
+        _memories.c.subject_id == subject_id,
+        _memories.c.status == MemoryStatus.ACTIVE.value,
+        sa.or_(
+            _memories.c.claim_key.in_(claim_keys),
+            sa.and_(_memories.c.claim_key.is_(None), _memories.c.kind.in_(kinds)),
+        ),
+    )
+    return with_sources(connection, tenant_id, list(connection.execute(query)))
+
+
+def open_conflicts_of(
+    connection: Connection, tenant_id: str, memory_ids: Collection[uuid.UUID]
+) -> list[OpenConflict]:
+    """The open conflicts either side of which is one of ``memory_ids``."""
+    found: dict[uuid.UUID, OpenConflict] = {}
+    for some_ids in tables.in_slices(sorted(memory_ids)):
+        query = sa.select(_conflicts).where(
+            _conflicts.c.tenant_id == tenant_id,
+            _conflicts.c.status == ConflictStatus.OPEN.value,
+            sa.or_(
+                _conflicts.c.first_memory_id.in_(some_ids),
+                _conflicts.c.second_memory_id.in_(some_ids),
+            ),
+        )
+        for row in connection.execute(query):
+            found[row.id] = conflict_record(row).conflict
+    return [found[key] for key in sorted(found)]
+
+
 def bump_memory_version(
     connection: Connection, tenant_id: str, subject_id: str, now: datetime
 ) -> None:
@@ -198,24 +352,33 @@ def source_standings(
     connection: Connection,
     tenant_id: str,
     memories: Sequence[StoredMemory],
-    recompiled: Collection[uuid.UUID],
-    rederived_keys: Collection[str],
-) -> dict[uuid.UUID, dict[uuid.UUID, SourceStanding]]:
-    """Where every source episode of each memory stands now (see :class:`SourceStanding`).
+    recompiled: Mapping[uuid.UUID, Collection[str]],
+) -> SourceEvidence:
+    """Where every source episode of each memory stands now, and when it asserted it.
 
-    ``recompiled`` are the episodes being compiled again in the caller's transaction and
-    ``rederived_keys`` the memory keys their new revisions derive: such an episode still
-    supports a memory of its subject only if it derives it again. Any other episode
-    supports a memory while the revision that last asserted it is the one compiled, or
-    while its current revision waits for its own compile to decide.
+    ``recompiled`` maps the episodes being compiled in the caller's transaction to the
+    memory keys their current revisions derive: such an episode still supports a memory
+    of its subject only if it derives it again (at its current revision's time). Any
+    other episode supports a memory while the revision that last asserted it is the one
+    compiled, or while its current revision waits for its own compile to decide; it
+    asserted the memory when that revision occurred.
     """
     by_id = {memory.id: memory for memory in memories}
     standings: dict[uuid.UUID, dict[uuid.UUID, SourceStanding]] = defaultdict(dict)
+    asserted_at: dict[uuid.UUID, dict[uuid.UUID, datetime]] = defaultdict(dict)
+    asserting = _revisions.alias("asserting")
     joined = _sources.outerjoin(
         _episodes,
         sa.and_(
             _episodes.c.tenant_id == _sources.c.tenant_id,
             _episodes.c.id == _sources.c.episode_id,
+        ),
+    ).outerjoin(
+        asserting,
+        sa.and_(
+            asserting.c.tenant_id == _sources.c.tenant_id,
+            asserting.c.episode_id == _sources.c.episode_id,
+            asserting.c.revision == _sources.c.episode_revision,
         ),
     )
     columns = sa.select(
@@ -226,15 +389,23 @@ def source_standings(
         _episodes.c.compiled_revision,
         _episodes.c.subject_id,
         _episodes.c.deleted_at,
+        _episodes.c.occurred_at,
+        # An earlier revision is kept in episode_revisions; the current one is the row.
+        asserting.c.occurred_at,
     ).select_from(joined)
     for some_ids in tables.in_slices(sorted(by_id)):
         query = columns.where(_sources.c.tenant_id == tenant_id, _sources.c.memory_id.in_(some_ids))
         for row in connection.execute(query):
-            memory = by_id[row.memory_id]
-            standings[row.memory_id][row.episode_id] = _standing(
-                _Source(*row), memory, recompiled, rederived_keys
-            )
-    return standings
+            source = _Source(*row)
+            standing = _standing(source, by_id[source.memory_id], recompiled)
+            standings[source.memory_id][source.episode_id] = standing
+            if standing is SourceStanding.SUPPORTS and source.occurred_at is not None:
+                asserted_at[source.memory_id][source.episode_id] = (
+                    source.occurred_at
+                    if source.episode_id in recompiled
+                    else source.asserting_occurred_at or source.occurred_at
+                )
+    return SourceEvidence(standings, asserted_at)
 
 
 class _Source(NamedTuple):
@@ -247,20 +418,21 @@ class _Source(NamedTuple):
     compiled_revision: int | None
     subject_id: str | None
     deleted_at: datetime | None
+    occurred_at: datetime | None
+    asserting_occurred_at: datetime | None
 
 
 def _standing(
     row: _Source,
     memory: StoredMemory,
-    recompiled: Collection[uuid.UUID],
-    rederived_keys: Collection[str],
+    recompiled: Mapping[uuid.UUID, Collection[str]],
 ) -> SourceStanding:
     if row.revision is None or row.compiled_revision is None or row.deleted_at is not None:
         return SourceStanding.DELETED  # a tombstone, or its subject was deleted
     if row.subject_id != memory.subject_id:
         return SourceStanding.MOVED
     if row.episode_id in recompiled:
-        rederived = memory.memory_key in rederived_keys
+        rederived = memory.memory_key in recompiled[row.episode_id]
         return SourceStanding.SUPPORTS if rederived else SourceStanding.REVISED_AWAY
     if row.compiled_revision < row.revision or row.episode_revision == row.compiled_revision:
         return SourceStanding.SUPPORTS
@@ -279,7 +451,8 @@ def apply_change_set(
 ) -> None:
     """Write ``changes`` to ``subject_id``'s memories in the caller's transaction, as
     ``compile.apply_changes`` would, and bump the subject's memory version (unless the
-    change set is empty).
+    change set is empty: its reassertions alone are still noted, and change nothing a
+    reader sees).
 
     ``job_id`` is the compile that created the new memories (kept on their rows).
 
@@ -288,9 +461,8 @@ def apply_change_set(
     the same change set twice leaves the store as applying it once (apart from the
     version, which changes again: readers recompute, and find the same state).
     """
-    if changes.is_empty:
-        return
-    bump_memory_version(connection, tenant_id, subject_id, now)
+    if not changes.is_empty:
+        bump_memory_version(connection, tenant_id, subject_id, now)
     if changes.memories_to_create:
         tables.insert_json_rows(
             connection,
@@ -456,8 +628,20 @@ def apply_change_set(
             ignore=False,
         )
     if changes.open_conflicts:
+        insert = tables.upsert(_conflicts, postgresql=_on_postgresql(connection))
+        # Found again after it was resolved because a side was retired and came back:
+        # open again, as found now. An open one stays as first found.
+        reopen = {
+            name: insert.excluded[name]
+            for name in ("rule", "score", "threshold", "status", "job_id", "detected_at")
+        }
+        reopen.update(resolved_at=None, chosen_memory_id=None)
         connection.execute(
-            tables.insert_or_ignore(_conflicts, postgresql=_on_postgresql(connection)),
+            insert.on_conflict_do_update(
+                index_elements=[_conflicts.c.tenant_id, _conflicts.c.id],
+                set_=reopen,
+                where=_conflicts.c.status == ConflictStatus.RESOLVED.value,
+            ),
             [
                 {
                     "tenant_id": tenant_id,

@@ -17,6 +17,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -29,12 +30,24 @@ from memsync.compile.heuristic import HeuristicCompiler
 from memsync.compile.llm import LLMCompiler
 from memsync.compile.resolve import (
     ChangeSet,
+    Defeat,
+    OpenConflict,
+    SourceEvidence,
     apply_changes,
     manual_resolution,
+    reconsider_losers,
     resolve,
+    unsettled,
     withdraw_unsupported,
 )
-from memsync.compile.types import Compiler, ConflictStatus, MemoryStatus, StoredMemory
+from memsync.compile.types import (
+    CandidateMemory,
+    Compiler,
+    ConflictStatus,
+    EpisodeView,
+    MemoryStatus,
+    StoredMemory,
+)
 from memsync.runtime.compiling.episodes import (
     Pending,
     mark_compiled,
@@ -43,10 +56,13 @@ from memsync.runtime.compiling.episodes import (
     uncompiled_episodes,
 )
 from memsync.runtime.compiling.memories import (
+    active_rivals,
     apply_change_set,
+    contests_around,
     load_conflict,
     load_for_resolution,
     memories_citing,
+    open_conflicts_of,
     source_standings,
     subjects_citing,
 )
@@ -204,6 +220,41 @@ ChunkCommitting = Callable[[Connection, Mapping[str, Any]], None]
 memories it created. What it writes commits with the chunk, or rolls back with it."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Recompiling:
+    """What one chunk's transaction compiles: its subject, the episodes compiled (again)
+    in it and the memory keys their current revisions derive, its job and its time."""
+
+    tenant_id: str
+    subject_id: str
+    derived: Mapping[uuid.UUID, set[str]]
+    """Each episode compiled in the chunk, and the memory keys its revision derives."""
+    job_id: str
+    now: datetime
+
+    def evidence(self, connection: Connection, memories: Sequence[StoredMemory]) -> SourceEvidence:
+        """Where the sources of ``memories`` stand, with this chunk's episodes judged by
+        what they derive now."""
+        return source_standings(connection, self.tenant_id, memories, self.derived)
+
+
+def _derived(
+    views: Sequence[EpisodeView], candidates: Sequence[CandidateMemory]
+) -> dict[uuid.UUID, set[str]]:
+    derived: dict[uuid.UUID, set[str]] = {view.id: set() for view in views}
+    for candidate in candidates:
+        for episode_id in candidate.source_episode_ids:
+            derived[episode_id].add(candidate.memory_key)
+    return derived
+
+
+def _by_subject(memories: Sequence[StoredMemory]) -> dict[str, list[StoredMemory]]:
+    grouped: dict[str, list[StoredMemory]] = defaultdict(list)
+    for memory in memories:
+        grouped[memory.subject_id].append(memory)
+    return dict(sorted(grouped.items()))
+
+
 def _subject_lock_key(tenant_id: str, subject_id: str) -> int:
     digest = hashlib.sha256(f"memsync-compile\0{tenant_id}\0{subject_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
@@ -218,7 +269,10 @@ class CompileService:
     as supersession records; nothing is deleted. A record that moved here from another
     subject, or was deleted, retires the memories only it supported, in whatever
     subject they are (``tombstoned``, rule ``source_moved`` or ``source_deleted``):
-    compiling the subject a record moved to is what cleans the one it left.
+    compiling the subject a record moved to is what cleans the one it left. In the same
+    transaction, the contests such a memory (or one that lost its latest assertion) was
+    in are decided again from the evidence left, so what it had beaten comes back
+    (``winner_retired``), in whatever subject it is.
     """
 
     def __init__(
@@ -392,27 +446,18 @@ class CompileService:
             existing = load_for_resolution(connection, tenant_id, subject_id, derived_keys)
             memories_loaded = len(existing)
 
-            change_sets: list[ChangeSet] = []
             # Change sets of the other subjects a record left: each bumps its own version.
-            elsewhere: dict[str, ChangeSet] = {}
+            elsewhere: dict[str, list[ChangeSet]] = {}
             seen_again = [found.view.id for found in episodes if found.compiled_revision > 0]
             if seen_again:
-                citing = memories_citing(connection, tenant_id, seen_again)
-                # Rare: a memory citing these appeared in a subject not locked yet.
-                self.lock_subjects(connection, tenant_id, {m.subject_id for m in citing} - locked)
-                standings = source_standings(
-                    connection, tenant_id, citing, {view.id for view in views}, derived_keys
+                existing, elsewhere = self._settle_sources(
+                    connection,
+                    _Recompiling(tenant_id, subject_id, _derived(views, candidates), job_id, now),
+                    existing,
+                    seen_again,
+                    locked,
                 )
-                by_subject: dict[str, list[StoredMemory]] = defaultdict(list)
-                for memory in citing:
-                    by_subject[memory.subject_id].append(memory)
-                for cited_subject, memories in sorted(by_subject.items()):
-                    withdrawn = withdraw_unsupported(memories, standings, job_id, now)
-                    if cited_subject == subject_id:
-                        existing = apply_changes(existing, withdrawn)
-                        change_sets.append(withdrawn)
-                    else:
-                        elsewhere[cited_subject] = withdrawn
+            change_sets = elsewhere.pop(subject_id, [])
             change_sets.append(
                 resolve(
                     subject_id,
@@ -430,18 +475,105 @@ class CompileService:
                 apply_change_set(
                     connection, tenant_id, changes, revisions, now, job_id, subject_id=subject_id
                 )
-            for other_subject, changes in elsewhere.items():
-                apply_change_set(
-                    connection, tenant_id, changes, revisions, now, job_id, subject_id=other_subject
-                )
+            for other_subject, changes_there in elsewhere.items():
+                for changes in changes_there:
+                    apply_change_set(
+                        connection,
+                        tenant_id,
+                        changes,
+                        revisions,
+                        now,
+                        job_id,
+                        subject_id=other_subject,
+                    )
             mark_compiled(connection, tenant_id, views)
             outcome = _ChunkOutcome.of(
-                len(views), [*change_sets, *elsewhere.values()], memories_loaded=memories_loaded
+                len(views),
+                [*change_sets, *(c for there in elsewhere.values() for c in there)],
+                memories_loaded=memories_loaded,
             )
             if on_chunk is not None:
                 on_chunk(connection, outcome.counts())
         self._statistics.added(outcome.memories_created)
         return outcome
+
+    def _settle_sources(
+        self,
+        connection: Connection,
+        compiling: _Recompiling,
+        existing: list[StoredMemory],
+        seen_again: Sequence[uuid.UUID],
+        locked: set[str],
+    ) -> tuple[list[StoredMemory], dict[str, list[ChangeSet]]]:
+        """Retire, or narrow to the evidence left, the memories of any subject whose
+        sources among ``seen_again`` (episodes compiled before) left them, then decide
+        again the contests those memories had won.
+
+        Returns the compiled subject's memories as they stand after that (what resolve
+        is given) and the change sets of every subject touched, in the order they apply.
+        """
+        tenant_id, subject_id = compiling.tenant_id, compiling.subject_id
+        citing = memories_citing(connection, tenant_id, seen_again)
+        # Rare: a memory citing these appeared in a subject not locked yet.
+        self.lock_subjects(connection, tenant_id, {m.subject_id for m in citing} - locked)
+        evidence = compiling.evidence(connection, citing)
+        cited = _by_subject(citing)
+        withdrawn = {
+            cited_subject: withdraw_unsupported(
+                memories,
+                evidence.standings,
+                compiling.job_id,
+                compiling.now,
+                asserted_at=evidence.asserted_at,
+            )
+            for cited_subject, memories in cited.items()
+        }
+        shaken = {
+            cited_subject: unsettled(cited[cited_subject], evidence.standings, changes)
+            for cited_subject, changes in withdrawn.items()
+        }
+        every_shaken = set().union(*shaken.values())
+        # The contests those memories were in, down and up their chains: one statement.
+        contested, defeats = contests_around(connection, tenant_id, every_shaken)
+        evidence = evidence | compiling.evidence(connection, contested)
+        contested_in = _by_subject(contested)
+        subject_of = {memory.id: memory.subject_id for memory in contested}
+        defeats_in: dict[str, list[Defeat]] = defaultdict(list)
+        for defeat in defeats:
+            defeats_in[subject_of[defeat.loser_memory_id]].append(defeat)
+        conflicts_in: dict[str, list[OpenConflict]] = defaultdict(list)
+        for conflict in open_conflicts_of(connection, tenant_id, every_shaken):
+            conflicts_in[conflict.subject_id].append(conflict)
+
+        settled: dict[str, list[ChangeSet]] = {}
+        for cited_subject, changes in withdrawn.items():
+            around = contested_in.get(cited_subject, [])
+            known = [*cited[cited_subject], *around]
+            if cited_subject == subject_id:
+                known.extend(existing)
+            elif around:
+                known.extend(active_rivals(connection, tenant_id, cited_subject, around))
+            memories = apply_changes(list({m.memory_key: m for m in known}.values()), changes)
+            settled[cited_subject] = [changes]
+            if around or cited_subject in conflicts_in:
+                again = reconsider_losers(
+                    cited_subject,
+                    memories,
+                    {memory.id for memory in around},
+                    defeats_in.get(cited_subject, []),
+                    evidence,
+                    conflicts_in.get(cited_subject, []),
+                    self._rules.policies,
+                    self._rules.registry,
+                    compiling.job_id,
+                    compiling.now,
+                    self._rules.thresholds,
+                )
+                memories = apply_changes(memories, again)
+                settled[cited_subject].append(again)
+            if cited_subject == subject_id:
+                existing = memories
+        return existing, settled
 
     def resolve_conflict(
         self, tenant_id: str, conflict_id: uuid.UUID, keep_memory_id: uuid.UUID

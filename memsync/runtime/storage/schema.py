@@ -256,6 +256,10 @@ class SupersessionRow(Base):
 
     __table_args__ = (
         sa.Index("ix_supersessions_subject", "tenant_id", "subject_id", "decided_at"),
+        # Compile follows the records of a memory that no longer stands as it did to
+        # the memories it beat and was beaten by, to decide their contests again.
+        sa.Index("ix_supersessions_winner", "tenant_id", "winner_memory_id"),
+        sa.Index("ix_supersessions_loser", "tenant_id", "loser_memory_id"),
     )
 
 

@@ -26,11 +26,12 @@ def test_the_package_exports_exactly_the_engine_surface() -> None:
     assert set(memsync.compile.__all__) == {
         "DEFAULT_POLICIES", "Bundle", "CandidateMemory", "Cardinality", "ChangeSet",
         "ClaimKey", "ClaimRegistry", "ClaimRegistryError", "Compiler", "ConflictPolicy",
-        "ConflictStatus", "EpisodeView", "HeuristicCompiler", "MemoryKind", "MemoryStatus",
-        "OpenConflict", "PolicyTable", "ProvenanceAddition", "RankedMemory", "Reassertion",
-        "SimilarityThresholds", "SourceStanding", "StatusChange", "StoredMemory", "Supersession",
-        "SupersessionRule", "apply_changes", "assemble_bundle", "conflict_id", "estimate_tokens",
-        "jaccard", "manual_resolution", "memory_id", "memory_key", "resolve", "tokens",
+        "ConflictStatus", "Defeat", "EpisodeView", "HeuristicCompiler", "MemoryKind",
+        "MemoryStatus", "OpenConflict", "PolicyTable", "ProvenanceAddition", "RankedMemory",
+        "Reassertion", "SimilarityThresholds", "SourceEvidence", "SourceStanding",
+        "StatusChange", "StoredMemory", "Supersession", "SupersessionRule", "apply_changes",
+        "assemble_bundle", "conflict_id", "estimate_tokens", "jaccard", "manual_resolution",
+        "memory_id", "memory_key", "reconsider_losers", "resolve", "tokens", "unsettled",
         "withdraw_unsupported",
     }  # fmt: skip
     for name in memsync.compile.__all__:
