@@ -5,7 +5,7 @@ These indexes make each step of that walk a lookup.
 
 Revision ID: 0013
 Revises: 0012
-Create Date: 2026-12-02
+Create Date: 2026-12-01
 """
 
 from __future__ import annotations
