@@ -92,6 +92,38 @@ def test_batch_counts_only_new_episodes_as_created(client: TestClient) -> None:
     ]
 
 
+def _without_outcome(body: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in body.items() if name != "ingest_outcome"}
+
+
+def test_what_a_create_answers_is_what_the_store_shows(client: TestClient) -> None:
+    # A new episode is answered from what its insert returned, a known one from a
+    # read: both must be what a later read shows, numbers normalised as stored (the
+    # canonical form writes 100.0 as 100) and times as the store keeps them.
+    payload = {"text": "I live in Lisbon", "score": 100.0, "nested": {"b": [1.5, None], "a": 1}}
+    answers = [
+        client.post("/v1/episodes", json=episode(payload=payload)).json(),
+        client.post("/v1/episodes", json=episode(key=None, payload=payload)).json(),
+        client.post("/v1/episodes", json=episode(payload=payload)).json(),
+        *client.post(
+            "/v1/episodes/batch",
+            json={"episodes": [episode("b", payload=payload), episode(None, payload=payload)]},
+        ).json()["episodes"],
+    ]
+
+    assert [answer["ingest_outcome"] for answer in answers] == [
+        "created",
+        "created",
+        "duplicate",
+        "created",
+        "created",
+    ]
+    for answer in answers:
+        shown = client.get(f"/v1/episodes/{answer['id']}").json()
+        assert _without_outcome(answer) == {name: shown[name] for name in _without_outcome(answer)}
+    assert answers[0]["payload"]["score"] == 100
+
+
 def test_batch_over_the_configured_size_is_refused(store: Store) -> None:
     app = build_app(store, ApiSettings(max_batch_size=2))
     with TestClient(app, base_url=LOOPBACK) as client:

@@ -107,12 +107,15 @@ class IngestService:
         drafts: Sequence[EpisodeDraft],
         *,
         before_commit: BeforeCommit | None = None,
+        with_stored: bool = False,
     ) -> list[IngestOutcome]:
         """Ingest ``drafts`` for ``tenant_id``; return one outcome per draft, in order.
 
         All or nothing: the whole call is one transaction (its statements work through
         ``batch_size`` drafts at a time), so a failure stores none of it and re-running
         the call is always safe. ``before_commit`` runs last inside that transaction.
+        ``with_stored``: each ``created`` outcome carries the new episode's stored
+        columns, returned by its insert (for a caller that answers with them).
         """
         # One transaction holds the locks of every batch until it commits, so two calls
         # sharing keys must take them in one global order or deadlock: the drafts go
@@ -124,7 +127,9 @@ class IngestService:
                 positions = order[start : start + self._batch_size]
                 batch = [drafts[index] for index in positions]
                 for index, outcome in zip(
-                    positions, self._ingest_batch(connection, tenant_id, batch), strict=True
+                    positions,
+                    self._ingest_batch(connection, tenant_id, batch, with_stored),
+                    strict=True,
                 ):
                     placed[index] = outcome
             outcomes = [outcome for outcome in placed if outcome is not None]
@@ -186,24 +191,28 @@ class IngestService:
     # -- one batch of the call's transaction ----------------------------------------
 
     def _ingest_batch(
-        self, connection: Connection, tenant_id: str, batch: Sequence[EpisodeDraft]
+        self,
+        connection: Connection,
+        tenant_id: str,
+        batch: Sequence[EpisodeDraft],
+        with_stored: bool,
     ) -> list[IngestOutcome]:
         now = self._clock.now()
         results: list[IngestOutcome | None] = [None] * len(batch)
 
         keyless = [index for index, draft in enumerate(batch) if draft.idempotency_key is None]
         if keyless:
-            new_ids = self._statements.insert_keyless(
-                connection, tenant_id, [batch[i] for i in keyless], now
+            new_episodes = self._statements.insert_keyless(
+                connection, tenant_id, [batch[i] for i in keyless], now, with_stored=with_stored
             )
-            for index, episode_id in zip(keyless, new_ids, strict=True):
-                results[index] = IngestOutcome(episode_id, IngestStatus.CREATED, 1)
+            for index, (episode_id, stored) in zip(keyless, new_episodes, strict=True):
+                results[index] = IngestOutcome(episode_id, IngestStatus.CREATED, 1, stored)
 
         # A key repeated inside one batch is applied in order, in rounds that each
         # hold a key at most once; nearly every batch is a single round.
         for round_indexes in _rounds(batch):
             round_outcomes = self._ingest_round(
-                connection, tenant_id, [batch[i] for i in round_indexes], now
+                connection, tenant_id, [batch[i] for i in round_indexes], now, with_stored
             )
             for index, outcome in zip(round_indexes, round_outcomes, strict=True):
                 results[index] = outcome
@@ -220,11 +229,14 @@ class IngestService:
         tenant_id: str,
         drafts: Sequence[EpisodeDraft],
         now: datetime,
+        with_stored: bool,
     ) -> list[IngestOutcome]:
         keys = [key_of(draft) for draft in drafts]
         if self._expect_new:
             # Mostly new keys lately: try the insert first, look up only what conflicted.
-            inserted = self._statements.insert_keyed(connection, tenant_id, drafts, now)
+            inserted = self._statements.insert_keyed(
+                connection, tenant_id, drafts, now, with_stored=with_stored
+            )
             known = [key for key in keys if key not in inserted]
             stored = self._statements.lookup(connection, tenant_id, known) if known else {}
         else:
@@ -234,7 +246,9 @@ class IngestService:
             stored = self._statements.lookup(connection, tenant_id, keys)
             missing = [d for d, key in zip(drafts, keys, strict=True) if key not in stored]
             inserted = (
-                self._statements.insert_keyed(connection, tenant_id, missing, now)
+                self._statements.insert_keyed(
+                    connection, tenant_id, missing, now, with_stored=with_stored
+                )
                 if missing
                 else {}
             )
@@ -254,7 +268,10 @@ class IngestService:
         outcomes: list[IngestOutcome] = []
         for key in keys:
             if key in inserted:
-                outcomes.append(IngestOutcome(inserted[key], IngestStatus.CREATED, 1))
+                row = inserted[key]
+                outcomes.append(
+                    IngestOutcome(row["id"], IngestStatus.CREATED, 1, row if with_stored else None)
+                )
             elif key in revised:
                 outcomes.append(revised[key])
             else:

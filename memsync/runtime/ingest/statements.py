@@ -7,6 +7,7 @@ a batch's cost does not grow with a bind parameter per value.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, RowMapping
 
 from memsync.clock import utc
 from memsync.episode import (
@@ -41,6 +42,10 @@ __all__ = [
 
 _episodes = tables.episodes
 _revisions = tables.episode_revisions
+# What an insert returns: the key and id of each new row, or (for a caller that answers
+# with what was stored) every column of it.
+_KEY_COLUMNS = (_episodes.c.idempotency_key, _episodes.c.id)
+_STORED_COLUMNS = tuple(_episodes.c)
 
 
 class IngestOutcome(NamedTuple):
@@ -49,6 +54,10 @@ class IngestOutcome(NamedTuple):
     episode_id: uuid.UUID
     status: IngestStatus
     revision: int
+    stored: RowMapping | None = None
+    """The new episode's stored columns by name, as the insert returned them, when the
+    call asked for them (``with_stored``): only ever for a ``created`` outcome. A caller
+    that answers with what was stored needs no read after the write for these."""
 
 
 class StoredKey(NamedTuple):
@@ -123,20 +132,33 @@ class EpisodeStatements:
         tenant_id: str,
         drafts: Sequence[EpisodeDraft],
         now: datetime,
-    ) -> list[uuid.UUID]:
-        """Insert keyless drafts (they cannot conflict); return their new ids in order."""
+        *,
+        with_stored: bool = False,
+    ) -> list[tuple[uuid.UUID, RowMapping | None]]:
+        """Insert keyless drafts (they cannot conflict); return their new ids in order,
+        each with its stored columns when ``with_stored``."""
         ids = [uuid.uuid4() for _ in drafts]
         if self._postgresql:
-            connection.execute(
-                _pg_insert(on_conflict=False), _pg_batch(tenant_id, ids, drafts, now)
+            result = connection.execute(
+                _pg_insert(returning=_STORED_COLUMNS if with_stored else None),
+                _pg_batch(tenant_id, ids, drafts, now),
             )
         else:
             rows = [
                 _episode_row(tenant_id, id_, draft, now)
                 for id_, draft in zip(ids, drafts, strict=True)
             ]
-            connection.execute(_episodes.insert(), rows)
-        return ids
+            insert = _episodes.insert()
+            result = connection.execute(
+                insert.returning(*_STORED_COLUMNS, sort_by_parameter_order=True)
+                if with_stored
+                else insert,
+                rows,
+            )
+        if not with_stored:
+            return [(episode_id, None) for episode_id in ids]
+        stored = {row.id: row._mapping for row in result}
+        return [(episode_id, stored[episode_id]) for episode_id in ids]
 
     def insert_keyed(
         self,
@@ -144,16 +166,21 @@ class EpisodeStatements:
         tenant_id: str,
         drafts: Sequence[EpisodeDraft],
         now: datetime,
-    ) -> dict[str, uuid.UUID]:
+        *,
+        with_stored: bool = False,
+    ) -> dict[str, RowMapping]:
         """Insert keyed drafts, skipping keys that exist (under any subject); return the
-        ones inserted."""
+        ones inserted, by key: their ``id``, and every stored column when
+        ``with_stored``."""
         # Concurrent writers insert in one global order (by key), so two batches that
         # share keys wait on each other instead of deadlocking.
         ordered = sorted(drafts, key=key_of)
         ids = [uuid.uuid4() for _ in ordered]
+        returning = _STORED_COLUMNS if with_stored else _KEY_COLUMNS
         if self._postgresql:
             result = connection.execute(
-                _pg_insert(on_conflict=True), _pg_batch(tenant_id, ids, ordered, now)
+                _pg_insert(returning=returning, on_conflict=True),
+                _pg_batch(tenant_id, ids, ordered, now),
             )
         else:
             statement = (
@@ -162,14 +189,14 @@ class EpisodeStatements:
                     index_elements=["tenant_id", "idempotency_key"],
                     index_where=_episodes.c.idempotency_key.is_not(None),
                 )
-                .returning(_episodes.c.idempotency_key, _episodes.c.id)
+                .returning(*returning)
             )
             rows = [
                 _episode_row(tenant_id, id_, draft, now)
                 for id_, draft in zip(ids, ordered, strict=True)
             ]
             result = connection.execute(statement, rows)
-        return {row.idempotency_key: row.id for row in result}
+        return {row.idempotency_key: row._mapping for row in result}
 
     def revise(
         self,
@@ -491,7 +518,10 @@ _SQLITE_LOOKUP = sa.text(
 )
 
 
-def _pg_insert(*, on_conflict: bool) -> sa.TextClause:
+@functools.cache
+def _pg_insert(
+    *, returning: tuple[sa.Column[Any], ...] | None, on_conflict: bool = False
+) -> sa.TextClause | sa.TextualSelect:
     """One INSERT for a whole batch on PostgreSQL, its rows travelling as one JSON array.
 
     A multi-row VALUES list carries 16 parameters per row, which the driver formats
@@ -499,15 +529,17 @@ def _pg_insert(*, on_conflict: bool) -> sa.TextClause:
     Python. A single JSON document is built by string joins around the payload JSON
     we already have (it is what the content hash was taken over) and is parsed by the
     server in C. The statement text is constant, so it is prepared once.
+
+    ``returning``: the columns the insert returns, typed as the table types them (so a
+    returned row reads exactly as a select of the same columns would).
     """
     conflict = (
-        "ON CONFLICT (tenant_id, idempotency_key) "
-        "WHERE idempotency_key IS NOT NULL DO NOTHING "
-        "RETURNING idempotency_key, id"
+        "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING "
         if on_conflict
         else ""
     )
-    return sa.text(
+    names = ", ".join(column.name for column in returning or ())
+    statement = sa.text(
         "INSERT INTO episodes (tenant_id, id, subject_id, source, type, idempotency_key, "
         "content_hash, session_id, occurred_at, payload, metadata, provenance, revision, "
         "compiled_revision, created_at, revised_at) "
@@ -515,7 +547,9 @@ def _pg_insert(*, on_conflict: bool) -> sa.TextClause:
         "row->>6, coalesce((row->>7)::timestamptz, :now), row->8, row->9, row->10, "
         "1, 0, :now, NULL "
         f"FROM jsonb_array_elements(CAST(:batch AS jsonb)) AS row {conflict}"
+        + (f"RETURNING {names}" if returning else "")
     )
+    return statement.columns(*returning) if returning else statement
 
 
 def _pg_batch(

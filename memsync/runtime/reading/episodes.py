@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection, Row, RowMapping
 
 from memsync.compile.types import EpisodeView
 from memsync.runtime.storage import tables
@@ -66,7 +66,13 @@ class EpisodeRecord(Episode):
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> EpisodeRecord:
-        return cls(**_fields_of(row, _RECORD_FIELDS))
+        return cls.from_columns(row._mapping)
+
+    @classmethod
+    def from_columns(cls, columns: RowMapping) -> EpisodeRecord:
+        """A record from an ``episodes`` row's columns by name (a select's row, or what
+        an insert returned)."""
+        return cls(**{name: columns[name] for name in _RECORD_FIELDS})
 
     def view(self) -> EpisodeView:
         """The episode as the compile engine and bundles see it."""

@@ -7,74 +7,22 @@ tenant.
 
 from __future__ import annotations
 
-import uuid
-from typing import Annotated
-
-from fastapi import FastAPI, Path, Query, Response
-from pydantic import TypeAdapter
-from sqlalchemy.engine import Connection
+from fastapi import FastAPI
 
 import memsync
-from memsync.compile.bundle import MemoryJson
-from memsync.compile.types import MemoryStatus
-from memsync.episode import EpisodeDraft, IngestStatus
-from memsync.runtime.app.api import connectors, health, jobs, memories, runs
+from memsync.runtime.app.api import connectors, episodes, health, jobs, memories, runs
 from memsync.runtime.app.api.auth import LoopbackHostOnly
-from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import (
-    ApiError,
     BodySizeLimit,
     install_error_handlers,
-    validation_error,
 )
-from memsync.runtime.app.api.openapi import document_api, error_responses
+from memsync.runtime.app.api.openapi import document_api
 from memsync.runtime.app.api.request_ids import RequestIds
-from memsync.runtime.app.api.schemas import (
-    MAX_OFFSET,
-    BatchCreateResponse,
-    BatchEpisodesRequest,
-    CreateEpisodeRequest,
-    EpisodeResponse,
-    EpisodeWithRevisionsResponse,
-    SubjectId,
-    SubjectResponse,
-    SubjectsResponse,
-    TimelineResponse,
-)
 from memsync.runtime.app.observability.http import install_observability
-from memsync.runtime.app.services import Services, SubjectDeletion
+from memsync.runtime.app.services import Services
 from memsync.runtime.app.ui import install_ui
-from memsync.runtime.ingest import IngestOutcome, IngestSummary
 
 __all__ = ["Services", "create_app"]
-
-
-def _ingest(
-    services: Services, tenant_id: str, drafts: list[EpisodeDraft]
-) -> tuple[list[IngestOutcome], list[EpisodeResponse]]:
-    """Ingest ``drafts`` and read what was stored back, in the ingest's transaction: one
-    statement more rather than a read transaction of its own after the commit."""
-    responses: list[EpisodeResponse] = []
-
-    def read_back(connection: Connection, outcomes: list[IngestOutcome]) -> None:
-        stored = services.episodes.get_many(
-            tenant_id, [outcome.episode_id for outcome in outcomes], within=connection
-        )
-        responses.extend(
-            EpisodeResponse.of(stored[outcome.episode_id], outcome.status) for outcome in outcomes
-        )
-
-    outcomes = services.ingest.ingest(tenant_id, drafts, before_commit=read_back)
-    return outcomes, responses
-
-
-_EPISODE: TypeAdapter[EpisodeResponse] = TypeAdapter(EpisodeResponse)
-
-
-def _json(body: bytes | str, status: int) -> Response:
-    """A body serialised directly by pydantic (``model_dump_json``, ``dump_json``): the
-    hot ingest routes skip FastAPI's re-validation of a response built from valid data."""
-    return Response(body, status_code=status, media_type="application/json")
 
 
 def create_app(services: Services) -> FastAPI:
@@ -94,134 +42,12 @@ def create_app(services: Services) -> FastAPI:
     # has an id, and the access line written inside knows it.
     app.add_middleware(RequestIds)
     document_api(app)
+    app.include_router(episodes.router)  # first: the hottest routes (see its module)
     app.include_router(health.router)
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
     app.include_router(connectors.router)
     install_ui(app, services)
-
-    @app.post(
-        "/v1/episodes",
-        status_code=201,
-        response_model=EpisodeResponse,
-        responses={200: {"model": EpisodeResponse, "description": "Already known"}},
-    )
-    def create_episode(
-        body: CreateEpisodeRequest, services: ServicesDep, caller: CallerDep
-    ) -> Response:
-        """Record one episode: 201 when new, 200 with the same id when it was known."""
-        [outcome], [episode] = _ingest(services, caller.tenant_id, [body.to_draft()])
-        status = 201 if outcome.status is IngestStatus.CREATED else 200
-        return _json(_EPISODE.dump_json(episode), status)
-
-    @app.post("/v1/episodes/batch", status_code=201, response_model=BatchCreateResponse)
-    def create_episodes_batch(
-        body: BatchEpisodesRequest, services: ServicesDep, caller: CallerDep
-    ) -> Response:
-        """Record many episodes at once; ``episodes_created`` counts only new ones."""
-        limit = services.settings.api.max_batch_size
-        if len(body.episodes) > limit:
-            raise validation_error(
-                "episodes", f"at most {limit} episodes per batch, got {len(body.episodes)}"
-            )
-        outcomes, episodes = _ingest(
-            services, caller.tenant_id, [episode.to_draft() for episode in body.episodes]
-        )
-        summary = IngestSummary.of(outcomes)
-        response = BatchCreateResponse.model_construct(
-            episodes_created=summary.created,
-            duplicates=summary.duplicates,
-            revised=summary.revised,
-            episodes=episodes,
-        )
-        return _json(response.model_dump_json(), 201)
-
-    @app.get("/v1/episodes/{episode_id}", responses=error_responses(404))
-    def get_episode(
-        episode_id: uuid.UUID, services: ServicesDep, caller: CallerDep
-    ) -> EpisodeWithRevisionsResponse:
-        """One episode at its current revision, with every earlier revision."""
-        record = services.episodes.get_many(caller.tenant_id, [episode_id]).get(episode_id)
-        if record is None:
-            raise ApiError(404, "not_found", f"no episode {episode_id}")
-        return EpisodeWithRevisionsResponse.with_revisions(
-            record, services.episodes.revisions(caller.tenant_id, episode_id)
-        )
-
-    @app.get("/v1/timeline")
-    def timeline(
-        services: ServicesDep,
-        caller: CallerDep,
-        subject_id: Annotated[SubjectId, Query()],
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-        newest_first: bool = False,
-    ) -> TimelineResponse:
-        """A page of a subject's episodes and a page of its memories (every status),
-        oldest first within each page."""
-        page = services.episodes.timeline(
-            caller.tenant_id, subject_id, limit=limit, offset=offset, newest_first=newest_first
-        )
-        memories = services.memories.memories(
-            caller.tenant_id,
-            subject_id,
-            statuses=tuple(MemoryStatus),
-            limit=limit + 1,
-            offset=offset,
-            newest_first=newest_first,
-        )
-        memories_page = memories[:limit]
-        if newest_first:
-            memories_page.reverse()
-        return TimelineResponse(
-            subject_id=subject_id,
-            episodes=[EpisodeResponse.of(record) for record in page.episodes],
-            memories=[MemoryJson.model_validate(memory) for memory in memories_page],
-            episodes_has_more=page.has_more,
-            memories_has_more=len(memories) > limit,
-        )
-
-    @app.get("/v1/subjects")
-    def list_subjects(
-        services: ServicesDep,
-        caller: CallerDep,
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-    ) -> SubjectsResponse:
-        """The tenant's subjects, by id, with their episode and memory counts."""
-        page = services.episodes.subjects(caller.tenant_id, limit=limit, offset=offset)
-        memory_counts = services.memories.count_by_subject(
-            caller.tenant_id, [subject.subject_id for subject in page.subjects]
-        )
-        return SubjectsResponse(
-            subjects=[
-                SubjectResponse(
-                    subject_id=subject.subject_id,
-                    episode_count=subject.episode_count,
-                    memory_count=memory_counts.get(subject.subject_id, 0),
-                )
-                for subject in page.subjects
-            ],
-            total=page.total,
-        )
-
-    # A path no route matches (a subject with a line break cannot be in one) is a 404.
-    @app.delete("/v1/subjects/{subject_id:path}", responses=error_responses(404))
-    def delete_subject(
-        subject_id: Annotated[SubjectId, Path()], services: ServicesDep, caller: CallerDep
-    ) -> SubjectDeletion:
-        """Delete everything of one subject of the caller's tenant. The only delete.
-
-        The id may contain ``/`` (``repo:acme/api-server``); ``DELETE
-        /v1/subjects?subject_id=`` takes any id, however it is spelt in a URL path."""
-        return services.delete_subject(caller.tenant_id, subject_id)
-
-    @app.delete("/v1/subjects")
-    def delete_subject_by_query(
-        subject_id: Annotated[SubjectId, Query()], services: ServicesDep, caller: CallerDep
-    ) -> SubjectDeletion:
-        """As ``DELETE /v1/subjects/{subject_id}``, the id as a query parameter."""
-        return services.delete_subject(caller.tenant_id, subject_id)
 
     return app

@@ -9,6 +9,7 @@ answers requests addressed to a loopback name (:class:`LoopbackHostOnly`).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -82,6 +83,9 @@ class Authenticator:
         return self._default_tenant
 
 
+# A client sends the same few Host values again and again; parsing an address is a
+# measurable part of a small request. Bounded, so varied values only churn the cache.
+@functools.lru_cache(maxsize=256)
 def is_loopback_host(host_header: str) -> bool:
     """Whether a ``Host`` header names this machine: ``localhost`` or a loopback address
     (``127.0.0.0/8``, ``[::1]``), with or without a port."""
