@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from memsync.clock import FakeClock
 from memsync.connectors import Connector, Cursor, RateLimitExhausted, RetryableError
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.connectors.fake_http import RecordedRequest
 from memsync.connectors.github import GitHubConfig, GitHubConnector
 from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.slack import SlackConfig, SlackConnector
@@ -62,7 +63,7 @@ def sync_until_complete(
     sync = runner(store, clock)
     runs: list[RunRecord] = []
     while not runs or runs[-1].status is not RunStatus.SUCCEEDED:
-        assert len(runs) < 30, [(r.status, r.created, r.error) for r in runs]
+        assert len(runs) < 30, [(r.status.value, r.created, r.revised, r.duplicates) for r in runs]
         if runs:
             refill()
             clock.advance(timedelta(hours=1))
@@ -181,6 +182,77 @@ def test_the_first_partial_run_checkpoints_the_stream_it_stopped_in(
     assert (comments.cursor, comments.last_status) == (None, None)  # not reached yet
     assert (events.cursor, events.last_status) == (None, None)
     assert state.lag_seconds is None  # never read completely
+
+
+def issues_connector(fake: FakeGitHub, clock: FakeClock) -> GitHubConnector:
+    config = GitHubConfig(
+        name="gh",
+        repo="acme/api",
+        token="t",
+        base_url=fake.base_url,
+        subject="repo:{repository}",
+        streams={"issues"},
+        per_page=5,
+        overlap="2m",
+    )
+    return GitHubConnector(config, sleeper=never_waits(clock), clock=clock)
+
+
+def edit_an_early_issue_after_each_page(fake: FakeGitHub, edited: list[int], up_to: int) -> None:
+    """After every list request, a person edits the oldest issue not edited yet (up to
+    issue ``up_to``): with page numbers, every later issue moves one place earlier under
+    the reader."""
+
+    def edit(request: RecordedRequest) -> None:
+        if request.path.endswith("/issues") and len(edited) < up_to:
+            number = len(edited) + 1
+            when = T0 + timedelta(days=9, minutes=number)
+            fake.edit_issue("acme", "api", number, title="edited", updated_at=when)
+            edited.append(number)
+
+    fake.after_request(edit)
+
+
+@pytest.mark.parametrize("budget", [None, 4], ids=["one run", "runs cut short by the budget"])
+def test_issues_updated_between_page_requests_shift_none_out_of_the_sync(
+    store: Store, budget: int | None
+) -> None:
+    with FakeGitHub(
+        token="t", start=T0, rate_limit=budget or 5000, enforce_rate_limit=budget is not None
+    ) as fake:
+        for number in range(1, 41):
+            when = T0 + timedelta(minutes=number)
+            fake.add_issue("acme", "api", number, f"Item {number}", updated_at=when)
+        edited: list[int] = []
+        edit_an_early_issue_after_each_page(fake, edited, up_to=8)
+        clock = FakeClock(LATER)
+
+        runs = sync_until_complete(
+            store, clock, lambda: issues_connector(fake, clock), fake.reset_rate_limit
+        )
+        # The last edits came after the last run read them: the next run has them.
+        assert edited == list(range(1, 9))
+        fake.reset_rate_limit()
+        clock.advance(timedelta(hours=1))
+        later = sync_until_complete(
+            store, clock, lambda: issues_connector(fake, clock), fake.reset_rate_limit
+        )
+
+    assert len(runs) > 1 if budget else len(runs) == 1
+    # Each run stored something new: an issue, or an edit made while it was read.
+    assert all(run.created + run.revised > 0 for run in runs)
+    expected = {f"github:acme:api:issue:{n}:opened" for n in range(1, 41)}
+    assert sorted(stored_keys(store)) == sorted(expected)
+    assert sum(run.created for run in runs) == 40
+    assert sum(run.created for run in later) == 0
+    with store.read() as connection:
+        titles = dict(
+            connection.execute(
+                sa.select(tables.episodes.c.idempotency_key, tables.episodes.c.payload["title"])
+            ).all()
+        )
+    # Each edited issue is stored as edited: its newer version was read too.
+    assert {titles[f"github:acme:api:issue:{n}:opened"] for n in edited} == {"edited"}
 
 
 # -- Slack ------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 from memsync.clock import FakeClock
 from memsync.connectors.base import Window
 from memsync.connectors.errors import RateLimitExhausted, StopRun
+from memsync.connectors.fake_http import RecordedRequest
 from memsync.connectors.github import GitHubConfig, GitHubConnector, GitHubRecord
 from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.testing import (
@@ -212,24 +213,115 @@ def test_an_edited_title_is_a_revision_a_comment_new_and_a_close_event_recorded_
 # -- pagination ------------------------------------------------------------------------------
 
 
-def test_every_page_is_followed_through_the_link_header(fake: FakeGitHub) -> None:
+def since_asked(fake: FakeGitHub, path: str) -> list[tuple[str | None, str | None]]:
+    """``(since, page)`` of each request for ``path``, in order."""
+    return [
+        (r.param("since"), r.param("page"))
+        for r in fake.requests
+        if r.path == path or r.path.endswith(path.removeprefix("/repos/acme/api"))
+    ]
+
+
+def test_each_next_page_is_page_one_from_the_latest_update_seen(fake: FakeGitHub) -> None:
     for n in range(1, 251):
         fake.add_issue("acme", "api", n, f"issue {n}", updated_at=T0 + timedelta(minutes=n))
+    conn = connector(fake, streams={"issues"})
+
+    records = list(conn.fetch(Window(T0, END), None))
+
+    assert keys(conn, records) == [f"github:acme:api:issue:{n}:opened" for n in range(1, 251)]
+    # Issue 100 ends page one and starts page two (since is inclusive): handed out once.
+    assert since_asked(fake, "/repos/acme/api/issues") == [
+        ("2024-03-01T00:00:00Z", None),
+        ("2024-03-01T01:40:00Z", None),
+        ("2024-03-01T03:19:00Z", None),
+    ]
+
+
+def test_comments_are_read_by_keyset_pages_too(fake: FakeGitHub) -> None:
+    fake.add_issue("acme", "api", 1, "x", updated_at=T0)
     for n in range(1, 131):
-        fake.add_comment(
-            "acme", "api", n, f"comment {n}", created_at=T0 + timedelta(hours=5, minutes=n)
-        )
-    conn = connector(fake, streams={"issues", "issue_comments"})
+        fake.add_comment("acme", "api", 1, f"comment {n}", created_at=T0 + timedelta(minutes=n))
+    conn = connector(fake, streams={"issue_comments"})
 
     records = list(conn.fetch(Window(None, END), None))
 
-    assert len(records) == 380
-    repo_id = fake.repo_id("acme", "api")
-    assert fake.request_count("/repos/acme/api/issues") == 1
-    assert fake.request_count(f"/repositories/{repo_id}/issues") == 2
-    assert fake.request_count("/repos/acme/api/issues/comments") == 1
-    assert fake.request_count(f"/repositories/{repo_id}/issues/comments") == 1
-    assert fake.request_count() == 5
+    assert len(set(keys(conn, records))) == len(records) == 130
+    assert since_asked(fake, "/repos/acme/api/issues/comments") == [
+        (None, None),
+        ("2024-03-01T01:40:00Z", None),
+    ]
+
+
+def test_an_item_updated_between_two_pages_shifts_nothing_past_the_reader(
+    fake: FakeGitHub,
+) -> None:
+    """GitHub pages by offset: with page numbers, issue 1 updated after page one moves to
+    the end, and issue 4 (first of page two) would slide onto page one, never returned."""
+    for n in range(1, 10):
+        fake.add_issue("acme", "api", n, f"issue {n}", updated_at=T0 + timedelta(minutes=n))
+    conn = connector(fake, streams={"issues"}, per_page=3)
+    window_end = T0 + timedelta(hours=1)
+    records = conn.fetch(Window(T0, window_end), None)
+
+    first_page = [next(records) for _ in range(3)]
+    fake.edit_issue("acme", "api", 1, title="moved", updated_at=T0 + timedelta(minutes=30))
+    rest = list(records)
+
+    numbers = [record.data["number"] for record in [*first_page, *rest]]
+    assert numbers == [1, 2, 3, 4, 5, 6, 7, 8, 9, 1]  # issue 1 again: its newer version
+    assert [record.data["title"] for record in rest][-1] == "moved"
+
+
+def test_a_second_holding_more_than_a_page_is_read_by_page_number_until_two_reads_agree(
+    fake: FakeGitHub,
+) -> None:
+    same_second = T0 + timedelta(minutes=5)
+    for n in range(1, 8):
+        fake.add_issue("acme", "api", n, f"issue {n}", updated_at=same_second)
+    fake.add_issue("acme", "api", 8, "later", updated_at=T0 + timedelta(minutes=6))
+    conn = connector(fake, streams={"issues"}, per_page=3)
+
+    records = list(conn.fetch(Window(T0, END), None))
+
+    assert sorted(record.data["number"] for record in records) == list(range(1, 9))
+    assert len(records) == 8
+    assert since_asked(fake, "/repos/acme/api/issues") == [
+        ("2024-03-01T00:00:00Z", None),
+        # the tie: pages of that second, twice (the reads agree), then the next second
+        ("2024-03-01T00:05:00Z", None),
+        ("2024-03-01T00:05:00Z", "2"),
+        ("2024-03-01T00:05:00Z", "3"),
+        ("2024-03-01T00:05:00Z", None),
+        ("2024-03-01T00:05:00Z", "2"),
+        ("2024-03-01T00:05:00Z", "3"),
+        ("2024-03-01T00:05:01Z", None),
+    ]
+
+
+def test_an_item_leaving_a_crowded_second_between_pages_loses_no_other(
+    fake: FakeGitHub,
+) -> None:
+    same_second = T0 + timedelta(minutes=5)
+    for n in range(1, 8):
+        fake.add_issue("acme", "api", n, f"issue {n}", updated_at=same_second)
+    conn = connector(fake, streams={"issues"}, per_page=3)
+    moved: list[int] = []
+
+    def move_issue_one_after_page_two(request: RecordedRequest) -> None:
+        if not moved and request.param("page") == "2":
+            fake.edit_issue("acme", "api", 1, title="moved", updated_at=T0 + timedelta(hours=1))
+            moved.append(request.number)
+
+    fake.after_request(move_issue_one_after_page_two)
+
+    records = list(conn.fetch(Window(T0, END), None))
+
+    assert moved
+    numbers = [record.data["number"] for record in records]
+    assert sorted(set(numbers)) == list(range(1, 8))
+    assert numbers.count(1) == 1  # only its newer version: it left the second before
+    assert records[-1].data["title"] == "moved"
 
 
 def test_events_stop_paging_at_the_first_event_older_than_the_window(fake: FakeGitHub) -> None:
@@ -262,24 +354,22 @@ def test_a_secondary_limit_with_retry_after_mid_run_is_waited_out(
     assert fake.request_count() == 4  # page 2 was asked twice
 
 
-def test_a_page_that_failed_is_asked_for_again_by_the_same_next_link(
+def test_a_page_that_failed_is_asked_for_again_with_the_same_query(
     fake: FakeGitHub, sleeper: FakeSleeper
 ) -> None:
     for n in range(1, 251):
-        fake.add_issue("acme", "api", n, f"issue {n}")
+        fake.add_issue("acme", "api", n, f"issue {n}", updated_at=T0 + timedelta(minutes=n))
     fake.script_error(502, on_request_number=3)
     conn = connector(fake, sleeper, streams={"issues"})
 
     records = list(conn.fetch(Window(None, END), None))
 
     assert len(records) == 250
-    asked = [(r.path, r.query.get("page"), r.query.get("per_page")) for r in fake.requests]
-    repo_id = fake.repo_id("acme", "api")
-    assert asked == [
-        ("/repos/acme/api/issues", None, ["100"]),
-        (f"/repositories/{repo_id}/issues", ["2"], ["100"]),
-        (f"/repositories/{repo_id}/issues", ["3"], ["100"]),
-        (f"/repositories/{repo_id}/issues", ["3"], ["100"]),
+    assert since_asked(fake, "/repos/acme/api/issues") == [
+        (None, None),
+        ("2024-03-01T01:40:00Z", None),
+        ("2024-03-01T03:19:00Z", None),
+        ("2024-03-01T03:19:00Z", None),
     ]
 
 
