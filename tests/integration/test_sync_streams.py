@@ -63,7 +63,7 @@ def sync_until_complete(
     sync = runner(store, clock)
     runs: list[RunRecord] = []
     while not runs or runs[-1].status is not RunStatus.SUCCEEDED:
-        assert len(runs) < 30, [(r.status.value, r.created, r.revised, r.duplicates) for r in runs]
+        assert len(runs) < 30, [(r.status.value, r.created, r.revised, r.error) for r in runs]
         if runs:
             refill()
             clock.advance(timedelta(hours=1))
@@ -293,6 +293,52 @@ def test_slack_channels_larger_than_the_budget_are_stored_once_by_successive_run
         fake.limit_budget(5)
         runs = sync_until_complete(store, clock, build, lambda: fake.limit_budget(5))
 
+    assert_stored_once_with_progress(store, runs, expected)
+
+
+def test_a_slack_channel_larger_than_one_runs_budget_is_stored_once_by_successive_runs(
+    store: Store,
+) -> None:
+    """One channel needs about 20 requests and a run has 5: the history is walked oldest
+    first and each batch commits, so every run gets further; the last one completes."""
+    expected: set[str] = set()
+    with FakeSlack(token="xoxb-test") as fake:
+        start = 1_700_000_000
+        fake.add_channel("C1", "general")
+        for i in range(60):
+            parent = fake.post_message("C1", f"m{i}", ts=f"{start + i * 600}.000000")
+            expected.add(f"slack:T12345678:C1:{parent.ts}")
+            if i % 10 == 3:
+                for minute in (1, 2):
+                    ts = f"{start + i * 600 + minute * 60}.000000"
+                    fake.post_reply("C1", parent.ts, f"re {i}", ts=ts)
+                    expected.add(f"slack:T12345678:C1:{ts}")
+        fake.edit_message(
+            "C1",
+            f"{start + 50 * 600}.000000",
+            "m50, edited",
+            edited_ts=f"{start + 55 * 600}.000000",
+        )
+        clock = FakeClock(datetime.fromtimestamp(start + 86_400, UTC))
+
+        def build() -> SlackConnector:
+            config = SlackConfig(
+                name="sl",
+                token="xoxb-test",
+                channels=["C1"],
+                base_url=fake.base_url + "/api",
+                subject="slack:{channel}",
+                page_size=4,
+                lookback="15m",
+                overlap="1m",
+                start=datetime.fromtimestamp(start, UTC),
+            )
+            return SlackConnector(config, sleeper=never_waits(clock), clock=clock)
+
+        fake.limit_budget(5)
+        runs = sync_until_complete(store, clock, build, lambda: fake.limit_budget(5))
+
+    assert len(runs) >= 4
     assert_stored_once_with_progress(store, runs, expected)
 
 
