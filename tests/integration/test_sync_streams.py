@@ -296,30 +296,40 @@ def test_slack_channels_larger_than_the_budget_are_stored_once_by_successive_run
     assert_stored_once_with_progress(store, runs, expected)
 
 
+@pytest.mark.parametrize(
+    ("spacing", "lookback", "now"),
+    [
+        (timedelta(minutes=10), "15m", timedelta(days=1)),
+        # Catching up a month with the default week of lookback: a run does not read
+        # the week before its window again (that is older than a week from now).
+        (timedelta(hours=12), "7d", timedelta(days=40)),
+    ],
+    ids=["a short lookback", "catching up further back than the lookback"],
+)
 def test_a_slack_channel_larger_than_one_runs_budget_is_stored_once_by_successive_runs(
-    store: Store,
+    store: Store, spacing: timedelta, lookback: str, now: timedelta
 ) -> None:
     """One channel needs about 20 requests and a run has 5: the history is walked oldest
     first and each batch commits, so every run gets further; the last one completes."""
     expected: set[str] = set()
     with FakeSlack(token="xoxb-test") as fake:
-        start = 1_700_000_000
-        fake.add_channel("C1", "general")
+        start = datetime(2023, 11, 14, tzinfo=UTC)
+        fake.add_channel("C1", "general", created=int(start.timestamp()))
+
+        def ts(moment: datetime) -> str:
+            return f"{int(moment.timestamp())}.000000"
+
         for i in range(60):
-            parent = fake.post_message("C1", f"m{i}", ts=f"{start + i * 600}.000000")
+            parent = fake.post_message("C1", f"m{i}", ts=ts(start + i * spacing))
             expected.add(f"slack:T12345678:C1:{parent.ts}")
             if i % 10 == 3:
                 for minute in (1, 2):
-                    ts = f"{start + i * 600 + minute * 60}.000000"
-                    fake.post_reply("C1", parent.ts, f"re {i}", ts=ts)
-                    expected.add(f"slack:T12345678:C1:{ts}")
-        fake.edit_message(
-            "C1",
-            f"{start + 50 * 600}.000000",
-            "m50, edited",
-            edited_ts=f"{start + 55 * 600}.000000",
-        )
-        clock = FakeClock(datetime.fromtimestamp(start + 86_400, UTC))
+                    reply = ts(start + i * spacing + timedelta(minutes=minute))
+                    fake.post_reply("C1", parent.ts, f"re {i}", ts=reply)
+                    expected.add(f"slack:T12345678:C1:{reply}")
+        edited_at = ts(start + 55 * spacing)
+        fake.edit_message("C1", ts(start + 50 * spacing), "m50, edited", edited_ts=edited_at)
+        clock = FakeClock(start + now)
 
         def build() -> SlackConnector:
             config = SlackConfig(
@@ -329,9 +339,9 @@ def test_a_slack_channel_larger_than_one_runs_budget_is_stored_once_by_successiv
                 base_url=fake.base_url + "/api",
                 subject="slack:{channel}",
                 page_size=4,
-                lookback="15m",
+                lookback=lookback,
                 overlap="1m",
-                start=datetime.fromtimestamp(start, UTC),
+                start=start,
             )
             return SlackConnector(config, sleeper=never_waits(clock), clock=clock)
 

@@ -4,15 +4,18 @@ What is read, per run (through slack-sdk's ``WebClient``, one request at a time)
 
 - ``auth.test`` once: the team id every key starts with (and a token check);
 - ``conversations.list`` (cursor pagination) only if a channel is given by name;
-- per channel, ``conversations.history`` over ``[window.start - lookback, window.end]``
-  (from the epoch on a first read without ``start``), walked oldest first in windows
+- per channel, ``conversations.history`` over ``[min(window.start, window.end -
+  lookback), window.end]`` (from the epoch on a first read without ``start``): the
+  window, and the history of the last ``lookback`` before it; walked oldest first in windows
   of about a page (``oldest``, ``latest``, ``inclusive``; see
   :meth:`SlackConnector._history_oldest_first`), and ``conversations.info`` once
   when such a first read does not fit a page (where the channel's history starts);
 - ``conversations.replies`` for every thread parent in that range whose
   ``latest_reply`` lies in the window, right after the parent: a reply posted today
   to a parent up to ``lookback`` old is found although the parent is older than the
-  window.
+  window. ``lookback`` counts back from the run's end (now), not from the window start:
+  a run catching up far behind (after runs cut short) reads no history before its
+  window that is older than ``lookback`` anyway.
 
 A top-level message or reply becomes a record when it was posted in the window or
 edited in it (``edited.ts``); older, unchanged messages of the lookback range are read
@@ -20,7 +23,7 @@ but not handed out. An edit keeps the key and changes the payload: a revision.
 
 Deletions: a ``message_deleted`` item (its ``deleted_ts``) and a ``tombstone`` (a
 deleted parent whose replies remain) are tombstones for that message. And the history
-of each channel is read completely over ``[window.start - lookback, window.end]``, so
+of each channel is read completely over that range, so
 after it the fetch lists every top-level message of that range: one stored there and
 absent now was deleted (a read cut short lists nothing).
 
@@ -123,8 +126,9 @@ class SlackConfig(ConnectorConfig):
     messages) needs ``channels:history`` and ``channels:read`` (``groups:*`` for private
     channels). ``channels`` are ids (``C024BE91L``) or names (``general``,
     ``#general``), names resolved through ``conversations.list``. ``lookback`` is how
-    far before the window start the history is scanned for edits and new thread
-    replies; ``overlap`` re-reads the edge of the previous window as usual.
+    far back from now the history is scanned for edits and new thread replies (from
+    the window start when it lies further back); ``overlap`` re-reads the edge of the
+    previous window as usual.
     """
 
     type: Literal["slack"] = "slack"
@@ -284,7 +288,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
     )
     deletions = (
         "A top-level message absent from a complete re-read of the channel's history over "
-        "[window start - lookback, window end] that held it before, and messages the "
+        "the window and the lookback before it that held it before, and messages the "
         "history shows as 'message_deleted' or 'tombstone'. A deleted reply is seen only "
         "as a 'message_deleted' item, and nothing older than the lookback is re-checked."
     )
@@ -351,7 +355,10 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
     def _channel_records(
         self, team: str, channel: _Channel, start: datetime | None, end: datetime
     ) -> Iterator[SlackMessage | Deletion]:
-        oldest = None if start is None else start - self.config.lookback
+        # ``lookback`` before the run's end, or from the window start when that is
+        # earlier: a run catching up (a window far behind, after runs cut short) does
+        # not read a lookback's worth of history again before every window.
+        oldest = None if start is None else min(start, end - self.config.lookback)
         present: set[str] = set()
         first = 0 if oldest is None else _to_micros(oldest)
         walk = self._history_oldest_first(
