@@ -406,7 +406,8 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
         does not fit is not paged back through: its page, complete from its oldest
         message to the window's end, is kept for later, and a shorter window is asked
         for, ending before the kept page and lasting as long as the kept page's
-        messages span (how long a page lasts there). A window that fits goes out; the
+        messages span (how long a page lasts there; after an empty window, half the
+        stretch up to the kept page if that is longer). A window that fits goes out; the
         next starts right after it, twice as long when this one was less than half
         full (sixteen times when it was empty), never past a kept page. The first
         window is the whole range, so a range that fits a page costs one request, and
@@ -417,6 +418,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
         page_size = self.config.page_size
         kept: list[tuple[int, int, list[dict[str, Any]]]] = []  # (from, to, messages)
         quiet_until: int | None = None
+        quiet = False  # whether the last window that fitted was empty
         position, width = first, last - first
         while position <= last:
             if kept and kept[0][0] <= position:
@@ -445,12 +447,17 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
                     quiet_until = self._created_micros(channel)
                 gap = oldest_on_page - position - 1  # has_more: something lies before it
                 span = _ts_micros(messages[-1]) - oldest_on_page
+                # After an empty window the page's density says little about the quiet
+                # stretch before it: halve the gap instead (a bisection to where the
+                # messages start).
+                step = gap // 2 if span <= 0 else max(span, gap // 2) if quiet else span
                 skip = max(0, (quiet_until or 0) - position)
-                width = max(0, min(gap, skip + (span if span > 0 else gap // 2)))
+                width = max(0, min(gap, skip + step))
                 continue
             yield window_end, messages
             position = window_end + 1
-            if not messages:
+            quiet = not messages
+            if quiet:
                 width = max(1, width * 16)
             elif len(messages) < page_size // 2:
                 width = max(1, width * 2)
