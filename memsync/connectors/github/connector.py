@@ -466,7 +466,7 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
     ) -> Iterator[GitHubRecord]:
         params: dict[str, Any] = {"state": "all", "sort": "updated", "direction": "asc"}
         wanted = self.config.streams
-        for raw in self._updated_ascending(repo, "/issues", params, since):
+        for raw in self._updated_ascending(repo, "/issues", params, since, until):
             issue = _issue(repo, raw)
             if issue.updated_at > until:
                 return  # ascending: everything after this was updated after the window
@@ -504,7 +504,7 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
         self, repo: RepoRef, since: datetime | None, until: datetime
     ) -> Iterator[GitHubComment]:
         params: dict[str, Any] = {"sort": "updated", "direction": "asc"}
-        for raw in self._updated_ascending(repo, "/issues/comments", params, since):
+        for raw in self._updated_ascending(repo, "/issues/comments", params, since, until):
             comment = _comment(repo, raw)
             if comment.updated_at > until:
                 return
@@ -547,12 +547,18 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
         return not str(where or "").lower().endswith(f"/repos/{repo.full_name}")
 
     def _updated_ascending(
-        self, repo: RepoRef, path: str, params: dict[str, Any], since: datetime | None
+        self,
+        repo: RepoRef,
+        path: str,
+        params: dict[str, Any],
+        since: datetime | None,
+        until: datetime,
     ) -> Iterator[JSONObject]:
         """Every item of a ``sort=updated&direction=asc`` list updated at or after
         ``since``, oldest first, each version of an item once (by ``id`` and
         ``updated_at``): an item updated while the list is read comes again later, as
-        the newer version it is.
+        the newer version it is. It stops after the first page that reaches past
+        ``until`` (the caller stops at the first item past it).
 
         Keyset pagination: each next page is page 1 of ``since=<the latest updated_at
         seen>`` (inclusive; the items of that second seen before are dropped), never
@@ -571,7 +577,7 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
             if not page:
                 return
             top = max(updated for _, _, updated in page)
-            if more and all(updated == top for _, _, updated in page):
+            if more and top <= until and all(updated == top for _, _, updated in page):
                 # A page of one second: the next ``since`` could not move past it.
                 for raw in self._one_second(repo, path, params, top):
                     if (_item_id(raw), top) not in seen_at_floor:
@@ -582,7 +588,7 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
                 if (ident, updated) not in seen_at_floor:
                     seen_at_floor.add((ident, updated))
                     yield raw
-            if not more:
+            if not more or top > until:
                 return
             floor = top
             seen_at_floor = {(ident, updated) for ident, updated in seen_at_floor if updated == top}

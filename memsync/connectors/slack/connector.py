@@ -6,10 +6,10 @@ What is read, per run (through slack-sdk's ``WebClient``, one request at a time)
 - ``conversations.list`` (cursor pagination) only if a channel is given by name;
 - per channel, ``conversations.history`` over ``[min(window.start, window.end -
   lookback), window.end]`` (from the epoch on a first read without ``start``): the
-  window, and the history of the last ``lookback`` before it; walked oldest first in windows
-  of about a page (``oldest``, ``latest``, ``inclusive``; see
-  :meth:`SlackConnector._history_oldest_first`), and ``conversations.info`` once
-  when such a first read does not fit a page (where the channel's history starts);
+  window, and the history of the last ``lookback`` before it; walked oldest first in
+  windows of about a page (``oldest``, ``latest``, ``inclusive``; see
+  :meth:`SlackConnector._history_oldest_first`), and ``conversations.info`` once when
+  such a first read does not fit a page (where the channel's history starts);
 - ``conversations.replies`` for every thread parent in that range whose
   ``latest_reply`` lies in the window, right after the parent: a reply posted today
   to a parent up to ``lookback`` old is found although the parent is older than the
@@ -234,10 +234,6 @@ def _to_micros(moment: datetime) -> int:
     return max(0, (moment.astimezone(UTC) - _EPOCH) // timedelta(microseconds=1))
 
 
-def _from_micros(micros: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=micros)
-
-
 def _micros_to_ts(micros: int) -> str:
     return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
 
@@ -364,7 +360,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
         walk = self._history_oldest_first(
             channel, first, _to_micros(end), from_creation=oldest is None
         )
-        for _, messages in walk:
+        for messages in walk:
             for raw in messages:
                 message = _message(team, channel, raw)
                 if message.subtype in _DELETED_SUBTYPES:
@@ -394,11 +390,10 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
 
     def _history_oldest_first(
         self, channel: _Channel, first: int, last: int, *, from_creation: bool = False
-    ) -> Iterator[tuple[int, list[dict[str, Any]]]]:
-        """The channel's history over ``[first, last]`` (microseconds), as consecutive
-        windows oldest first: ``(window end, its messages oldest first)``, each window
-        complete. ``from_creation``: the range starts at the epoch, and quiet until the
-        channel was created.
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The channel's history over ``[first, last]`` (microseconds), as the messages
+        of consecutive windows, oldest first, each window complete. ``from_creation``:
+        the range starts at the epoch, and is quiet until the channel was created.
 
         ``conversations.history`` answers a window newest first and, when it holds more
         than a page, with the page closest to ``latest`` (and ``has_more``). So each
@@ -423,7 +418,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
         while position <= last:
             if kept and kept[0][0] <= position:
                 _, through, messages = kept.pop(0)
-                yield through, messages
+                yield messages
                 position = through + 1
                 continue
             window_end = min(position + width, kept[0][0] - 1 if kept else last)
@@ -447,14 +442,19 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
                     quiet_until = self._created_micros(channel)
                 gap = oldest_on_page - position - 1  # has_more: something lies before it
                 span = _ts_micros(messages[-1]) - oldest_on_page
-                # After an empty window the page's density says little about the quiet
-                # stretch before it: halve the gap instead (a bisection to where the
-                # messages start).
-                step = gap // 2 if span <= 0 else max(span, gap // 2) if quiet else span
+                if span <= 0:
+                    step = gap // 2
+                elif quiet:
+                    # After an empty window the page's density says little about the
+                    # quiet stretch before it: halve it too (a bisection to where the
+                    # messages start).
+                    step = max(span, gap // 2)
+                else:
+                    step = span
                 skip = max(0, (quiet_until or 0) - position)
                 width = max(0, min(gap, skip + step))
                 continue
-            yield window_end, messages
+            yield messages
             position = window_end + 1
             quiet = not messages
             if quiet:

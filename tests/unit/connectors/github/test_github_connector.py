@@ -4,17 +4,20 @@ is recorded, never done."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memsync.clock import FakeClock
 from memsync.connectors.base import Window
 from memsync.connectors.errors import RateLimitExhausted, StopRun
 from memsync.connectors.fake_http import RecordedRequest
-from memsync.connectors.github import GitHubConfig, GitHubConnector, GitHubRecord
+from memsync.connectors.github import GitHubConfig, GitHubConnector, GitHubIssue, GitHubRecord
 from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.testing import (
     ConnectorConformanceSuite,
@@ -622,3 +625,78 @@ def test_a_public_repository_is_read_without_a_token() -> None:
         records = list(GitHubConnector(config).fetch(Window(None, END), None))
         assert len(records) == 1
         assert all("authorization" not in r.headers for r in server.requests)
+
+
+# -- keyset pagination, as a property ----------------------------------------------------------
+
+
+class EditsBetweenPages:
+    """Per repository, the issues to edit after the n-th list request answered for it."""
+
+    def __init__(self, fake: FakeGitHub) -> None:
+        self.fake = fake
+        self.plans: dict[str, dict[int, list[tuple[int, datetime]]]] = {}
+        self.answered: dict[str, int] = {}
+        fake.after_request(self.after)
+
+    def after(self, request: RecordedRequest) -> None:
+        repo = next((name for name in self.plans if f"/{name}/issues" in request.path), None)
+        if repo is None:
+            return
+        self.answered[repo] = self.answered.get(repo, 0) + 1
+        for number, when in self.plans[repo].get(self.answered[repo], []):
+            self.fake.edit_issue("acme", repo, number, title="edited", updated_at=when)
+
+
+@pytest.fixture(scope="module")
+def shifting() -> Iterator[EditsBetweenPages]:
+    with FakeGitHub(token="t", start=T0) as server:
+        yield EditsBetweenPages(server)
+
+
+_repos_made = itertools.count()
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    seconds=st.lists(st.integers(0, 6), min_size=1, max_size=25),
+    per_page=st.integers(1, 4),
+    edits=st.lists(
+        st.tuples(st.integers(1, 12), st.integers(0, 24), st.integers(7, 40)), max_size=6
+    ),
+)
+def test_no_issue_is_shifted_out_by_edits_between_page_requests(
+    shifting: EditsBetweenPages,
+    seconds: list[int],
+    per_page: int,
+    edits: list[tuple[int, int, int]],
+) -> None:
+    """Issues crowded into a few seconds, edited (moved later) between page requests:
+    every issue not edited is read exactly once, an edited one at least once unless it
+    moved past the window end before it was read, nothing is read twice in one version,
+    and the list comes out oldest first."""
+    repo = f"r{next(_repos_made)}"
+    until = T0 + timedelta(seconds=30)
+    for number, second in enumerate(seconds, start=1):
+        shifting.fake.add_issue(
+            "acme", repo, number, "x", updated_at=T0 + timedelta(seconds=second)
+        )
+    plan: dict[int, list[tuple[int, datetime]]] = {}
+    for after_request, index, second in edits:
+        number = index % len(seconds) + 1
+        plan.setdefault(after_request, []).append((number, T0 + timedelta(seconds=second)))
+    shifting.plans[repo] = plan
+    conn = connector(shifting.fake, repo=f"acme/{repo}", streams={"issues"}, per_page=per_page)
+
+    read = [r for r in conn.fetch(Window(T0, until), None) if isinstance(r, GitHubIssue)]
+
+    edited = {number for moves in plan.values() for number, _ in moves}
+    versions = [(r.number, r.updated_at) for r in read]
+    assert len(versions) == len(set(versions))
+    assert [r.updated_at for r in read] == sorted(r.updated_at for r in read)
+    numbers = [r.number for r in read]
+    for number in range(1, len(seconds) + 1):
+        if number not in edited:
+            assert numbers.count(number) == 1, number
+        elif shifting.fake.issue("acme", repo, number).updated_at <= until:
+            assert number in numbers, number
