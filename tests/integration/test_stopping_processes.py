@@ -30,9 +30,12 @@ from tests.processes import StderrLines, free_port, spawn
 pytestmark = pytest.mark.slow
 
 ISSUES = 1100
-"""Eleven pages of 100: the first ten fill one ingest batch (1000), committed before
-the eleventh page is rate limited."""
+"""Eleven pages of 100 and a bit: the eleventh page is rate limited."""
 RATE_LIMITED_PAGE = 11
+READ_BEFORE_THE_LIMIT = 100 + 9 * 99
+"""What the first ten pages hold: each keyset page after the first starts with the last
+issue of the page before (``since`` is inclusive), a repeat. The run commits them when
+the stop cuts it short."""
 RESET_IN = 60
 """Seconds until the rate limit resets: the connector waits that long (the default
 retry cap is ten minutes), unless a stop cuts the wait short."""
@@ -135,7 +138,7 @@ def test_sigterm_in_a_rate_limit_wait_stops_the_process_and_another_worker_finis
     assert interrupted.status is RunStatus.PARTIAL
     assert interrupted.error is not None
     assert interrupted.error.startswith("interrupted: github 'gh': GET /repos/acme/api/issues")
-    assert interrupted.created == len(episode_keys(store)) == 1000  # committed, and kept
+    assert interrupted.created == len(episode_keys(store)) == READ_BEFORE_THE_LIMIT  # kept
 
     second = memsync("worker", config, store_url)
     processes.append(second)

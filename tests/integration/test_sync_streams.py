@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from memsync.clock import FakeClock
 from memsync.connectors import Connector, Cursor, RateLimitExhausted, RetryableError
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.connectors.fake_http import RecordedRequest
 from memsync.connectors.github import GitHubConfig, GitHubConnector
 from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.slack import SlackConfig, SlackConnector
@@ -62,7 +63,7 @@ def sync_until_complete(
     sync = runner(store, clock)
     runs: list[RunRecord] = []
     while not runs or runs[-1].status is not RunStatus.SUCCEEDED:
-        assert len(runs) < 30, [(r.status, r.created, r.error) for r in runs]
+        assert len(runs) < 30, [(r.status.value, r.created, r.revised, r.error) for r in runs]
         if runs:
             refill()
             clock.advance(timedelta(hours=1))
@@ -183,6 +184,77 @@ def test_the_first_partial_run_checkpoints_the_stream_it_stopped_in(
     assert state.lag_seconds is None  # never read completely
 
 
+def issues_connector(fake: FakeGitHub, clock: FakeClock) -> GitHubConnector:
+    config = GitHubConfig(
+        name="gh",
+        repo="acme/api",
+        token="t",
+        base_url=fake.base_url,
+        subject="repo:{repository}",
+        streams={"issues"},
+        per_page=5,
+        overlap="2m",
+    )
+    return GitHubConnector(config, sleeper=never_waits(clock), clock=clock)
+
+
+def edit_an_early_issue_after_each_page(fake: FakeGitHub, edited: list[int], up_to: int) -> None:
+    """After every list request, a person edits the oldest issue not edited yet (up to
+    issue ``up_to``): with page numbers, every later issue moves one place earlier under
+    the reader."""
+
+    def edit(request: RecordedRequest) -> None:
+        if request.path.endswith("/issues") and len(edited) < up_to:
+            number = len(edited) + 1
+            when = T0 + timedelta(days=9, minutes=number)
+            fake.edit_issue("acme", "api", number, title="edited", updated_at=when)
+            edited.append(number)
+
+    fake.after_request(edit)
+
+
+@pytest.mark.parametrize("budget", [None, 4], ids=["one run", "runs cut short by the budget"])
+def test_issues_updated_between_page_requests_shift_none_out_of_the_sync(
+    store: Store, budget: int | None
+) -> None:
+    with FakeGitHub(
+        token="t", start=T0, rate_limit=budget or 5000, enforce_rate_limit=budget is not None
+    ) as fake:
+        for number in range(1, 41):
+            when = T0 + timedelta(minutes=number)
+            fake.add_issue("acme", "api", number, f"Item {number}", updated_at=when)
+        edited: list[int] = []
+        edit_an_early_issue_after_each_page(fake, edited, up_to=8)
+        clock = FakeClock(LATER)
+
+        runs = sync_until_complete(
+            store, clock, lambda: issues_connector(fake, clock), fake.reset_rate_limit
+        )
+        # The last edits came after the last run read them: the next run has them.
+        assert edited == list(range(1, 9))
+        fake.reset_rate_limit()
+        clock.advance(timedelta(hours=1))
+        later = sync_until_complete(
+            store, clock, lambda: issues_connector(fake, clock), fake.reset_rate_limit
+        )
+
+    assert len(runs) > 1 if budget else len(runs) == 1
+    # Each run stored something new: an issue, or an edit made while it was read.
+    assert all(run.created + run.revised > 0 for run in runs)
+    expected = {f"github:acme:api:issue:{n}:opened" for n in range(1, 41)}
+    assert sorted(stored_keys(store)) == sorted(expected)
+    assert sum(run.created for run in runs) == 40
+    assert sum(run.created for run in later) == 0
+    with store.read() as connection:
+        titles = dict(
+            connection.execute(
+                sa.select(tables.episodes.c.idempotency_key, tables.episodes.c.payload["title"])
+            ).all()
+        )
+    # Each edited issue is stored as edited: its newer version was read too.
+    assert {titles[f"github:acme:api:issue:{n}:opened"] for n in edited} == {"edited"}
+
+
 # -- Slack ------------------------------------------------------------------------------------
 
 
@@ -221,6 +293,62 @@ def test_slack_channels_larger_than_the_budget_are_stored_once_by_successive_run
         fake.limit_budget(5)
         runs = sync_until_complete(store, clock, build, lambda: fake.limit_budget(5))
 
+    assert_stored_once_with_progress(store, runs, expected)
+
+
+@pytest.mark.parametrize(
+    ("spacing", "lookback", "now"),
+    [
+        (timedelta(minutes=10), "15m", timedelta(days=1)),
+        # Catching up a month with the default week of lookback: a run does not read
+        # the week before its window again (that is older than a week from now).
+        (timedelta(hours=12), "7d", timedelta(days=40)),
+    ],
+    ids=["a short lookback", "catching up further back than the lookback"],
+)
+def test_a_slack_channel_larger_than_one_runs_budget_is_stored_once_by_successive_runs(
+    store: Store, spacing: timedelta, lookback: str, now: timedelta
+) -> None:
+    """One channel needs about 20 requests and a run has 5: the history is walked oldest
+    first and each batch commits, so every run gets further; the last one completes."""
+    expected: set[str] = set()
+    with FakeSlack(token="xoxb-test") as fake:
+        start = datetime(2023, 11, 14, tzinfo=UTC)
+        fake.add_channel("C1", "general", created=int(start.timestamp()))
+
+        def ts(moment: datetime) -> str:
+            return f"{int(moment.timestamp())}.000000"
+
+        for i in range(60):
+            parent = fake.post_message("C1", f"m{i}", ts=ts(start + i * spacing))
+            expected.add(f"slack:T12345678:C1:{parent.ts}")
+            if i % 10 == 3:
+                for minute in (1, 2):
+                    reply = ts(start + i * spacing + timedelta(minutes=minute))
+                    fake.post_reply("C1", parent.ts, f"re {i}", ts=reply)
+                    expected.add(f"slack:T12345678:C1:{reply}")
+        edited_at = ts(start + 55 * spacing)
+        fake.edit_message("C1", ts(start + 50 * spacing), "m50, edited", edited_ts=edited_at)
+        clock = FakeClock(start + now)
+
+        def build() -> SlackConnector:
+            config = SlackConfig(
+                name="sl",
+                token="xoxb-test",
+                channels=["C1"],
+                base_url=fake.base_url + "/api",
+                subject="slack:{channel}",
+                page_size=4,
+                lookback=lookback,
+                overlap="1m",
+                start=start,
+            )
+            return SlackConnector(config, sleeper=never_waits(clock), clock=clock)
+
+        fake.limit_budget(5)
+        runs = sync_until_complete(store, clock, build, lambda: fake.limit_budget(5))
+
+    assert len(runs) >= 4
     assert_stored_once_with_progress(store, runs, expected)
 
 

@@ -465,10 +465,8 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
         self, repo: RepoRef, since: datetime | None, until: datetime
     ) -> Iterator[GitHubRecord]:
         params: dict[str, Any] = {"state": "all", "sort": "updated", "direction": "asc"}
-        if since is not None:
-            params["since"] = _github_time(since)
         wanted = self.config.streams
-        for raw in self._list(repo, "/issues", params):
+        for raw in self._updated_ascending(repo, "/issues", params, since, until):
             issue = _issue(repo, raw)
             if issue.updated_at > until:
                 return  # ascending: everything after this was updated after the window
@@ -506,9 +504,7 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
         self, repo: RepoRef, since: datetime | None, until: datetime
     ) -> Iterator[GitHubComment]:
         params: dict[str, Any] = {"sort": "updated", "direction": "asc"}
-        if since is not None:
-            params["since"] = _github_time(since)
-        for raw in self._list(repo, "/issues/comments", params):
+        for raw in self._updated_ascending(repo, "/issues/comments", params, since, until):
             comment = _comment(repo, raw)
             if comment.updated_at > until:
                 return
@@ -550,15 +546,107 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
         where = issue.get("repository_url") if isinstance(issue, dict) else None
         return not str(where or "").lower().endswith(f"/repos/{repo.full_name}")
 
+    def _updated_ascending(
+        self,
+        repo: RepoRef,
+        path: str,
+        params: dict[str, Any],
+        since: datetime | None,
+        until: datetime,
+    ) -> Iterator[JSONObject]:
+        """Every item of a ``sort=updated&direction=asc`` list updated at or after
+        ``since``, oldest first, each version of an item once (by ``id`` and
+        ``updated_at``): an item updated while the list is read comes again later, as
+        the newer version it is. It stops after the first page that reaches past
+        ``until`` (the caller stops at the first item past it).
+
+        Keyset pagination: each next page is page 1 of ``since=<the latest updated_at
+        seen>`` (inclusive; the items of that second seen before are dropped), never
+        page 2. GitHub pages by offset, so an item updated between two page requests
+        leaves its place for the end of the list, every later item moves one place
+        earlier, and the one at the next page's boundary would never be returned; from
+        page 1 of a later ``since`` the items left to read have nowhere to move from.
+        Each step moves ``since`` forward, except when one second holds a whole page:
+        then that second is read on its own (:meth:`_one_second`) and the list goes on
+        from the next second, so the walk always ends.
+        """
+        floor = since
+        seen_at_floor: set[tuple[int, datetime]] = set()
+        while True:
+            page, more = self._first_page(repo, path, params, floor)
+            if not page:
+                return
+            top = max(updated for _, _, updated in page)
+            if more and top <= until and all(updated == top for _, _, updated in page):
+                # A page of one second: the next ``since`` could not move past it.
+                for raw in self._one_second(repo, path, params, top):
+                    if (_item_id(raw), top) not in seen_at_floor:
+                        yield raw
+                floor, seen_at_floor = top + timedelta(seconds=1), set()
+                continue
+            for raw, ident, updated in page:
+                if (ident, updated) not in seen_at_floor:
+                    seen_at_floor.add((ident, updated))
+                    yield raw
+            if not more or top > until:
+                return
+            floor = top
+            seen_at_floor = {(ident, updated) for ident, updated in seen_at_floor if updated == top}
+
+    def _first_page(
+        self, repo: RepoRef, path: str, params: dict[str, Any], since: datetime | None
+    ) -> tuple[list[tuple[JSONObject, int, datetime]], bool]:
+        """Page 1 of the list from ``since``: its items with their ids and update times,
+        and whether a next page exists."""
+        query = dict(params) if since is None else {**params, "since": _github_time(since)}
+        page: list[tuple[JSONObject, int, datetime]] = []
+        more = False
+        for raw, has_next in self._pages(repo, path, query, pages=1):
+            page.append((raw, _item_id(raw), _item_updated(raw)))
+            more = has_next
+        return page, more
+
+    def _one_second(
+        self, repo: RepoRef, path: str, params: dict[str, Any], second: datetime
+    ) -> list[JSONObject]:
+        """Every item last updated in ``second`` when they fill more than a page: read by
+        page numbers (``since`` cannot tell them apart), and read again until two reads
+        find the same items. An item of the second updated during a read leaves it,
+        shifting the later pages, so that read may have missed one; items only ever
+        leave a past second, so the reads agree after at most as many as it holds."""
+        query = {**params, "since": _github_time(second)}
+        previous: frozenset[int] | None = None
+        while True:
+            found: list[JSONObject] = []
+            for raw, _ in self._pages(repo, path, query):
+                if _item_updated(raw) > second:
+                    break  # ascending: the second is over
+                found.append(raw)
+            ids = frozenset(_item_id(raw) for raw in found)
+            if ids == previous:
+                return found
+            previous = ids
+
     def _list(self, repo: RepoRef, path: str, params: dict[str, Any]) -> Iterator[JSONObject]:
         """Every item of a list endpoint, following the ``Link`` header's ``next`` page by
-        page; each page goes through the Retrier on its own, so a retry asks for exactly
-        the page that failed."""
+        page."""
+        for item, _ in self._pages(repo, path, params):
+            yield item
+
+    def _pages(
+        self, repo: RepoRef, path: str, params: dict[str, Any], *, pages: int | None = None
+    ) -> Iterator[tuple[JSONObject, bool]]:
+        """Each item of a list endpoint with whether a page follows its page, following
+        the ``Link`` header's ``next`` page by page (at most ``pages``); each page goes
+        through the Retrier on its own, so a retry asks for exactly the page that
+        failed."""
         what = f"github '{self.name}': GET /repos/{repo.full_name}{path}"
         url: str | None = f"{self.config.api_base}/repos/{repo.owner}/{repo.name}{path}"
         page_params: dict[str, Any] | None = {**params, "per_page": self.config.per_page}
-        while url is not None:
+        asked = 0
+        while url is not None and (pages is None or asked < pages):
             headers, items = self._call(url, page_params, what)
+            asked += 1
             if not isinstance(items, list):
                 raise StopRun(f"{what}: the response is not a JSON list: {str(items)[:200]}")
             # An empty page ends the list whatever its links say: a server linking past
@@ -568,7 +656,7 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
             for item in items:
                 if not isinstance(item, dict):
                     raise StopRun(f"{what}: a list item is not a JSON object: {item!r}")
-                yield item
+                yield item, url is not None
 
     # --- HTTP errors ----------------------------------------------------------------------
 
@@ -742,6 +830,14 @@ def _event(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubIssueEvent:
         actor=actor,
         data=data,
     )
+
+
+def _item_id(raw: Mapping[str, Any]) -> int:
+    return required_int(raw, "id", "list item", source=_SOURCE)
+
+
+def _item_updated(raw: Mapping[str, Any]) -> datetime:
+    return parse_iso_time(raw.get("updated_at"), "list item updated_at", source=_SOURCE)
 
 
 def _login(user: object) -> str | None:

@@ -53,6 +53,8 @@ strings; omitted ones come from the fake's clock, one minute per call after
   FakeIssue``: the issue and its comments move to the other repository under a new
   number (the next free one), the old repository lists a ``transferred`` event, and
   its ``/issues/{n}`` answers 301 to the new location, as GitHub does.
+- ``after_request(action)``: ``action(request)`` runs after each request is answered
+  and before the next one is (edit an issue between two page requests).
 - ``script_rate_limit(kind="primary" | "secondary", *, on_request_number=None,
   path=None, times=1, retry_after=None, reset_at=None, status=403 | 429)`` and
   ``script_error(status, *, message=None, body=None, headers=None,
@@ -391,6 +393,7 @@ class FakeGitHub(FakeHTTPServer):
         self._repos: dict[tuple[str, str], _Repo] = {}
         self._repos_by_id: dict[int, _Repo] = {}
         self._rules: list[ScriptedRule] = []
+        self._after: list[Callable[[RecordedRequest], None]] = []
         self._next_id: dict[str, int] = {}
         self._users: dict[str, Json] = {}
         self._labels: dict[str, int] = {}
@@ -1068,7 +1071,20 @@ class FakeGitHub(FakeHTTPServer):
 
     # == request handling ============================================================
 
+    def after_request(self, action: Callable[[RecordedRequest], None]) -> None:
+        """Call ``action(request)`` after each request is answered and before the next
+        one is, e.g. to edit an issue between two page requests as a user would."""
+        with self._lock:
+            self._after.append(action)
+
     def handle(self, request: RecordedRequest) -> FakeResponse:
+        with self._lock:
+            response = self._answer(request)
+            for action in self._after:
+                action(request)
+            return response
+
+    def _answer(self, request: RecordedRequest) -> FakeResponse:
         with self._lock:
             for rule in self._rules:
                 if rule.matches(request):

@@ -4,11 +4,18 @@ What is read, per run (through slack-sdk's ``WebClient``, one request at a time)
 
 - ``auth.test`` once: the team id every key starts with (and a token check);
 - ``conversations.list`` (cursor pagination) only if a channel is given by name;
-- per channel, ``conversations.history`` with ``oldest = window.start - lookback``,
-  ``latest = window.end``, ``inclusive``, following ``response_metadata.next_cursor``;
+- per channel, ``conversations.history`` over ``[min(window.start, window.end -
+  lookback), window.end]`` (from the epoch on a first read without ``start``): the
+  window, and the history of the last ``lookback`` before it; walked oldest first in
+  windows of about a page (``oldest``, ``latest``, ``inclusive``; see
+  :meth:`SlackConnector._history_oldest_first`), and ``conversations.info`` once when
+  such a first read does not fit a page (where the channel's history starts);
 - ``conversations.replies`` for every thread parent in that range whose
-  ``latest_reply`` lies in the window: a reply posted today to a parent up to
-  ``lookback`` old is found although the parent is older than the window.
+  ``latest_reply`` lies in the window, right after the parent: a reply posted today
+  to a parent up to ``lookback`` old is found although the parent is older than the
+  window. ``lookback`` counts back from the run's end (now), not from the window start:
+  a run catching up far behind (after runs cut short) reads no history before its
+  window that is older than ``lookback`` anyway.
 
 A top-level message or reply becomes a record when it was posted in the window or
 edited in it (``edited.ts``); older, unchanged messages of the lookback range are read
@@ -16,19 +23,21 @@ but not handed out. An edit keeps the key and changes the payload: a revision.
 
 Deletions: a ``message_deleted`` item (its ``deleted_ts``) and a ``tombstone`` (a
 deleted parent whose replies remain) are tombstones for that message. And the history
-of each channel is read completely over ``[window.start - lookback, window.end]``, so
+of each channel is read completely over that range, so
 after it the fetch lists every top-level message of that range: one stored there and
-absent now was deleted.
+absent now was deleted (a read cut short lists nothing).
 
-Streams and order: each configured channel is a stream of its own, read from its own
-checkpoint. ``conversations.history`` is newest first, and the runner checkpoints a
-stream at its latest committed position, so a run cut short after a channel's newest
-records would skip the older ones for good. A channel's history range is therefore read
-whole first; then its threads are read oldest parent first, and records go out oldest
-position first as soon as no unread thread can hold an earlier one (a reply is posted
-after its parent). A failure while reading the history commits nothing of that channel;
-one while reading threads keeps what went out before it, and the checkpoint with it,
-so the next run resumes there. Memory is one channel's window of messages.
+Streams and order: each configured channel is a stream of its own, ordered, read from
+its own checkpoint, which the runner moves after every committed batch to the highest
+position committed. A record's position is where a read finds it: a message's post
+time, a reply's parent's (replies are read through their parent), never an edit's
+time, so an edited old message does not carry the checkpoint past messages not read
+yet. ``conversations.history`` answers newest first, so the history is walked in
+windows from the oldest (each window one request, a page that does not fit its window
+kept for later rather than paged back through), and records go out as each window is
+read, in position order: a run cut short (a rate limit, a budget) keeps what went out,
+the next resumes at the last committed position, and successive runs get through a
+channel of any size. Memory is a window's messages and the few pages kept.
 
 slack-sdk is configured with ``retry_handlers=[]``: its rate-limit handler would sleep
 ``Retry-After`` plus jitter itself, uncapped; here each call goes through the shared
@@ -38,8 +47,6 @@ method, resuming from the page's cursor.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -49,7 +56,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field, SecretStr
 
 from memsync.clock import Clock
-from memsync.connectors._parsing import optional_str
+from memsync.connectors._parsing import optional_int, optional_str
 from memsync.connectors.base import (
     Cursor,
     Deletion,
@@ -119,8 +126,9 @@ class SlackConfig(ConnectorConfig):
     messages) needs ``channels:history`` and ``channels:read`` (``groups:*`` for private
     channels). ``channels`` are ids (``C024BE91L``) or names (``general``,
     ``#general``), names resolved through ``conversations.list``. ``lookback`` is how
-    far before the window start the history is scanned for edits and new thread
-    replies; ``overlap`` re-reads the edge of the previous window as usual.
+    far back from now the history is scanned for edits and new thread replies (from
+    the window start when it lies further back); ``overlap`` re-reads the edge of the
+    previous window as usual.
     """
 
     type: Literal["slack"] = "slack"
@@ -162,8 +170,15 @@ class SlackMessage:
 
     @property
     def position(self) -> datetime:
-        """When the message last changed: its edit, else its post. ``fetch`` yields
-        records in this order."""
+        """Where a read of the channel finds the record: a message at its post, a reply
+        at its parent's (replies are read through their parent). ``fetch`` yields
+        records in this order, and a read from a position finds every record at or
+        after it again, edited or not (see :meth:`SlackConnector.fetch_stream`)."""
+        return slack_ts_to_datetime(self.thread_ts if self.is_reply and self.thread_ts else self.ts)
+
+    @property
+    def changed_at(self) -> datetime:
+        """When the message last changed: its edit, else its post."""
         posted = slack_ts_to_datetime(self.ts)
         if self.edited_ts is None:
             return posted
@@ -209,9 +224,37 @@ def slack_ts_to_datetime(ts: str) -> datetime:
 
 
 def _datetime_to_slack_ts(moment: datetime) -> str:
-    epoch = moment.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
-    micros = max(0, epoch // timedelta(microseconds=1))
+    return _micros_to_ts(_to_micros(moment))
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _to_micros(moment: datetime) -> int:
+    return max(0, (moment.astimezone(UTC) - _EPOCH) // timedelta(microseconds=1))
+
+
+def _micros_to_ts(micros: int) -> str:
     return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
+
+
+def _ts_micros(raw: Mapping[str, Any]) -> int:
+    return _to_micros(slack_ts_to_datetime(optional_str(raw.get("ts")) or ""))
+
+
+def _has_more(data: Mapping[str, Any]) -> bool:
+    """Whether a history page says the window holds more than it: ``has_more``, or a
+    ``next_cursor`` without it."""
+    metadata = data.get("response_metadata")
+    cursor = metadata.get("next_cursor") if isinstance(metadata, dict) else None
+    return data.get("has_more") is True or (isinstance(cursor, str) and bool(cursor))
+
+
+def _history_items(data: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+    items = data.get("messages")
+    if not isinstance(items, list):
+        raise StopRun(f"slack '{name}': conversations.history returned no 'messages' list")
+    return [item for item in items if isinstance(item, dict)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +284,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
     )
     deletions = (
         "A top-level message absent from a complete re-read of the channel's history over "
-        "[window start - lookback, window end] that held it before, and messages the "
+        "the window and the lookback before it that held it before, and messages the "
         "history shows as 'message_deleted' or 'tombstone'. A deleted reply is seen only "
         "as a 'message_deleted' item, and nothing older than the lookback is re-checked."
     )
@@ -294,11 +337,11 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
     def fetch_stream(
         self, stream: Stream, window: Window, cursor: Cursor | None
     ) -> Iterator[SlackMessage | Deletion]:
-        """Yield the channel's messages and replies posted or edited in the window,
-        oldest position first, then the deletions seen. The history of the range is
-        read first (see the module docstring for why); threads are read oldest parent
-        first, and a record is handed out as soon as no thread still unread can hold an
-        earlier one."""
+        """Yield the channel's messages and replies posted or edited in the window, in
+        position order (a message at its post, its replies right after it), and the
+        deletions seen: tombstones as they are read, the listing of the range at the
+        end. A read from the last position handed out finds every record not handed
+        out yet again, so a run cut short resumes there (see the module docstring)."""
         if stream.name not in self._channel_names():
             raise ValueError(f"slack '{self.name}' reads no channel {stream.name!r}")
         team = self._team()
@@ -308,52 +351,124 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
     def _channel_records(
         self, team: str, channel: _Channel, start: datetime | None, end: datetime
     ) -> Iterator[SlackMessage | Deletion]:
-        params: dict[str, Any] = {
-            "channel": channel.id,
-            "latest": _datetime_to_slack_ts(end),
-            "inclusive": True,
-            "limit": self.config.page_size,
-        }
-        oldest = None if start is None else start - self.config.lookback
-        if oldest is not None:
-            params["oldest"] = _datetime_to_slack_ts(oldest)
-        threads: list[str] = []
+        # ``lookback`` before the run's end, or from the window start when that is
+        # earlier: a run catching up (a window far behind, after runs cut short) does
+        # not read a lookback's worth of history again before every window.
+        oldest = None if start is None else min(start, end - self.config.lookback)
         present: set[str] = set()
-        deletions: list[Deletion] = []
-        ready = _InPositionOrder()
-        for raw in self._pages("conversations.history", params, "messages"):
-            message = _message(team, channel, raw)
-            if message.subtype in _DELETED_SUBTYPES:
-                gone = optional_str(raw.get("deleted_ts")) or message.ts
-                deletions.append(Tombstone(_key(team, channel.id, gone)))
-            else:
-                present.add(message.key())
-                if _changed_since(message, start):
-                    ready.add(message)
-            latest_reply = optional_str(raw.get("latest_reply"))
-            if (
-                self.config.include_threads
-                and raw.get("reply_count")
-                and latest_reply is not None
-                and (start is None or slack_ts_to_datetime(latest_reply) >= start)
-            ):
-                threads.append(message.ts)
-        # Every page of the range was read: what it no longer holds was deleted.
+        first = 0 if oldest is None else _to_micros(oldest)
+        walk = self._history_oldest_first(
+            channel, first, _to_micros(end), from_creation=oldest is None
+        )
+        for messages in walk:
+            for raw in messages:
+                message = _message(team, channel, raw)
+                if message.subtype in _DELETED_SUBTYPES:
+                    gone = optional_str(raw.get("deleted_ts")) or message.ts
+                    yield Tombstone(_key(team, channel.id, gone))
+                else:
+                    present.add(message.key())
+                    if _changed_since(message, start):
+                        yield message
+                latest_reply = optional_str(raw.get("latest_reply"))
+                if (
+                    self.config.include_threads
+                    and raw.get("reply_count")
+                    and latest_reply is not None
+                    and (start is None or slack_ts_to_datetime(latest_reply) >= start)
+                ):
+                    # Right after their parent: their position is the parent's.
+                    yield from self._replies(team, channel, message.ts, start, end)
+        # Every window of the range was read: what it no longer holds was deleted.
         scope = KeyScope(
             _key(team, channel.id, ""),
             occurred_from=oldest,
             occurred_to=end,
             episode_types=frozenset({SlackMessage.top_level_type}),
         )
-        deletions.append(Listing(scope, frozenset(present)))
-        for parent_ts in sorted(threads, key=slack_ts_to_datetime):
-            # A reply is posted after its parent: nothing in this thread or a later one
-            # lies before the parent, so everything up to it can go out now.
-            yield from ready.through(slack_ts_to_datetime(parent_ts))
-            for reply in self._replies(team, channel, parent_ts, start, end):
-                ready.add(reply)
-        yield from ready.through(None)
-        yield from deletions
+        yield Listing(scope, frozenset(present))
+
+    def _history_oldest_first(
+        self, channel: _Channel, first: int, last: int, *, from_creation: bool = False
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The channel's history over ``[first, last]`` (microseconds), as the messages
+        of consecutive windows, oldest first, each window complete. ``from_creation``:
+        the range starts at the epoch, and is quiet until the channel was created.
+
+        ``conversations.history`` answers a window newest first and, when it holds more
+        than a page, with the page closest to ``latest`` (and ``has_more``). So each
+        window is one request (``oldest``, ``latest``, ``inclusive``), and a window that
+        does not fit is not paged back through: its page, complete from its oldest
+        message to the window's end, is kept for later, and a shorter window is asked
+        for, ending before the kept page and lasting as long as the kept page's
+        messages span (how long a page lasts there; after an empty window, half the
+        stretch up to the kept page if that is longer). A window that fits goes out; the
+        next starts right after it, twice as long when this one was less than half
+        full (sixteen times when it was empty), never past a kept page. The first
+        window is the whole range, so a range that fits a page costs one request, and
+        a kept page is never asked for again. The walk ends: every page that does not
+        fit moves the window's end back before it, and one microsecond holds at most
+        one message (a channel's ts are unique).
+        """
+        page_size = self.config.page_size
+        kept: list[tuple[int, int, list[dict[str, Any]]]] = []  # (from, to, messages)
+        quiet_until: int | None = None
+        quiet = False  # whether the last window that fitted was empty
+        position, width = first, last - first
+        while position <= last:
+            if kept and kept[0][0] <= position:
+                _, through, messages = kept.pop(0)
+                yield messages
+                position = through + 1
+                continue
+            window_end = min(position + width, kept[0][0] - 1 if kept else last)
+            params = {
+                "channel": channel.id,
+                "oldest": _micros_to_ts(position),
+                "latest": _micros_to_ts(window_end),
+                "inclusive": True,
+                "limit": page_size,
+            }
+            data = self._call("conversations.history", params)
+            messages = sorted(_history_items(data, self.name), key=_ts_micros)
+            if _has_more(data) and window_end > position:
+                if not messages:
+                    raise StopRun(
+                        f"slack '{self.name}': conversations.history says has_more with no messages"
+                    )
+                oldest_on_page = _ts_micros(messages[0])
+                kept.insert(0, (oldest_on_page, window_end, messages))
+                if from_creation and quiet_until is None:
+                    quiet_until = self._created_micros(channel)
+                gap = oldest_on_page - position - 1  # has_more: something lies before it
+                span = _ts_micros(messages[-1]) - oldest_on_page
+                if span <= 0:
+                    step = gap // 2
+                elif quiet:
+                    # After an empty window the page's density says little about the
+                    # quiet stretch before it: halve it too (a bisection to where the
+                    # messages start).
+                    step = max(span, gap // 2)
+                else:
+                    step = span
+                skip = max(0, (quiet_until or 0) - position)
+                width = max(0, min(gap, skip + step))
+                continue
+            yield messages
+            position = window_end + 1
+            quiet = not messages
+            if quiet:
+                width = max(1, width * 16)
+            elif len(messages) < page_size // 2:
+                width = max(1, width * 2)
+
+    def _created_micros(self, channel: _Channel) -> int:
+        """When the channel was created (``conversations.info``), in microseconds; 0 if
+        the answer does not say."""
+        data = self._call("conversations.info", {"channel": channel.id})
+        info = data.get("channel")
+        created = optional_int(info.get("created")) if isinstance(info, dict) else None
+        return 0 if created is None else max(0, created) * 1_000_000
 
     def _replies(
         self, team: str, channel: _Channel, parent_ts: str, start: datetime | None, end: datetime
@@ -470,28 +585,12 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
         return StopRun(f"{what}: {code or f'HTTP {status}'}")
 
 
-class _InPositionOrder:
-    """Records waiting to go out in position order (ties: in the order added)."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[datetime, int, SlackMessage]] = []
-        self._added = itertools.count()
-
-    def add(self, message: SlackMessage) -> None:
-        heapq.heappush(self._heap, (message.position, next(self._added), message))
-
-    def through(self, position: datetime | None) -> Iterator[SlackMessage]:
-        """Take out, in order, every record at or before ``position`` (``None``: all)."""
-        while self._heap and (position is None or self._heap[0][0] <= position):
-            yield heapq.heappop(self._heap)[2]
-
-
 class _ThreadGone(StopRun):
     """``thread_not_found``: fatal for nothing but that thread (deleted meanwhile)."""
 
 
 def _changed_since(message: SlackMessage, start: datetime | None) -> bool:
-    return start is None or message.position >= start
+    return start is None or message.changed_at >= start
 
 
 def _message(team: str, channel: _Channel, raw: Mapping[str, Any]) -> SlackMessage:

@@ -4,16 +4,20 @@ is recorded, never done."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memsync.clock import FakeClock
 from memsync.connectors.base import Window
 from memsync.connectors.errors import RateLimitExhausted, StopRun
-from memsync.connectors.github import GitHubConfig, GitHubConnector, GitHubRecord
+from memsync.connectors.fake_http import RecordedRequest
+from memsync.connectors.github import GitHubConfig, GitHubConnector, GitHubIssue, GitHubRecord
 from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.testing import (
     ConnectorConformanceSuite,
@@ -212,24 +216,115 @@ def test_an_edited_title_is_a_revision_a_comment_new_and_a_close_event_recorded_
 # -- pagination ------------------------------------------------------------------------------
 
 
-def test_every_page_is_followed_through_the_link_header(fake: FakeGitHub) -> None:
+def since_asked(fake: FakeGitHub, path: str) -> list[tuple[str | None, str | None]]:
+    """``(since, page)`` of each request for ``path``, in order."""
+    return [
+        (r.param("since"), r.param("page"))
+        for r in fake.requests
+        if r.path == path or r.path.endswith(path.removeprefix("/repos/acme/api"))
+    ]
+
+
+def test_each_next_page_is_page_one_from_the_latest_update_seen(fake: FakeGitHub) -> None:
     for n in range(1, 251):
         fake.add_issue("acme", "api", n, f"issue {n}", updated_at=T0 + timedelta(minutes=n))
+    conn = connector(fake, streams={"issues"})
+
+    records = list(conn.fetch(Window(T0, END), None))
+
+    assert keys(conn, records) == [f"github:acme:api:issue:{n}:opened" for n in range(1, 251)]
+    # Issue 100 ends page one and starts page two (since is inclusive): handed out once.
+    assert since_asked(fake, "/repos/acme/api/issues") == [
+        ("2024-03-01T00:00:00Z", None),
+        ("2024-03-01T01:40:00Z", None),
+        ("2024-03-01T03:19:00Z", None),
+    ]
+
+
+def test_comments_are_read_by_keyset_pages_too(fake: FakeGitHub) -> None:
+    fake.add_issue("acme", "api", 1, "x", updated_at=T0)
     for n in range(1, 131):
-        fake.add_comment(
-            "acme", "api", n, f"comment {n}", created_at=T0 + timedelta(hours=5, minutes=n)
-        )
-    conn = connector(fake, streams={"issues", "issue_comments"})
+        fake.add_comment("acme", "api", 1, f"comment {n}", created_at=T0 + timedelta(minutes=n))
+    conn = connector(fake, streams={"issue_comments"})
 
     records = list(conn.fetch(Window(None, END), None))
 
-    assert len(records) == 380
-    repo_id = fake.repo_id("acme", "api")
-    assert fake.request_count("/repos/acme/api/issues") == 1
-    assert fake.request_count(f"/repositories/{repo_id}/issues") == 2
-    assert fake.request_count("/repos/acme/api/issues/comments") == 1
-    assert fake.request_count(f"/repositories/{repo_id}/issues/comments") == 1
-    assert fake.request_count() == 5
+    assert len(set(keys(conn, records))) == len(records) == 130
+    assert since_asked(fake, "/repos/acme/api/issues/comments") == [
+        (None, None),
+        ("2024-03-01T01:40:00Z", None),
+    ]
+
+
+def test_an_item_updated_between_two_pages_shifts_nothing_past_the_reader(
+    fake: FakeGitHub,
+) -> None:
+    """GitHub pages by offset: with page numbers, issue 1 updated after page one moves to
+    the end, and issue 4 (first of page two) would slide onto page one, never returned."""
+    for n in range(1, 10):
+        fake.add_issue("acme", "api", n, f"issue {n}", updated_at=T0 + timedelta(minutes=n))
+    conn = connector(fake, streams={"issues"}, per_page=3)
+    window_end = T0 + timedelta(hours=1)
+    records = conn.fetch(Window(T0, window_end), None)
+
+    first_page = [next(records) for _ in range(3)]
+    fake.edit_issue("acme", "api", 1, title="moved", updated_at=T0 + timedelta(minutes=30))
+    rest = list(records)
+
+    numbers = [record.data["number"] for record in [*first_page, *rest]]
+    assert numbers == [1, 2, 3, 4, 5, 6, 7, 8, 9, 1]  # issue 1 again: its newer version
+    assert [record.data["title"] for record in rest][-1] == "moved"
+
+
+def test_a_second_holding_more_than_a_page_is_read_by_page_number_until_two_reads_agree(
+    fake: FakeGitHub,
+) -> None:
+    same_second = T0 + timedelta(minutes=5)
+    for n in range(1, 8):
+        fake.add_issue("acme", "api", n, f"issue {n}", updated_at=same_second)
+    fake.add_issue("acme", "api", 8, "later", updated_at=T0 + timedelta(minutes=6))
+    conn = connector(fake, streams={"issues"}, per_page=3)
+
+    records = list(conn.fetch(Window(T0, END), None))
+
+    assert sorted(record.data["number"] for record in records) == list(range(1, 9))
+    assert len(records) == 8
+    assert since_asked(fake, "/repos/acme/api/issues") == [
+        ("2024-03-01T00:00:00Z", None),
+        # the tie: pages of that second, twice (the reads agree), then the next second
+        ("2024-03-01T00:05:00Z", None),
+        ("2024-03-01T00:05:00Z", "2"),
+        ("2024-03-01T00:05:00Z", "3"),
+        ("2024-03-01T00:05:00Z", None),
+        ("2024-03-01T00:05:00Z", "2"),
+        ("2024-03-01T00:05:00Z", "3"),
+        ("2024-03-01T00:05:01Z", None),
+    ]
+
+
+def test_an_item_leaving_a_crowded_second_between_pages_loses_no_other(
+    fake: FakeGitHub,
+) -> None:
+    same_second = T0 + timedelta(minutes=5)
+    for n in range(1, 8):
+        fake.add_issue("acme", "api", n, f"issue {n}", updated_at=same_second)
+    conn = connector(fake, streams={"issues"}, per_page=3)
+    moved: list[int] = []
+
+    def move_issue_one_after_page_two(request: RecordedRequest) -> None:
+        if not moved and request.param("page") == "2":
+            fake.edit_issue("acme", "api", 1, title="moved", updated_at=T0 + timedelta(hours=1))
+            moved.append(request.number)
+
+    fake.after_request(move_issue_one_after_page_two)
+
+    records = list(conn.fetch(Window(T0, END), None))
+
+    assert moved
+    numbers = [record.data["number"] for record in records]
+    assert sorted(set(numbers)) == list(range(1, 8))
+    assert numbers.count(1) == 1  # only its newer version: it left the second before
+    assert records[-1].data["title"] == "moved"
 
 
 def test_events_stop_paging_at_the_first_event_older_than_the_window(fake: FakeGitHub) -> None:
@@ -262,24 +357,22 @@ def test_a_secondary_limit_with_retry_after_mid_run_is_waited_out(
     assert fake.request_count() == 4  # page 2 was asked twice
 
 
-def test_a_page_that_failed_is_asked_for_again_by_the_same_next_link(
+def test_a_page_that_failed_is_asked_for_again_with_the_same_query(
     fake: FakeGitHub, sleeper: FakeSleeper
 ) -> None:
     for n in range(1, 251):
-        fake.add_issue("acme", "api", n, f"issue {n}")
+        fake.add_issue("acme", "api", n, f"issue {n}", updated_at=T0 + timedelta(minutes=n))
     fake.script_error(502, on_request_number=3)
     conn = connector(fake, sleeper, streams={"issues"})
 
     records = list(conn.fetch(Window(None, END), None))
 
     assert len(records) == 250
-    asked = [(r.path, r.query.get("page"), r.query.get("per_page")) for r in fake.requests]
-    repo_id = fake.repo_id("acme", "api")
-    assert asked == [
-        ("/repos/acme/api/issues", None, ["100"]),
-        (f"/repositories/{repo_id}/issues", ["2"], ["100"]),
-        (f"/repositories/{repo_id}/issues", ["3"], ["100"]),
-        (f"/repositories/{repo_id}/issues", ["3"], ["100"]),
+    assert since_asked(fake, "/repos/acme/api/issues") == [
+        (None, None),
+        ("2024-03-01T01:40:00Z", None),
+        ("2024-03-01T03:19:00Z", None),
+        ("2024-03-01T03:19:00Z", None),
     ]
 
 
@@ -532,3 +625,78 @@ def test_a_public_repository_is_read_without_a_token() -> None:
         records = list(GitHubConnector(config).fetch(Window(None, END), None))
         assert len(records) == 1
         assert all("authorization" not in r.headers for r in server.requests)
+
+
+# -- keyset pagination, as a property ----------------------------------------------------------
+
+
+class EditsBetweenPages:
+    """Per repository, the issues to edit after the n-th list request answered for it."""
+
+    def __init__(self, fake: FakeGitHub) -> None:
+        self.fake = fake
+        self.plans: dict[str, dict[int, list[tuple[int, datetime]]]] = {}
+        self.answered: dict[str, int] = {}
+        fake.after_request(self.after)
+
+    def after(self, request: RecordedRequest) -> None:
+        repo = next((name for name in self.plans if f"/{name}/issues" in request.path), None)
+        if repo is None:
+            return
+        self.answered[repo] = self.answered.get(repo, 0) + 1
+        for number, when in self.plans[repo].get(self.answered[repo], []):
+            self.fake.edit_issue("acme", repo, number, title="edited", updated_at=when)
+
+
+@pytest.fixture(scope="module")
+def shifting() -> Iterator[EditsBetweenPages]:
+    with FakeGitHub(token="t", start=T0) as server:
+        yield EditsBetweenPages(server)
+
+
+_repos_made = itertools.count()
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    seconds=st.lists(st.integers(0, 6), min_size=1, max_size=25),
+    per_page=st.integers(1, 4),
+    edits=st.lists(
+        st.tuples(st.integers(1, 12), st.integers(0, 24), st.integers(7, 40)), max_size=6
+    ),
+)
+def test_no_issue_is_shifted_out_by_edits_between_page_requests(
+    shifting: EditsBetweenPages,
+    seconds: list[int],
+    per_page: int,
+    edits: list[tuple[int, int, int]],
+) -> None:
+    """Issues crowded into a few seconds, edited (moved later) between page requests:
+    every issue not edited is read exactly once, an edited one at least once unless it
+    moved past the window end before it was read, nothing is read twice in one version,
+    and the list comes out oldest first."""
+    repo = f"r{next(_repos_made)}"
+    until = T0 + timedelta(seconds=30)
+    for number, second in enumerate(seconds, start=1):
+        shifting.fake.add_issue(
+            "acme", repo, number, "x", updated_at=T0 + timedelta(seconds=second)
+        )
+    plan: dict[int, list[tuple[int, datetime]]] = {}
+    for after_request, index, second in edits:
+        number = index % len(seconds) + 1
+        plan.setdefault(after_request, []).append((number, T0 + timedelta(seconds=second)))
+    shifting.plans[repo] = plan
+    conn = connector(shifting.fake, repo=f"acme/{repo}", streams={"issues"}, per_page=per_page)
+
+    read = [r for r in conn.fetch(Window(T0, until), None) if isinstance(r, GitHubIssue)]
+
+    edited = {number for moves in plan.values() for number, _ in moves}
+    versions = [(r.number, r.updated_at) for r in read]
+    assert len(versions) == len(set(versions))
+    assert [r.updated_at for r in read] == sorted(r.updated_at for r in read)
+    numbers = [r.number for r in read]
+    for number in range(1, len(seconds) + 1):
+        if number not in edited:
+            assert numbers.count(number) == 1, number
+        elif shifting.fake.issue("acme", repo, number).updated_at <= until:
+            assert number in numbers, number

@@ -4,11 +4,14 @@ sleeping is recorded, never done."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memsync.clock import FakeClock
 from memsync.connectors.base import Window
@@ -231,7 +234,17 @@ def test_a_new_reply_does_not_revise_its_parent(fake: FakeSlack) -> None:
 # -- pagination ------------------------------------------------------------------------------
 
 
-def test_history_and_replies_follow_next_cursor_across_pages(fake: FakeSlack) -> None:
+def history_windows(fake: FakeSlack) -> list[tuple[str | None, str | None, str | None]]:
+    return [
+        (r.param("oldest"), r.param("latest"), r.param("cursor"))
+        for r in fake.requests
+        if r.path.endswith("/conversations.history")
+    ]
+
+
+def test_history_is_read_in_windows_oldest_first_and_replies_follow_next_cursor(
+    fake: FakeSlack,
+) -> None:
     messages = [fake.post_message("C1", f"m{i}") for i in range(450)]
     for i in range(250):
         fake.post_reply("C1", messages[0].ts, f"r{i}")
@@ -241,9 +254,43 @@ def test_history_and_replies_follow_next_cursor_across_pages(fake: FakeSlack) ->
 
     assert len(keys) == 700
     assert len(set(keys)) == 700
-    assert fake.method_count("conversations.history") == 5
+    windows = history_windows(fake)
+    assert all(cursor is None for _, _, cursor in windows)  # windows by time, never paged back
+    assert windows[0] == ("0.000000", f"{int(END.timestamp())}.000000", None)
+    # From the epoch, finding where 450 messages start costs a few windows more than the
+    # 5 pages of 100 they fill.
+    assert 5 <= len(windows) <= 10
     assert fake.method_count("conversations.replies") == 3  # 251 thread messages, 100 a page
     assert fake.method_count("auth.test") == 1
+
+
+def test_a_range_that_fits_one_page_costs_one_request(fake: FakeSlack) -> None:
+    for i in range(30):
+        fake.post_message("C1", f"m{i}")
+
+    keys = fetch(connector(fake, page_size=100), T0)
+
+    assert len(keys) == 30
+    assert fake.method_count("conversations.history") == 1
+
+
+def test_a_page_that_does_not_fit_its_window_is_kept_never_asked_again(fake: FakeSlack) -> None:
+    for i in range(40):
+        fake.post_message("C1", f"m{i}", ts=f"{START_TS + i * 60}.000000")
+    conn = connector(fake, page_size=10, lookback="1s")
+
+    records = [r for r in conn.fetch(Window(T0, T0 + timedelta(hours=1)), None)]
+
+    messages = [r for r in records if isinstance(r, SlackMessage)]
+    assert [m.data["text"] for m in messages] == [f"m{i}" for i in range(40)]  # oldest first
+    posted = [START_TS + i * 60 for i in range(40)]
+    sent = 0
+    for oldest, latest, _ in history_windows(fake):
+        # What the fake (as Slack) answers: the page of up to 10 closest to ``latest``.
+        inside = [t for t in posted if float(oldest or 0) <= t <= float(latest or 0)]
+        sent += min(10, len(inside))
+    assert sent == 40  # every message came in exactly one answer: no page asked twice
+    assert len(history_windows(fake)) == 5  # the whole range, then a window per page
 
 
 # -- rate limits and errors ------------------------------------------------------------------
@@ -456,3 +503,98 @@ def test_public_surface_is_what_we_meant() -> None:
         "slack_ts_to_datetime",
     ]
     assert all(hasattr(package, name) for name in package.__all__)
+
+
+# -- the walk, oldest first ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def walk_server() -> Iterator[FakeSlack]:
+    with FakeSlack(token="xoxb-test", start_ts=START_TS) as server:
+        yield server
+
+
+_channels_made = itertools.count()
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    gaps=st.lists(
+        st.one_of(st.integers(1, 5), st.integers(1, 10**6), st.integers(1, 10**11)), max_size=40
+    ),
+    page_size=st.integers(1, 9),
+    from_the_start=st.booleans(),
+)
+def test_the_walk_hands_out_every_message_once_in_position_order_and_ends(
+    walk_server: FakeSlack, gaps: list[int], page_size: int, from_the_start: bool
+) -> None:
+    """Whatever the spacing (a microsecond apart, or years) and the page size, every
+    message of the range comes out once, oldest first, and the walk ends."""
+    channel = f"C{next(_channels_made)}"
+    walk_server.add_channel(channel, channel.lower(), created=START_TS)
+    micros = START_TS * 1_000_000
+    posted: list[str] = []
+    for gap in gaps:
+        micros += gap
+        posted.append(f"{micros // 1_000_000}.{micros % 1_000_000:06d}")
+        walk_server.post_message(channel, "m", ts=posted[-1])
+    end = datetime.fromtimestamp(micros // 1_000_000 + 1, UTC)
+    conn = connector(walk_server, channels=[channel], page_size=page_size, lookback="0s")
+    window = Window(None if from_the_start else T0, end)
+
+    read = messages(conn, window)
+
+    assert [m.ts for m in read] == posted
+    positions = [m.position for m in read]
+    assert positions == sorted(positions)
+
+
+def test_a_reply_is_handed_out_right_after_its_parent_at_the_parents_position(
+    fake: FakeSlack,
+) -> None:
+    parent = fake.post_message("C1", "question")
+    between = fake.post_message("C1", "unrelated")
+    reply = fake.post_reply("C1", parent.ts, "answer")  # posted after ``between``
+    fake.edit_message("C1", parent.ts, "question, edited")  # edited after everything
+
+    read = messages(connector(fake), Window(None, END))
+
+    assert [m.ts for m in read] == [parent.ts, reply.ts, between.ts]
+    assert [m.position for m in read] == [slack_ts_to_datetime(t) for t in (parent.ts,) * 2] + [
+        slack_ts_to_datetime(between.ts)
+    ]
+    assert read[0].changed_at > read[2].position  # the edit does not move it
+
+
+def test_a_read_cut_short_resumes_from_its_last_position_and_finds_the_rest(
+    fake: FakeSlack,
+) -> None:
+    """What the runner does with an ordered stream: checkpoint at the last position
+    handed out, then read again from there; an old message edited later and a reply
+    posted later are not skipped by that checkpoint."""
+    posted = [fake.post_message("C1", f"m{i}", ts=f"{START_TS + i * 60}.000000") for i in range(30)]
+    fake.post_reply("C1", posted[2].ts, "late reply", ts=f"{START_TS + 29 * 60 + 1}.000000")
+    fake.edit_message(
+        "C1", posted[3].ts, "m3, edited", edited_ts=f"{START_TS + 29 * 60 + 2}.000000"
+    )
+    end = T0 + timedelta(hours=1)
+    conn = connector(fake, page_size=4, lookback="0s", retry={"max_attempts": 1})
+    handed_out: list[SlackMessage] = []
+
+    def read_until_stopped() -> None:
+        for item in conn.fetch(Window(T0, end), None):
+            if isinstance(item, SlackMessage):
+                handed_out.append(item)
+                if len(handed_out) == 6:
+                    fake.script_rate_limit("conversations.history", times=5)
+
+    with pytest.raises(RateLimitExhausted):
+        read_until_stopped()
+    assert len(handed_out) < 31  # cut short
+    checkpoint = handed_out[-1].position
+
+    rest = messages(connector(fake, page_size=4, lookback="0s"), Window(checkpoint, end))
+
+    stored = {m.ts: m.data["text"] for m in [*handed_out, *rest]}
+    assert sorted(stored) == sorted([*(m.ts for m in posted), f"{START_TS + 29 * 60 + 1}.000000"])
+    assert stored[posted[3].ts] == "m3, edited"
