@@ -25,7 +25,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Connection
-from structlog.contextvars import bound_contextvars
 
 from memsync.clock import Clock, SystemClock
 from memsync.connectors import (
@@ -40,6 +39,7 @@ from memsync.connectors import (
     Window,
 )
 from memsync.episode import EpisodeDraft, NotCanonicalJSON
+from memsync.logcontext import bound_log_context
 from memsync.runtime.ingest import (
     DEFAULT_BATCH_SIZE,
     BeforeCommit,
@@ -362,7 +362,7 @@ class SyncRunner:
         )
         # Every line logged during the run, by memsync or a connector's libraries,
         # carries the run's tenant, connector and id.
-        with bound_contextvars(tenant=config.tenant, connector=config.name, run_id=str(run_id)):
+        with bound_log_context(tenant=config.tenant, connector=config.name, run_id=str(run_id)):
             record, error = self._read_and_finish(connector, kind, now, run_id, decided, read)
         if isinstance(error, KeyboardInterrupt):
             raise error
