@@ -12,7 +12,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
@@ -33,6 +32,8 @@ from memsync.runtime.app.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from memsync.connectors.config import ConnectorConfig
     from memsync.runtime.app.services import Services
     from memsync.runtime.sync import RunRecord, RunStatus, Tally
