@@ -380,6 +380,39 @@ def test_a_stop_during_a_rate_limit_wait_ends_the_run_partial_keeping_what_it_co
     assert len(keys) == len(set(keys)) == 5
 
 
+def test_a_stop_seen_after_a_batch_commits_ends_the_run_there_and_the_next_run_reads_on(
+    store: Store,
+) -> None:
+    # A connector that never waits: the runner itself stops at the next safe point.
+    clock = FakeClock(T0 + timedelta(days=1))
+    sleeper = FakeSleeper(clock)
+    stopping = FakeConnector(config(), records(5), sleeper=sleeper)
+    sync = runner(store, clock, batch_size=2)
+
+    with pytest.raises(RunInterrupted) as interrupted:
+        sync.sync(stopping, on_batch=lambda _tally: sleeper.request_stop())
+
+    record = interrupted.value.record
+    assert record.status is RunStatus.PARTIAL
+    assert record.error == (
+        "interrupted: fake 'src': stopped after a committed batch (2 records stored); the "
+        "process is stopping"
+    )
+    assert (record.fetched, record.created) == (2, 2)
+    assert stored_keys(store) == ["fake:src:record:r0000", "fake:src:record:r0001"]
+    checkpoint = sync.repository.cursor("default", "src")
+    assert checkpoint is not None
+    assert checkpoint.position == T0 + timedelta(minutes=1)  # r0001, the last one stored
+
+    clock.advance(timedelta(minutes=1))
+    resumed = sync.sync(FakeConnector(config(overlap="0s"), records(5)))
+
+    assert resumed.status is RunStatus.SUCCEEDED
+    assert resumed.window_start == T0 + timedelta(minutes=1)  # from the checkpoint
+    assert resumed.created == 3
+    assert len(stored_keys(store)) == 5
+
+
 def _sha(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 

@@ -13,7 +13,8 @@ Every command gets its services from the composition root
 :func:`~memsync.runtime.app.cli.common.open_services`. Exit codes: 0 success, 1
 failure, 2 bad usage or configuration (the message names the file and the field),
 3 partial success, 4 a service memsync needs (the store, the LLM endpoint) did not
-answer.
+answer, 130 and 143 a foreground ``sync`` or ``backfill`` stopped by SIGINT or SIGTERM
+(:mod:`.sync`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 one way a command gets its configuration and services.
 
 Exit codes: 0 success, 1 failure, 2 bad usage or configuration (the message names the
-file and the field), 3 partial success.
+file and the field), 3 partial success, 4 a service did not answer; a foreground
+``sync`` or ``backfill`` stopped by a signal exits 128 + its number (:mod:`.sync`).
 
 Start-up: ``memsync --help`` and the light commands must start in well under a second,
 so the modules of this package import at their top only what declaring the commands
