@@ -6,8 +6,8 @@ guarantee. The database enforces the invariants: the episode key index is what m
 ingest idempotent, not application code.
 
 Core tables rather than ORM classes: nothing maps rows to objects (every stage writes
-set-based statements), and declaring ORM classes costs a command that opens the store
-about 0.1 s more to import (docs/benchmarks.md, "CLI start-up").
+set-based statements), and importing the ORM to declare classes cost a command that
+opens the store about 70 ms (docs/benchmarks.md, "CLI start-up").
 """
 
 from __future__ import annotations
