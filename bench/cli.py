@@ -74,7 +74,14 @@ def run_once(
 ) -> tuple[float, float]:
     """Wall and CPU seconds of one ``python ARGUMENTS`` run (which must succeed), with
     memsync imported from ``source`` if given."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
+    # Without PYTHONDONTWRITEBYTECODE: the warm-up run writes the .pyc files, and every
+    # timed run reads them, as an installed memsync does (compiling memsync's modules
+    # from source on every run would add tens of milliseconds to each).
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("MEMSYNC_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
     environment["BENCH_ZENDESK_TOKEN"] = "bench-token-not-used"
     if source is not None:
         environment["PYTHONPATH"] = str(source)

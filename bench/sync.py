@@ -37,12 +37,12 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from structlog.contextvars import bound_contextvars
 
 from bench.common import machine, peak_rss_mib, print_table, run_child, throwaway_store
 from memsync.clock import FakeClock
 from memsync.connectors import load_registry
 from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.logcontext import bound_log_context
 from memsync.runtime.app.observability import LogFormat, configure_logging
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
@@ -316,7 +316,7 @@ def json_line_micros(lines: int = 20_000) -> float:
     log = logging.getLogger("memsync.sync")
     counts = {"fetched": 1000, "created": 1000, "duplicates": 0, "revised": 0, "skipped": 0}
     try:
-        with bound_contextvars(tenant="acme", connector="bench", run_id=str(uuid.uuid4())):
+        with bound_log_context(tenant="acme", connector="bench", run_id=str(uuid.uuid4())):
             started = time.perf_counter()
             for _ in range(lines):
                 log.info("sync run finished", extra={"status": "succeeded", "counts": counts})

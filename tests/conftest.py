@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from memsync.runtime.storage import Base, Store, upgrade
+from memsync.runtime.storage import Store, metadata, upgrade
 
 DEFAULT_POSTGRES_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
@@ -63,7 +63,7 @@ def _truncate_all(url: str) -> None:
     engine = sa.create_engine(url)
     try:
         with engine.begin() as connection:
-            names = ", ".join(table.name for table in reversed(Base.metadata.sorted_tables))
+            names = ", ".join(table.name for table in reversed(metadata.sorted_tables))
             connection.exec_driver_sql(f"TRUNCATE {names} CASCADE")
     finally:
         engine.dispose()

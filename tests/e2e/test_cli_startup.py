@@ -32,11 +32,14 @@ HTTP_STACK = {"fastapi", "starlette", "uvicorn", "jinja2"}
 SOURCE_CLIENTS = {"github", "requests", "slack_sdk", "httpx"}
 SERVER_ONLY = {"prometheus_client", "apscheduler", "tiktoken"}
 STORE = {"sqlalchemy", "alembic", "psycopg"}
+# structlog (with the rich traceback and Pygments it imports) is for a log line, and
+# SQLAlchemy's ORM for mapped classes, which the schema does not use.
+LOG_PIPELINE = {"structlog", "pygments"}
 EVERYTHING_HEAVY = HTTP_STACK | SOURCE_CLIENTS | SERVER_ONLY | STORE
 
 
 def imported_by(arguments: list[str], cwd: Path) -> set[str]:
-    """The top-level packages and the memsync modules the command imported."""
+    """The modules the command imported, and the top-level packages they are in."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
     completed = subprocess.run(
         [sys.executable, "-c", PROBE, *arguments],
@@ -48,7 +51,7 @@ def imported_by(arguments: list[str], cwd: Path) -> set[str]:
     )
     assert completed.returncode == 0, completed.stderr
     modules = json.loads(completed.stdout.splitlines()[-1])
-    return {name if name.startswith("memsync.") else name.split(".")[0] for name in modules}
+    return set(modules) | {name.split(".")[0] for name in modules}
 
 
 @pytest.fixture
@@ -82,7 +85,14 @@ def test_commands_that_read_only_the_configuration_open_no_store(
     config: Path, command: list[str]
 ) -> None:
     loaded = imported_by(["--config", str(config), *command], config.parent)
-    assert loaded & (EVERYTHING_HEAVY | {"structlog"}) == set()
+    assert loaded & (EVERYTHING_HEAVY | LOG_PIPELINE) == set()
+
+
+def test_a_command_that_prints_a_plain_line_imports_no_rich(config: Path) -> None:
+    loaded = imported_by(["--config", str(config), "config", "validate"], config.parent)
+
+    assert "pydantic" in loaded  # the probe sees what the command imports
+    assert "rich" not in loaded
 
 
 @pytest.mark.parametrize("command", [["runs", "list"], ["jobs", "list"], ["state", "show", "ws"]])
@@ -94,5 +104,8 @@ def test_commands_over_the_store_load_no_http_stack_and_no_other_connector(
     assert "sqlalchemy" in loaded  # the probe sees what the command imports
     # The store is at head already: checking that needs no Alembic.
     assert loaded & (HTTP_STACK | SOURCE_CLIENTS | SERVER_ONLY | {"alembic"}) == set()
+    # Nothing is logged: the log pipeline is set up but structlog is not imported.
+    assert loaded & LOG_PIPELINE == set()
+    assert "sqlalchemy.orm" not in loaded
     # The registry imports the connector types the configuration names, no other.
     assert not any(name.startswith("memsync.connectors.tickets") for name in loaded)

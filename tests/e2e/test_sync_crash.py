@@ -20,7 +20,7 @@ from memsync.connectors.fake import FakeConnector
 from memsync.episode import content_hash
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
-from memsync.runtime.storage.schema import EpisodeRevisionRow, EpisodeRow
+from memsync.runtime.storage.schema import episode_revisions, episodes
 from memsync.runtime.sync import RunKind, RunStatus, SyncRepository, SyncRunner
 from tests.e2e import sync_driver
 from tests.e2e.sync_driver import BATCH, NOW, T0, fake_config, generated
@@ -82,7 +82,7 @@ def kill_at_gate(
 def stored(store: Store) -> dict[str, tuple[str, int]]:
     with store.read() as connection:
         rows = connection.execute(
-            sa.select(EpisodeRow.idempotency_key, EpisodeRow.content_hash, EpisodeRow.revision)
+            sa.select(episodes.c.idempotency_key, episodes.c.content_hash, episodes.c.revision)
         ).all()
     return {row.idempotency_key: (row.content_hash, row.revision) for row in rows}
 
@@ -98,7 +98,7 @@ def clean_run(count: int, every: int) -> dict[str, tuple[str, int]]:
 def revisions(store: Store) -> int:
     with store.read() as connection:
         return connection.execute(
-            sa.select(sa.func.count()).select_from(EpisodeRevisionRow)
+            sa.select(sa.func.count()).select_from(episode_revisions)
         ).scalar_one()
 
 

@@ -22,7 +22,7 @@ from memsync.runtime.compiling import CompileService
 from memsync.runtime.compiling.memories import RECORDED_EPISODES_PER_SIDE
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import MemoryRepository
-from memsync.runtime.storage import Base, Store, tables
+from memsync.runtime.storage import Store, metadata, tables
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -42,7 +42,7 @@ def snapshot(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table, sorted: equal snapshots mean an unchanged store."""
     tables: dict[str, list[tuple[Any, ...]]] = {}
     with store.read() as connection:
-        for table in Base.metadata.sorted_tables:
+        for table in metadata.sorted_tables:
             rows = connection.execute(sa.select(table)).all()
             tables[table.name] = sorted(tuple(map(str, row)) for row in rows)
     return tables

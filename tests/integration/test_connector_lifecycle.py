@@ -23,7 +23,7 @@ from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import ContextReader, EpisodeRepository, MemoryRepository
 from memsync.runtime.storage import Store
-from memsync.runtime.storage.schema import EpisodeRow
+from memsync.runtime.storage.schema import episodes
 from memsync.runtime.sync import RunRecord, SyncRepository, SyncRunner
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -53,7 +53,7 @@ def counts(record: RunRecord) -> tuple[int, int, int]:
 
 def live_keys(store: Store) -> set[str]:
     with store.read() as connection:
-        query = sa.select(EpisodeRow.idempotency_key).where(EpisodeRow.deleted_at.is_(None))
+        query = sa.select(episodes.c.idempotency_key).where(episodes.c.deleted_at.is_(None))
         return set(connection.execute(query).scalars())
 
 
@@ -177,8 +177,8 @@ def test_zendesk_a_ticket_moved_between_organisations_is_one_episode_and_leaves_
     assert counts(moved) == (0, 3, 0)
     with store.read() as connection:
         rows = connection.execute(
-            sa.select(EpisodeRow.subject_id, EpisodeRow.revision).where(
-                EpisodeRow.idempotency_key == "zendesk:acme:ticket:35436"
+            sa.select(episodes.c.subject_id, episodes.c.revision).where(
+                episodes.c.idempotency_key == "zendesk:acme:ticket:35436"
             )
         ).all()
     assert [tuple(row) for row in rows] == [("org:200", 2)]

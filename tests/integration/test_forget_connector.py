@@ -22,7 +22,7 @@ from memsync.runtime.app.cli import app as cli_app
 from memsync.runtime.app.config import Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.reading import MemoryRepository
-from memsync.runtime.storage import Base, Store, tables
+from memsync.runtime.storage import Store, metadata, tables
 from memsync.runtime.sync import RunInProgress, RunKind
 from memsync.runtime.sync.repository import RunOwner, RunPlan
 from tests.helpers import LOOPBACK
@@ -94,7 +94,7 @@ def snapshot(store: Store, *, without: tuple[str, ...] = ()) -> dict[str, list[s
     """Every row of every table but ``without``, as sorted text."""
     rows: dict[str, list[str]] = {}
     with store.read() as connection:
-        for table in Base.metadata.sorted_tables:
+        for table in metadata.sorted_tables:
             if table.name not in without:
                 found = connection.execute(sa.select(table)).all()
                 rows[table.name] = sorted(str(tuple(row)) for row in found)

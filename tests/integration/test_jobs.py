@@ -27,7 +27,7 @@ from memsync.runtime.jobs import (
     fire_key,
 )
 from memsync.runtime.storage import Store
-from memsync.runtime.storage.schema import JobRow
+from memsync.runtime.storage.schema import jobs
 from memsync.stopping import FakeSleeper, StopRequested
 from tests.jobs_support import LEASE, drafts, scalar, services, worker
 
@@ -58,7 +58,7 @@ def test_the_database_refuses_a_second_pending_job_for_a_subject(store: Store) -
     queue.enqueue("acme", COMPILE, "ana", now=START)
     row = queue._row("acme", COMPILE, "ana", now=START, trigger="manual", dedup_key=None)
     with pytest.raises(sa.exc.IntegrityError), store.write() as connection:
-        connection.execute(sa.insert(JobRow.__table__), [row])
+        connection.execute(sa.insert(jobs), [row])
 
 
 def test_a_worker_compiles_with_the_job_id_on_what_it_writes(

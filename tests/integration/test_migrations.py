@@ -15,11 +15,11 @@ from memsync.episode import EpisodeDraft, IngestStatus, content_hash
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading.episodes import EpisodeRepository
 from memsync.runtime.storage import (
-    Base,
     SchemaState,
     Store,
     current_revision,
     head_revision,
+    metadata,
     schema_state,
     upgrade,
 )
@@ -30,7 +30,7 @@ from memsync.runtime.storage.types import JSONDocument, UTCDateTime
 def test_migrations_at_head_match_the_models(store: Store) -> None:
     with store.read() as connection:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
-        differences = compare_metadata(context, Base.metadata)
+        differences = compare_metadata(context, metadata)
     assert differences == []
 
 

@@ -1,5 +1,7 @@
 """SIGTERM stops a process running jobs within seconds, even while its connector waits
-out a rate limit, and gives the sync job back to the queue for another worker.
+out a rate limit, and gives the sync job back to the queue for another worker; SIGINT
+or SIGTERM stops a foreground ``sync`` or ``backfill`` there too, recording the run
+``partial``, and the next run reads on from what it committed.
 
 Each test runs memsync in a child process (``worker``, ``serve`` with its embedded
 worker, ``run``) syncing the real GitHub connector against the fake GitHub on
@@ -10,12 +12,14 @@ process's log and the store with deadlines.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 
@@ -160,3 +164,79 @@ def test_sigterm_in_a_rate_limit_wait_stops_the_process_and_another_worker_finis
     assert limit.served == 1
     keys = episode_keys(store)
     assert len(keys) == len(set(keys)) == ISSUES
+
+
+FOREGROUND = {
+    "sync": ("sync", "gh", "--json"),
+    "backfill": ("backfill", "gh", "--since", "2024-02-01", "--slice", "3650d", "--json"),
+}
+
+
+@pytest.mark.parametrize(
+    ("command", "stop"),
+    [
+        ("sync", signal.SIGINT),
+        ("sync", signal.SIGTERM),
+        ("backfill", signal.SIGINT),
+        ("backfill", signal.SIGTERM),
+    ],
+)
+def test_a_signal_during_a_foreground_run_records_it_partial_and_the_rerun_reads_on(
+    command: str,
+    stop: signal.Signals,
+    store: Store,
+    store_url: str,
+    tmp_path: Path,
+    github: FakeGitHub,
+    processes: list[subprocess.Popen[str]],
+) -> None:
+    config = write_config(tmp_path, github)
+    limit = github.script_rate_limit(
+        "primary",
+        path=r"/issues$",
+        on_request_number=RATE_LIMITED_PAGE,
+        reset_at=int(time.time()) + RESET_IN,
+    )
+
+    def foreground() -> subprocess.Popen[str]:
+        process = spawn(
+            "-m", "memsync", "--config", str(config), *FOREGROUND[command],
+            store_url=store_url, environment={"GH_TEST_TOKEN": "t"},
+        )  # fmt: skip
+        processes.append(process)
+        return process
+
+    first = foreground()
+    log = StderrLines(first)
+    log.wait_for('"request retried"', '"rate limited"', timeout=120)
+    first.send_signal(stop)
+
+    assert exit_code_within(first, STOP_DEADLINE) == 128 + stop  # 130 SIGINT, 143 SIGTERM
+    log.close()
+    assert first.stdout is not None
+    printed = json.loads(first.stdout.read())
+    assert f"{stop.name}: stopping gh at the next safe point" in log.text()
+    assert "Traceback" not in log.text()
+    [interrupted] = SyncRepository(store).list_runs("default")
+    assert (interrupted.id, interrupted.status.value) == (UUID(printed["id"]), "partial")
+    assert interrupted.error is not None
+    assert interrupted.error.startswith("interrupted: github 'gh': GET /repos/acme/api/issues")
+    assert interrupted.created == len(episode_keys(store)) == 1000  # committed, and kept
+
+    second = foreground()
+    out, err = second.communicate(timeout=120)
+
+    assert second.returncode == 0, err
+    resumed = json.loads(out)
+    assert resumed["status"] == "succeeded"
+    assert resumed["created"] == ISSUES - 1000
+    assert limit.served == 1
+    keys = episode_keys(store)
+    assert len(keys) == len(set(keys)) == ISSUES
+    if command == "sync":
+        # The first run read from the beginning; the second from its checkpoint.
+        assert interrupted.window_start is None
+        assert resumed["window_start"] is not None
+    else:
+        # The same backfill, resumed at its slice not done.
+        assert resumed["backfill_id"] == str(interrupted.backfill_id)

@@ -27,7 +27,7 @@ from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.connectors.workspace import WorkspaceConfig, WorkspaceConnector
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
-from memsync.runtime.storage.schema import EpisodeRow, SyncRunRow
+from memsync.runtime.storage.schema import episodes, sync_runs
 from memsync.runtime.sync import (
     RunInProgress,
     RunInterrupted,
@@ -61,7 +61,7 @@ def stored_keys(store: Store) -> list[str]:
     with store.read() as connection:
         return list(
             connection.execute(
-                sa.select(EpisodeRow.idempotency_key).order_by(EpisodeRow.idempotency_key)
+                sa.select(episodes.c.idempotency_key).order_by(episodes.c.idempotency_key)
             ).scalars()
         )
 
@@ -144,7 +144,7 @@ def test_a_record_whose_subject_field_changed_is_revised_and_moved_not_created_a
 
     assert (first.created, second.created, second.revised) == (1, 0, 1)
     with store.read() as connection:
-        filed_under = connection.execute(sa.select(EpisodeRow.subject_id)).scalars().all()
+        filed_under = connection.execute(sa.select(episodes.c.subject_id)).scalars().all()
     assert filed_under == ["org:org-200"]
 
 
@@ -380,6 +380,39 @@ def test_a_stop_during_a_rate_limit_wait_ends_the_run_partial_keeping_what_it_co
     assert len(keys) == len(set(keys)) == 5
 
 
+def test_a_stop_seen_after_a_batch_commits_ends_the_run_there_and_the_next_run_reads_on(
+    store: Store,
+) -> None:
+    # A connector that never waits: the runner itself stops at the next safe point.
+    clock = FakeClock(T0 + timedelta(days=1))
+    sleeper = FakeSleeper(clock)
+    stopping = FakeConnector(config(), records(5), sleeper=sleeper)
+    sync = runner(store, clock, batch_size=2)
+
+    with pytest.raises(RunInterrupted) as interrupted:
+        sync.sync(stopping, on_batch=lambda _tally: sleeper.request_stop())
+
+    record = interrupted.value.record
+    assert record.status is RunStatus.PARTIAL
+    assert record.error == (
+        "interrupted: fake 'src': stopped after a committed batch (2 records stored); the "
+        "process is stopping"
+    )
+    assert (record.fetched, record.created) == (2, 2)
+    assert stored_keys(store) == ["fake:src:record:r0000", "fake:src:record:r0001"]
+    checkpoint = sync.repository.cursor("default", "src")
+    assert checkpoint is not None
+    assert checkpoint.position == T0 + timedelta(minutes=1)  # r0001, the last one stored
+
+    clock.advance(timedelta(minutes=1))
+    resumed = sync.sync(FakeConnector(config(overlap="0s"), records(5)))
+
+    assert resumed.status is RunStatus.SUCCEEDED
+    assert resumed.window_start == T0 + timedelta(minutes=1)  # from the checkpoint
+    assert resumed.created == 3
+    assert len(stored_keys(store)) == 5
+
+
 def _sha(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
@@ -487,7 +520,7 @@ def test_the_database_refuses_two_running_runs_of_one_connector(store: Store) ->
     }
     import uuid
 
-    table: sa.Table = SyncRunRow.__table__  # type: ignore[assignment]
+    table = sync_runs
     with store.write() as connection:
         connection.execute(table.insert().values(id=uuid.uuid4(), **row))
     with pytest.raises(sa.exc.IntegrityError), store.write() as connection:
@@ -525,7 +558,7 @@ def test_a_batch_commits_with_its_counts_or_not_at_all(store: Store) -> None:
     assert blocked.reached.wait(timeout=60)
     # Another process declares the run abandoned while its next batch is on the way.
     with store.write() as connection:
-        connection.execute(sa.update(SyncRunRow).values(status=RunStatus.FAILED.value))
+        connection.execute(sa.update(sync_runs).values(status=RunStatus.FAILED.value))
 
     blocked.release.set()
     thread.join(timeout=60)
@@ -624,7 +657,7 @@ def test_run_records_are_listed_newest_first_and_filtered_by_connector(store: St
 
 def live_keys(store: Store) -> list[str]:
     with store.read() as connection:
-        query = sa.select(EpisodeRow.idempotency_key).where(EpisodeRow.deleted_at.is_(None))
+        query = sa.select(episodes.c.idempotency_key).where(episodes.c.deleted_at.is_(None))
         return sorted(connection.execute(query).scalars())
 
 

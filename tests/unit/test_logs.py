@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
-from structlog.contextvars import bound_contextvars
 
+from memsync.logcontext import bound_log_context
 from memsync.runtime.app.observability import LogFormat, configure_logging, parse_log_level
 
 
@@ -33,7 +33,7 @@ def test_a_json_line_has_timestamp_level_event_logger_and_the_bound_context() ->
     stream = io.StringIO()
     configure_logging(LogFormat.JSON, "info", stream=stream)
 
-    with bound_contextvars(tenant="acme", connector="gh", run_id="r-1"):
+    with bound_log_context(tenant="acme", connector="gh", run_id="r-1"):
         logging.getLogger("memsync.sync").info("sync run started", extra={"kind": "incremental"})
     logging.getLogger("memsync.sync").info("outside the run")
 

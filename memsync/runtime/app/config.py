@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from memsync.compile.types import BundleLayout
 from memsync.connectors.config import did_you_mean
-from memsync.runtime.compiling.settings import CompileRules, CompileSettings
+from memsync.runtime.compiling.settings import CompileSettings
 from memsync.schedule import parse_schedule
 
 __all__ = [
@@ -306,10 +306,15 @@ def load_settings(
         problems.extend(check_connectors(raw_connectors, label, unset))
     if problems or settings is None:
         raise ConfigError("\n".join(problems))
-    try:
-        CompileRules.from_settings(settings.compile)
-    except (ValueError, TypeError) as error:
-        raise ConfigError(f"{label}: compile: {error}") from None
+    if settings.compile.claims or settings.compile.policies or settings.compile.thresholds:
+        # Empty sections are the built-in rules, which need no check (nor the compile
+        # modules the check imports).
+        from memsync.runtime.compiling.rules import CompileRules
+
+        try:
+            CompileRules.from_settings(settings.compile)
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"{label}: compile: {error}") from None
     for api_key in settings.api.keys:
         try:
             api_key.stored_hash()

@@ -1,4 +1,5 @@
 from .recorder import SqlExtractionRecorder as SqlExtractionRecorder
+from .rules import CompileRules as CompileRules
 from .service import CompileResult as CompileResult
 from .service import CompileService as CompileService
 from .service import CompileSummary as CompileSummary
@@ -6,7 +7,6 @@ from .service import ConflictNotFound as ConflictNotFound
 from .service import ConflictResolution as ConflictResolution
 from .service import result_summary as result_summary
 from .settings import DEFAULT_CHUNK_EPISODES as DEFAULT_CHUNK_EPISODES
-from .settings import CompileRules as CompileRules
 from .settings import CompileSettings as CompileSettings
 from .settings import LLMSettings as LLMSettings
 from .triggers import COMPILE_JOB as COMPILE_JOB

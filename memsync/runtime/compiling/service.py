@@ -23,7 +23,6 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from structlog.contextvars import bound_contextvars
 
 from memsync.clock import Clock, SystemClock
 from memsync.compile.heuristic import HeuristicCompiler
@@ -48,6 +47,7 @@ from memsync.compile.types import (
     MemoryStatus,
     StoredMemory,
 )
+from memsync.logcontext import bound_log_context
 from memsync.runtime.compiling.episodes import (
     Pending,
     mark_compiled,
@@ -67,9 +67,9 @@ from memsync.runtime.compiling.memories import (
     subjects_citing,
 )
 from memsync.runtime.compiling.recorder import SqlExtractionRecorder
+from memsync.runtime.compiling.rules import CompileRules
 from memsync.runtime.compiling.settings import (
     DEFAULT_CHUNK_EPISODES,
-    CompileRules,
     CompileSettings,
     LLMSettings,
 )
@@ -357,7 +357,7 @@ class CompileService:
         transaction (a compile job's progress, which then survives a crash).
         """
         job_id = job_id or f"compile-{uuid.uuid4()}"
-        with bound_contextvars(tenant=tenant_id, subject=subject_id):
+        with bound_log_context(tenant=tenant_id, subject=subject_id):
             result = self._compile(tenant_id, subject_id, job_id, on_chunk)
         if self._on_compiled is not None:
             self._on_compiled(result)

@@ -1,18 +1,13 @@
-"""The ``compile:`` section of the configuration, and the rules the resolver takes from it."""
+"""The ``compile:`` section of the configuration (the rules the resolver takes from it
+are in :mod:`.rules`, so reading a configuration imports no compile module)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from memsync.compile.claims import ClaimRegistry
-from memsync.compile.policy import PolicyTable
-from memsync.compile.similarity import SimilarityThresholds
-from memsync.compile.types import MemoryKind
-
-__all__ = ["DEFAULT_CHUNK_EPISODES", "CompileRules", "CompileSettings", "LLMSettings"]
+__all__ = ["DEFAULT_CHUNK_EPISODES", "CompileSettings", "LLMSettings"]
 
 DEFAULT_CHUNK_EPISODES = 2_000
 """Episodes per compile transaction: large enough that per-transaction costs (the lock,
@@ -55,33 +50,3 @@ class CompileSettings(_Settings):
         if self.compiler == "llm" and self.llm is None:
             raise ValueError("compiler 'llm' needs an llm: section (base_url, model, api_key)")
         return self
-
-
-@dataclass(frozen=True)
-class CompileRules:
-    """The configurable parts of compilation: claim keys, policies and thresholds."""
-
-    registry: ClaimRegistry = field(default_factory=ClaimRegistry.default)
-    policies: PolicyTable = field(default_factory=PolicyTable)
-    thresholds: SimilarityThresholds = field(default_factory=SimilarityThresholds)
-
-    @classmethod
-    def from_settings(cls, settings: CompileSettings) -> CompileRules:
-        """Build from the ``compile:`` section of the configuration file.
-
-        Raises ``ValueError`` naming the unknown kind, policy or claim key.
-        """
-        thresholds = settings.thresholds
-        default_threshold = thresholds.get("default")
-        return cls(
-            registry=ClaimRegistry.default().extended(settings.claims),
-            policies=PolicyTable.from_mapping(settings.policies),
-            thresholds=SimilarityThresholds(
-                **({"default": float(default_threshold)} if default_threshold is not None else {}),
-                per_kind={
-                    MemoryKind(kind): float(value)
-                    for kind, value in thresholds.items()
-                    if kind != "default"
-                },
-            ),
-        )

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from structlog.contextvars import bound_contextvars
-
 from memsync.clock import Clock, SystemClock
+from memsync.logcontext import bound_log_context
 from memsync.runtime.jobs.queue import Job, JobOutcome, JobQueue
 from memsync.stopping import Sleeper, StopRequested
 
@@ -120,7 +119,7 @@ class Worker:
         if job is None:
             return None
         # Every line logged while the job runs carries its id, kind and tenant.
-        with bound_contextvars(tenant=job.tenant_id, job_id=str(job.id), job_kind=job.kind):
+        with bound_log_context(tenant=job.tenant_id, job_id=str(job.id), job_kind=job.kind):
             self._run_claimed(job)
         return job
 

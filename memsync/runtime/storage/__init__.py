@@ -10,17 +10,15 @@ from memsync.runtime.storage.migrate import (
     schema_state,
     upgrade,
 )
-from memsync.runtime.storage.schema import Base, EpisodeRevisionRow, EpisodeRow
+from memsync.runtime.storage.schema import metadata
 
 __all__ = [
-    "Base",
-    "EpisodeRevisionRow",
-    "EpisodeRow",
     "SchemaState",
     "Store",
     "create_store_engine",
     "current_revision",
     "head_revision",
+    "metadata",
     "normalise_store_url",
     "schema_state",
     "upgrade",

@@ -18,19 +18,19 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection
 
 from memsync.runtime.storage.schema import (
-    BackfillRow,
-    BackfillSliceRow,
-    ConflictRow,
-    EpisodeRevisionRow,
-    EpisodeRow,
-    JobRow,
-    LLMExtractionRow,
-    MemoryRow,
-    MemorySourceRow,
-    MemoryVersionRow,
-    SupersessionRow,
-    SyncRunRow,
-    SyncStreamRow,
+    backfill_slices,
+    backfills,
+    conflicts,
+    episode_revisions,
+    episodes,
+    jobs,
+    llm_extractions,
+    memories,
+    memory_sources,
+    memory_versions,
+    supersessions,
+    sync_runs,
+    sync_streams,
 )
 
 __all__ = [
@@ -59,25 +59,6 @@ __all__ = [
     "upsert",
 ]
 
-
-def _table(row: type[object]) -> sa.Table:
-    table: sa.Table = row.__table__  # type: ignore[attr-defined]
-    return table
-
-
-episodes = _table(EpisodeRow)
-episode_revisions = _table(EpisodeRevisionRow)
-memories = _table(MemoryRow)
-memory_sources = _table(MemorySourceRow)
-memory_versions = _table(MemoryVersionRow)
-supersessions = _table(SupersessionRow)
-conflicts = _table(ConflictRow)
-llm_extractions = _table(LLMExtractionRow)
-sync_streams = _table(SyncStreamRow)
-sync_runs = _table(SyncRunRow)
-backfills = _table(BackfillRow)
-backfill_slices = _table(BackfillSliceRow)
-jobs = _table(JobRow)
 
 UNCOMPILED = episodes.c.compiled_revision < episodes.c.revision
 """Episodes whose current revision no compile has consumed yet. It is the predicate of

@@ -25,7 +25,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Connection
-from structlog.contextvars import bound_contextvars
 
 from memsync.clock import Clock, SystemClock
 from memsync.connectors import (
@@ -40,6 +39,7 @@ from memsync.connectors import (
     Window,
 )
 from memsync.episode import EpisodeDraft, NotCanonicalJSON
+from memsync.logcontext import bound_log_context
 from memsync.runtime.ingest import (
     DEFAULT_BATCH_SIZE,
     BeforeCommit,
@@ -151,7 +151,8 @@ class SyncRunner:
     connector never overlap; the second raises
     :class:`~memsync.runtime.sync.repository.RunInProgress` at once. Connector errors
     never escape: they end the run ``partial`` or ``failed`` and are in the record. A
-    stop of the process (a connector's wait cut short) ends the run ``partial`` too,
+    stop of the process (a connector's wait cut short, or a stop requested on the
+    connector's sleeper seen after a batch commits) ends the run ``partial`` too,
     then raises :class:`RunInterrupted` carrying the stored record, as
     ``KeyboardInterrupt`` is re-raised once the run is stored.
 
@@ -362,7 +363,7 @@ class SyncRunner:
         )
         # Every line logged during the run, by memsync or a connector's libraries,
         # carries the run's tenant, connector and id.
-        with bound_contextvars(tenant=config.tenant, connector=config.name, run_id=str(run_id)):
+        with bound_log_context(tenant=config.tenant, connector=config.name, run_id=str(run_id)):
             record, error = self._read_and_finish(connector, kind, now, run_id, decided, read)
         if isinstance(error, KeyboardInterrupt):
             raise error
@@ -532,6 +533,14 @@ class SyncRunner:
             pending.add(draft, position)
             if len(pending.drafts) >= self._batch_size:
                 commit()
+                if connector.sleeper.stop_requested:
+                    # A safe point: everything read so far is committed, and so is the
+                    # checkpoint. A connector that never waits stops here.
+                    raise StopRequested(
+                        f"{connector.type} '{connector.config.name}': stopped after a "
+                        f"committed batch ({tally.committed:,} records stored); the process "
+                        "is stopping"
+                    )
         if pending.drafts or pending.tombstones:
             commit()
         for listing in listings:

@@ -13,7 +13,8 @@ Every command gets its services from the composition root
 :func:`~memsync.runtime.app.cli.common.open_services`. Exit codes: 0 success, 1
 failure, 2 bad usage or configuration (the message names the file and the field),
 3 partial success, 4 a service memsync needs (the store, the LLM endpoint) did not
-answer.
+answer, 130 and 143 a foreground ``sync`` or ``backfill`` stopped by SIGINT or SIGTERM
+(:mod:`.sync`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,14 @@ from memsync.runtime.app.cli import (  # noqa: F401
     state,
     sync,
 )
-from memsync.runtime.app.cli.common import EXIT_USAGE, actionable, app, debugging, errors
+from memsync.runtime.app.cli.common import (
+    EXIT_USAGE,
+    actionable,
+    app,
+    app_for,
+    debugging,
+    errors,
+)
 
 __all__ = ["app", "main"]
 
@@ -42,8 +50,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the command (``argv``, default: the process's arguments); errors a person can
     act on are one line and an exit code, the traceback only with ``--debug`` (or
     ``MEMSYNC_DEBUG=1``)."""
+    arguments = sys.argv[1:] if argv is None else list(argv)
     try:
-        app(args=None if argv is None else list(argv))
+        app_for(arguments)(args=arguments)
     except Exception as error:  # e.g. the store does not answer while services open
         from memsync.runtime.app.config import ConfigError
 

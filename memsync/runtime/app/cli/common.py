@@ -2,18 +2,21 @@
 one way a command gets its configuration and services.
 
 Exit codes: 0 success, 1 failure, 2 bad usage or configuration (the message names the
-file and the field), 3 partial success.
+file and the field), 3 partial success, 4 a service did not answer; a foreground
+``sync`` or ``backfill`` stopped by a signal exits 128 + its number (:mod:`.sync`).
 
 Start-up: ``memsync --help`` and the light commands must start in well under a second,
 so the modules of this package import at their top only what declaring the commands
-needs (typer, click, rich's console, the enums of option types). Everything a command
-does is imported inside it: the store (SQLAlchemy) when it opens one, the HTTP stack
-when it serves, a connector's client library when it builds that connector.
+needs (typer and the enums of option types). Everything a command does is imported
+inside it: rich when the command first prints through :data:`console` or
+:data:`errors`, the store (SQLAlchemy) when it opens one, the HTTP stack when it
+serves, a connector's client library when it builds that connector.
 ``tests/e2e/test_cli_startup.py`` holds this in place; docs/benchmarks.md has numbers.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -21,11 +24,9 @@ from contextlib import contextmanager
 from datetime import UTC, date, datetime, time
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
-import click
 import typer
-from rich.console import Console
 
 import memsync
 from memsync.runtime.app.observability import (
@@ -36,6 +37,8 @@ from memsync.runtime.app.observability import (
 )
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from memsync.runtime.app.config import ConnectorCheck, Settings
     from memsync.runtime.app.services import Services
 
@@ -75,8 +78,38 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(soft_wrap=True)
-errors = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+class _ConsoleOnFirstUse:
+    """Stands for a rich ``Console`` made when it is first used: rich costs a command
+    about 20 ms to import, and typer imports it only to print a help page. Calling a
+    method works through it; to hand the console to rich itself (``Progress``), pass
+    :func:`made_console` of it."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def made(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.made(), name)
+
+
+def made_console(console: Console) -> Console:
+    """The rich ``Console`` itself that ``console`` (:data:`console`, :data:`errors`, or
+    a console a test passed) prints to."""
+    standing_in = cast("Any", console)
+    return standing_in.made() if isinstance(standing_in, _ConsoleOnFirstUse) else console
+
+
+console = cast("Console", _ConsoleOnFirstUse(soft_wrap=True))
+errors = cast("Console", _ConsoleOnFirstUse(stderr=True, soft_wrap=True, highlight=False))
 
 TenantOption = Annotated[str, typer.Option(help="tenant")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
@@ -146,6 +179,52 @@ def _global_options(
     except ValueError as error:
         raise usage_error(f"--log-level: {error}") from None
     _options.log_format = log_format
+
+
+# The global options above that take a value: what :func:`app_for` skips to find the
+# command's name (tests/unit/test_cli_dispatch.py checks it against the options).
+GLOBAL_OPTIONS_TAKING_VALUES = frozenset({"--config", "-c", "--log-format", "--log-level"})
+
+
+def command_name(arguments: Sequence[str]) -> str | None:
+    """The name of the command or group ``arguments`` run (the first argument that is
+    neither a global option nor an option's value), or ``None`` when there is none."""
+    position = 0
+    while position < len(arguments):
+        argument = arguments[position]
+        if argument == "--":
+            return arguments[position + 1] if position + 1 < len(arguments) else None
+        if not argument.startswith("-") or argument == "-":
+            return argument
+        position += 2 if argument in GLOBAL_OPTIONS_TAKING_VALUES else 1
+    return None
+
+
+def app_for(arguments: Sequence[str]) -> typer.Typer:
+    """``app`` with only the command or group ``arguments`` name, if it has one by that
+    name; else the whole ``app`` (``--help``, a misspelt command that wants the list).
+
+    typer turns every command's signature into click parameters before it parses the
+    arguments, evaluating each command's annotations: 55 commands cost a light command
+    about 20 ms. Narrowed, it converts the one that runs; what it parses and does is
+    the same, the one-command app having the same global options and callback.
+    """
+    from typer.main import get_command_name
+
+    name = command_name(arguments)
+    commands = [
+        info
+        for info in app.registered_commands
+        if info.callback is not None
+        and (info.name or get_command_name(info.callback.__name__)) == name
+    ]
+    groups = [info for info in app.registered_groups if info.name == name]
+    if not commands and not groups:
+        return app
+    narrowed = copy.copy(app)
+    narrowed.registered_commands = commands
+    narrowed.registered_groups = groups
+    return narrowed
 
 
 def start_logging() -> None:
@@ -250,7 +329,8 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
         raise usage_error(str(error)) from None
     except ConfigError as error:
         raise usage_error(f"configuration error\n{error}") from None
-    except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException):
+    # typer's own exits and usage errors (typer carries its own copy of click's).
+    except (typer.Exit, typer.Abort, typer.TyperException, typer.BadParameter):
         raise
     except Exception as error:
         said = actionable(error)
@@ -301,7 +381,10 @@ def progress(
     """
     from rich.progress import Progress
 
-    with Progress(console=errors, transient=True, disable=hidden or not errors.is_terminal) as bar:
+    terminal = made_console(errors)
+    with Progress(
+        console=terminal, transient=True, disable=hidden or not terminal.is_terminal
+    ) as bar:
         yield partial(bar.update, bar.add_task(description, total=total), refresh=True)
 
 

@@ -4,7 +4,8 @@ embedded default."""
 from __future__ import annotations
 
 import json
-from importlib import resources
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -30,7 +31,16 @@ if TYPE_CHECKING:
 __all__ = ["DEMO_WORKSPACE_CONNECTOR"]
 
 DEMO_WORKSPACE_CONNECTOR = "demo-workspace"
-_SAMPLES = resources.files("memsync.runtime.app") / "samples"
+
+
+@contextmanager
+def _sample(name: str) -> Iterator[Path]:
+    """A file or directory of the samples shipped with memsync, as a path."""
+    # importlib.resources is imported here: only ``demo`` needs it.
+    from importlib import resources
+
+    with resources.as_file(resources.files("memsync.runtime.app") / "samples" / name) as path:
+        yield path
 
 
 def _read_episodes(path: Path) -> list[CreateEpisodeRequest]:
@@ -92,7 +102,7 @@ def demo(
     with open_services(loaded) as services:
         console.print(f"store: {loaded.store}")
         print_run(_sync_bundled_workspace(services, tenant))
-        with resources.as_file(_SAMPLES / "episodes.json") as sample_path:
+        with _sample("episodes.json") as sample_path:
             summary = _ingest_file(services, tenant, sample_path)
         console.print(
             f"ingested the bundled sample: created {summary.created}, "
@@ -114,7 +124,7 @@ def demo(
 
 def _sync_bundled_workspace(services: Services, tenant: str) -> RunRecord:
     """Sync the workspace connector over the example workspace shipped with memsync."""
-    with resources.as_file(_SAMPLES / "workspace") as root:
+    with _sample("workspace") as root:
         [config] = services.registry.parse_configs(
             [
                 {

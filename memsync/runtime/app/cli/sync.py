@@ -1,18 +1,22 @@
 """``memsync sync``, ``backfill``, ``runs`` and ``connectors``: the sync runner's commands.
 
 Exit codes of ``sync`` and ``backfill``: 0 succeeded, 3 partial, 1 failed or another run
-of the connector is running, 2 bad usage or configuration.
+of the connector is running, 2 bad usage or configuration, 130 stopped by SIGINT
+(Ctrl-C) and 143 stopped by SIGTERM (the run is recorded ``partial``; the next run
+continues from its checkpoint).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+from types import FrameType
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
@@ -33,6 +37,8 @@ from memsync.runtime.app.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from memsync.connectors.config import ConnectorConfig
     from memsync.runtime.app.services import Services
     from memsync.runtime.sync import RunRecord, RunStatus, Tally
@@ -87,18 +93,63 @@ def exit_code(status: RunStatus) -> int:
 def _run_to_exit(
     name: str, as_json: bool, run: Callable[[Services, ConnectorConfig], RunRecord]
 ) -> NoReturn:
-    """Run ``run`` on the configured connector ``name``, print the record, exit by status."""
-    from memsync.runtime.sync import RunInProgress, RunLost
+    """Run ``run`` on the configured connector ``name``, print the record, exit by status.
 
-    with open_services() as services:
+    SIGINT (Ctrl-C) or SIGTERM during the run stops it at its next safe point (after
+    the batch in hand commits, or at once in a retry wait): the run is recorded
+    ``partial`` (``interrupted: ...``), its committed batches and checkpoint stay, and
+    the command exits 130 (SIGINT) or 143 (SIGTERM). A second signal aborts at once.
+    """
+    from memsync.runtime.sync import RunInProgress, RunInterrupted, RunLost
+
+    with open_services() as services, _stopping_on_signals(name, services) as received:
         config = services.connector(name)
         try:
             record = run(services, config)
         except (RunInProgress, RunLost) as error:
             errors.print(str(error), markup=False)
             raise typer.Exit(EXIT_FAILED) from None
+        except RunInterrupted as interrupted:
+            print_run(interrupted.record, as_json=as_json)
+            raise typer.Exit(_signal_exit_code(received)) from None
+        except KeyboardInterrupt:
+            errors.print(f"{name}: aborted", markup=False)
+            raise typer.Exit(_signal_exit_code(received)) from None
     print_run(record, as_json=as_json)
     raise typer.Exit(exit_code(record.status))
+
+
+def _signal_exit_code(received: list[signal.Signals]) -> int:
+    """128 + the number of the last signal received (the shells' convention): 130 for
+    SIGINT, 143 for SIGTERM."""
+    return 128 + (received[-1] if received else signal.SIGINT)
+
+
+@contextmanager
+def _stopping_on_signals(name: str, services: Services) -> Iterator[list[signal.Signals]]:
+    """While the block runs, SIGINT and SIGTERM request ``services.stop`` (saying so in
+    one line) and a second one raises ``KeyboardInterrupt``; yields the signals
+    received, in order. The handlers in place before are put back after."""
+    received: list[signal.Signals] = []
+
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        received.append(signal.Signals(signum))
+        if len(received) > 1:
+            raise KeyboardInterrupt
+        errors.print(
+            f"{received[0].name}: stopping {name} at the next safe point; what is committed "
+            "stays (again to abort at once)",
+            markup=False,
+            highlight=False,
+        )
+        services.stop.request_stop()
+
+    before = {each: signal.signal(each, handle) for each in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for each, handler in before.items():
+            signal.signal(each, handler)
 
 
 @app.command("sync")
@@ -118,7 +169,9 @@ def sync_command(
     """Run one incremental sync of a connector now and print its run record.
 
     Exit 0 succeeded, 3 partial, 1 failed (or the connector is already running: a second
-    run fails fast instead of waiting), 2 bad configuration. With ``--async``: enqueue it
+    run fails fast instead of waiting), 2 bad configuration, 130/143 stopped by Ctrl-C or
+    SIGTERM at the next safe point (recorded partial; run again to continue from the
+    checkpoint; a second Ctrl-C aborts at once). With ``--async``: enqueue it
     as a job (joining one already pending) and print its id. ``--full-refresh`` re-reads
     from the connector's ``start`` (keys keep it idempotent; checkpoints never move back).
     """

@@ -5,8 +5,13 @@ Everything logs through the standard library (memsync's modules use
 do); one handler on the root logger formats every record with structlog's
 :class:`~structlog.stdlib.ProcessorFormatter`, so a line looks the same whoever wrote
 it. The context of the work in hand (``tenant``, ``connector``, ``run_id``,
-``job_id``, ``subject``) is bound with :func:`structlog.contextvars.bound_contextvars`
-by the stage doing the work and added to every line logged meanwhile, in that thread.
+``job_id``, ``subject``) is bound with :func:`memsync.logcontext.bound_log_context` by
+the stage doing the work and added to every line logged meanwhile, in that thread
+(context bound with structlog's ``bound_contextvars`` is added too).
+
+structlog (and rich and Pygments, which its console renderer imports) is imported when
+the first line is formatted, not when the pipeline is configured: a command that writes
+no log line (``runs list``, ``state show``) never pays for it.
 
 Two formats: ``console`` (for a person at a terminal) and ``json`` (one object per
 line: ``timestamp`` ISO-8601 UTC, ``level``, ``event``, ``logger`` and the bound
@@ -23,8 +28,10 @@ import enum
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
+
+from memsync.logcontext import log_context
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict, Processor
@@ -123,6 +130,12 @@ def _drop_leftovers(_logger: object, _method: str, event: EventDict) -> EventDic
     return event
 
 
+def _merge_log_context(_logger: object, _method: str, event: EventDict) -> EventDict:
+    for key, value in log_context().items():
+        event.setdefault(key, value)
+    return event
+
+
 def _shared() -> list[Processor]:
     """What every record goes through before rendering, whether structlog or the
     standard library created it."""
@@ -132,6 +145,7 @@ def _shared() -> list[Processor]:
     # (``extra=``) wins over the bound context of the same name.
     return [
         structlog.contextvars.merge_contextvars,
+        _merge_log_context,
         structlog.stdlib.add_logger_name,
         structlog.stdlib.add_log_level,
         structlog.stdlib.ExtraAdder(),
@@ -182,10 +196,6 @@ def configure_logging(
     ``sys.stderr``. Returns the handler installed (tests read from its stream).
     Raises ``ValueError`` for an unknown format or level name.
     """
-    # Imported here: a command that never logs (``--help``, ``config show``) never
-    # pays for structlog.
-    import structlog
-
     chosen_format = LogFormat(
         (log_format or os.environ.get(LOG_FORMAT_ENV) or default_log_format(stream)).lower()
     )
@@ -199,16 +209,12 @@ def configure_logging(
     )
     setattr(handler, _OURS, True)
     colors = chosen_format is LogFormat.CONSOLE and default_log_format(stream) is LogFormat.CONSOLE
-    shared = _shared()
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=shared,
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                *_renderer(chosen_format, colors),
-            ],
-        )
-    )
+
+    def structlog_formatter() -> logging.Formatter:
+        _configure_structlog()
+        return _structlog_formatter(chosen_format, colors)
+
+    handler.setFormatter(_FormatterOnFirstRecord(structlog_formatter))
     for log_filter in _filters(chosen_level):
         handler.addFilter(log_filter)
 
@@ -224,16 +230,55 @@ def configure_logging(
         library.handlers.clear()
         library.propagate = True
         library.setLevel(logging.NOTSET)  # the root's level decides, as for everyone
+    # Code that already uses structlog's own loggers joins the same handler now; code
+    # that imports structlog later joins it at the first line formatted.
+    if "structlog" in sys.modules:
+        _configure_structlog()
+    return handler
 
-    # structlog's own loggers (structlog.get_logger()) join the same handler.
+
+def _structlog_formatter(log_format: LogFormat, colors: bool) -> logging.Formatter:
+    import structlog
+
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=_shared(),
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            *_renderer(log_format, colors),
+        ],
+    )
+
+
+def _configure_structlog() -> None:
+    """structlog's own loggers (``structlog.get_logger()``) write through the standard
+    library, so they reach the one handler. Repeats: harmless."""
+    import structlog
+
     structlog.configure(
         processors=[
             structlog.stdlib.filter_by_level,
-            *shared,
+            *_shared(),
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
-    return handler
+
+
+class _FormatterOnFirstRecord(logging.Formatter):
+    """Formats with the formatter ``build`` returns, built for the first record.
+
+    No lock: ``logging.Handler.handle`` holds the handler's lock while it formats, so
+    two threads never build it at once.
+    """
+
+    def __init__(self, build: Callable[[], logging.Formatter]) -> None:
+        super().__init__()
+        self._build = build
+        self._built: logging.Formatter | None = None
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self._built is None:
+            self._built = self._build()
+        return self._built.format(record)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from alembic import context
 
-from memsync.runtime.storage.schema import Base
+from memsync.runtime.storage.schema import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(
     connection=connection,
-    target_metadata=Base.metadata,
+    target_metadata=metadata,
     render_as_batch=connection.dialect.name == "sqlite",
     compare_type=True,
 )
