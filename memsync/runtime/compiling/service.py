@@ -255,6 +255,19 @@ def _by_subject(memories: Sequence[StoredMemory]) -> dict[str, list[StoredMemory
     return dict(sorted(grouped.items()))
 
 
+def _chunk_end(pending: Sequence[Pending], start: int, size: int) -> int:
+    """Where the chunk of ``pending`` (in time order) that starts at ``start`` ends:
+    after ``size`` episodes, and then after every further one that occurred at the same
+    moment as its last. The resolver orders what one chunk derives by time, then by
+    memory key; episodes of one moment split across two chunks would be taken in episode
+    id order instead, and which of two unkeyed statements of that moment wins would
+    depend on the chunk size."""
+    end = min(start + size, len(pending))
+    while end < len(pending) and pending[end].occurred_at == pending[end - 1].occurred_at:
+        end += 1
+    return end
+
+
 def _subject_lock_key(tenant_id: str, subject_id: str) -> int:
     digest = hashlib.sha256(f"memsync-compile\0{tenant_id}\0{subject_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
@@ -376,7 +389,7 @@ class CompileService:
         total = _Tally()
         position, size = 0, self._chunk_episodes
         while position < len(pending):
-            chunk = pending[position : position + size]
+            chunk = pending[position : _chunk_end(pending, position, size)]
             outcome = self._compile_chunk(compiler, tenant_id, subject_id, chunk, job_id, on_chunk)
             total.add(outcome)
             position += len(chunk)
