@@ -638,14 +638,13 @@ class _Resolution:
         if policy is ConflictPolicy.FLAG:
             decision.flagged = [(rival, rule, score, threshold) for rival, score in rivals]
             return decision
-        newer_than_all = all(
-            (at, newcomer.memory_key) > (rival.last_asserted, rival.memory_key)
-            for rival, _ in rivals
-        )
         if policy is ConflictPolicy.KEEP_EXISTING:
             wins = all(_holds(newcomer, at, rival) for rival, _ in rivals)
         else:
-            wins = newer_than_all
+            wins = all(
+                (at, newcomer.memory_key) > (rival.last_asserted, rival.memory_key)
+                for rival, _ in rivals
+            )
         if wins:
             decision.beaten = [
                 (rival, _beaten_rule(policy, newcomer, rival, rule), score, threshold)
@@ -653,11 +652,7 @@ class _Resolution:
             ]
             return decision
         strongest, score = max(rivals, key=lambda pair: (pair[0].last_asserted, pair[0].memory_key))
-        losing_rule = (
-            SupersessionRule.POLICY_KEEP_EXISTING
-            if policy is ConflictPolicy.KEEP_EXISTING and newer_than_all
-            else rule
-        )
+        losing_rule = _beaten_rule(policy, strongest, newcomer, rule)
         decision.loss = _Loss(strongest, losing_rule, score, threshold)
         return decision
 
