@@ -365,10 +365,11 @@ class CompileService:
 
         The episodes are compiled in time order, ``chunk_episodes`` at a time (plus
         the rest of a chunk's last moment: one moment is never split), one transaction
-        per chunk; the chunk size changes no memory, status or record. A failure rolls back the chunk it happens in; the chunks
-        before it stay compiled (memories and markers together), so a retry carries on
-        where this call stopped. ``on_chunk`` records a chunk's counts in its own
-        transaction (a compile job's progress, which then survives a crash).
+        per chunk; the chunk size changes no memory and no decision. A failure rolls
+        back the chunk it happens in; the chunks before it stay compiled (memories and
+        markers together), so a retry carries on where this call stopped. ``on_chunk``
+        records a chunk's counts in its own transaction (a compile job's progress,
+        which then survives a crash).
         """
         job_id = job_id or f"compile-{uuid.uuid4()}"
         with bound_contextvars(tenant=tenant_id, subject=subject_id):
