@@ -280,6 +280,38 @@ def _overlaps(left: StoredMemory, right: StoredMemory) -> bool:
     return left_ends_after and right_ends_after
 
 
+def _holds(newcomer: StoredMemory, at: datetime, rival: StoredMemory) -> bool:
+    """Under ``keep_existing``, whether ``newcomer`` (asserted last at ``at``) outranks
+    ``rival``: the memory a compile of both in time order would keep, whichever of them
+    arrived first.
+
+    An explicit change outranks a plain statement (the plain one, if later, is kept out;
+    if earlier, replaced). Between two explicit changes the latest assertion wins, as
+    under recency. Between two plain statements the first asserted holds: that is what
+    "keep the existing one" means once an older statement can arrive after a newer one
+    (a backfill, a late connector). Ties go by ``memory_key``, as processing order has
+    them. A memory only rises in this order as evidence arrives, so the one active in a
+    slot is the highest of all its memories, in any order of arrival.
+    """
+    if newcomer.explicit_change != rival.explicit_change:
+        return newcomer.explicit_change
+    if newcomer.explicit_change:
+        return (at, newcomer.memory_key) > (rival.last_asserted, rival.memory_key)
+    return (newcomer.valid_from, newcomer.memory_key) < (rival.valid_from, rival.memory_key)
+
+
+def _beaten_rule(
+    policy: ConflictPolicy, winner: StoredMemory, loser: StoredMemory, rule: SupersessionRule
+) -> SupersessionRule:
+    """The rule of ``loser``'s record: ``policy_keep_existing`` when it is a plain
+    statement that came after the winner (in time order it was the newcomer kept out),
+    else the contest's own rule."""
+    later = (loser.valid_from, loser.memory_key) > (winner.valid_from, winner.memory_key)
+    if policy is ConflictPolicy.KEEP_EXISTING and later and not loser.explicit_change:
+        return SupersessionRule.POLICY_KEEP_EXISTING
+    return rule
+
+
 def _ended(loser: StoredMemory, winner_start: datetime) -> datetime:
     """The loser held until the winner started, or never held if it started later."""
     end = max(loser.valid_from, winner_start)
@@ -606,22 +638,21 @@ class _Resolution:
         if policy is ConflictPolicy.FLAG:
             decision.flagged = [(rival, rule, score, threshold) for rival, score in rivals]
             return decision
-        newer_than_all = all(
-            (at, newcomer.memory_key) > (rival.last_asserted, rival.memory_key)
-            for rival, _ in rivals
-        )
-        wins = newer_than_all and (
-            policy is ConflictPolicy.RECENCY_WINS or newcomer.explicit_change
-        )
+        if policy is ConflictPolicy.KEEP_EXISTING:
+            wins = all(_holds(newcomer, at, rival) for rival, _ in rivals)
+        else:
+            wins = all(
+                (at, newcomer.memory_key) > (rival.last_asserted, rival.memory_key)
+                for rival, _ in rivals
+            )
         if wins:
-            decision.beaten = [(rival, rule, score, threshold) for rival, score in rivals]
+            decision.beaten = [
+                (rival, _beaten_rule(policy, newcomer, rival, rule), score, threshold)
+                for rival, score in rivals
+            ]
             return decision
         strongest, score = max(rivals, key=lambda pair: (pair[0].last_asserted, pair[0].memory_key))
-        losing_rule = (
-            SupersessionRule.POLICY_KEEP_EXISTING
-            if policy is ConflictPolicy.KEEP_EXISTING and newer_than_all
-            else rule
-        )
+        losing_rule = _beaten_rule(policy, strongest, newcomer, rule)
         decision.loss = _Loss(strongest, losing_rule, score, threshold)
         return decision
 

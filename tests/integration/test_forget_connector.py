@@ -33,7 +33,9 @@ NOW = T0 + timedelta(days=30)
 # What each connector says, by subject and day: one statement per record.
 SAID: dict[str, list[tuple[str, str, int]]] = {
     "chat-a": [
-        ("ana", "I live in Berlin.", 5),  # supersedes b's Lisbon
+        # Supersedes b's older Lisbon: an explicit move beats a plain statement under
+        # keep_existing in whichever order they are compiled.
+        ("ana", "I moved to Berlin.", 5),
         ("ana", "I work at Acme.", 1),  # b says it too
         ("ana", "Stripe charges 3.5% + 35¢ per card payment.", 0),  # conflicts with b
         ("bob", "I live in Paris.", 0),  # superseded by b's move to Rome

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -42,6 +43,7 @@ class Pending(NamedTuple):
 
     id: uuid.UUID
     seen: bool
+    occurred_at: datetime
 
 
 class Uncompiled(NamedTuple):
@@ -62,7 +64,7 @@ def pending_episode_ids(connection: Connection, tenant_id: str, subject_id: str)
     # scans every episode of the subject) over the partial index of the uncompiled
     # ones, and the no-op recompile must not grow with the subject.
     rows = sorted(connection.execute(query), key=lambda row: (row.occurred_at, row.id))
-    return [Pending(row.id, row.compiled_revision > 0) for row in rows]
+    return [Pending(row.id, row.compiled_revision > 0, row.occurred_at) for row in rows]
 
 
 def uncompiled_episodes(

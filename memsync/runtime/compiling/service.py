@@ -255,6 +255,19 @@ def _by_subject(memories: Sequence[StoredMemory]) -> dict[str, list[StoredMemory
     return dict(sorted(grouped.items()))
 
 
+def _chunk_end(pending: Sequence[Pending], start: int, size: int) -> int:
+    """Where the chunk of ``pending`` (in time order) that starts at ``start`` ends:
+    after ``size`` episodes, and then after every further one that occurred at the same
+    moment as its last. The resolver orders what one chunk derives by time, then by
+    memory key; episodes of one moment split across two chunks would be taken in episode
+    id order instead, and which of two unkeyed statements of that moment wins would
+    depend on the chunk size."""
+    end = min(start + size, len(pending))
+    while end < len(pending) and pending[end].occurred_at == pending[end - 1].occurred_at:
+        end += 1
+    return end
+
+
 def _subject_lock_key(tenant_id: str, subject_id: str) -> int:
     digest = hashlib.sha256(f"memsync-compile\0{tenant_id}\0{subject_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
@@ -350,11 +363,13 @@ class CompileService:
     ) -> CompileResult:
         """Compile ``subject_id``'s uncompiled episodes; see the class docstring.
 
-        The episodes are compiled in time order, ``chunk_episodes`` at a time, one
-        transaction per chunk. A failure rolls back the chunk it happens in; the chunks
-        before it stay compiled (memories and markers together), so a retry carries on
-        where this call stopped. ``on_chunk`` records a chunk's counts in its own
-        transaction (a compile job's progress, which then survives a crash).
+        The episodes are compiled in time order, ``chunk_episodes`` at a time (plus
+        the rest of a chunk's last moment: one moment is never split), one transaction
+        per chunk; the chunk size changes no memory and no decision. A failure rolls
+        back the chunk it happens in; the chunks before it stay compiled (memories and
+        markers together), so a retry carries on where this call stopped. ``on_chunk``
+        records a chunk's counts in its own transaction (a compile job's progress,
+        which then survives a crash).
         """
         job_id = job_id or f"compile-{uuid.uuid4()}"
         with bound_log_context(tenant=tenant_id, subject=subject_id):
@@ -376,7 +391,7 @@ class CompileService:
         total = _Tally()
         position, size = 0, self._chunk_episodes
         while position < len(pending):
-            chunk = pending[position : position + size]
+            chunk = pending[position : _chunk_end(pending, position, size)]
             outcome = self._compile_chunk(compiler, tenant_id, subject_id, chunk, job_id, on_chunk)
             total.add(outcome)
             position += len(chunk)

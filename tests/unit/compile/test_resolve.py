@@ -183,12 +183,54 @@ def test_keep_existing_yields_to_an_explicit_change() -> None:
     assert by_content(store, "location.home_city = Lisbon").valid_to == day(5)
 
 
-def test_an_explicit_change_older_than_the_established_claim_does_not_win() -> None:
+def test_an_older_explicit_change_arriving_late_wins_as_it_would_in_time_order() -> None:
+    # In time order "I moved to Porto" (day 1) holds, and the plain "I live in Lisbon"
+    # (day 5) is kept out; arriving after Lisbon's compile must not change that.
     _, store = run([claim("location.home_city", "Lisbon", 5)])
 
-    _, store = run([claim("location.home_city", "Porto", 1, explicit=True)], store)
+    changes, store = run([claim("location.home_city", "Porto", 1, explicit=True)], store)
 
+    porto, lisbon = (
+        claim("location.home_city", "Porto", 1, explicit=True),
+        claim("location.home_city", "Lisbon", 5),
+    )
+    _, in_time_order = run([porto, lisbon])
+    assert active_contents(store) == active_contents(in_time_order)
+    assert active_contents(store) == ["location.home_city = Porto"]
+    (record,) = changes.supersessions
+    assert record.rule is SupersessionRule.POLICY_KEEP_EXISTING
+    assert record.loser_memory_key == by_content(store, "location.home_city = Lisbon").memory_key
+
+
+def test_keep_existing_keeps_the_first_asserted_claim_whichever_arrived_first() -> None:
+    # Regression: the store kept whichever plain statement was compiled first, so a
+    # backfill of older records, or a chunk boundary, decided the subject's home city.
+    lisbon, porto = (
+        claim("location.home_city", "Lisbon", 5),
+        claim("location.home_city", "Porto", 1),
+    )
+    _, store = run([lisbon])
+
+    changes, store = run([porto], store)
+
+    assert active_contents(store) == ["location.home_city = Porto"]
+    assert active_contents(run([porto, lisbon])[1]) == ["location.home_city = Porto"]
+    (record,) = changes.supersessions
+    assert record.rule is SupersessionRule.POLICY_KEEP_EXISTING
+    assert by_content(store, "location.home_city = Lisbon").valid_to == day(5)
+
+
+def test_a_superseded_claim_given_older_evidence_late_holds_under_keep_existing() -> None:
+    _, store = run(
+        [claim("location.home_city", "Lisbon", 1), claim("location.home_city", "Porto", 5)]
+    )
     assert active_contents(store) == ["location.home_city = Lisbon"]
+
+    _, store = run([claim("location.home_city", "Porto", 0, source=99)], store)
+
+    assert active_contents(store) == ["location.home_city = Porto"]
+    lisbon = by_content(store, "location.home_city = Lisbon")
+    assert lisbon.status_rule is SupersessionRule.POLICY_KEEP_EXISTING
 
 
 # -- flag -----------------------------------------------------------------------------

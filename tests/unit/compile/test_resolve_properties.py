@@ -3,8 +3,10 @@
 - Idempotency: resolving candidates against the store they produced changes nothing.
 - Batching: one pass over all candidates and k passes over consecutive batches leave the
   same memories active.
-- Arrival order: for recency-ruled keys, multi-valued keys and negations the active set
-  does not even depend on which batch a candidate arrives in.
+- Arrival order: for claim keys under every policy (recency_wins, keep_existing with
+  explicit changes, flag), multi-valued keys and their negations, and flagged facts,
+  the active set does not even depend on which batch a candidate arrives in (an older
+  statement compiled after a newer one is decided as time order would decide it).
 """
 
 from __future__ import annotations
@@ -108,9 +110,9 @@ def test_one_pass_and_consecutive_batches_leave_the_same_memories_active(
     assert {m.memory_key for m in batched} == {m.memory_key for m in one_pass}
 
 
-@settings(max_examples=200, deadline=None)
-@given(order_free, st.lists(st.integers(min_value=0, max_value=20), max_size=4))
-def test_for_recency_and_multi_valued_keys_arrival_order_does_not_matter(
+@settings(max_examples=300, deadline=None)
+@given(order_free | everything, st.lists(st.integers(min_value=0, max_value=20), max_size=4))
+def test_for_claim_keys_under_every_policy_arrival_order_does_not_matter(
     candidates: list[CandidateMemory], cuts: list[int]
 ) -> None:
     _, one_pass = run(candidates)

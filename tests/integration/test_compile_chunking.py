@@ -1,0 +1,244 @@
+"""Chunking and incremental compiles: the current truth depends on the episodes only.
+
+The same episodes compiled (a) in one transaction, (b) in chunks of any size, (c)
+incrementally, a compile after every few ingests in time order, and (d) for claim-keyed
+statements, incrementally in any order of arrival (a backfill of older records after
+newer ones) leave the same active memories with the same provenance and the same open
+conflicts. See docs/compile.md, "Chunking and incremental compiles".
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memsync.clock import FakeClock
+from memsync.episode import EpisodeDraft
+from memsync.runtime.compiling import CompileService
+from memsync.runtime.ingest import IngestService
+from memsync.runtime.reading import MemoryRepository
+from memsync.runtime.storage import Store
+from memsync.runtime.storage.schema import EpisodeRow
+
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+SUBJECT = "ana"
+T = TypeVar("T")
+
+# Claim-keyed statements that collide: single-valued slots under recency_wins
+# (this week), keep_existing with and without explicit changes (home, employer),
+# multi-valued keys with a negation, and two rates the fact policy flags.
+CLAIMED = [
+    "I live in Lisbon.",
+    "I live in Porto.",
+    "I moved to Porto.",
+    "I moved to Lisbon.",
+    "I work at Acme.",
+    "I work at Globex.",
+    "I now work at Globex.",
+    "I'm in Berlin this week.",
+    "I'm in Madrid this week.",
+    "I prefer tea.",
+    "I use Postgres.",
+    "I don't use Postgres.",
+    "The rate limit is 5000 requests per hour.",
+    "The rate limit is 1000 requests per hour.",
+]
+# Unkeyed statements the lexical matcher pits against each other (decisions:
+# recency_wins): a chain, queue~queue and Postgres~Postgres, but not Redis~cache.
+LEXICAL = [
+    "We decided to use Redis for the queue.",
+    "We decided to use Postgres for the queue.",
+    "We decided to use Postgres for the cache.",
+]
+
+PROPERTY = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def said(number: int, text: str, day: int) -> EpisodeDraft:
+    return EpisodeDraft(
+        subject_id=SUBJECT,
+        source="chat",
+        type="message",
+        payload={"messages": [{"role": "user", "content": text}]},
+        idempotency_key=f"e{number}",
+        occurred_at=START + timedelta(days=day),
+    )
+
+
+def histories(sentences: Sequence[str]) -> st.SearchStrategy[list[EpisodeDraft]]:
+    """Up to 10 episodes over 5 days, so that statements collide and share moments."""
+    said_on = st.tuples(st.sampled_from(sentences), st.integers(min_value=0, max_value=4))
+    return st.lists(said_on, min_size=1, max_size=10).map(
+        lambda pairs: [said(number, text, day) for number, (text, day) in enumerate(pairs)]
+    )
+
+
+def truth(store: Store, tenant: str) -> dict[str, Any]:
+    """The subject's current truth: each active memory with its provenance (as
+    idempotency keys) and times, and the open conflicts (as memory keys)."""
+    repository = MemoryRepository(store)
+    with store.read() as connection:
+        rows = connection.execute(
+            sa.select(EpisodeRow.id, EpisodeRow.idempotency_key).where(
+                EpisodeRow.tenant_id == tenant
+            )
+        )
+        key_of = {row.id: row.idempotency_key for row in rows}
+    memories = {
+        memory.memory_key: (
+            memory.content,
+            sorted(key_of[episode] for episode in memory.source_episode_ids),
+            memory.valid_from,
+            memory.last_asserted,
+        )
+        for memory in repository.memories(tenant, SUBJECT)
+    }
+    conflicts = sorted(
+        tuple(sorted(record.conflict.memory_keys))
+        for record in repository.conflicts(tenant, SUBJECT)
+    )
+    return {"memories": memories, "conflicts": conflicts}
+
+
+def records(store: Store, tenant: str) -> list[tuple[Any, ...]]:
+    """The supersession records as decisions: rule, winner, loser, score."""
+    repository = MemoryRepository(store)
+    key = {m.id: m.memory_key for m in repository.memories(tenant, SUBJECT, statuses=None)}
+    return sorted(
+        (r.rule, key.get(r.winner_memory_id), key.get(r.loser_memory_id), r.score)
+        for r in repository.supersessions(tenant, SUBJECT)
+    )
+
+
+class Compiles:
+    """Fresh tenants of one store, each compiled in its own way, on one fake clock."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.clock = FakeClock(START + timedelta(days=30))
+        self.ingest = IngestService(store, self.clock)
+
+    def tenant(self) -> str:
+        return f"t-{uuid.uuid4().hex[:12]}"
+
+    def compiler(self, chunk_episodes: int) -> CompileService:
+        return CompileService(self.store, clock=self.clock, chunk_episodes=chunk_episodes)
+
+    def at_once(self, episodes: Sequence[EpisodeDraft], chunk_episodes: int = 10_000) -> str:
+        tenant = self.tenant()
+        self.ingest.ingest(tenant, list(episodes))
+        self.clock.advance(timedelta(seconds=1))
+        self.compiler(chunk_episodes).compile(tenant, SUBJECT)
+        return tenant
+
+    def incrementally(self, batches: Sequence[Sequence[EpisodeDraft]]) -> str:
+        tenant, compiler = self.tenant(), self.compiler(10_000)
+        for batch in batches:
+            self.ingest.ingest(tenant, list(batch))
+            self.clock.advance(timedelta(seconds=1))
+            compiler.compile(tenant, SUBJECT)
+        return tenant
+
+
+def cut(items: Sequence[T], cuts: Sequence[int]) -> list[list[T]]:
+    bounds = sorted({0, len(items), *(c % (len(items) + 1) for c in cuts)})
+    return [list(items[start:end]) for start, end in itertools.pairwise(bounds)]
+
+
+def by_moment(episodes: Sequence[EpisodeDraft], cuts: Sequence[int]) -> list[list[EpisodeDraft]]:
+    """Time-ordered batches, each cut between two moments (never inside one)."""
+    moments = sorted({episode.occurred_at for episode in episodes})
+    groups = [[e for e in episodes if e.occurred_at == moment] for moment in moments]
+    return [[e for group in batch for e in group] for batch in cut(groups, cuts)]
+
+
+@PROPERTY
+@given(
+    histories(CLAIMED + LEXICAL),
+    st.integers(min_value=1, max_value=4),
+    st.lists(st.integers(min_value=0, max_value=10), min_size=1, max_size=4),
+)
+def test_chunk_size_and_time_ordered_incremental_compiles_leave_one_truth(
+    store: Store, episodes: list[EpisodeDraft], chunk_episodes: int, cuts: list[int]
+) -> None:
+    compiles = Compiles(store)
+
+    once = compiles.at_once(episodes)
+    chunked = compiles.at_once(episodes, chunk_episodes)
+    incremental = compiles.incrementally(by_moment(episodes, cuts))
+
+    assert truth(store, chunked) == truth(store, once)
+    assert truth(store, incremental) == truth(store, once)
+
+
+@PROPERTY
+@given(
+    histories(CLAIMED),
+    st.randoms(use_true_random=False),
+    st.lists(st.integers(min_value=0, max_value=10), min_size=1, max_size=4),
+)
+def test_claims_arriving_in_any_order_leave_the_truth_of_one_compile(
+    store: Store, episodes: list[EpisodeDraft], shuffler: Any, cuts: list[int]
+) -> None:
+    compiles = Compiles(store)
+    arrival = list(episodes)
+    shuffler.shuffle(arrival)
+
+    once = compiles.at_once(episodes)
+    late = compiles.incrementally(cut(arrival, cuts))
+
+    assert truth(store, late) == truth(store, once)
+
+
+# -- regressions -------------------------------------------------------------------------
+
+
+def test_an_older_home_city_compiled_after_a_newer_one_holds_under_keep_existing(
+    store: Store,
+) -> None:
+    # Regression: keep_existing kept whichever plain statement was compiled first, so a
+    # backfill of an older record lost to a newer one that a time-ordered compile keeps out.
+    compiles = Compiles(store)
+    porto, lisbon = said(1, "I live in Porto.", 0), said(2, "I live in Lisbon.", 3)
+
+    once = compiles.at_once([porto, lisbon])
+    backfilled = compiles.incrementally([[lisbon], [porto]])
+
+    assert truth(store, backfilled) == truth(store, once)
+    contents = {content for content, *_ in truth(store, backfilled)["memories"].values()}
+    assert "Lives in Porto" in contents
+    assert "Lives in Lisbon" not in contents
+
+
+@pytest.mark.parametrize("chunk_episodes", [2, 3])
+def test_a_chunk_never_splits_episodes_of_one_moment(store: Store, chunk_episodes: int) -> None:
+    # Regression: two lexically matching decisions of one moment, split across chunks,
+    # were decided in episode id order (random) instead of by memory key, so the chunk
+    # size picked the winner. Eight independent pairs make a random order show.
+    compiles = Compiles(store)
+    pairs = [
+        [
+            said(2 * k, f"We decided to use Redis for queue{k}.", k),
+            said(2 * k + 1, f"We decided to use Postgres for queue{k}.", k),
+        ]
+        for k in range(8)
+    ]
+    episodes = [episode for pair in pairs for episode in pair]
+
+    once = compiles.at_once(episodes)
+    chunked = compiles.at_once(episodes, chunk_episodes)
+
+    assert truth(store, chunked) == truth(store, once)
+    assert records(store, chunked) == records(store, once)
