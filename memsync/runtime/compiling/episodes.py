@@ -11,7 +11,6 @@ import json
 import uuid
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -50,13 +49,12 @@ class Pending(NamedTuple):
 
 
 class Stamp(NamedTuple):
-    """What tells one read of an uncompiled episode from another: equal stamps, equal
-    :class:`Uncompiled` (a revision's payload does not change; its hash is here too)."""
+    """What tells one read of an uncompiled episode from another. Every change to an
+    episode's content, subject or existence is a new revision, so equal stamps mean
+    equal :class:`Uncompiled` reads."""
 
     id: uuid.UUID
     revision: int
-    content_hash: str
-    occurred_at: datetime
     compiled_revision: int
     deleted: bool
 
@@ -71,15 +69,7 @@ class Uncompiled(NamedTuple):
 
     @property
     def stamp(self) -> Stamp:
-        view = self.view
-        return Stamp(
-            view.id,
-            view.revision,
-            view.content_hash,
-            view.occurred_at,
-            self.compiled_revision,
-            self.deleted,
-        )
+        return Stamp(self.view.id, self.view.revision, self.compiled_revision, self.deleted)
 
 
 def pending_episode_ids(connection: Connection, tenant_id: str, subject_id: str) -> list[Pending]:
@@ -138,34 +128,18 @@ def uncompiled_episodes(
 
 def uncompiled_stamps(
     connection: Connection, tenant_id: str, subject_id: str, episode_ids: Sequence[uuid.UUID]
-) -> list[Stamp]:
-    """The stamps of what :func:`uncompiled_episodes` would return, in the same order,
-    without reading (or decoding) any payload."""
-    rows = _uncompiled_rows(
-        connection,
-        sa.select(
-            episodes.c.id,
-            episodes.c.revision,
-            episodes.c.content_hash,
-            episodes.c.occurred_at,
-            episodes.c.compiled_revision,
-            episodes.c.deleted_at,
-        ),
-        tenant_id,
-        subject_id,
-        episode_ids,
-    )
-    return [
-        Stamp(
-            row.id,
-            row.revision,
-            row.content_hash,
-            row.occurred_at,
-            row.compiled_revision,
-            row.deleted_at is not None,
+) -> set[Stamp]:
+    """The stamps of what :func:`uncompiled_episodes` would return, without reading (or
+    decoding) a payload or a time."""
+    deleted = episodes.c.deleted_at.is_not(None).label("deleted")
+    columns = sa.select(episodes.c.id, episodes.c.revision, episodes.c.compiled_revision, deleted)
+    return {
+        Stamp(*row)
+        for some_ids in in_slices(episode_ids)
+        for row in connection.execute(
+            _uncompiled_of(columns, connection, tenant_id, subject_id, some_ids)
         )
-        for row in rows
-    ]
+    }
 
 
 def _uncompiled_rows(
@@ -178,15 +152,26 @@ def _uncompiled_rows(
     rows: list[sa.Row[Any]] = []
     # A chunk can outgrow what one statement may bind: read it a slice at a time.
     for some_ids in in_slices(episode_ids):
-        query = columns.where(
-            episodes.c.tenant_id == tenant_id,
-            one_of(episodes.c.id, some_ids, postgresql=connection.dialect.name == "postgresql"),
-            episodes.c.subject_id == subject_id,
-            UNCOMPILED,
+        rows.extend(
+            connection.execute(_uncompiled_of(columns, connection, tenant_id, subject_id, some_ids))
         )
-        rows.extend(connection.execute(query))
     rows.sort(key=lambda row: (row.occurred_at, row.id))
     return rows
+
+
+def _uncompiled_of(
+    columns: sa.Select[Any],
+    connection: Connection,
+    tenant_id: str,
+    subject_id: str,
+    episode_ids: Sequence[uuid.UUID],
+) -> sa.Select[Any]:
+    return columns.where(
+        episodes.c.tenant_id == tenant_id,
+        one_of(episodes.c.id, episode_ids, postgresql=connection.dialect.name == "postgresql"),
+        episodes.c.subject_id == subject_id,
+        UNCOMPILED,
+    )
 
 
 def mark_compiled(connection: Connection, tenant_id: str, views: Sequence[EpisodeView]) -> None:

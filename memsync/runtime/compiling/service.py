@@ -259,12 +259,18 @@ class _Extraction:
         # A tombstone derives nothing; compiling it is retiring what it supported.
         return cls(episodes, compiler.compile([e.view for e in episodes if not e.deleted]))
 
-    def still_current(self, connection: Connection, tenant_id: str, subject_id: str) -> bool:
-        """Whether the uncompiled episodes of these ids are, in ``connection``'s
-        transaction, exactly the ones read: same ids, revisions, hashes and marks."""
-        ids = [found.view.id for found in self.episodes]
-        stamps = uncompiled_stamps(connection, tenant_id, subject_id, ids)
-        return stamps == [found.stamp for found in self.episodes]
+    def still_current(
+        self,
+        connection: Connection,
+        tenant_id: str,
+        subject_id: str,
+        episode_ids: Sequence[uuid.UUID],
+    ) -> bool:
+        """Whether the uncompiled episodes among ``episode_ids`` (those this was read
+        from) are, in ``connection``'s transaction, exactly the ones read: same ids,
+        revisions and marks."""
+        stamps = uncompiled_stamps(connection, tenant_id, subject_id, episode_ids)
+        return stamps == {found.stamp for found in self.episodes}
 
 
 class _ReadAhead:
@@ -523,7 +529,7 @@ class CompileService:
             # these episodes since they were read, and ingest may have revised some or
             # moved them to another subject.
             if extraction is None or not extraction.still_current(
-                connection, tenant_id, subject_id
+                connection, tenant_id, subject_id, ids
             ):
                 episodes = uncompiled_episodes(connection, tenant_id, subject_id, ids)
                 if prepared is not None:
@@ -538,8 +544,6 @@ class CompileService:
             derived_keys = {candidate.memory_key for candidate in candidates}
             existing = load_for_resolution(connection, tenant_id, subject_id, derived_keys)
             memories_loaded = len(existing)
-            if ahead is not None:
-                ahead.start(following[: self._next_chunk_size(memories_loaded)])
 
             # Change sets of the other subjects a record left: each bumps its own version.
             elsewhere: dict[str, list[ChangeSet]] = {}
@@ -568,6 +572,10 @@ class CompileService:
                         self._rules.thresholds,
                     )
                 )
+            if ahead is not None:
+                # Now, not sooner: while the chunk's writes keep the database busy, this
+                # thread mostly waits, and the helper has the interpreter to itself.
+                ahead.start(following[: self._next_chunk_size(memories_loaded)])
             revisions = {view.id: view.revision for view in views}
             for changes in change_sets:
                 apply_change_set(
