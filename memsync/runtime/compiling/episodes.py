@@ -22,6 +22,7 @@ from memsync.runtime.storage.tables import (
     episodes,
     in_slices,
     one_of,
+    pipelined,
     update_each_if,
 )
 
@@ -209,17 +210,9 @@ def marking_compiled(
         mark_compiled(connection, tenant_id, views)
         yield
         return
-    import psycopg  # here: only a PostgreSQL store needs the driver loaded
-
-    driver = connection.connection.driver_connection
-    assert isinstance(driver, psycopg.Connection)
-    marks = _pg_marks(tenant_id, views)
-    try:
-        with driver.pipeline():
-            driver.execute(_PG_MARK_COMPILED, marks)
-            yield
-    except psycopg.Error as error:
-        raise sa.exc.DBAPIError.instance(_PG_MARK_COMPILED, marks, error, psycopg.Error) from error
+    with pipelined(connection) as send:
+        send(_PG_MARK_COMPILED, _pg_marks(tenant_id, views))
+        yield
 
 
 def _pg_marks(tenant_id: str, views: Sequence[EpisodeView]) -> dict[str, str]:

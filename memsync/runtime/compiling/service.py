@@ -434,6 +434,10 @@ class CompileService:
         before it stay compiled (memories and markers together), so a retry carries on
         where this call stopped. ``on_chunk`` records a chunk's counts in its own
         transaction (a compile job's progress, which then survives a crash).
+
+        A compiler that does not prepare ahead is called before each chunk's
+        transaction, for the next chunk on a helper thread while this one writes; what
+        it derived is used only if the chunk's episodes are unchanged under the lock.
         """
         job_id = job_id or f"compile-{uuid.uuid4()}"
         with bound_contextvars(tenant=tenant_id, subject=subject_id):
