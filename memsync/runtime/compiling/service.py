@@ -307,8 +307,12 @@ class _ReadAhead:
         """``chunk``'s extraction: the one started for it, or one made now."""
         ids = [episode.id for episode in chunk]
         started, self._started = self._started, None
-        if started is not None and started[0] == ids:
-            return started[1].result()
+        if started is not None:
+            if started[0] == ids:
+                return started[1].result()
+            # Started for other episodes (the chunks were cut otherwise): let it end
+            # unused first, so that the compiler is never called on two threads at once.
+            started[1].exception()
         return self._extract(ids)
 
     def _extract(self, ids: Sequence[uuid.UUID]) -> _Extraction:
