@@ -6,7 +6,7 @@ lets the pure resolver decide, applies the change set and advances the compile m
 together; a failure rolls the chunk back, so it consumes nothing of it, and the chunks
 before it stay compiled. Deriving is pure, so it happens before the chunk's
 transaction, from episodes read outside it (the next chunk's on a helper thread while
-this one resolves and writes); under the lock the chunk checks that its episodes are
+this one writes); under the lock the chunk checks that its episodes are
 still those, by their stamps, and derives again from a fresh read if any changed.
 Concurrent compiles of one subject are serialised per chunk by a lock (a
 transaction-scoped advisory lock on PostgreSQL, the database write lock on SQLite): the
@@ -277,8 +277,8 @@ class _ReadAhead:
     """Reads a chunk's episodes and derives their candidates outside its transaction.
 
     :meth:`start` hands the next chunk to a helper thread, which does it while the
-    current chunk resolves and writes (the database driver lets go of the GIL while
-    it waits, and the database works on the other core); :meth:`take` waits for it.
+    current chunk writes (the database driver lets go of the GIL while it waits, and
+    the database works on the other core); :meth:`take` waits for it.
     Only for compilers that do not prepare ahead: those call a model, and their
     preparing stays where it was, before the chunk's lock on the compile's own thread.
     """
