@@ -19,6 +19,12 @@ from memsync.compile.heuristic import HeuristicCompiler
 from memsync.compile.types import CandidateMemory, EpisodeView, MemoryStatus
 from memsync.episode import EpisodeDraft
 from memsync.runtime.compiling import CompileService
+from memsync.runtime.compiling.episodes import (
+    marking_compiled,
+    pending_episode_ids,
+    uncompiled_episodes,
+    uncompiled_stamps,
+)
 from memsync.runtime.compiling.memories import RECORDED_EPISODES_PER_SIDE
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import MemoryRepository
@@ -203,6 +209,92 @@ def test_a_failure_in_a_later_chunk_keeps_the_chunks_before_it(
     retried = CompileService(store, clock=clock).compile("t1", "ana")
     assert retried.episodes_compiled == 1
     assert compiled_marks(store) == [("m1", 1), ("m2", 1), ("m3", 1)]
+
+
+class RevisesWhileDeriving(HeuristicCompiler):
+    """The heuristic compiler, except that its ``revising_call``-th call, having been
+    handed its episodes, revises one of them in the store before deriving from the copy
+    it holds: what it returns describes a revision that is no longer current."""
+
+    def __init__(self, store: Store, revising_call: int, revision: EpisodeDraft) -> None:
+        super().__init__()
+        self.store, self.revising_call, self.revision = store, revising_call, revision
+        self.calls = 0
+
+    def compile(self, episodes: Sequence[EpisodeView]) -> list[CandidateMemory]:
+        self.calls += 1
+        if self.calls == self.revising_call:
+            IngestService(self.store).ingest("t1", [self.revision])
+        return super().compile(episodes)
+
+
+def revision_of(store: Store, key: str) -> tuple[int, int]:
+    """(revision, compiled revision) of the episode with idempotency key ``key``."""
+    with store.read() as connection:
+        row = connection.execute(
+            sa.text("SELECT revision, compiled_revision FROM episodes WHERE idempotency_key = :k"),
+            {"k": key},
+        ).one()
+        return row.revision, row.compiled_revision
+
+
+@pytest.mark.parametrize(
+    ("revising_call", "revised"),
+    [(1, said("m1", "I live in Porto.", 0)), (2, said("m3", "I prefer MySQL.", 2))],
+    ids=["first chunk, derived on the compile's thread", "second chunk, derived ahead"],
+)
+def test_an_episode_revised_after_it_was_derived_from_is_compiled_at_its_new_revision(
+    store: Store, ingest: IngestService, clock: FakeClock, revising_call: int, revised: EpisodeDraft
+) -> None:
+    ingest.ingest("t1", EPISODES)  # m1, m2 in the first chunk, m3 in the second
+    compiler = RevisesWhileDeriving(store, revising_call, revised)
+
+    result = CompileService(store, compiler=compiler, clock=clock, chunk_episodes=2).compile(
+        "t1", "ana"
+    )
+
+    # Derived from the revision read before the chunk's lock, then checked under it:
+    # the stale derivation is dropped and the current revision compiled instead.
+    assert result.episodes_compiled == 3
+    assert revision_of(store, revised.idempotency_key or "") == (2, 2)
+    contents = set(active(store).values())
+    text = revised.payload["messages"][0]["content"]
+    assert any(text.rstrip(".").split()[-1] in content for content in contents)
+    replaced = {"m1": "Lisbon", "m3": "Postgres"}[revised.idempotency_key or ""]
+    assert not any(replaced in content for content in contents)
+    assert CompileService(store, clock=clock).compile("t1", "ana").episodes_compiled == 0
+
+
+def test_marks_are_written_with_the_chunk_or_not_at_all(
+    store: Store, ingest: IngestService
+) -> None:
+    ingest.ingest("t1", EPISODES)
+    with store.read() as connection:
+        views = [
+            found.view
+            for found in uncompiled_episodes(
+                connection,
+                "t1",
+                "ana",
+                [p.id for p in pending_episode_ids(connection, "t1", "ana")],
+            )
+        ]
+
+    with (
+        pytest.raises(RuntimeError, match="resolver failed"),
+        store.write() as connection,
+        marking_compiled(connection, "t1", views),
+    ):
+        raise RuntimeError("resolver failed")
+    assert compiled_marks(store) == [("m1", 0), ("m2", 0), ("m3", 0)]
+
+    with store.write() as connection:
+        with marking_compiled(connection, "t1", views[:2]):
+            pass
+        # Done when the block ends, in the same transaction.
+        ids = [view.id for view in views]
+        assert [stamp.id for stamp in uncompiled_stamps(connection, "t1", "ana", ids)] == ids[2:]
+    assert compiled_marks(store) == [("m1", 1), ("m2", 1), ("m3", 0)]
 
 
 @pytest.mark.parametrize("chunk_episodes", [1, 3, 7])

@@ -11,6 +11,7 @@ import itertools
 import signal
 import subprocess
 import threading
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -131,6 +132,12 @@ def moves(subject: str) -> list[EpisodeDraft]:
 COUNTS = ("episodes_compiled", "memories_created", "memories_superseded", "conflicts_opened")
 
 
+def compiled_so_far(queue: JobQueue, tenant: str, job_id: uuid.UUID) -> int:
+    """How many episodes a compile job's committed chunks have compiled."""
+    job = queue.get(tenant, job_id)
+    return 0 if job is None or job.result is None else int(job.result["episodes_compiled"])
+
+
 def test_a_worker_killed_mid_compile_leaves_a_job_whose_counts_equal_a_clean_runs(
     store: Store, store_url: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
@@ -152,7 +159,13 @@ def test_a_worker_killed_mid_compile_leaves_a_job_whose_counts_equal_a_clean_run
     )  # fmt: skip
     processes.append(doomed)
     wait_until(reached.exists, what="the doomed worker to reach its third chunk")
-    doomed.kill()  # SIGKILL inside the third chunk's transaction
+    # The third chunk is derived ahead, while the second one writes: kill once the
+    # second has committed, so that what is killed is the third chunk.
+    wait_until(
+        lambda: compiled_so_far(queue, "acme", crashed_job.id) == 2 * MID_COMPILE_CHUNK,
+        what="the doomed worker to commit its second chunk",
+    )
+    doomed.kill()  # SIGKILL inside the third chunk
     doomed.communicate(timeout=30)
     killed = queue.get("acme", crashed_job.id)
     assert killed is not None

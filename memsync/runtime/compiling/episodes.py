@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -22,17 +23,21 @@ from memsync.runtime.storage.tables import (
     episodes,
     in_slices,
     one_of,
+    pipelined,
     update_each_if,
 )
 
 __all__ = [
     "Pending",
+    "Stamp",
     "Uncompiled",
     "mark_compiled",
+    "marking_compiled",
     "pending_episode_ids",
     "subjects_due",
     "subjects_with_uncompiled",
     "uncompiled_episodes",
+    "uncompiled_stamps",
     "uncompiled_targets",
 ]
 
@@ -46,6 +51,17 @@ class Pending(NamedTuple):
     occurred_at: datetime
 
 
+class Stamp(NamedTuple):
+    """What tells one read of an uncompiled episode from another. Every change to an
+    episode's content, subject or existence is a new revision, so equal stamps mean
+    equal :class:`Uncompiled` reads."""
+
+    id: uuid.UUID
+    revision: int
+    compiled_revision: int
+    deleted: bool
+
+
 class Uncompiled(NamedTuple):
     """An uncompiled episode at its current revision, the revision compiled before (0:
     none), and whether the current revision is a tombstone."""
@@ -53,6 +69,10 @@ class Uncompiled(NamedTuple):
     view: EpisodeView
     compiled_revision: int
     deleted: bool
+
+    @property
+    def stamp(self) -> Stamp:
+        return Stamp(self.view.id, self.view.revision, self.compiled_revision, self.deleted)
 
 
 def pending_episode_ids(connection: Connection, tenant_id: str, subject_id: str) -> list[Pending]:
@@ -72,29 +92,24 @@ def uncompiled_episodes(
 ) -> list[Uncompiled]:
     """Those of ``episode_ids`` still uncompiled and still filed under ``subject_id``,
     in time order."""
-    columns = sa.select(
-        episodes.c.id,
-        episodes.c.subject_id,
-        episodes.c.source,
-        episodes.c.type,
-        episodes.c.payload,
-        episodes.c.occurred_at,
-        episodes.c.revision,
-        episodes.c.content_hash,
-        episodes.c.compiled_revision,
-        episodes.c.deleted_at,
+    rows = _uncompiled_rows(
+        connection,
+        sa.select(
+            episodes.c.id,
+            episodes.c.subject_id,
+            episodes.c.source,
+            episodes.c.type,
+            episodes.c.payload,
+            episodes.c.occurred_at,
+            episodes.c.revision,
+            episodes.c.content_hash,
+            episodes.c.compiled_revision,
+            episodes.c.deleted_at,
+        ),
+        tenant_id,
+        subject_id,
+        episode_ids,
     )
-    rows: list[sa.Row[Any]] = []
-    # A chunk can outgrow what one statement may bind: read it a slice at a time.
-    for some_ids in in_slices(episode_ids):
-        query = columns.where(
-            episodes.c.tenant_id == tenant_id,
-            one_of(episodes.c.id, some_ids, postgresql=connection.dialect.name == "postgresql"),
-            episodes.c.subject_id == subject_id,
-            UNCOMPILED,
-        )
-        rows.extend(connection.execute(query))
-    rows.sort(key=lambda row: (row.occurred_at, row.id))
     return [
         Uncompiled(
             EpisodeView(
@@ -114,6 +129,54 @@ def uncompiled_episodes(
     ]
 
 
+def uncompiled_stamps(
+    connection: Connection, tenant_id: str, subject_id: str, episode_ids: Sequence[uuid.UUID]
+) -> set[Stamp]:
+    """The stamps of what :func:`uncompiled_episodes` would return, without reading (or
+    decoding) a payload or a time."""
+    deleted = episodes.c.deleted_at.is_not(None).label("deleted")
+    columns = sa.select(episodes.c.id, episodes.c.revision, episodes.c.compiled_revision, deleted)
+    return {
+        Stamp(*row)
+        for some_ids in in_slices(episode_ids)
+        for row in connection.execute(
+            _uncompiled_of(columns, connection, tenant_id, subject_id, some_ids)
+        )
+    }
+
+
+def _uncompiled_rows(
+    connection: Connection,
+    columns: sa.Select[Any],
+    tenant_id: str,
+    subject_id: str,
+    episode_ids: Sequence[uuid.UUID],
+) -> list[sa.Row[Any]]:
+    rows: list[sa.Row[Any]] = []
+    # A chunk can outgrow what one statement may bind: read it a slice at a time.
+    for some_ids in in_slices(episode_ids):
+        rows.extend(
+            connection.execute(_uncompiled_of(columns, connection, tenant_id, subject_id, some_ids))
+        )
+    rows.sort(key=lambda row: (row.occurred_at, row.id))
+    return rows
+
+
+def _uncompiled_of(
+    columns: sa.Select[Any],
+    connection: Connection,
+    tenant_id: str,
+    subject_id: str,
+    episode_ids: Sequence[uuid.UUID],
+) -> sa.Select[Any]:
+    return columns.where(
+        episodes.c.tenant_id == tenant_id,
+        one_of(episodes.c.id, episode_ids, postgresql=connection.dialect.name == "postgresql"),
+        episodes.c.subject_id == subject_id,
+        UNCOMPILED,
+    )
+
+
 def mark_compiled(connection: Connection, tenant_id: str, views: Sequence[EpisodeView]) -> None:
     """Mark each episode compiled at the revision ``views`` hold.
 
@@ -121,15 +184,7 @@ def mark_compiled(connection: Connection, tenant_id: str, views: Sequence[Episod
     concurrent ingest since it was read stays behind and is compiled next time.
     """
     if connection.dialect.name == "postgresql":
-        # One statement for the chunk, its (id, revision) pairs as one JSON document:
-        # an executemany binds and sends every pair on its own.
-        connection.execute(
-            _PG_MARK_COMPILED,
-            {
-                "tenant_id": tenant_id,
-                "marks": json.dumps([[str(view.id), view.revision] for view in views]),
-            },
-        )
+        connection.exec_driver_sql(_PG_MARK_COMPILED, _pg_marks(tenant_id, views))
         return
     connection.execute(
         update_each_if(episodes, tenant_id, "revision").values(
@@ -139,10 +194,42 @@ def mark_compiled(connection: Connection, tenant_id: str, views: Sequence[Episod
     )
 
 
-_PG_MARK_COMPILED = sa.text(
+@contextmanager
+def marking_compiled(
+    connection: Connection, tenant_id: str, views: Sequence[EpisodeView]
+) -> Iterator[None]:
+    """:func:`mark_compiled`, done while the caller's block runs.
+
+    On PostgreSQL the statement goes out in pipeline mode and the server runs it while
+    the block works on: marking a chunk rewrites each episode's row into its indexes,
+    which takes about as long as the resolver's work on the chunk. The block must not
+    use ``connection``. When the block ends the statement has finished, and its error,
+    if it failed, is raised then, as SQLAlchemy raises a driver's error; an error of the
+    block's own is raised after the statement finished. On SQLite the episodes are
+    marked before the block runs.
+    """
+    if connection.dialect.name != "postgresql":
+        mark_compiled(connection, tenant_id, views)
+        yield
+        return
+    with pipelined(connection) as send:
+        send(_PG_MARK_COMPILED, _pg_marks(tenant_id, views))
+        yield
+
+
+def _pg_marks(tenant_id: str, views: Sequence[EpisodeView]) -> dict[str, str]:
+    # One statement for the chunk, its (id, revision) pairs as one JSON document: an
+    # executemany binds and sends every pair on its own.
+    return {
+        "tenant_id": tenant_id,
+        "marks": json.dumps([[str(view.id), view.revision] for view in views]),
+    }
+
+
+_PG_MARK_COMPILED = (
     "UPDATE episodes AS e SET compiled_revision = (mark->>1)::int "
-    "FROM jsonb_array_elements(CAST(:marks AS jsonb)) AS mark "
-    "WHERE e.tenant_id = :tenant_id AND e.id = (mark->>0)::uuid "
+    "FROM jsonb_array_elements(CAST(%(marks)s AS jsonb)) AS mark "
+    "WHERE e.tenant_id = %(tenant_id)s AND e.id = (mark->>0)::uuid "
     "AND e.revision = (mark->>1)::int"
 )
 

@@ -594,39 +594,38 @@ def apply_change_set(
                 for change in changes.status_changes
             ],
         )
-    # Records are written a slice at a time: a compile of many thousand episodes can
-    # make as many records, and rendering them all at once costs memory for nothing.
     # A claim that flips often lists the same episodes in record after record: each id
-    # is written out as text once per change set.
+    # is written out as text once per change set. The records' rows are made as they
+    # are written, a statement's worth at a time: a compile of many thousand episodes
+    # can make as many records, and rendering them all at once costs memory for nothing.
     id_texts: dict[uuid.UUID, str] = {}
-    for start in range(0, len(changes.supersessions), tables.JSON_ROWS_PER_STATEMENT):
-        tables.insert_json_rows(
-            connection,
-            _supersessions,
-            [
-                {
-                    "tenant_id": tenant_id,
-                    "id": uuid.uuid4(),
-                    "subject_id": record.subject_id,
-                    "rule": record.rule.value,
-                    "claim_key": record.claim_key,
-                    "score": record.score,
-                    "threshold": record.threshold,
-                    "winner_memory_id": record.winner_memory_id,
-                    "winner_memory_key": record.winner_memory_key,
-                    "loser_memory_id": record.loser_memory_id,
-                    "loser_memory_key": record.loser_memory_key,
-                    "winner_episode_ids": _recorded(record.winner_episode_ids, id_texts),
-                    "loser_episode_ids": _recorded(record.loser_episode_ids, id_texts),
-                    "winner_episode_count": len(record.winner_episode_ids),
-                    "loser_episode_count": len(record.loser_episode_ids),
-                    "job_id": record.job_id,
-                    "decided_at": record.decided_at,
-                }
-                for record in changes.supersessions[start : start + tables.JSON_ROWS_PER_STATEMENT]
-            ],
-            ignore=False,
-        )
+    tables.insert_json_rows(
+        connection,
+        _supersessions,
+        (
+            {
+                "tenant_id": tenant_id,
+                "id": uuid.uuid4(),
+                "subject_id": record.subject_id,
+                "rule": record.rule.value,
+                "claim_key": record.claim_key,
+                "score": record.score,
+                "threshold": record.threshold,
+                "winner_memory_id": record.winner_memory_id,
+                "winner_memory_key": record.winner_memory_key,
+                "loser_memory_id": record.loser_memory_id,
+                "loser_memory_key": record.loser_memory_key,
+                "winner_episode_ids": _recorded(record.winner_episode_ids, id_texts),
+                "loser_episode_ids": _recorded(record.loser_episode_ids, id_texts),
+                "winner_episode_count": len(record.winner_episode_ids),
+                "loser_episode_count": len(record.loser_episode_ids),
+                "job_id": record.job_id,
+                "decided_at": record.decided_at,
+            }
+            for record in changes.supersessions
+        ),
+        ignore=False,
+    )
     if changes.open_conflicts:
         insert = tables.upsert(_conflicts, postgresql=_on_postgresql(connection))
         # Found again after it was resolved because a side was retired and came back:

@@ -4,18 +4,24 @@ One call compiles one subject: it lists the subject's uncompiled episodes and wo
 through them in time-ordered chunks, one transaction each. A chunk derives candidates,
 lets the pure resolver decide, applies the change set and advances the compile markers
 together; a failure rolls the chunk back, so it consumes nothing of it, and the chunks
-before it stay compiled. Concurrent compiles of one subject are serialised per chunk by
-a lock (a transaction-scoped advisory lock on PostgreSQL, the database write lock on
-SQLite): the second waits, then finds the episodes compiled and skips them.
+before it stay compiled. Deriving is pure, so it happens before the chunk's
+transaction, from episodes read outside it (the next chunk's on a helper thread while
+this one writes); under the lock the chunk checks that its episodes are
+still those, by their stamps, and derives again from a fresh read if any changed.
+Concurrent compiles of one subject are serialised per chunk by a lock (a
+transaction-scoped advisory lock on PostgreSQL, the database write lock on SQLite): the
+second waits, then finds the episodes compiled and skips them.
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
@@ -50,10 +56,12 @@ from memsync.compile.types import (
 from memsync.logcontext import bound_log_context
 from memsync.runtime.compiling.episodes import (
     Pending,
-    mark_compiled,
+    Uncompiled,
+    marking_compiled,
     pending_episode_ids,
     subjects_with_uncompiled,
     uncompiled_episodes,
+    uncompiled_stamps,
 )
 from memsync.runtime.compiling.memories import (
     active_rivals,
@@ -238,6 +246,81 @@ class _Recompiling:
         return source_standings(connection, self.tenant_id, memories, self.derived)
 
 
+@dataclass(frozen=True, slots=True)
+class _Extraction:
+    """A chunk's uncompiled episodes as one read found them (time order), and the
+    candidates the compiler derived from those that are not tombstones."""
+
+    episodes: list[Uncompiled]
+    candidates: list[CandidateMemory]
+
+    @classmethod
+    def of(cls, compiler: Compiler, episodes: list[Uncompiled]) -> _Extraction:
+        # A tombstone derives nothing; compiling it is retiring what it supported.
+        return cls(episodes, compiler.compile([e.view for e in episodes if not e.deleted]))
+
+    def still_current(
+        self,
+        connection: Connection,
+        tenant_id: str,
+        subject_id: str,
+        episode_ids: Sequence[uuid.UUID],
+    ) -> bool:
+        """Whether the uncompiled episodes among ``episode_ids`` (those this was read
+        from) are, in ``connection``'s transaction, exactly the ones read: same ids,
+        revisions and marks."""
+        stamps = uncompiled_stamps(connection, tenant_id, subject_id, episode_ids)
+        return stamps == {found.stamp for found in self.episodes}
+
+
+class _ReadAhead:
+    """Reads a chunk's episodes and derives their candidates outside its transaction.
+
+    :meth:`start` hands the next chunk to a helper thread, which does it while the
+    current chunk writes (the database driver lets go of the GIL while it waits, and
+    the database works on the other core); :meth:`take` waits for it.
+    Only for compilers that do not prepare ahead: those call a model, and their
+    preparing stays where it was, before the chunk's lock on the compile's own thread.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        compiler: Compiler,
+        tenant_id: str,
+        subject_id: str,
+        helper: ThreadPoolExecutor,
+    ) -> None:
+        self._store, self._compiler, self._helper = store, compiler, helper
+        self._tenant_id, self._subject_id = tenant_id, subject_id
+        self._started: tuple[list[uuid.UUID], Future[_Extraction]] | None = None
+
+    def start(self, chunk: Sequence[Pending]) -> None:
+        """Begin reading and deriving ``chunk`` on the helper thread. A failure is kept
+        and raised by :meth:`take`: it belongs to that chunk, not to the one running."""
+        ids = [episode.id for episode in chunk]
+        if ids:
+            context = contextvars.copy_context()  # the log's tenant and subject
+            self._started = (ids, self._helper.submit(context.run, self._extract, ids))
+
+    def take(self, chunk: Sequence[Pending]) -> _Extraction:
+        """``chunk``'s extraction: the one started for it, or one made now."""
+        ids = [episode.id for episode in chunk]
+        started, self._started = self._started, None
+        if started is not None:
+            if started[0] == ids:
+                return started[1].result()
+            # Started for other episodes (the chunks were cut otherwise): let it end
+            # unused first, so that the compiler is never called on two threads at once.
+            started[1].exception()
+        return self._extract(ids)
+
+    def _extract(self, ids: Sequence[uuid.UUID]) -> _Extraction:
+        with self._store.read() as connection:
+            found = uncompiled_episodes(connection, self._tenant_id, self._subject_id, ids)
+        return _Extraction.of(self._compiler, found)
+
+
 def _derived(
     views: Sequence[EpisodeView], candidates: Sequence[CandidateMemory]
 ) -> dict[uuid.UUID, set[str]]:
@@ -370,6 +453,10 @@ class CompileService:
         markers together), so a retry carries on where this call stopped. ``on_chunk``
         records a chunk's counts in its own transaction (a compile job's progress,
         which then survives a crash).
+
+        A compiler that does not prepare ahead is called before each chunk's
+        transaction, for the next chunk on a helper thread while this one writes; what
+        it derived is used only if the chunk's episodes are unchanged under the lock.
         """
         job_id = job_id or f"compile-{uuid.uuid4()}"
         with bound_log_context(tenant=tenant_id, subject=subject_id):
@@ -389,16 +476,20 @@ class CompileService:
         with self._store.read() as connection:
             pending = pending_episode_ids(connection, tenant_id, subject_id)
         total = _Tally()
-        position, size = 0, self._chunk_episodes
-        while position < len(pending):
-            chunk = pending[position : _chunk_end(pending, position, size)]
-            outcome = self._compile_chunk(compiler, tenant_id, subject_id, chunk, job_id, on_chunk)
-            total.add(outcome)
-            position += len(chunk)
-            # Every chunk loads the subject's active memories again; a chunk at least
-            # that large keeps the reload at most one memory per episode compiled, so a
-            # compile stays linear however large the subject grows.
-            size = max(self._chunk_episodes, outcome.memories_loaded)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compile-ahead") as helper:
+            ahead = None
+            if not compiler.prepares_ahead:
+                ahead = _ReadAhead(self._store, compiler, tenant_id, subject_id, helper)
+            position, size = 0, self._chunk_episodes
+            while position < len(pending):
+                chunk = pending[position : _chunk_end(pending, position, size)]
+                following = pending[position + len(chunk) :]
+                outcome = self._compile_chunk(
+                    compiler, tenant_id, subject_id, chunk, following, ahead, job_id, on_chunk
+                )
+                total.add(outcome)
+                position += len(chunk)
+                size = self._next_chunk_size(outcome.memories_loaded)
         result = total.result(subject_id, job_id)
         log.info(
             "compiled",
@@ -411,18 +502,31 @@ class CompileService:
         )
         return result
 
+    def _next_chunk_size(self, memories_loaded: int) -> int:
+        # Every chunk loads the subject's active memories again; a chunk at least that
+        # large keeps the reload at most one memory per episode compiled, so a compile
+        # stays linear however large the subject grows.
+        return max(self._chunk_episodes, memories_loaded)
+
     def _compile_chunk(
         self,
         compiler: Compiler,
         tenant_id: str,
         subject_id: str,
         chunk: Sequence[Pending],
+        following: Sequence[Pending],
+        ahead: _ReadAhead | None,
         job_id: str,
         on_chunk: ChunkCommitting | None,
     ) -> _ChunkOutcome:
+        """Compile ``chunk`` in one transaction; ``following`` is what comes after it,
+        the start of which ``ahead`` (when given) reads while this chunk writes."""
         ids = [episode.id for episode in chunk]
         prepared: set[tuple[uuid.UUID, int]] | None = None
-        if compiler.prepares_ahead:
+        extraction: _Extraction | None = None
+        if ahead is not None:
+            extraction = ahead.take(chunk)
+        elif compiler.prepares_ahead:
             # Ask the model before taking the subject's lock and the write transaction:
             # extraction is slow network I/O and is recorded, so the compile below
             # replays it without a request.
@@ -444,19 +548,22 @@ class CompileService:
         with self._store.write() as connection:
             locked = self.lock_subjects(connection, tenant_id, {subject_id, *cited_elsewhere})
             now = self._clock.now()
-            # Read again under the lock: a concurrent compile may have taken some of
-            # these episodes since they were listed, and ingest may have revised some
-            # or moved them to another subject.
-            episodes = uncompiled_episodes(connection, tenant_id, subject_id, ids)
-            if prepared is not None:
-                # Whatever was revised since the extraction waits for the next compile,
-                # so the model is never called while the write lock is held.
-                episodes = [e for e in episodes if (e.view.id, e.view.revision) in prepared]
+            # Check again under the lock: a concurrent compile may have taken some of
+            # these episodes since they were read, and ingest may have revised some or
+            # moved them to another subject.
+            if extraction is None or not extraction.still_current(
+                connection, tenant_id, subject_id, ids
+            ):
+                episodes = uncompiled_episodes(connection, tenant_id, subject_id, ids)
+                if prepared is not None:
+                    # Whatever was revised since the extraction waits for the next
+                    # compile, so the model is never called while the write lock is held.
+                    episodes = [e for e in episodes if (e.view.id, e.view.revision) in prepared]
+                extraction = _Extraction.of(compiler, episodes)
+            episodes, candidates = extraction.episodes, extraction.candidates
             if not episodes:
                 return _ChunkOutcome.of(0, [], memories_loaded=0)
             views = [found.view for found in episodes]
-            # A tombstone derives nothing; compiling it is retiring what it supported.
-            candidates = compiler.compile([found.view for found in episodes if not found.deleted])
             derived_keys = {candidate.memory_key for candidate in candidates}
             existing = load_for_resolution(connection, tenant_id, subject_id, derived_keys)
             memories_loaded = len(existing)
@@ -473,18 +580,27 @@ class CompileService:
                     locked,
                 )
             change_sets = elsewhere.pop(subject_id, [])
-            change_sets.append(
-                resolve(
-                    subject_id,
-                    candidates,
-                    existing,
-                    self._rules.policies,
-                    self._rules.registry,
-                    job_id,
-                    now,
-                    self._rules.thresholds,
+            # The episodes are marked while the resolver works: nothing before the
+            # commit reads their marks again.
+            with marking_compiled(connection, tenant_id, views):
+                change_sets.append(
+                    resolve(
+                        subject_id,
+                        candidates,
+                        existing,
+                        self._rules.policies,
+                        self._rules.registry,
+                        job_id,
+                        now,
+                        self._rules.thresholds,
+                    )
                 )
-            )
+            if ahead is not None:
+                # Now, not sooner: while the chunk's writes keep the database busy, this
+                # thread mostly waits, and the helper has the interpreter to itself.
+                ahead.start(
+                    following[: _chunk_end(following, 0, self._next_chunk_size(memories_loaded))]
+                )
             revisions = {view.id: view.revision for view in views}
             for changes in change_sets:
                 apply_change_set(
@@ -501,7 +617,6 @@ class CompileService:
                         job_id,
                         subject_id=other_subject,
                     )
-            mark_compiled(connection, tenant_id, views)
             outcome = _ChunkOutcome.of(
                 len(views),
                 [*change_sets, *(c for there in elsewhere.values() for c in there)],

@@ -7,8 +7,10 @@ predicate a partial index depends on cannot drift between copies.
 
 from __future__ import annotations
 
+import itertools
 import uuid
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import orjson
@@ -52,6 +54,7 @@ __all__ = [
     "memory_sources",
     "memory_versions",
     "one_of",
+    "pipelined",
     "supersessions",
     "sync_runs",
     "sync_streams",
@@ -131,37 +134,85 @@ JSON_ROWS_PER_STATEMENT = 500
 
 
 def insert_json_rows(
-    connection: Connection, table: sa.Table, rows: Sequence[dict[str, Any]], *, ignore: bool
+    connection: Connection, table: sa.Table, rows: Iterable[dict[str, Any]], *, ignore: bool
 ) -> None:
-    """Insert ``rows`` (every column given) in one statement; with ``ignore``, rows a
-    unique index already holds are skipped.
+    """Insert ``rows`` (every column given, the same columns in each); with ``ignore``,
+    rows a unique index already holds are skipped. ``rows`` is consumed a statement's
+    worth at a time (:data:`JSON_ROWS_PER_STATEMENT`), so a generator is never rendered
+    whole.
 
-    On PostgreSQL the rows travel as one JSON document that the server turns into the
-    table's row type (``jsonb_populate_recordset``, in C): a multi-row ``VALUES`` list
-    binds a parameter per value, which the driver parses and formats per row, about
-    150 µs a row for a wide table. SQLite's driver binds per row in C already, so there
-    it is a plain executemany.
+    On PostgreSQL each statement's rows travel as one JSON document that the server
+    turns into the table's row type (``jsonb_populate_recordset``, in C): a multi-row
+    ``VALUES`` list binds a parameter per value, which the driver parses and formats per
+    row, about 150 µs a row for a wide table. The statements are pipelined: the next
+    one is encoded while the server inserts the one before. SQLite's driver binds per
+    row in C already, so there it is a plain executemany.
     """
-    if not rows:
+    batches = _batches(rows, JSON_ROWS_PER_STATEMENT)
+    first = next(batches, None)
+    if first is None:
         return
     if connection.dialect.name != "postgresql":
         statement = insert_or_ignore(table, postgresql=False) if ignore else table.insert()
-        connection.execute(statement, rows)
+        for batch in itertools.chain([first], batches):
+            connection.execute(statement, batch)
         return
-    columns = ", ".join(f'"{name}"' for name in rows[0])
+    columns = ", ".join(f'"{name}"' for name in first[0])
     conflict = " ON CONFLICT DO NOTHING" if ignore else ""
-    statement = sa.text(
+    statement = (
         f"INSERT INTO {table.name} ({columns}) SELECT {columns} "
-        f"FROM jsonb_populate_recordset(NULL::{table.name}, CAST(:rows AS jsonb)){conflict}"
+        f"FROM jsonb_populate_recordset(NULL::{table.name}, CAST(%(rows)s AS jsonb)){conflict}"
     )
-    # A slice at a time: encoding JSON holds the GIL until it is done, and the API
-    # serves reads from other threads of the same process while a compile writes.
-    for start in range(0, len(rows), JSON_ROWS_PER_STATEMENT):
-        some = rows[start : start + JSON_ROWS_PER_STATEMENT]
-        # orjson writes ids and aware times natively, in forms PostgreSQL reads back
-        # exactly (UTC offsets included), about ten times as fast as the standard
-        # library calling str() on each: a compile writes tens of thousands of them.
-        connection.execute(statement, {"rows": orjson.dumps(some).decode()})
+    with pipelined(connection) as send:
+        # A batch at a time: encoding JSON holds the GIL until it is done, and the API
+        # serves reads from other threads of the same process while a compile writes.
+        for batch in itertools.chain([first], batches):
+            # orjson writes ids and aware times natively, in forms PostgreSQL reads back
+            # exactly (UTC offsets included), about ten times as fast as the standard
+            # library calling str() on each: a compile writes tens of thousands of them.
+            send(statement, {"rows": orjson.dumps(batch).decode()})
+
+
+def _batches(rows: Iterable[_T], size: int) -> Iterator[list[_T]]:
+    iterator = iter(rows)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
+
+
+Send = Callable[[str, Mapping[str, Any]], None]
+"""Sends one statement in the driver's own SQL (``%(name)s`` placeholders)."""
+
+
+@contextmanager
+def pipelined(connection: Connection) -> Iterator[Send]:
+    """Statements sent to PostgreSQL without waiting for each other (psycopg's pipeline
+    mode), in the caller's transaction: the server runs each while the block goes on
+    (encoding the next one, or pure work). The block sends through what it is handed
+    and must not otherwise use ``connection`` until it ends. When it ends every
+    statement has finished; the first error among them is raised then, as SQLAlchemy
+    raises a driver's error, and an error of the block's own after the statements
+    finished (either way the transaction is the caller's to roll back). PostgreSQL
+    only.
+    """
+    if connection.dialect.name != "postgresql":
+        raise ValueError("pipelined statements need a PostgreSQL store")
+    import psycopg  # here: only a PostgreSQL store needs the driver loaded
+
+    driver = connection.connection.driver_connection
+    assert isinstance(driver, psycopg.Connection)
+    last: list[str] = [""]
+
+    def send(statement: str, parameters: Mapping[str, Any]) -> None:
+        last[0] = statement
+        driver.execute(statement, parameters)
+
+    try:
+        with driver.pipeline():
+            yield send
+    except psycopg.Error as error:
+        # Which statement failed is the driver's message to tell; a statement's rows
+        # are not repeated in the error.
+        raise sa.exc.DBAPIError.instance(last[0], None, error, psycopg.Error) from error
 
 
 def upsert(table: sa.Table, *, postgresql: bool) -> Any:

@@ -1,0 +1,121 @@
+"""Bulk inserts of rows (``tables.insert_json_rows``) and pipelined statements, on both
+databases."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from memsync.runtime.storage import Store, tables
+
+NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def version_rows(subjects: range) -> Iterator[dict[str, Any]]:
+    for n in subjects:
+        yield {"tenant_id": "t1", "subject_id": f"s{n}", "version": f"v{n}", "changed_at": NOW}
+
+
+def stored_versions(store: Store) -> list[tuple[str, str]]:
+    with store.read() as connection:
+        rows = connection.execute(
+            sa.select(tables.memory_versions.c.subject_id, tables.memory_versions.c.version)
+        )
+        return sorted((subject, version) for subject, version in rows)
+
+
+def test_rows_from_a_generator_are_inserted_a_statement_at_a_time_and_all_of_them(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tables, "JSON_ROWS_PER_STATEMENT", 2)
+    with store.write() as connection:
+        tables.insert_json_rows(
+            connection, tables.memory_versions, version_rows(range(5)), ignore=False
+        )
+
+    assert stored_versions(store) == sorted((f"s{n}", f"v{n}") for n in range(5))
+
+
+def test_ignoring_skips_rows_a_unique_index_holds_and_an_empty_input_writes_nothing(
+    store: Store,
+) -> None:
+    with store.write() as connection:
+        tables.insert_json_rows(
+            connection, tables.memory_versions, version_rows(range(2)), ignore=False
+        )
+        tables.insert_json_rows(connection, tables.memory_versions, [], ignore=False)
+        again = ({**row, "version": "other"} for row in version_rows(range(3)))
+        tables.insert_json_rows(connection, tables.memory_versions, again, ignore=True)
+
+    assert stored_versions(store) == [("s0", "v0"), ("s1", "v1"), ("s2", "other")]
+
+
+def test_a_failing_batch_raises_the_databases_error_and_the_transaction_keeps_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tables, "JSON_ROWS_PER_STATEMENT", 2)
+    # The third row repeats the first one's key: the second statement fails, after the
+    # first was sent (on PostgreSQL, before its result was read).
+    rows = [*version_rows(range(2)), *version_rows(range(1))]
+
+    with pytest.raises(sa.exc.IntegrityError), store.write() as connection:
+        tables.insert_json_rows(connection, tables.memory_versions, rows, ignore=False)
+
+    assert stored_versions(store) == []
+
+
+def test_provenance_naming_no_memory_is_refused(store: Store) -> None:
+    orphan = {
+        "tenant_id": "t1",
+        "memory_id": uuid.uuid4(),
+        "episode_id": uuid.uuid4(),
+        "subject_id": "ana",
+        "episode_revision": 1,
+        "added_at": NOW,
+    }
+    with pytest.raises(sa.exc.IntegrityError), store.write() as connection:
+        tables.insert_json_rows(connection, tables.memory_sources, [orphan], ignore=True)
+
+
+@pytest.mark.postgresql_only
+def test_pipelined_statements_have_run_when_the_block_ends(store: Store) -> None:
+    with store.write() as connection:
+        with tables.pipelined(connection) as send:
+            send(
+                "INSERT INTO memory_versions VALUES (%(t)s, %(s)s, %(v)s, %(at)s)",
+                {"t": "t1", "s": "ana", "v": "v1", "at": NOW},
+            )
+            send("UPDATE memory_versions SET version = %(v)s", {"v": "v2"})
+        # The connection is SQLAlchemy's again, in the same transaction.
+        versions = connection.execute(sa.select(tables.memory_versions.c.version)).scalars()
+        assert list(versions) == ["v2"]
+    assert stored_versions(store) == [("ana", "v2")]
+
+
+def send_then_fail(store: Store) -> None:
+    with store.write() as connection, tables.pipelined(connection) as send:
+        send("INSERT INTO memory_versions VALUES ('t1', 'ana', 'v1', now())", {})
+        raise RuntimeError("resolver failed")
+
+
+@pytest.mark.postgresql_only
+def test_an_error_of_the_block_propagates_and_what_it_sent_is_rolled_back(store: Store) -> None:
+    with pytest.raises(RuntimeError, match="resolver failed"):
+        send_then_fail(store)
+    assert stored_versions(store) == []
+
+
+def test_pipelined_statements_need_postgresql(store: Store) -> None:
+    if store.is_postgresql:
+        pytest.skip("the refusal is SQLite's")
+    with (
+        store.read() as connection,
+        pytest.raises(ValueError, match="PostgreSQL"),
+        tables.pipelined(connection),
+    ):
+        pass
