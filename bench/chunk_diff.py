@@ -31,7 +31,7 @@ from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import MemoryRepository
 from memsync.runtime.storage import Store
-from memsync.runtime.storage.schema import EpisodeRow
+from memsync.runtime.storage.schema import episodes as episodes_table
 
 TENANT, SUBJECT = "bench", "user:1"
 
@@ -53,7 +53,7 @@ def snapshot(url: str, count: int, chunk: int, every: int, backfill: bool) -> di
         clock.advance(timedelta(seconds=1))
         reported_superseded += compiler.compile(TENANT, SUBJECT).memories_superseded
     with store.read() as connection:
-        rows = connection.execute(sa.select(EpisodeRow.id, EpisodeRow.idempotency_key))
+        rows = connection.execute(sa.select(episodes_table.c.id, episodes_table.c.idempotency_key))
         key_of = {str(row.id): row.idempotency_key for row in rows}
     memories = MemoryRepository(store).memories(TENANT, SUBJECT, statuses=None)
     name = {memory.id: memory.content for memory in memories}

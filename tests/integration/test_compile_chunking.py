@@ -26,7 +26,7 @@ from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import MemoryRepository
 from memsync.runtime.storage import Store
-from memsync.runtime.storage.schema import EpisodeRow
+from memsync.runtime.storage.schema import episodes as episodes_table
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 SUBJECT = "ana"
@@ -91,8 +91,8 @@ def truth(store: Store, tenant: str) -> dict[str, Any]:
     repository = MemoryRepository(store)
     with store.read() as connection:
         rows = connection.execute(
-            sa.select(EpisodeRow.id, EpisodeRow.idempotency_key).where(
-                EpisodeRow.tenant_id == tenant
+            sa.select(episodes_table.c.id, episodes_table.c.idempotency_key).where(
+                episodes_table.c.tenant_id == tenant
             )
         )
         key_of = {row.id: row.idempotency_key for row in rows}

@@ -2,7 +2,7 @@
 
 Every state change is one short write transaction; the invariants are indexes:
 at most one pending job per (tenant, kind, target) and one job per schedule fire
-and target (see :class:`~memsync.runtime.storage.schema.JobRow`). Workers claim with
+and target (see ``memsync.runtime.storage.schema.jobs``). Workers claim with
 ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so any number of them share the queue
 without waiting on each other; on SQLite the claim runs inside the database write
 lock (``BEGIN IMMEDIATE``), the single-writer equivalent.
