@@ -221,7 +221,7 @@ def test_a_signal_during_a_foreground_run_records_it_partial_and_the_rerun_reads
     assert (interrupted.id, interrupted.status.value) == (UUID(printed["id"]), "partial")
     assert interrupted.error is not None
     assert interrupted.error.startswith("interrupted: github 'gh': GET /repos/acme/api/issues")
-    assert interrupted.created == len(episode_keys(store)) == 1000  # committed, and kept
+    assert interrupted.created == len(episode_keys(store)) == READ_BEFORE_THE_LIMIT  # kept
 
     second = foreground()
     out, err = second.communicate(timeout=120)
@@ -229,7 +229,7 @@ def test_a_signal_during_a_foreground_run_records_it_partial_and_the_rerun_reads
     assert second.returncode == 0, err
     resumed = json.loads(out)
     assert resumed["status"] == "succeeded"
-    assert resumed["created"] == ISSUES - 1000
+    assert resumed["created"] == ISSUES - READ_BEFORE_THE_LIMIT
     assert limit.served == 1
     keys = episode_keys(store)
     assert len(keys) == len(set(keys)) == ISSUES

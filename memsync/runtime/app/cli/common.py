@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -106,6 +107,16 @@ def made_console(console: Console) -> Console:
     a console a test passed) prints to."""
     standing_in = cast("Any", console)
     return standing_in.made() if isinstance(standing_in, _ConsoleOnFirstUse) else console
+
+
+def say_from_signal_handler(line: str) -> None:
+    """Write ``line`` to stderr from a signal handler. A handler runs between two
+    bytecodes of whatever the main thread was doing, an import included (the log
+    pipeline imports structlog at its first line): a handler that imports, as rich's
+    first print does, can fail inside that import and lose the signal. This imports
+    nothing."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 console = cast("Console", _ConsoleOnFirstUse(soft_wrap=True))

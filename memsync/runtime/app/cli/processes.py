@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memsync.runtime.app.cli.common import EXIT_USAGE, app, errors, open_services, settings
+from memsync.runtime.app.cli.common import (
+    EXIT_USAGE,
+    app,
+    errors,
+    open_services,
+    say_from_signal_handler,
+    settings,
+)
 
 if TYPE_CHECKING:
     from memsync.runtime.app.config import Settings
@@ -36,11 +43,11 @@ def _stop_on_signals(services: Services) -> None:
     """SIGTERM and SIGINT (the main thread's handlers) request ``services.stop``."""
 
     def handle(signum: int, _frame: FrameType | None) -> None:
-        errors.print(
+        services.stop.request_stop()
+        say_from_signal_handler(
             f"{signal.Signals(signum).name}: stopping; a sync in progress is released to "
             "the queue, a compile in progress is finished first"
         )
-        services.stop.request_stop()
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)

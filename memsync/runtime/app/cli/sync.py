@@ -33,6 +33,7 @@ from memsync.runtime.app.cli.common import (
     print_table,
     progress,
     resolve_id,
+    say_from_signal_handler,
     usage_error,
 )
 
@@ -136,13 +137,11 @@ def _stopping_on_signals(name: str, services: Services) -> Iterator[list[signal.
         received.append(signal.Signals(signum))
         if len(received) > 1:
             raise KeyboardInterrupt
-        errors.print(
-            f"{received[0].name}: stopping {name} at the next safe point; what is committed "
-            "stays (again to abort at once)",
-            markup=False,
-            highlight=False,
-        )
         services.stop.request_stop()
+        say_from_signal_handler(
+            f"{received[0].name}: stopping {name} at the next safe point; what is committed "
+            "stays (again to abort at once)"
+        )
 
     before = {each: signal.signal(each, handle) for each in (signal.SIGINT, signal.SIGTERM)}
     try:
