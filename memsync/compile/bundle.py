@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, Field, model_validator
+from pydantic.fields import FieldInfo
 
 from memsync.clock import IsoDatetime
 from memsync.compile.ranking import KIND_WEIGHTS, RANKING, RankingEntry, rank_all
@@ -73,6 +75,7 @@ __all__ = [
     "RecordJson",
     "assemble_bundle",
     "assemble_ranked",
+    "dump_json",
     "estimate_tokens",
     "withheld_episodes",
 ]
@@ -145,6 +148,48 @@ class RecordJson(BaseModel):
     def derived(cls, record: Any) -> dict[str, Any]:
         """The values of ``record`` that are not one of its fields as they are."""
         return {}
+
+    @classmethod
+    def values_of(cls, record: object) -> dict[str, Any]:
+        """The values, by field in declared order, that validating ``record`` (a
+        dataclass instance whose values already have the declared types) would give,
+        without validating: for answers of thousands of records, encoded with
+        :func:`dump_json` to what ``model_dump_json`` writes."""
+        if not is_dataclass(record) or isinstance(record, type):
+            raise TypeError(f"{cls.__name__} takes the values of a record, not {record!r}")
+        derived = cls.derived(record)
+        return {
+            name: derived[name]
+            if name in derived
+            else getattr(record, name)
+            if own
+            else field.get_default(call_default_factory=True)
+            for name, own, field in _sources(cls, type(record))
+        }
+
+
+@functools.cache
+def _sources(
+    model: type[RecordJson], record_type: type[Any]
+) -> tuple[tuple[str, bool, FieldInfo], ...]:
+    # Each field of the model: its name, whether the record has a field of that name
+    # (else the model's default applies), and the field.
+    own = {record_field.name for record_field in fields(record_type)}
+    return tuple((name, name in own, field) for name, field in model.model_fields.items())
+
+
+def _as_object(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def dump_json(value: Any) -> bytes:
+    """``value`` (built by :meth:`RecordJson.values_of`) as the JSON that the models'
+    ``model_dump_json`` writes: compact, UTF-8, ids and enums as their values, aware
+    times as ``isoformat()`` does (orjson writes them so natively), any mapping as an
+    object. About ten times as fast as validating and dumping through pydantic."""
+    return orjson.dumps(value, default=_as_object)
 
 
 class MemoryJson(RecordJson):

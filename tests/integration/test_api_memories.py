@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from fastapi.testclient import TestClient
+from pydantic import TypeAdapter
 
 from memsync.clock import FakeClock
+from memsync.runtime.app.api.memories import CompileResponse
 from memsync.runtime.app.config import ApiKey, ApiSettings
 from memsync.runtime.storage import Store
 from tests.helpers import API_NOW as NOW
@@ -23,6 +25,19 @@ def test_compile_then_compile_again_creates_nothing(client: TestClient) -> None:
     assert {m["content"] for m in first["memories"]} >= {"Lives in Lisbon", "Works at Acme"}
     assert second["memories_created"] == 0
     assert second["memories"] == []
+
+
+def test_the_compile_answer_is_what_its_model_writes(client: TestClient) -> None:
+    say(client, "m1", "I live in Lisbon and I work at Acme.", 1)
+    say(client, "m2", "I'm in Berlin this week.", 2)
+    say(client, "m3", "I'm in Madrid this week.", 5)
+    response = client.post("/v1/memories/compile", json={"subject_id": "ana"})
+
+    answer = TypeAdapter(CompileResponse)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert answer.dump_json(answer.validate_json(response.content)) == response.content
+    assert response.json()["memories_superseded"] == 1
 
 
 def test_search_finds_active_memories_by_words_and_kind(client: TestClient) -> None:
