@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+import orjson
+
 from memsync.episode import canonical_json
 
 __all__ = [
@@ -148,7 +150,18 @@ def memory_key(
     else:
         identity = ["content", normalise_text(content)]
     parts = [subject_id, str(kind), identity, negated]
-    return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
+    return hashlib.sha256(_canonical_strings(parts)).hexdigest()
+
+
+def _canonical_strings(parts: list[Any]) -> bytes:
+    # RFC 8785 of nested lists of strings and booleans (no numbers, no keys to sort) is
+    # what orjson writes, about fifteen times as fast as the general canonicaliser: a
+    # compile derives a key per candidate. orjson refuses lone surrogates; for those
+    # the canonicaliser decides, as it always did.
+    try:
+        return orjson.dumps(parts)
+    except orjson.JSONEncodeError:
+        return canonical_json(parts).encode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,65 @@
+"""A memory's key is the SHA-256 of the RFC 8785 form of its identity, whatever the text."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memsync.compile.types import MemoryKind, memory_key, normalise_text
+from memsync.episode import NotCanonicalJSON, canonical_json
+
+# Every code point a payload can carry, control characters and astral planes included;
+# lone surrogates are the canonicaliser's to refuse, tested below.
+texts = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
+
+
+def canonical_key(
+    subject_id: str,
+    kind: MemoryKind,
+    claim_key: str | None,
+    claim_value: str | None,
+    content: str,
+    negated: bool,
+) -> str:
+    identity = (
+        ["claim", claim_key, normalise_text(claim_value or "")]
+        if claim_key is not None
+        else ["content", normalise_text(content)]
+    )
+    parts = [subject_id, str(kind), identity, negated]
+    return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    subject_id=texts,
+    kind=st.sampled_from(list(MemoryKind)),
+    claim=st.none() | st.tuples(texts, texts),
+    content=texts,
+    negated=st.booleans(),
+)
+def test_memory_key_is_the_hash_of_the_canonical_identity(
+    subject_id: str,
+    kind: MemoryKind,
+    claim: tuple[str, str] | None,
+    content: str,
+    negated: bool,
+) -> None:
+    claim_key, claim_value = claim if claim is not None else (None, None)
+    key = memory_key(
+        subject_id,
+        kind,
+        claim_key=claim_key,
+        claim_value=claim_value,
+        content=content,
+        negated=negated,
+    )
+    assert key == canonical_key(subject_id, kind, claim_key, claim_value, content, negated)
+
+
+def test_memory_key_of_a_lone_surrogate_is_refused_as_not_canonical() -> None:
+    with pytest.raises(NotCanonicalJSON):
+        memory_key("ana", MemoryKind.FACT, claim_key=None, claim_value=None, content="a\ud800")
