@@ -488,6 +488,10 @@ class CompileService:
                     compiler, tenant_id, subject_id, chunk, following, ahead, job_id, on_chunk
                 )
                 total.add(outcome)
+                # On the helper, behind the next chunk's read-ahead: the database analyses
+                # while this thread compiles that chunk, and the compile returns once the
+                # helper is done (the executor's exit waits for it).
+                self._statistics.added(outcome.memories_created, run_in=helper)
                 position += len(chunk)
                 size = self._next_chunk_size(outcome.memories_loaded)
         result = total.result(subject_id, job_id)
@@ -624,7 +628,6 @@ class CompileService:
             )
             if on_chunk is not None:
                 on_chunk(connection, outcome.counts())
-        self._statistics.added(outcome.memories_created)
         return outcome
 
     def _settle_sources(

@@ -10,12 +10,16 @@ process. ANALYZE also invalidates cached plans on the table in every session.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Executor
 
 from memsync.runtime.storage.engine import Store
 
 __all__ = ["ANALYZE_EVERY", "FIRST_ANALYZE_AFTER", "StatisticsRefresher"]
+
+log = logging.getLogger("memsync.storage")
 
 # The first ANALYZE comes early: once the planner has seen that keys are unique it
 # keeps the key index as the table grows (n_distinct is stored as a fraction).
@@ -45,8 +49,14 @@ class StatisticsRefresher:
         self._analyzed = False
         self._lock = threading.Lock()
 
-    def added(self, rows: int) -> None:
-        """Record ``rows`` new rows; analyse when the running count crosses the threshold."""
+    def added(self, rows: int, *, run_in: Executor | None = None) -> None:
+        """Record ``rows`` new rows; analyse when the running count crosses the threshold.
+
+        With ``run_in`` the ANALYZE is handed to that executor and this returns at once:
+        a caller with more to write goes on while the database analyses (ANALYZE takes
+        no lock that writes wait for), and waits for it when it shuts the executor down.
+        A failure there is logged, not raised: the rows were committed before it.
+        """
         if not self._store.is_postgresql or rows <= 0:
             return
         with self._lock:
@@ -55,5 +65,17 @@ class StatisticsRefresher:
                 return
             self._added = 0
             self._analyzed = True
+        if run_in is None:
+            self._analyze()
+        else:
+            run_in.submit(self._analyze_or_log)
+
+    def _analyze(self) -> None:
         with self._store.write() as connection:
             connection.exec_driver_sql(self._statement)
+
+    def _analyze_or_log(self) -> None:
+        try:
+            self._analyze()
+        except Exception:
+            log.exception("planner statistics not refreshed", extra={"statement": self._statement})
