@@ -1,0 +1,77 @@
+"""Planner statistics refreshed after bulk loads: inline, or handed to an executor."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+
+import pytest
+
+from memsync.runtime.storage import Store
+from memsync.runtime.storage.statistics import StatisticsRefresher
+
+pytestmark = pytest.mark.postgresql_only
+
+
+def analyses(store: Store, table: str) -> int:
+    with store.read() as connection:
+        count = connection.exec_driver_sql(
+            "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = %(table)s",
+            {"table": table},
+        ).scalar_one()
+    return int(count)
+
+
+def test_crossing_the_threshold_analyses_inline(store: Store) -> None:
+    refresher = StatisticsRefresher(store, ["memories"], first_after=10)
+    before = analyses(store, "memories")
+
+    refresher.added(9)
+    assert analyses(store, "memories") == before
+    refresher.added(1)
+
+    assert analyses(store, "memories") == before + 1
+
+
+class HeldCalls(Executor):
+    """An executor that runs nothing until told to."""
+
+    def __init__(self) -> None:
+        self.held: list[Callable[[], object]] = []
+
+    def submit(  # type: ignore[override]
+        self, fn: Callable[[], object], /, *args: object, **kwargs: object
+    ) -> Future[object]:
+        self.held.append(functools.partial(fn, *args, **kwargs))
+        return Future()
+
+
+def test_an_analysis_handed_to_an_executor_runs_there_not_inline(store: Store) -> None:
+    refresher = StatisticsRefresher(store, ["memories"], first_after=10)
+    before = analyses(store, "memories")
+    executor = HeldCalls()
+
+    refresher.added(10, run_in=executor)
+    assert analyses(store, "memories") == before
+    [analyse] = executor.held
+    analyse()
+
+    assert analyses(store, "memories") == before + 1
+
+
+def test_an_analysis_that_fails_in_an_executor_is_logged_not_raised(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    refresher = StatisticsRefresher(store, ["no_such_table"], first_after=1)
+    with (
+        caplog.at_level(logging.ERROR, logger="memsync.storage"),
+        ThreadPoolExecutor(max_workers=1) as executor,
+    ):
+        refresher.added(1, run_in=executor)
+
+    assert [record.getMessage() for record in caplog.records] == [
+        "planner statistics not refreshed"
+    ]
+    assert caplog.records[0].exc_info is not None
