@@ -119,3 +119,45 @@ def test_pipelined_statements_need_postgresql(store: Store) -> None:
         tables.pipelined(connection),
     ):
         pass
+
+
+def memory_row(memory_id: uuid.UUID, content: str) -> dict[str, Any]:
+    return {
+        "tenant_id": "t1",
+        "id": memory_id,
+        "subject_id": "ana",
+        "memory_key": content,
+        "kind": "fact",
+        "content": content,
+        "claim_key": None,
+        "claim_value": None,
+        "confidence": 1.0,
+        "negated": False,
+        "explicit_change": False,
+        "status": "active",
+        "status_rule": None,
+        "valid_from": NOW,
+        "valid_to": None,
+        "asserted_at": NOW,
+        "metadata": {},
+        "job_id": None,
+        "created_at": NOW,
+        "updated_at": NOW,
+        "status_changed_at": NOW,
+    }
+
+
+def test_one_of_matches_exactly_the_ids_given(store: Store) -> None:
+    ids = [uuid.uuid4() for _ in range(6)]
+    rows = [memory_row(memory_id, f"m{n}") for n, memory_id in enumerate(ids)]
+    with store.write() as connection:
+        tables.insert_json_rows(connection, tables.memories, rows, ignore=False)
+    memories = tables.memories
+    wanted = [ids[1], ids[3], ids[4], uuid.uuid4()]  # the last names nothing
+    with store.read() as connection:
+        found = connection.execute(
+            sa.select(memories.c.content).where(
+                tables.one_of(memories.c.id, wanted, postgresql=store.is_postgresql)
+            )
+        )
+        assert sorted(found.scalars()) == ["m1", "m3", "m4"]
