@@ -83,7 +83,7 @@ def pending_episode_ids(connection: Connection, tenant_id: str, subject_id: str)
     # No ORDER BY: sorting in SQL makes the planners prefer the timeline index (which
     # scans every episode of the subject) over the partial index of the uncompiled
     # ones, and the no-op recompile must not grow with the subject.
-    rows = sorted(connection.execute(query), key=lambda row: (row.occurred_at, row.id))
+    rows = sorted(connection.execute(query).all(), key=lambda row: (row.occurred_at, row.id))
     return [Pending(row.id, row.compiled_revision > 0, row.occurred_at) for row in rows]
 
 
@@ -141,7 +141,7 @@ def uncompiled_stamps(
         for some_ids in in_slices(episode_ids)
         for row in connection.execute(
             _uncompiled_of(columns, connection, tenant_id, subject_id, some_ids)
-        )
+        ).all()
     }
 
 
@@ -153,10 +153,13 @@ def _uncompiled_rows(
     episode_ids: Sequence[uuid.UUID],
 ) -> list[sa.Row[Any]]:
     rows: list[sa.Row[Any]] = []
-    # A chunk can outgrow what one statement may bind: read it a slice at a time.
+    # A chunk can outgrow what one statement may bind: read it a slice at a time, each
+    # slice's rows in one fetch (iterating a result fetches them one call at a time).
     for some_ids in in_slices(episode_ids):
         rows.extend(
-            connection.execute(_uncompiled_of(columns, connection, tenant_id, subject_id, some_ids))
+            connection.execute(
+                _uncompiled_of(columns, connection, tenant_id, subject_id, some_ids)
+            ).all()
         )
     rows.sort(key=lambda row: (row.occurred_at, row.id))
     return rows

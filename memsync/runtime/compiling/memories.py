@@ -114,7 +114,8 @@ def with_sources(
             _sources.c.tenant_id == tenant_id,
             tables.one_of(_sources.c.memory_id, some_ids, postgresql=_on_postgresql(connection)),
         )
-        for memory_id, episode_id in connection.execute(query):
+        # One fetch for the slice's rows: iterating a result fetches a row per call.
+        for memory_id, episode_id in connection.execute(query).all():
             sources[memory_id].append(episode_id)
     return [_stored(row, sources[row.id]) for row in rows]
 
@@ -131,7 +132,7 @@ def load_for_resolution(
             _memories.c.memory_key, sorted(memory_keys), postgresql=_on_postgresql(connection)
         )
         wanted = sa.or_(wanted, keys)
-    rows = list(connection.execute(sa.select(_memories).where(of_subject, wanted)))
+    rows = connection.execute(sa.select(_memories).where(of_subject, wanted)).all()
     return with_sources(connection, tenant_id, rows)
 
 
