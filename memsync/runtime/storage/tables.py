@@ -96,16 +96,8 @@ def one_of(
     """
     if not postgresql:
         return column.in_(list(values))
-    if isinstance(column.type, sa.Uuid):
-        # Ids travel as one array literal of their hex digits, which PostgreSQL parses
-        # in C: psycopg dumps a list of UUIDs an element at a time in Python, 3.7 ms
-        # against 0.7 ms for the 2,000 ids a compile chunk reads by, several times.
-        digits = ",".join(value.hex for value in values)
-        ids = sa.cast(
-            sa.bindparam(None, f"{{{digits}}}", type_=sa.Text()), pg_dialect.ARRAY(sa.Uuid())
-        )
-        return column == sa.any_(ids)
-    return column == sa.any_(sa.bindparam(None, list(values), type_=pg_dialect.ARRAY(sa.Text())))
+    element = sa.Uuid() if isinstance(column.type, sa.Uuid) else sa.Text()
+    return column == sa.any_(sa.bindparam(None, list(values), type_=pg_dialect.ARRAY(element)))
 
 
 def update_each_if(table: sa.Table, tenant_id: str, guard: str) -> sa.Update:
