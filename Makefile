@@ -40,6 +40,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python -m bench.connectors
 	$(BIN)/python -m bench.jobs
 	$(BIN)/python -m bench.read_path
+	$(BIN)/python -m bench.http_stack
 	$(BIN)/python -m bench.cli
 
 clean:

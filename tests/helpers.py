@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
@@ -101,6 +102,26 @@ def live_server(app: FastAPI) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def terminate_other_backends(store_url: str) -> None:
+    """End every other session on the PostgreSQL database of ``store_url``, as a restart
+    of the server does (each backend says goodbye and closes its socket), and return once
+    they are gone."""
+    admin = Store.from_url(store_url)
+    others = "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    try:
+        with admin.read() as connection:
+            connection.exec_driver_sql(f"SELECT pg_terminate_backend(pid) {others}")
+        deadline = time.monotonic() + 30
+        while True:
+            with admin.read() as connection:
+                if not connection.exec_driver_sql(f"SELECT count(*) {others}").scalar_one():
+                    return
+            assert time.monotonic() < deadline, "the sessions never ended"
+            time.sleep(0.01)
+    finally:
+        admin.dispose()
 
 
 class BlockingConnector(FakeConnector):

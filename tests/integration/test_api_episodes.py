@@ -98,30 +98,48 @@ def _without_outcome(body: dict[str, Any]) -> dict[str, Any]:
 
 def test_what_a_create_answers_is_what_the_store_shows(client: TestClient) -> None:
     # A new episode is answered from what its insert returned, a known one from a
-    # read: both must be what a later read shows, numbers normalised as stored (the
-    # canonical form writes 100.0 as 100) and times as the store keeps them.
+    # read: both must be what a read just after shows, numbers normalised as stored
+    # (the canonical form writes 100.0 as 100) and times as the store keeps them.
     payload = {"text": "I live in Lisbon", "score": 100.0, "nested": {"b": [1.5, None], "a": 1}}
-    answers = [
-        client.post("/v1/episodes", json=episode(payload=payload)).json(),
-        client.post("/v1/episodes", json=episode(key=None, payload=payload)).json(),
-        client.post("/v1/episodes", json=episode(payload=payload)).json(),
-        *client.post(
-            "/v1/episodes/batch",
-            json={"episodes": [episode("b", payload=payload), episode(None, payload=payload)]},
-        ).json()["episodes"],
-    ]
+    edited = {**payload, "text": "I live in Porto"}
+    answered_and_shown: list[tuple[dict[str, Any], dict[str, Any]]] = []
 
-    assert [answer["ingest_outcome"] for answer in answers] == [
+    def create(*bodies: dict[str, Any]) -> None:
+        answers = (
+            [client.post("/v1/episodes", json=bodies[0]).json()]
+            if len(bodies) == 1
+            else client.post("/v1/episodes/batch", json={"episodes": bodies}).json()["episodes"]
+        )
+        answered_and_shown.extend(
+            (answer, client.get(f"/v1/episodes/{answer['id']}").json()) for answer in answers
+        )
+
+    create(episode(payload=payload))
+    create(episode(key=None, payload=payload))
+    create(episode(payload=payload))
+    create(episode(payload=edited))
+    create(
+        episode("b", payload=payload),
+        episode(None, payload=payload),
+        episode(payload=edited),
+        episode("c", payload=payload, subject_id="user-2"),
+    )
+    create(episode("c", payload=payload))
+
+    assert [answer["ingest_outcome"] for answer, _ in answered_and_shown] == [
+        "created",
+        "created",
+        "duplicate",
+        "revised",
         "created",
         "created",
         "duplicate",
         "created",
-        "created",
+        "revised",
     ]
-    for answer in answers:
-        shown = client.get(f"/v1/episodes/{answer['id']}").json()
+    for answer, shown in answered_and_shown:
         assert _without_outcome(answer) == {name: shown[name] for name in _without_outcome(answer)}
-    assert answers[0]["payload"]["score"] == 100
+    assert answered_and_shown[0][0]["payload"]["score"] == 100
 
 
 def test_batch_over_the_configured_size_is_refused(store: Store) -> None:

@@ -25,7 +25,13 @@ from memsync.runtime.app.config import ApiSettings
 from memsync.runtime.ingest.limits import MAX_JSON_DEPTH
 from memsync.runtime.storage import Store, tables
 from tests.conftest import Database
-from tests.helpers import LOOPBACK, SwitchableProxy, build_app, episode
+from tests.helpers import (
+    LOOPBACK,
+    SwitchableProxy,
+    build_app,
+    episode,
+    terminate_other_backends,
+)
 
 
 @pytest.fixture
@@ -501,3 +507,17 @@ def test_data_routes_answer_503_while_the_store_is_down_and_recover(
     assert {response.json()["error"]["code"] for response in down} == {"store_unavailable"}
     assert health.status_code == 200  # liveness stays cheap: it does not ask the store
     assert back.status_code == 201
+
+
+@pytest.mark.postgresql_only
+def test_a_single_ingest_after_the_server_closed_its_pooled_connection_is_stored(
+    store: Store, store_url: str
+) -> None:
+    with TestClient(build_app(store), base_url=LOOPBACK) as client:
+        assert client.post("/v1/episodes", json=episode("before")).status_code == 201
+        terminate_other_backends(store_url)  # a restart of the server, as the pool sees it
+        after = client.post("/v1/episodes", json=episode("after"))
+        listed = client.get("/v1/subjects").json()
+
+    assert after.status_code == 201
+    assert listed["subjects"][0]["episode_count"] == 2

@@ -85,6 +85,9 @@ def test_errors_are_the_envelope_and_authenticated_routes_declare_the_api_key(
             assert "security" not in operation
             continue
         assert operation["security"] == [{"ApiKeyAuth": []}], (method, path)
+        # The key is the scheme, not a parameter; the tenant is a header parameter.
+        headers = [p["name"] for p in operation.get("parameters", []) if p["in"] == "header"]
+        assert headers == ["x-tenant-id"], (method, path)
         assert {"401", "403", "422", "503"} <= errors.keys(), (method, path)
         assert ("413" in errors) == ("requestBody" in operation), (method, path)
 

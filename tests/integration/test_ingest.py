@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from memsync.clock import FakeClock
 from memsync.episode import EpisodeDraft, IngestStatus
-from memsync.runtime.ingest import IngestService, IngestSummary
-from memsync.runtime.reading.episodes import EpisodeRepository
+from memsync.runtime.ingest import IngestOutcome, IngestService, IngestSummary
+from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository
 from memsync.runtime.storage import Store
 
 
@@ -206,15 +206,52 @@ def test_one_call_of_many_batches_answers_in_the_callers_order(store: Store) -> 
     assert outcomes[2].episode_id == outcomes[5].episode_id
 
 
-def test_a_call_that_fails_after_its_last_batch_stores_none_of_it(store: Store) -> None:
+@pytest.mark.parametrize("count", [1, 10])
+def test_a_call_that_fails_after_its_last_batch_stores_none_of_it(store: Store, count: int) -> None:
     service = IngestService(store, batch_size=3)
 
     def fail(_connection: object, _outcomes: object) -> None:
         raise RuntimeError("the store went away before the commit")
 
     with pytest.raises(RuntimeError, match="went away"):
-        service.ingest("t1", [draft(f"k{i}", {"i": i}) for i in range(10)], before_commit=fail)
+        service.ingest("t1", [draft(f"k{i}", {"i": i}) for i in range(count)], before_commit=fail)
     assert count_rows(store, "episodes") == 0
+
+
+def test_with_stored_every_outcome_carries_what_the_store_holds_after_the_call(
+    store: Store,
+) -> None:
+    service = IngestService(store)
+    episodes = EpisodeRepository(store)
+    outcomes_and_shown: list[tuple[IngestOutcome, EpisodeRecord]] = []
+
+    def ingest(*drafts: EpisodeDraft) -> None:
+        outcomes = service.ingest("t1", drafts, with_stored=True)
+        shown = episodes.get_many("t1", [outcome.episode_id for outcome in outcomes])
+        outcomes_and_shown.extend((outcome, shown[outcome.episode_id]) for outcome in outcomes)
+
+    ingest(draft("k1", {"v": 1}), draft("k2", {"v": 1}))
+    ingest(draft("k1", {"v": 1}), draft("k2", {"v": 2}), draft("k3", {"v": 3}), draft(None, {}))
+    ingest(draft("k2", {"v": 2}))  # one at a time, as the API sends them
+    ingest(draft("k2", {"v": 3}))
+    ingest(draft("k4", {"v": 4}))
+    ingest(draft(None, {"v": 5}))
+
+    assert [outcome.status for outcome, _ in outcomes_and_shown] == [
+        IngestStatus.CREATED,
+        IngestStatus.CREATED,
+        IngestStatus.DUPLICATE,
+        IngestStatus.REVISED,
+        IngestStatus.CREATED,
+        IngestStatus.CREATED,
+        IngestStatus.DUPLICATE,
+        IngestStatus.REVISED,
+        IngestStatus.CREATED,
+        IngestStatus.CREATED,
+    ]
+    for outcome, shown in outcomes_and_shown:
+        assert outcome.stored is not None
+        assert EpisodeRecord.from_columns(outcome.stored) == shown
 
 
 def test_time_zones_survive_the_round_trip(store: Store) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, RowMapping
 
 from memsync.clock import Clock, SystemClock
 from memsync.episode import EpisodeDraft, IngestStatus, KeyScope, Tombstone
@@ -114,9 +114,70 @@ class IngestService:
         All or nothing: the whole call is one transaction (its statements work through
         ``batch_size`` drafts at a time), so a failure stores none of it and re-running
         the call is always safe. ``before_commit`` runs last inside that transaction.
-        ``with_stored``: each ``created`` outcome carries the new episode's stored
-        columns, returned by its insert (for a caller that answers with them).
+        ``with_stored``: each outcome carries the episode's stored columns as the call
+        left them: a new episode's as its insert returned them, a known one's read
+        back in the same transaction (for a caller that answers with them).
+
+        A single draft with no ``before_commit`` (an API request) whose key is new is
+        stored by its insert alone, a transaction of one statement; only a key that
+        turns out to be known takes a transaction to be looked up and perhaps revised.
         """
+        alone = len(drafts) == 1 and before_commit is None
+        outcome = (
+            self._insert_alone(tenant_id, drafts[0], with_stored)
+            if alone and self._expect_new
+            else None
+        )
+        if outcome is not None:
+            outcomes = [outcome]
+        else:
+            # A single draft that was not stored alone has a known key (or likely so,
+            # lately): it is looked up first.
+            outcomes = self._ingest_in_transaction(
+                tenant_id,
+                drafts,
+                before_commit,
+                with_stored,
+                insert_first=self._expect_new and not alone,
+            )
+        if self._on_batch_committed is not None:
+            changed = frozenset(
+                draft.subject_id
+                for draft, outcome in zip(drafts, outcomes, strict=True)
+                if outcome.status is not IngestStatus.DUPLICATE
+            )
+            if changed:
+                self._on_batch_committed(tenant_id, changed)
+        self._statistics.added(sum(o.status is IngestStatus.CREATED for o in outcomes))
+        return outcomes
+
+    def _insert_alone(
+        self, tenant_id: str, draft: EpisodeDraft, with_stored: bool
+    ) -> IngestOutcome | None:
+        """Store ``draft`` by one ``INSERT … ON CONFLICT DO NOTHING``, a transaction of
+        its own; ``None`` if its key is known (the statement then wrote nothing)."""
+        now = self._clock.now()
+        with self._store.write_one_statement() as connection:
+            if draft.idempotency_key is None:
+                [(episode_id, stored)] = self._statements.insert_keyless(
+                    connection, tenant_id, [draft], now, with_stored=with_stored
+                )
+                return IngestOutcome(episode_id, IngestStatus.CREATED, 1, stored)
+            inserted = self._statements.insert_keyed(
+                connection, tenant_id, [draft], now, with_stored=with_stored
+            )
+        row = inserted.get(key_of(draft))
+        return None if row is None else _created(row, with_stored)
+
+    def _ingest_in_transaction(
+        self,
+        tenant_id: str,
+        drafts: Sequence[EpisodeDraft],
+        before_commit: BeforeCommit | None,
+        with_stored: bool,
+        *,
+        insert_first: bool,
+    ) -> list[IngestOutcome]:
         # One transaction holds the locks of every batch until it commits, so two calls
         # sharing keys must take them in one global order or deadlock: the drafts go
         # through in key order (a stable sort: a repeated key still applies in order).
@@ -128,23 +189,34 @@ class IngestService:
                 batch = [drafts[index] for index in positions]
                 for index, outcome in zip(
                     positions,
-                    self._ingest_batch(connection, tenant_id, batch, with_stored),
+                    self._ingest_batch(connection, tenant_id, batch, with_stored, insert_first),
                     strict=True,
                 ):
                     placed[index] = outcome
+                # The next batch goes the way this one's mix of new and known suggests.
+                insert_first = self._expect_new
             outcomes = [outcome for outcome in placed if outcome is not None]
+            if with_stored:
+                outcomes = self._with_stored(connection, tenant_id, outcomes)
             if before_commit is not None:
                 before_commit(connection, outcomes)
-        if self._on_batch_committed is not None:
-            changed = frozenset(
-                draft.subject_id
-                for draft, outcome in zip(drafts, outcomes, strict=True)
-                if outcome.status is not IngestStatus.DUPLICATE
-            )
-            if changed:
-                self._on_batch_committed(tenant_id, changed)
-        self._statistics.added(sum(o.status is IngestStatus.CREATED for o in outcomes))
         return outcomes
+
+    def _with_stored(
+        self, connection: Connection, tenant_id: str, outcomes: list[IngestOutcome]
+    ) -> list[IngestOutcome]:
+        """``outcomes`` with the stored columns of the episodes their statements did not
+        return (known keys), read in one statement more."""
+        unread = [outcome.episode_id for outcome in outcomes if outcome.stored is None]
+        if not unread:
+            return outcomes
+        stored = self._statements.stored(connection, tenant_id, unread)
+        return [
+            outcome
+            if outcome.stored is not None
+            else outcome._replace(stored=stored[outcome.episode_id])
+            for outcome in outcomes
+        ]
 
     def tombstone(
         self,
@@ -196,6 +268,7 @@ class IngestService:
         tenant_id: str,
         batch: Sequence[EpisodeDraft],
         with_stored: bool,
+        insert_first: bool,
     ) -> list[IngestOutcome]:
         now = self._clock.now()
         results: list[IngestOutcome | None] = [None] * len(batch)
@@ -212,7 +285,12 @@ class IngestService:
         # hold a key at most once; nearly every batch is a single round.
         for round_indexes in _rounds(batch):
             round_outcomes = self._ingest_round(
-                connection, tenant_id, [batch[i] for i in round_indexes], now, with_stored
+                connection,
+                tenant_id,
+                [batch[i] for i in round_indexes],
+                now,
+                with_stored,
+                insert_first,
             )
             for index, outcome in zip(round_indexes, round_outcomes, strict=True):
                 results[index] = outcome
@@ -230,9 +308,10 @@ class IngestService:
         drafts: Sequence[EpisodeDraft],
         now: datetime,
         with_stored: bool,
+        insert_first: bool,
     ) -> list[IngestOutcome]:
         keys = [key_of(draft) for draft in drafts]
-        if self._expect_new:
+        if insert_first:
             # Mostly new keys lately: try the insert first, look up only what conflicted.
             inserted = self._statements.insert_keyed(
                 connection, tenant_id, drafts, now, with_stored=with_stored
@@ -268,10 +347,7 @@ class IngestService:
         outcomes: list[IngestOutcome] = []
         for key in keys:
             if key in inserted:
-                row = inserted[key]
-                outcomes.append(
-                    IngestOutcome(row["id"], IngestStatus.CREATED, 1, row if with_stored else None)
-                )
+                outcomes.append(_created(inserted[key], with_stored))
             elif key in revised:
                 outcomes.append(revised[key])
             else:
@@ -280,6 +356,11 @@ class IngestService:
                     IngestOutcome(existing.episode_id, IngestStatus.DUPLICATE, existing.revision)
                 )
         return outcomes
+
+
+def _created(row: RowMapping, with_stored: bool) -> IngestOutcome:
+    """The outcome of a draft its insert stored, from the row the insert returned."""
+    return IngestOutcome(row["id"], IngestStatus.CREATED, 1, row if with_stored else None)
 
 
 def _lock_order(draft: EpisodeDraft) -> str:

@@ -55,9 +55,10 @@ class IngestOutcome(NamedTuple):
     status: IngestStatus
     revision: int
     stored: RowMapping | None = None
-    """The new episode's stored columns by name, as the insert returned them, when the
-    call asked for them (``with_stored``): only ever for a ``created`` outcome. A caller
-    that answers with what was stored needs no read after the write for these."""
+    """The episode's stored columns by name, when the call asked for them
+    (``with_stored``): as its insert returned them for a ``created`` outcome, else read
+    back in the call's transaction. A caller that answers with what was stored needs no
+    read after the write."""
 
 
 class StoredKey(NamedTuple):
@@ -125,6 +126,20 @@ class EpisodeStatements:
             )
             for row in connection.execute(_SQLITE_LOOKUP, wanted)
         }
+
+    def stored(
+        self, connection: Connection, tenant_id: str, ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, RowMapping]:
+        """Every stored column of the episodes with these ids, by id (missing ids are
+        simply absent)."""
+        found: dict[uuid.UUID, RowMapping] = {}
+        for chunk in tables.in_slices(list(set(ids))):
+            query = sa.select(*_STORED_COLUMNS).where(
+                _episodes.c.tenant_id == tenant_id,
+                tables.one_of(_episodes.c.id, chunk, postgresql=self._postgresql),
+            )
+            found.update((row.id, row._mapping) for row in connection.execute(query))
+        return found
 
     def insert_keyless(
         self,

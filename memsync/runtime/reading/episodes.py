@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Connection, Row, RowMapping
+from sqlalchemy.engine import Row, RowMapping
 
 from memsync.compile.types import EpisodeView
 from memsync.runtime.storage import tables
@@ -157,26 +157,14 @@ class EpisodeRepository:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def get_many(
-        self, tenant_id: str, ids: Sequence[uuid.UUID], *, within: Connection | None = None
-    ) -> dict[uuid.UUID, EpisodeRecord]:
-        """The episodes with these ids (missing ids are simply absent).
-
-        ``within``: read in that transaction instead of a read transaction of its own;
-        a write reads what it wrote back with one statement more, not a transaction."""
-        if within is not None:
-            return self._get_many(within, tenant_id, ids)
-        with self._store.read() as connection:
-            return self._get_many(connection, tenant_id, ids)
-
-    def _get_many(
-        self, connection: Connection, tenant_id: str, ids: Sequence[uuid.UUID]
-    ) -> dict[uuid.UUID, EpisodeRecord]:
+    def get_many(self, tenant_id: str, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, EpisodeRecord]:
+        """The episodes with these ids (missing ids are simply absent)."""
         query = _BY_IDS_POSTGRESQL if self._store.is_postgresql else _BY_IDS
         found: dict[uuid.UUID, EpisodeRecord] = {}
-        for chunk in tables.in_slices(list(set(ids))):
-            rows = connection.execute(query, {"tenant_id": tenant_id, "ids": list(chunk)})
-            found.update((row.id, EpisodeRecord.from_row(row)) for row in rows)
+        with self._store.read() as connection:
+            for chunk in tables.in_slices(list(set(ids))):
+                rows = connection.execute(query, {"tenant_id": tenant_id, "ids": list(chunk)})
+                found.update((row.id, EpisodeRecord.from_row(row)) for row in rows)
         return found
 
     def revisions(self, tenant_id: str, episode_id: uuid.UUID) -> list[RevisionRecord]:

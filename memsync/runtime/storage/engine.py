@@ -9,6 +9,8 @@ upgraded. PostgreSQL runs through psycopg 3 with row locks where writers could r
 from __future__ import annotations
 
 import json
+import select
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,6 +22,10 @@ __all__ = ["Store", "create_store_engine", "normalise_store_url"]
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 _WRITE_OPTION = "memsync_write"
+
+PING_AFTER_IDLE_SECONDS = 1.0
+"""A pooled PostgreSQL connection unused for longer than this is pinged at checkout."""
+_CHECKED_IN_AT = "memsync_checked_in_at"
 
 
 def normalise_store_url(url: str) -> str:
@@ -63,13 +69,11 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
         # durability) are kept, before this one, so UTC is what holds.
         given = parsed.query.get("options", ())
         options = " ".join([*([given] if isinstance(given, str) else given), "-c timezone=UTC"])
-        return sa.create_engine(
-            url,
-            echo=echo,
-            json_serializer=_json_serializer,
-            pool_pre_ping=True,
-            connect_args={"options": options},
+        engine = sa.create_engine(
+            url, echo=echo, json_serializer=_json_serializer, connect_args={"options": options}
         )
+        _ping_when_in_doubt(engine)
+        return engine
     raise ValueError(
         f"store {parsed.render_as_string(hide_password=True)!r}: only sqlite:/// and "
         "postgresql+psycopg:// stores are supported"
@@ -92,6 +96,53 @@ def _configure_sqlite(engine: Engine) -> None:
     def _on_begin(connection: Connection) -> None:
         write = connection.get_execution_options().get(_WRITE_OPTION, False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _ping_when_in_doubt(engine: Engine) -> None:
+    """Check a pooled connection at checkout with a round trip only when it may be gone.
+
+    SQLAlchemy's ``pool_pre_ping`` sends ``SELECT 1`` at every checkout: a round trip
+    per transaction, which a busy server pays thousands of times a second for nothing.
+    A server that closes a connection (a restart, ``pg_terminate_backend``, an idle
+    timeout) sends its goodbye and a FIN, so the idle connection's socket has something
+    to read; a connection lost without a word (a host that crashed, a firewall that
+    forgot it) is caught by pinging whatever sat unused for longer than
+    :data:`PING_AFTER_IDLE_SECONDS`. A failed ping invalidates the pool, as
+    ``pool_pre_ping`` does, and the checkout opens a fresh connection; if the server is
+    down, that raises the driver's error (the API's 503). A connection that dies
+    between the check and its first statement fails that statement, as it could after
+    a ping too.
+    """
+
+    @sa.event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_CHECKED_IN_AT] = time.monotonic()
+
+    @sa.event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        checked_in_at = record.info.get(_CHECKED_IN_AT)
+        if checked_in_at is None:
+            return  # fresh from connect()
+        idle = time.monotonic() - checked_in_at
+        if idle <= PING_AFTER_IDLE_SECONDS and not _may_be_gone(dbapi_connection):
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as error:
+            if engine.dialect.is_disconnect(error, dbapi_connection, None):
+                raise sa.exc.InvalidatePoolError(str(error)) from error
+            raise
+
+
+def _may_be_gone(dbapi_connection: Any) -> bool:
+    """Whether an idle psycopg connection may be unusable: the driver knows it is
+    broken or closed, or the server sent something unasked (its goodbye before closing;
+    rarely a notice, after which the ping simply succeeds)."""
+    if dbapi_connection.closed or dbapi_connection.broken:
+        return True
+    poller = select.poll()
+    poller.register(dbapi_connection.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class Store:
@@ -121,6 +172,24 @@ class Store:
             connection = connection.execution_options(**{_WRITE_OPTION: True})
             with connection.begin():
                 yield connection
+
+    @contextmanager
+    def write_one_statement(self) -> Iterator[Connection]:
+        """A connection for a write that is a single statement, which is a transaction
+        of its own: atomic, and committed as durably as :meth:`write` commits, when the
+        statement ends. Each further statement on it would be a transaction apart.
+
+        On PostgreSQL that spares the two round trips of a transaction's ``BEGIN`` and
+        ``COMMIT`` (the driver's autocommit mode; the commit and its WAL flush happen
+        inside the statement's round trip). SQLite has no round trips to spare: there it
+        is :meth:`write`.
+        """
+        if not self.is_postgresql:
+            with self.write() as connection:
+                yield connection
+            return
+        with self.engine.connect() as connection:
+            yield connection.execution_options(isolation_level="AUTOCOMMIT")
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

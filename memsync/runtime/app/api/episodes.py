@@ -12,7 +12,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import TypeAdapter
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import RowMapping
 
 from memsync.compile.bundle import MemoryJson
 from memsync.compile.types import MemoryStatus
@@ -44,26 +44,19 @@ router = APIRouter()
 def _ingest(
     services: Services, tenant_id: str, drafts: list[EpisodeDraft]
 ) -> tuple[list[IngestOutcome], list[EpisodeResponse]]:
-    """Ingest ``drafts`` and read what was stored back, in the ingest's transaction: one
-    statement more rather than a read transaction of its own after the commit."""
-    responses: list[EpisodeResponse] = []
-
-    def read_back(connection: Connection, outcomes: list[IngestOutcome]) -> None:
-        # A new episode's insert returned what it stored; only known keys are read.
-        unread = [outcome.episode_id for outcome in outcomes if outcome.stored is None]
-        stored = services.episodes.get_many(tenant_id, unread, within=connection) if unread else {}
-        responses.extend(
-            EpisodeResponse.of(
-                EpisodeRecord.from_columns(outcome.stored)
-                if outcome.stored is not None
-                else stored[outcome.episode_id],
-                outcome.status,
-            )
-            for outcome in outcomes
-        )
-
-    outcomes = services.ingest.ingest(tenant_id, drafts, before_commit=read_back, with_stored=True)
+    """Ingest ``drafts`` and answer with what was stored: a new episode as its insert
+    returned it, a known one as read back in the ingest's transaction."""
+    outcomes = services.ingest.ingest(tenant_id, drafts, with_stored=True)
+    responses = [
+        EpisodeResponse.of(EpisodeRecord.from_columns(_stored(outcome)), outcome.status)
+        for outcome in outcomes
+    ]
     return outcomes, responses
+
+
+def _stored(outcome: IngestOutcome) -> RowMapping:
+    assert outcome.stored is not None  # asked for with with_stored
+    return outcome.stored
 
 
 _EPISODE: TypeAdapter[EpisodeResponse] = TypeAdapter(EpisodeResponse)

@@ -4,7 +4,8 @@ Every error body is the ``{"error": {"code", "message", "details"}}`` envelope
 (:class:`ErrorResponse`). What a route can answer besides success follows from what it
 is, and is documented here once rather than on every route:
 
-- it needs the caller (``X-API-Key``): the ``ApiKeyAuth`` scheme, 401 and 403;
+- it needs the caller (``X-API-Key``, ``X-Tenant-ID``): the ``ApiKeyAuth`` scheme, 401
+  and 403;
 - it takes a parameter, a body or the tenant header: 422;
 - it takes a body: 413 (over ``api.max_body_bytes``);
 - it reads the store: 503 while the store is unreachable (with ``Retry-After``).
@@ -21,10 +22,18 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field
 
-__all__ = ["API_KEY_SCHEME", "ErrorBody", "ErrorResponse", "document_api", "error_responses"]
+__all__ = [
+    "API_KEY_HEADER",
+    "API_KEY_SCHEME",
+    "ErrorBody",
+    "ErrorResponse",
+    "document_api",
+    "error_responses",
+]
 
 API_KEY_SCHEME = "ApiKeyAuth"
 API_KEY_HEADER = "x-api-key"
+TENANT_HEADER = "x-tenant-id"
 
 _DESCRIPTIONS = {
     401: "No API key, or an unknown one",
@@ -70,9 +79,9 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-def _takes_api_key(operation: dict[str, Any]) -> bool:
+def _takes_the_caller(operation: dict[str, Any]) -> bool:
     return any(
-        parameter.get("in") == "header" and parameter.get("name", "").lower() == API_KEY_HEADER
+        parameter.get("in") == "header" and parameter.get("name", "").lower() == TENANT_HEADER
         for parameter in operation.get("parameters", [])
     )
 
@@ -96,9 +105,9 @@ def _generic_statuses(operation: dict[str, Any], authenticated: bool) -> list[in
 def document_api(app: FastAPI) -> None:
     """Make ``app.openapi()`` document errors and the API key as described above.
 
-    The routes that need a key are those that take the ``X-API-Key`` header (the
-    authenticated caller's dependency declares it); in the document it becomes the
-    ``ApiKeyAuth`` security requirement instead of a plain header parameter.
+    The routes that need a key are those that take the authenticated caller, whose
+    dependency declares the ``X-Tenant-ID`` header; they get the ``ApiKeyAuth``
+    security requirement (the dependency reads ``X-API-Key`` without declaring it).
     """
 
     def openapi() -> dict[str, Any]:
@@ -126,17 +135,12 @@ def document_api(app: FastAPI) -> None:
         }
         for operations in document["paths"].values():
             for operation in operations.values():
-                authenticated = _takes_api_key(operation)
+                authenticated = _takes_the_caller(operation)
                 responses = operation.setdefault("responses", {})
                 for status in _generic_statuses(operation, authenticated):
                     responses[str(status)] = _error(status)
                 if authenticated:
                     operation["security"] = [{API_KEY_SCHEME: []}]
-                    operation["parameters"] = [
-                        parameter
-                        for parameter in operation["parameters"]
-                        if parameter.get("name", "").lower() != API_KEY_HEADER
-                    ]
         # FastAPI's own 422 body is replaced by the envelope everywhere.
         for unused in ("HTTPValidationError", "ValidationError"):
             schemas.pop(unused, None)
