@@ -378,9 +378,9 @@ def print_table(
 
 def described(title: str, fields: Sequence[tuple[str, str]]) -> str:
     """A block of text for people: ``title``, then a ``label: value`` line per field,
-    each value wrapped under itself to the terminal's width (100 columns at most). Plain text, so a command
-    that prints only such blocks never imports rich; a value's words (an example key,
-    a URL) are never cut."""
+    each value wrapped under itself to the terminal's width (100 columns at most).
+    Plain text, so a command that prints only such blocks never imports rich; a
+    value's words (an example key, a URL) are never cut."""
     import shutil
     import textwrap
 
