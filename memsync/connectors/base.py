@@ -1,7 +1,8 @@
 """The connector contract: one narrow extension point, driven by the framework.
 
-A connector reads one source. It declares, as class attributes, its ``type``, its
-``key_policy`` and a written ``key_rationale``; it implements :meth:`Connector.fetch`
+A connector reads one source. It declares, as class attributes (or in a
+:class:`~memsync.connectors.declaration.ConnectorDeclaration` it takes them from), its
+``type``, its ``key_policy`` and a written ``key_rationale``; it implements :meth:`Connector.fetch`
 (read everything updated in a window), :meth:`Connector.idempotency_key` and a few small
 hooks that map a record to an episode. A source that falls into parts read on their own
 (a repository's issues, its comments; a Slack channel each) declares them as streams

@@ -101,7 +101,7 @@ class ConnectorDeclaration:
         where = f"connector type '{self.type}' (implementation {self.implementation})"
         try:
             loaded = getattr(importlib.import_module(module_name), class_name)
-        except (ImportError, AttributeError) as error:
+        except Exception as error:  # whatever the module raises, as for an entry point
             raise ConnectorDefinitionError(f"{where} failed to import: {error}") from error
         if not (isinstance(loaded, type) and issubclass(loaded, Connector)):
             raise ConnectorDefinitionError(f"{where} does not name a Connector subclass")
