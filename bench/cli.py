@@ -7,7 +7,8 @@ the commands taking turns so that a slow moment of the machine touches them all 
 against a configuration with a migrated SQLite store and two connectors (a workspace,
 and a Zendesk one whose token comes from the environment). Reported per command: the
 median wall time, the median CPU time (user + system) of the child, and the wall time
-as a multiple of ``python -c pass`` measured in the same run: on a shared VM whose
+as a multiple of ``python -c pass`` measured in the same run (and, as floors, the
+imports of typer, pydantic and SQLAlchemy alone): on a shared VM whose
 speed varies by ±30% the ratio is what compares across sessions. The target (0.3 s)
 is wall time on a quiet machine; on a busy one the wall time includes waiting for a
 core, and the CPU time is the closer measure of what the command itself costs. Prints a Markdown
@@ -15,7 +16,11 @@ table; results and method live in docs/benchmarks.md ("CLI start-up").
 
 ``--against DIR`` also times every command from another source tree of memsync (a
 directory holding its ``memsync/`` package, e.g. ``git archive OLD memsync | tar -x -C
-DIR``), taking turns with this one: a before-and-after comparison from one run.
+DIR``), taking turns with this one: a before-and-after comparison from one run. Entry
+points come from the installed distribution; for a tree whose entry points differ (the
+built-in connectors named classes before they named declarations), put a
+``memsync-0.1.0.dist-info`` holding that tree's ``METADATA`` and ``entry_points.txt`` in
+DIR: the first distribution of a name on ``sys.path`` is the one read.
 
     python -m bench.cli [--runs 10] [--against DIR]
 """
@@ -46,6 +51,15 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("jobs", "list"),
 )
 BASELINE = ("-c", "pass")
+# What a command cannot start faster than: the libraries every command over the store
+# imports (typer for the command line, pydantic for the configuration, SQLAlchemy for
+# the store), each alone in a fresh interpreter.
+FLOORS = (
+    ("-c", "import typer"),
+    ("-c", "import pydantic"),
+    ("-c", "import sqlalchemy"),
+    ("-c", "import typer, pydantic, yaml, sqlalchemy"),
+)
 TARGET_SECONDS = 0.3
 
 
@@ -111,7 +125,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as temporary:
         directory = Path(temporary)
         config = write_config(directory)
-        scenarios = [("python -c pass", None, list(BASELINE))] + [
+        scenarios = [("python -c pass", None, list(BASELINE))]
+        scenarios += [(f"python -c '{floor[1]}'", None, list(floor)) for floor in FLOORS]
+        scenarios += [
             ("memsync " + " ".join(command), tree, memsync_args(config, command))
             for command in COMMANDS
             for tree in trees

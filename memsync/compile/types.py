@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from memsync.compile.layout import BundleLayout
 from memsync.episode import canonical_json
 
 __all__ = [
@@ -37,14 +38,6 @@ __all__ = [
     "normalise_text",
     "require_aware",
 ]
-
-
-class BundleLayout(enum.StrEnum):
-    """How ``assembled_context`` is laid out: memsync's plain headings, or Statewave's
-    Markdown sections (what Statewave's clients parse)."""
-
-    MEMSYNC = "memsync"
-    STATEWAVE = "statewave"
 
 
 class MemoryKind(enum.StrEnum):

@@ -1,7 +1,8 @@
 """The connector contract: one narrow extension point, driven by the framework.
 
-A connector reads one source. It declares, as class attributes, its ``type``, its
-``key_policy`` and a written ``key_rationale``; it implements :meth:`Connector.fetch`
+A connector reads one source. It declares, as class attributes (or in a
+:class:`~memsync.connectors.declaration.ConnectorDeclaration` it takes them from), its
+``type``, its ``key_policy`` and a written ``key_rationale``; it implements :meth:`Connector.fetch`
 (read everything updated in a window), :meth:`Connector.idempotency_key` and a few small
 hooks that map a record to an episode. A source that falls into parts read on their own
 (a repository's issues, its comments; a Slack channel each) declares them as streams
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import abc
 import builtins
-import enum
 import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,11 +29,14 @@ from memsync.connectors.config import (
     SubjectTemplateError,
     SubjectTemplateField,
 )
+from memsync.connectors.declaration import ConnectorDeclaration, KeyPolicy, check_declared
 from memsync.connectors.errors import ConnectorDefinitionError, SkipRecord
 from memsync.episode import EpisodeDraft, JSONObject, KeyScope, Tombstone
 from memsync.scrub import secret_values
 from memsync.stopping import Sleeper, StopEvent
 
+# KeyScope and Tombstone (from memsync.episode) are what a connector reports deletions
+# with, so the contract offers them too.
 __all__ = [
     "DEFAULT_STREAM",
     "ConfigT",
@@ -41,29 +44,18 @@ __all__ = [
     "Cursor",
     "Deletion",
     "KeyPolicy",
+    "KeyScope",
     "Listing",
     "RecordConnector",
     "RecordT",
     "SourceRecord",
     "SourceRecordT",
     "Stream",
+    "Tombstone",
     "Window",
     "fetch_every_stream",
     "validate_connector_class",
 ]
-
-
-class KeyPolicy(enum.StrEnum):
-    """What "the same event" means for a source.
-
-    ``identity``: records have a stable id that survives edits; the key is built from
-    ids, so an edit is a new *revision* of the same episode. ``content``: records have
-    no identity apart from their content (a workspace scan); the key includes a content
-    hash, so any change is a new episode and an unchanged re-read is a duplicate.
-    """
-
-    IDENTITY = "identity"
-    CONTENT = "content"
 
 
 def _require_aware(moment: datetime, what: str) -> datetime:
@@ -238,6 +230,27 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
     #: otherwise a record with an earlier position could still be on its way when a
     #: run stops.
     ordered_by_cursor: ClassVar[bool] = False
+    #: Where the attributes above came from, if the class was declared with
+    #: ``declaration=`` (see :mod:`memsync.connectors.declaration`); else ``None``.
+    declaration: ClassVar[ConnectorDeclaration | None] = None
+
+    def __init_subclass__(
+        cls, declaration: ConnectorDeclaration | None = None, **kwargs: Any
+    ) -> None:
+        """``class MyConnector(Connector[...], declaration=MINE)`` takes the declared
+        attributes from ``MINE``, so the registry can read them without importing
+        this class and they are written once."""
+        super().__init_subclass__(**kwargs)
+        if declaration is None:
+            return
+        cls.declaration = declaration
+        cls.type = declaration.type
+        cls.key_policy = declaration.key_policy
+        cls.key_rationale = declaration.key_rationale
+        cls.config_model = declaration.config_model
+        cls.example_key = declaration.example_key
+        cls.subject_fields = declaration.subject_fields
+        cls.deletions = declaration.deletions
 
     def __init__(self, config: ConfigT, *, sleeper: Sleeper | None = None) -> None:
         """``sleeper`` is what the connector's waits (its :class:`~memsync.connectors.
@@ -485,31 +498,11 @@ def validate_connector_class(cls: type[Connector[Any, Any]]) -> None:
     if getattr(cls, "__abstractmethods__", None):
         missing = ", ".join(sorted(cls.__abstractmethods__))
         raise ConnectorDefinitionError(f"{where} does not implement: {missing}")
-    connector_type = getattr(cls, "type", None)
-    if not isinstance(connector_type, str) or not connector_type.strip():
-        raise ConnectorDefinitionError(f"{where} must set a non-empty class attribute 'type'")
-    if not isinstance(getattr(cls, "key_policy", None), KeyPolicy):
-        raise ConnectorDefinitionError(f"{where} must set 'key_policy' to a KeyPolicy")
-    rationale = getattr(cls, "key_rationale", None)
-    if not isinstance(rationale, str) or not rationale.strip():
-        raise ConnectorDefinitionError(
-            f"{where} (type '{connector_type}') has an empty key_rationale: say what "
-            "'the same event' means for this source and why the key is built as it is"
-        )
-    config_model = getattr(cls, "config_model", None)
-    if not (isinstance(config_model, type) and issubclass(config_model, ConnectorConfig)):
-        raise ConnectorDefinitionError(
-            f"{where} must set 'config_model' to a ConnectorConfig subclass"
-        )
+    check_declared(where, cls)
     if not _accepts_sleeper(cls):
         raise ConnectorDefinitionError(
             f"{where}.__init__ must accept the keyword argument 'sleeper' and pass it to "
             "Connector.__init__, so that a stopping worker cuts the connector's waits short"
-        )
-    example = getattr(cls, "example_key", None)
-    if not isinstance(example, str) or not example.startswith(f"{connector_type}:"):
-        raise ConnectorDefinitionError(
-            f"{where} must set 'example_key' to a key starting with '{connector_type}:'"
         )
 
 

@@ -217,7 +217,10 @@ class ConnectorConfig(BaseModel):
     the instance's episodes, cursor and run records belong to.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built on first validation, not at import: each connector type's model (which
+    # inherits this) is validated only when a configuration names the type, and
+    # listing the types validates none.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str
     type: str

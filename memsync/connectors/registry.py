@@ -2,14 +2,18 @@
 
 Every connector, built-in or third-party, is found the same way: an entry point in the
 ``memsync.connectors`` group whose name is the connector ``type`` and whose value is the
-class, e.g. ``zendesk = "memsync.connectors.tickets:ZendeskConnector"``. Loading refuses
-a bad class, a name that differs from the class's ``type`` and a type offered twice,
-naming the entry point and its distribution, so a broken plugin fails at start-up with
-a message pointing at the package to fix, never halfway through a run. The application's
+class, e.g. ``mine = "my_package.connector:MyConnector"``, or its
+:class:`~memsync.connectors.declaration.ConnectorDeclaration`, e.g. ``zendesk =
+"memsync.connectors.tickets.declaration:ZENDESK"``. Loading refuses a bad class or
+declaration, a name that differs from its ``type`` and a type offered twice, naming the
+entry point and its distribution, so a broken plugin fails at start-up with a message
+pointing at the package to fix, never halfway through a run. The application's
 registry (:func:`load_registry`) sets such a plugin aside as *broken*, with that message,
 and every other connector keeps working; it imports a connector's module only when its
 type is first asked for, so a command that syncs one connector never imports the
-client libraries of the others.
+client libraries of the others. A declared type's class is imported only when a
+connector of it is built: validating a configuration and listing the types read the
+declaration alone.
 """
 
 from __future__ import annotations
@@ -19,14 +23,19 @@ import threading
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import ValidationError
 
-from memsync.connectors.base import Connector, KeyPolicy, validate_connector_class
 from memsync.connectors.config import ConnectorConfig, did_you_mean
+from memsync.connectors.declaration import ConnectorDeclaration, KeyPolicy, check_declared
 from memsync.connectors.errors import ConnectorConfigError, ConnectorDefinitionError
-from memsync.stopping import Sleeper
+
+if TYPE_CHECKING:
+    from memsync.connectors.base import Connector
+    from memsync.stopping import Sleeper
+
+    AnyConnector: TypeAlias = Connector[Any, Any]
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -37,7 +46,6 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "memsync.connectors"
 
-AnyConnector = Connector[Any, Any]
 
 # What every command that lists, addresses or schedules a connector reads of it.
 _IDENTITY_FIELDS = frozenset({"name", "type", "subject", "tenant", "schedule"})
@@ -45,28 +53,38 @@ _IDENTITY_FIELDS = frozenset({"name", "type", "subject", "tenant", "schedule"})
 
 @dataclass(frozen=True, slots=True)
 class ConnectorInfo:
-    """One registered connector class and where it came from."""
+    """One registered connector type and where it came from: ``declared`` is its class,
+    or its declaration while the class is not imported yet (both carry the declared
+    attributes read here)."""
 
     type: str
-    connector_class: builtins.type[AnyConnector]
+    declared: builtins.type[AnyConnector] | ConnectorDeclaration
     origin: str
 
     @property
     def key_policy(self) -> KeyPolicy:
-        return self.connector_class.key_policy
+        return self.declared.key_policy
 
     @property
     def key_rationale(self) -> str:
-        return self.connector_class.key_rationale
+        return self.declared.key_rationale
 
     @property
     def example_key(self) -> str:
-        return self.connector_class.example_key
+        return self.declared.example_key
 
     @property
     def deletions(self) -> str:
         """What deletions the connector observes, or ``""``: none."""
-        return self.connector_class.deletions
+        return self.declared.deletions
+
+    @property
+    def config_model(self) -> builtins.type[ConnectorConfig]:
+        return self.declared.config_model
+
+    @property
+    def subject_fields(self) -> frozenset[str]:
+        return self.declared.subject_fields
 
 
 def _describe(entry_point: EntryPoint) -> str:
@@ -93,7 +111,12 @@ class ConnectorRegistry:
             self._add(info)
 
     def _add(self, info: ConnectorInfo) -> None:
-        validate_connector_class(info.connector_class)
+        if isinstance(info.declared, ConnectorDeclaration):
+            check_declared(info.origin, info.declared)
+        else:
+            from memsync.connectors.base import validate_connector_class
+
+            validate_connector_class(info.declared)
         existing = self._infos.get(info.type)
         if existing is not None:
             raise ConnectorDefinitionError(
@@ -164,17 +187,26 @@ class ConnectorRegistry:
             loaded = entry_point.load()
         except Exception as error:
             raise ConnectorDefinitionError(f"{origin} failed to import: {error}") from error
-        if not (isinstance(loaded, type) and issubclass(loaded, Connector)):
-            raise ConnectorDefinitionError(f"{origin} does not name a Connector subclass")
         try:
-            validate_connector_class(loaded)
+            if isinstance(loaded, ConnectorDeclaration):
+                what = "declaration"
+                check_declared(f"the declaration {entry_point.value}", loaded)
+            else:
+                from memsync.connectors.base import Connector, validate_connector_class
+
+                if not (isinstance(loaded, type) and issubclass(loaded, Connector)):
+                    raise ConnectorDefinitionError(
+                        "names neither a Connector subclass nor a ConnectorDeclaration"
+                    )
+                what = "class"
+                validate_connector_class(loaded)
         except ConnectorDefinitionError as error:
             raise ConnectorDefinitionError(f"{origin}: {error}") from error
         if loaded.type != entry_point.name:
             raise ConnectorDefinitionError(
-                f"{origin}: the entry point name must equal the class's type '{loaded.type}'"
+                f"{origin}: the entry point name must equal the {what}'s type '{loaded.type}'"
             )
-        self._add(ConnectorInfo(type=loaded.type, connector_class=loaded, origin=origin))
+        self._add(ConnectorInfo(type=loaded.type, declared=loaded, origin=origin))
 
     @classmethod
     def from_classes(cls, classes: Iterable[type[AnyConnector]]) -> ConnectorRegistry:
@@ -182,7 +214,7 @@ class ConnectorRegistry:
         return cls(
             ConnectorInfo(
                 type=connector.type,
-                connector_class=connector,
+                declared=connector,
                 origin=f"class {connector.__module__}.{connector.__qualname__}",
             )
             for connector in classes
@@ -203,11 +235,22 @@ class ConnectorRegistry:
         return sorted(self._infos)
 
     def get(self, connector_type: str) -> type[AnyConnector]:
-        """The class registered for ``connector_type``; ``KeyError`` lists the known ones."""
+        """The class registered for ``connector_type``, imported now if only its
+        declaration was; ``KeyError`` lists the known ones, and a declared class that
+        fails to import or check raises :class:`ConnectorDefinitionError` naming the
+        entry point."""
         info = self._resolve(connector_type)
         if info is None:
             raise KeyError(self._unknown_type(connector_type))
-        return info.connector_class
+        if not isinstance(info.declared, ConnectorDeclaration):
+            return info.declared
+        with self._loading:
+            try:
+                loaded = info.declared.load()
+            except ConnectorDefinitionError as error:
+                raise ConnectorDefinitionError(f"{info.origin}: {error}") from error
+            self._infos[info.type] = ConnectorInfo(info.type, loaded, info.origin)
+        return loaded
 
     def _unknown_type(self, connector_type: object) -> str:
         broken = self.broken
@@ -284,7 +327,7 @@ class ConnectorRegistry:
             if info is None:
                 problems.append(f"{prefix}: type: {self._unknown_type(connector_type)}")
                 continue
-            connector = info.connector_class
+            connector = info.declared
             known = {key: value for key, value in raw.items() if key not in left_out}
             try:
                 config = connector.config_model.model_validate(known)

@@ -36,6 +36,14 @@ STORE = {"sqlalchemy", "alembic", "psycopg"}
 # SQLAlchemy's ORM for mapped classes, which the schema does not use.
 LOG_PIPELINE = {"structlog", "pygments"}
 EVERYTHING_HEAVY = HTTP_STACK | SOURCE_CLIENTS | SERVER_ONLY | STORE
+# A built-in connector's implementation (its records, parsing and client code), as
+# opposed to its declaration and config model, which validating and listing read.
+CONNECTOR_IMPLEMENTATIONS = {
+    "memsync.connectors.github.connector",
+    "memsync.connectors.slack.connector",
+    "memsync.connectors.tickets.zendesk",
+    "memsync.connectors.workspace.connector",
+}
 
 
 def imported_by(arguments: list[str], cwd: Path) -> set[str]:
@@ -88,11 +96,33 @@ def test_commands_that_read_only_the_configuration_open_no_store(
     assert loaded & (EVERYTHING_HEAVY | LOG_PIPELINE) == set()
 
 
-def test_a_command_that_prints_a_plain_line_imports_no_rich(config: Path) -> None:
-    loaded = imported_by(["--config", str(config), "config", "validate"], config.parent)
+@pytest.mark.parametrize(
+    "command", [["config", "show"], ["config", "validate"], ["connectors", "list"]]
+)
+def test_commands_that_print_plain_text_import_no_rich(config: Path, command: list[str]) -> None:
+    loaded = imported_by(["--config", str(config), *command], config.parent)
 
     assert "pydantic" in loaded  # the probe sees what the command imports
     assert "rich" not in loaded
+
+
+@pytest.mark.parametrize(
+    "command", [["config", "show"], ["config", "validate"], ["connectors", "list"]]
+)
+def test_validating_and_listing_connectors_reads_their_declarations_only(
+    config: Path, command: list[str]
+) -> None:
+    loaded = imported_by(["--config", str(config), *command], config.parent)
+
+    # The probe sees the declarations it read (the configuration names these three).
+    assert {
+        "memsync.connectors.github.declaration",
+        "memsync.connectors.slack.declaration",
+        "memsync.connectors.workspace.declaration",
+    } <= loaded
+    assert loaded & CONNECTOR_IMPLEMENTATIONS == set()
+    if command != ["connectors", "list"]:  # which imports the class of ``fake``, not declared
+        assert loaded & {"memsync.connectors.base", "memsync.connectors.retry"} == set()
 
 
 @pytest.mark.parametrize("command", [["runs", "list"], ["jobs", "list"], ["state", "show", "ws"]])

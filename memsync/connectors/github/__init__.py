@@ -1,29 +1,11 @@
-"""The GitHub connector (PyGithub): issues, pull requests, comments, reviews, events."""
+"""The GitHub connector (PyGithub): issues, pull requests, comments, reviews, events.
+
+What this package offers is listed in ``__init__.pyi`` and imported on first use, so
+the registry reads :data:`GITHUB` (``declaration``) without importing the connector.
+"""
 
 from __future__ import annotations
 
-from memsync.connectors.github.connector import (
-    DEFAULT_EVENT_TYPES,
-    GitHubComment,
-    GitHubConfig,
-    GitHubConnector,
-    GitHubIssue,
-    GitHubIssueEvent,
-    GitHubRecord,
-    GitHubReview,
-    GitHubStream,
-    RepoRef,
-)
+import lazy_loader
 
-__all__ = [
-    "DEFAULT_EVENT_TYPES",
-    "GitHubComment",
-    "GitHubConfig",
-    "GitHubConnector",
-    "GitHubIssue",
-    "GitHubIssueEvent",
-    "GitHubRecord",
-    "GitHubReview",
-    "GitHubStream",
-    "RepoRef",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

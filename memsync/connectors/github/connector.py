@@ -49,23 +49,24 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
-
-from pydantic import Field, SecretStr, field_validator
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from memsync.clock import Clock
 from memsync.connectors._parsing import optional_int, optional_str, parse_iso_time, required_int
 from memsync.connectors.base import (
     Cursor,
     Deletion,
-    KeyPolicy,
     RecordConnector,
     Stream,
     Window,
     fetch_every_stream,
 )
-from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
+from memsync.connectors.config import SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
+from memsync.connectors.github.declaration import (
+    GITHUB,
+    GitHubConfig,
+)
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject, Tombstone
 from memsync.stopping import Sleeper
@@ -73,84 +74,13 @@ from memsync.stopping import Sleeper
 if TYPE_CHECKING:
     from github import Github, GithubException
 
-GitHubStream = Literal["issues", "pull_requests", "issue_comments", "reviews", "issue_events"]
-_ALL_STREAMS: frozenset[GitHubStream] = frozenset(
-    {"issues", "pull_requests", "issue_comments", "reviews", "issue_events"}
-)
-
-#: Issue events that say something happened to the issue. ``subscribed``, ``mentioned``
-#: and ``referenced`` are left out: they are notifications, not changes.
-DEFAULT_EVENT_TYPES: frozenset[str] = frozenset(
-    {
-        "closed",
-        "reopened",
-        "labeled",
-        "unlabeled",
-        "assigned",
-        "unassigned",
-        "milestoned",
-        "demilestoned",
-        "renamed",
-        "merged",
-        "locked",
-        "unlocked",
-        "transferred",
-        "review_requested",
-        "review_request_removed",
-        "converted_to_draft",
-        "ready_for_review",
-    }
-)
-
 #: Issue events after which the issue may be gone from the repository: it is read again.
 GONE_EVENTS: frozenset[str] = frozenset({"transferred", "deleted"})
 
-_PUBLIC_API = "https://api.github.com"
 # GitHub asks clients to wait at least a minute after a secondary limit that names no
 # wait ("wait for at least one minute before retrying", rate-limits docs).
 _SECONDARY_LIMIT_WAIT = 60.0
 _SOURCE = "github"
-
-
-class GitHubConfig(ConnectorConfig):
-    """Repositories, credentials and streams of one GitHub connector instance.
-
-    ``repo`` is ``owner/name`` or a list of them. ``token`` (a ``SecretStr``, never in
-    reprs, logs or messages) may be omitted for public repositories, at 60 requests an
-    hour. ``base_url`` defaults to ``https://api.github.com``; for GitHub Enterprise
-    Server use ``https://<host>/api/v3``. ``streams`` selects what is read;
-    ``event_types`` which issue events become episodes.
-    """
-
-    type: Literal["github"] = "github"
-    repo: list[str] = Field(min_length=1)
-    token: SecretStr | None = None
-    streams: frozenset[GitHubStream] = _ALL_STREAMS
-    event_types: frozenset[str] = DEFAULT_EVENT_TYPES
-    per_page: int = Field(default=100, ge=1, le=100)
-    timeout: Duration = timedelta(seconds=30)
-
-    @field_validator("repo", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: object) -> object:
-        return [value] if isinstance(value, str) else value
-
-    @field_validator("repo")
-    @classmethod
-    def _owner_slash_name(cls, value: list[str]) -> list[str]:
-        for full_name in value:
-            owner, _, name = full_name.partition("/")
-            if not owner or not name or "/" in name or full_name != full_name.strip():
-                raise ValueError(f"repo '{full_name}' must be 'owner/name', e.g. acme/api-server")
-        return value
-
-    @property
-    def api_base(self) -> str:
-        return self.base_url or _PUBLIC_API
-
-    @property
-    def repositories(self) -> list[RepoRef]:
-        return [RepoRef.parse(full_name) for full_name in self.repo]
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,7 +284,7 @@ class _Gone(StopRun):
 _LINK = re.compile(r'<([^>]*)>\s*;\s*rel="([^"]*)"')
 
 
-class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
+class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=GITHUB):
     """Issues, pull requests, comments, reviews and issue events of GitHub repositories.
 
     Repeats: every item updated in the window is re-read, and every review of an
@@ -366,27 +296,6 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
     rate limit, 404, 422 and any redirect but a 301 within the API host (which PyGithub
     follows) raise :class:`StopRun`.
     """
-
-    type = "github"
-    key_policy = KeyPolicy.IDENTITY
-    key_rationale = (
-        "Issues, pull requests, comments, reviews and events have numbers and ids that "
-        "GitHub never reuses within a repository and that survive edits, so keys are built "
-        "from the (lower-cased) owner, repository and ids, never from text: an edited title "
-        "or body is a new revision of the same episode, a closed issue gets its close event "
-        "once, and re-reading an unchanged item stores nothing."
-    )
-    deletions = (
-        "An issue whose events in the window say it was transferred or deleted, and "
-        "that answers 404 or 410 (or from another repository) when read again, is "
-        "reported with its comments and events. GitHub lists no deletions otherwise: an "
-        "issue, comment or review deleted without such an event is not seen."
-    )
-    config_model = GitHubConfig
-    example_key = "github:acme:api-server:issue:4471:opened"
-    subject_fields: ClassVar[frozenset[str]] = frozenset(
-        {"owner", "repo", "repository", "number", "author", "kind"}
-    )
 
     def __init__(
         self,
@@ -452,7 +361,7 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord]):
 
     def _stream_readers(self) -> Iterator[tuple[Stream, _StreamReader]]:
         wanted = self.config.streams
-        for repo in self.config.repositories:
+        for repo in (RepoRef.parse(full_name) for full_name in self.config.repo):
             if wanted & {"issues", "pull_requests", "reviews"}:
                 yield Stream(f"{repo.full_name}:issues", ordered=True), partial(self._issues, repo)
             if "issue_comments" in wanted:

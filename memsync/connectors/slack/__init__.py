@@ -1,19 +1,11 @@
-"""The Slack connector (slack-sdk): channel messages and thread replies."""
+"""The Slack connector (slack-sdk): channel messages and thread replies.
+
+What this package offers is listed in ``__init__.pyi`` and imported on first use, so
+the registry reads :data:`SLACK` (``declaration``) without importing the connector.
+"""
 
 from __future__ import annotations
 
-from memsync.connectors.slack.connector import (
-    CONTENTLESS_SUBTYPES,
-    SlackConfig,
-    SlackConnector,
-    SlackMessage,
-    slack_ts_to_datetime,
-)
+import lazy_loader
 
-__all__ = [
-    "CONTENTLESS_SUBTYPES",
-    "SlackConfig",
-    "SlackConnector",
-    "SlackMessage",
-    "slack_ts_to_datetime",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

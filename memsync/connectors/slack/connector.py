@@ -51,25 +51,23 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
-
-from pydantic import Field, SecretStr
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from memsync.clock import Clock
 from memsync.connectors._parsing import optional_int, optional_str
 from memsync.connectors.base import (
     Cursor,
     Deletion,
-    KeyPolicy,
     Listing,
     RecordConnector,
     Stream,
     Window,
     fetch_every_stream,
 )
-from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
+from memsync.connectors.config import SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, SkipRecord, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
+from memsync.connectors.slack.declaration import SLACK, SlackConfig
 from memsync.episode import JSONObject, KeyScope, Tombstone
 from memsync.stopping import Sleeper
 
@@ -77,7 +75,6 @@ if TYPE_CHECKING:
     from slack_sdk import WebClient
     from slack_sdk.errors import SlackApiError
 
-_PUBLIC_API = "https://slack.com/api/"
 _SOURCE = "slack"
 # Slack channel names are lower case, so an upper-case C/G/D… value is an id.
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]+$")
@@ -117,31 +114,6 @@ _TRANSIENT_ERRORS = {"internal_error", "fatal_error", "service_unavailable", "re
 
 #: History items that stand for a deleted message rather than being one.
 _DELETED_SUBTYPES = frozenset({"message_deleted", "tombstone"})
-
-
-class SlackConfig(ConnectorConfig):
-    """Credentials and channels of one Slack connector instance.
-
-    ``token`` (a bot token ``xoxb-…``; a ``SecretStr``, never in reprs, logs or
-    messages) needs ``channels:history`` and ``channels:read`` (``groups:*`` for private
-    channels). ``channels`` are ids (``C024BE91L``) or names (``general``,
-    ``#general``), names resolved through ``conversations.list``. ``lookback`` is how
-    far back from now the history is scanned for edits and new thread replies (from
-    the window start when it lies further back); ``overlap`` re-reads the edge of the
-    previous window as usual.
-    """
-
-    type: Literal["slack"] = "slack"
-    token: SecretStr
-    channels: list[str] = Field(min_length=1)
-    lookback: Duration = timedelta(days=7)
-    include_threads: bool = True
-    page_size: int = Field(default=200, ge=1, le=999)
-    timeout: Duration = timedelta(seconds=30)
-
-    @property
-    def api_base(self) -> str:
-        return f"{self.base_url}/" if self.base_url else _PUBLIC_API
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +235,7 @@ class _Channel:
     name: str | None
 
 
-class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
+class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLACK):
     """Messages and thread replies of Slack channels.
 
     Repeats: the overlap and the lookback re-read messages; keys make that free. An
@@ -273,26 +245,6 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage]):
     ``Retry-After`` per call within the ``retry`` caps, then
     :class:`RateLimitExhausted`; token and channel errors raise :class:`StopRun`.
     """
-
-    type = "slack"
-    key_policy = KeyPolicy.IDENTITY
-    key_rationale = (
-        "A Slack message is identified by its channel and its ts, which Slack assigns once "
-        "and never changes (an edit adds edited.ts, a reply has its own ts), so the key is "
-        "team, channel and ts, never the text: an edited message is a new revision of the "
-        "same episode and re-reading an unchanged one stores nothing."
-    )
-    deletions = (
-        "A top-level message absent from a complete re-read of the channel's history over "
-        "the window and the lookback before it that held it before, and messages the "
-        "history shows as 'message_deleted' or 'tombstone'. A deleted reply is seen only "
-        "as a 'message_deleted' item, and nothing older than the lookback is re-checked."
-    )
-    config_model = SlackConfig
-    example_key = "slack:T024BE7LD:C123ABC:1712345678.000200"
-    subject_fields: ClassVar[frozenset[str]] = frozenset(
-        {"team", "channel", "channel_name", "user", "thread_ts"}
-    )
 
     def __init__(
         self,

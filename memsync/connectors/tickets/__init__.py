@@ -1,23 +1,11 @@
-"""Support-ticket connectors. Zendesk Support, through httpx."""
+"""Support-ticket connectors. Zendesk Support, through httpx.
+
+What this package offers is listed in ``__init__.pyi`` and imported on first use, so
+the registry reads :data:`ZENDESK` (``declaration``) without importing the connector.
+"""
 
 from __future__ import annotations
 
-from memsync.connectors.tickets.zendesk import (
-    TicketRef,
-    ZendeskComment,
-    ZendeskConfig,
-    ZendeskConnector,
-    ZendeskRecord,
-    ZendeskStatusChange,
-    ZendeskTicket,
-)
+import lazy_loader
 
-__all__ = [
-    "TicketRef",
-    "ZendeskComment",
-    "ZendeskConfig",
-    "ZendeskConnector",
-    "ZendeskRecord",
-    "ZendeskStatusChange",
-    "ZendeskTicket",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

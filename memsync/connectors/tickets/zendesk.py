@@ -29,16 +29,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
-
-from pydantic import Field, SecretStr
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from memsync.clock import Clock, SystemClock
 from memsync.connectors._parsing import optional_int, parse_iso_time, required_int
-from memsync.connectors.base import Cursor, Deletion, KeyPolicy, RecordConnector, Stream, Window
-from memsync.connectors.config import ConnectorConfig, Duration, SubjectTemplateField
+from memsync.connectors.base import Cursor, Deletion, RecordConnector, Stream, Window
+from memsync.connectors.config import SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
+from memsync.connectors.tickets.declaration import ZENDESK, ZendeskConfig
 from memsync.episode import JSONObject, Tombstone
 from memsync.stopping import Sleeper
 
@@ -53,28 +52,6 @@ _EXPORT_MIN_AGE = timedelta(minutes=1)
 _VOLATILE_TICKET_FIELDS = frozenset({"generated_timestamp", "url"})
 _BODY_SNIPPET_CHARS = 200
 _SOURCE = "zendesk"
-
-
-class ZendeskConfig(ConnectorConfig):
-    """Credentials and scope for one Zendesk account.
-
-    ``token`` is an API token (HTTP basic auth as ``{email}/token``); it is a
-    ``SecretStr``, so it never appears in reprs, logs or error messages. ``base_url``
-    defaults to ``https://{subdomain}.zendesk.com``.
-    """
-
-    type: Literal["zendesk"] = "zendesk"
-    subdomain: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
-    email: str = Field(min_length=3)
-    token: SecretStr
-    include_comments: bool = True
-    include_status_changes: bool = True
-    page_size: int = Field(default=100, ge=1, le=100)
-    timeout: Duration = timedelta(seconds=30)
-
-    @property
-    def api_base(self) -> str:
-        return self.base_url or f"https://{self.subdomain}.zendesk.com"
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +207,7 @@ def _required_int(data: Mapping[str, Any], field: str, what: str) -> int:
     return required_int(data, field, what, source=_SOURCE)
 
 
-class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
+class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord], declaration=ZENDESK):
     """Tickets, comments and status changes of one Zendesk Support account.
 
     Repeats: every ticket updated in the window is re-read with all its comments and
@@ -239,34 +216,6 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord]):
     :class:`RateLimitExhausted`; 5xx and timeouts the same, then :class:`RetryableError`;
     401/403 and malformed bodies raise :class:`StopRun`.
     """
-
-    type = "zendesk"
-    key_policy = KeyPolicy.IDENTITY
-    key_rationale = (
-        "Tickets, comments and audits have ids that Zendesk never reuses and that survive "
-        "edits, so keys are built from ids only (never from the body): a ticket whose "
-        "status or subject changed is a new revision of the same episode, a redacted "
-        "comment revises its comment, and re-reading an unchanged ticket stores nothing."
-    )
-    deletions = (
-        "A ticket the incremental export shows with status 'deleted' (soft-deleted, in "
-        "the trash) is reported with its comments and status changes. A ticket purged "
-        "from the trash before the next run is not seen, and neither is a comment "
-        "redacted or removed from a ticket that still exists."
-    )
-    config_model = ZendeskConfig
-    example_key = "zendesk:acme:ticket:35436:comment:1274"
-    subject_fields: ClassVar[frozenset[str]] = frozenset(
-        {
-            "subdomain",
-            "ticket_id",
-            "organization_id",
-            "requester_id",
-            "assignee_id",
-            "group_id",
-            "brand_id",
-        }
-    )
 
     def __init__(
         self,

@@ -1,23 +1,11 @@
-"""The ``workspace`` connector: a directory tree scanned as content-keyed episodes."""
+"""The ``workspace`` connector: a directory tree scanned as content-keyed episodes.
+
+What this package offers is listed in ``__init__.pyi`` and imported on first use, so
+the registry reads :data:`WORKSPACE` (``declaration``) without importing the connector.
+"""
 
 from __future__ import annotations
 
-from memsync.connectors.workspace.connector import (
-    WorkspaceConfig,
-    WorkspaceConnector,
-    WorkspaceFile,
-    WorkspaceRecord,
-    WorkspaceSnapshot,
-    display_name,
-    snapshot_digest,
-)
+import lazy_loader
 
-__all__ = [
-    "WorkspaceConfig",
-    "WorkspaceConnector",
-    "WorkspaceFile",
-    "WorkspaceRecord",
-    "WorkspaceSnapshot",
-    "display_name",
-    "snapshot_digest",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -8,12 +8,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar
 
-from pydantic import Field
-
-from memsync.connectors.base import Cursor, Deletion, KeyPolicy, Listing, RecordConnector, Window
-from memsync.connectors.config import ConnectorConfig, SubjectTemplateField
+from memsync.connectors.base import Cursor, Deletion, Listing, RecordConnector, Window
+from memsync.connectors.config import SubjectTemplateField
 from memsync.connectors.errors import StopRun
 from memsync.connectors.workspace._ignore import (
     GlobFilter,
@@ -21,31 +19,10 @@ from memsync.connectors.workspace._ignore import (
     is_ignored,
     read_ignore_file,
 )
+from memsync.connectors.workspace.declaration import WORKSPACE, WorkspaceConfig
 from memsync.episode import JSONObject, KeyScope
 
 _CHUNK_BYTES = 64 * 1024
-
-
-class WorkspaceConfig(ConnectorConfig):
-    """A directory to scan.
-
-    ``workspace_id`` (default: the connector name) namespaces the keys; ``include`` /
-    ``exclude`` are gitignore-style globs relative to ``root``; files larger than
-    ``max_file_bytes`` are skipped; payloads carry at most ``max_content_bytes`` of text.
-    """
-
-    type: Literal["workspace"] = "workspace"
-    root: Path
-    workspace_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    include: list[str] = Field(default_factory=list)
-    exclude: list[str] = Field(default_factory=list)
-    respect_gitignore: bool = True
-    max_file_bytes: int = Field(default=1_048_576, gt=0)
-    max_content_bytes: int = Field(default=65_536, gt=0)
-
-    @property
-    def effective_workspace_id(self) -> str:
-        return self.workspace_id or self.name
 
 
 def files_prefix(workspace_id: str) -> str:
@@ -191,7 +168,7 @@ class _Scanned:
     skip_reason: str | None = None
 
 
-class WorkspaceConnector(RecordConnector[WorkspaceConfig, WorkspaceRecord]):
+class WorkspaceConnector(RecordConnector[WorkspaceConfig, WorkspaceRecord], declaration=WORKSPACE):
     """Files of a directory tree (IDE workspace, repository checkout) and scan snapshots.
 
     A scan is always complete: the window is not used to filter, because a snapshot is
@@ -200,27 +177,6 @@ class WorkspaceConnector(RecordConnector[WorkspaceConfig, WorkspaceRecord]):
     the ``(path, hash)`` list of the snapshot is held in memory. Symbolic links are not
     followed (they could loop or leave the workspace); ``.git`` is never entered.
     """
-
-    type = "workspace"
-    key_policy = KeyPolicy.CONTENT
-    key_rationale = (
-        "A file in a workspace has no identity apart from its path and content: nothing "
-        "records edits, renames or deletions as events. So a file's key is its path plus "
-        "its content hash, and a scan's key is the hash of all path:hash lines. An "
-        "unchanged re-scan maps to existing keys and stores nothing; any change is a new "
-        "episode, and the previous version stays as it was seen."
-    )
-    config_model = WorkspaceConfig
-    example_key = (
-        "workspace:acme-api:file:src/app.py:"
-        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
-    )
-    subject_fields: ClassVar[frozenset[str]] = frozenset({"workspace_id"})
-    deletions = (
-        "Every scan is complete, so a file present before and absent now (removed, "
-        "renamed away, or no longer included) is reported with every stored version of "
-        "it. A scan that could not read a directory reports no deletion."
-    )
 
     def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[WorkspaceRecord | Deletion]:
         """Yield a :class:`WorkspaceFile` per in-scope text file, one snapshot, then the

@@ -25,7 +25,7 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from memsync.compile.types import BundleLayout
+from memsync.compile.layout import BundleLayout
 from memsync.connectors.config import did_you_mean
 from memsync.runtime.compiling.settings import CompileSettings
 from memsync.schedule import parse_schedule

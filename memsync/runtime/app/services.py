@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import sqlalchemy as sa
 
@@ -26,22 +26,19 @@ from memsync.connectors import (
     load_registry,
     observing_requests,
 )
-from memsync.connectors.base import Connector
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.config import ConfigError, JobsSettings, MissingVariables, Settings
-from memsync.runtime.app.handlers import SYNC_JOB, compile_handler, sync_handler
-from memsync.runtime.compiling.triggers import COMPILE_JOB, EveryNEpisodes, enqueue_uncompiled
-from memsync.runtime.jobs.queue import JobQueue, RetryPolicy
 from memsync.runtime.storage import Store, upgrade
-from memsync.runtime.sync.repository import SyncRepository
 from memsync.scrub import Scrubber, secret_values
 from memsync.stopping import StopEvent
 
 if TYPE_CHECKING:
+    from memsync.connectors.base import Connector
     from memsync.runtime.app.api.auth import Authenticator
     from memsync.runtime.app.observability.metrics import Metrics
     from memsync.runtime.compiling.service import CompileService
     from memsync.runtime.ingest.service import IngestService
+    from memsync.runtime.jobs.queue import JobQueue
     from memsync.runtime.jobs.schedules import Schedule, ScheduleFirer, Scheduler
     from memsync.runtime.jobs.worker import Worker
     from memsync.runtime.reading.bundles import ContextReader
@@ -49,7 +46,7 @@ if TYPE_CHECKING:
     from memsync.runtime.reading.indexes import MemorySearch, SubjectIndexes
     from memsync.runtime.reading.memories import MemoryRepository
     from memsync.runtime.sync.records import RunRecord
-    from memsync.runtime.sync.repository import ConnectorState
+    from memsync.runtime.sync.repository import ConnectorState, SyncRepository
     from memsync.runtime.sync.runner import BatchProgress, SliceProgress, SyncRunner
 
 __all__ = [
@@ -63,7 +60,7 @@ __all__ = [
     "sync_schedule_id",
 ]
 
-AnyConnector = Connector[Any, Any]
+AnyConnector: TypeAlias = "Connector[Any, Any]"
 
 log = logging.getLogger("memsync.app")
 
@@ -133,6 +130,8 @@ def schedules_from_settings(
     """The schedules the configuration asks for: the nightly compile (if set) and one
     sync schedule per connector whose schedule is not ``manual``. Ids are stable across
     restarts and replicas."""
+    from memsync.runtime.app.handlers import SYNC_JOB
+    from memsync.runtime.compiling.triggers import COMPILE_JOB
     from memsync.runtime.jobs.schedules import Schedule
 
     schedules = []
@@ -183,12 +182,13 @@ class Services:
     migration_notes: list[str] = field(default_factory=list)
     """What the migrations run by :meth:`open` said about the data they changed."""
 
-    queue: JobQueue = field(init=False)
-    runs: SyncRepository = field(init=False)
+    @cached_property
+    def queue(self) -> JobQueue:
+        """The job queue, retrying as ``jobs:`` says."""
+        from memsync.runtime.jobs.queue import JobQueue, RetryPolicy
 
-    def __post_init__(self) -> None:
         jobs = self.settings.jobs
-        self.queue = JobQueue(
+        return JobQueue(
             self.store,
             RetryPolicy(
                 max_attempts=jobs.max_attempts,
@@ -196,7 +196,13 @@ class Services:
                 max_delay=timedelta(seconds=jobs.retry_backoff_max_seconds),
             ),
         )
-        self.runs = SyncRepository(self.store)
+
+    @cached_property
+    def runs(self) -> SyncRepository:
+        """Sync run records and connector state."""
+        from memsync.runtime.sync.repository import SyncRepository
+
+        return SyncRepository(self.store)
 
     @cached_property
     def episodes(self) -> EpisodeRepository:
@@ -215,7 +221,9 @@ class Services:
     @cached_property
     def metrics(self) -> Metrics:
         """What this process did (counters) and the store's gauges, read when scraped."""
+        from memsync.runtime.app.handlers import SYNC_JOB
         from memsync.runtime.app.observability.metrics import Metrics, StoreGauges
+        from memsync.runtime.compiling.triggers import COMPILE_JOB
 
         metrics = Metrics()
         metrics.watch(
@@ -355,6 +363,7 @@ class Services:
         thread's runs keep their own batch statistics.
         """
         n = self.settings.jobs.compile_every_n_episodes
+        from memsync.runtime.compiling.triggers import EveryNEpisodes
         from memsync.runtime.ingest.service import IngestService
 
         trigger = EveryNEpisodes(self.store, self.queue, n, self.clock) if n > 0 else None
@@ -556,6 +565,8 @@ class Services:
         Each worker has its own sync runner, so a thread's syncs keep their own ingest
         statistics and trigger compiles as the API's ingest does.
         """
+        from memsync.runtime.app.handlers import SYNC_JOB, compile_handler, sync_handler
+        from memsync.runtime.compiling.triggers import COMPILE_JOB
         from memsync.runtime.jobs.worker import Worker
 
         runner = self.sync_runner()
@@ -589,6 +600,8 @@ class Services:
     def schedule_firer(self) -> ScheduleFirer:
         """Fires schedule ticks: the nightly compile enqueues every subject with
         uncompiled episodes; a connector's schedule enqueues its sync."""
+        from memsync.runtime.app.handlers import SYNC_JOB
+        from memsync.runtime.compiling.triggers import COMPILE_JOB, enqueue_uncompiled
         from memsync.runtime.jobs.schedules import ScheduleFirer, TickAction, enqueue_target
 
         def compile_uncompiled(

@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 from importlib.metadata import EntryPoint
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -13,6 +14,7 @@ from memsync.connectors import (
     KeyPolicy,
     load_registry,
 )
+from memsync.connectors.declaration import ConnectorDeclaration
 from memsync.connectors.fake import FakeConfig, FakeConnector
 from memsync.connectors.github import GitHubConnector
 from memsync.stopping import FakeSleeper
@@ -43,6 +45,34 @@ class DeafConnector(FakeConnector):
 
     def __init__(self, config: FakeConfig) -> None:
         super().__init__(config)
+
+
+class LateConfig(FakeConfig):
+    type: Literal["late"] = "late"  # type: ignore[assignment]
+
+
+def _declared(
+    connector_type: str, implementation: str, rationale: str = "Ids."
+) -> ConnectorDeclaration:
+    return ConnectorDeclaration(
+        type=connector_type,
+        key_policy=KeyPolicy.IDENTITY,
+        key_rationale=rationale,
+        config_model=LateConfig,
+        example_key=f"{connector_type}:1",
+        implementation=implementation,
+        subject_fields=frozenset({"id"}),
+    )
+
+
+LATE = _declared("late", f"{HERE}:LateConnector")
+GONE = _declared("late", "no_such_module:LateConnector")
+NOT_TAKEN = _declared("late", f"{HERE}:FakeConnector")
+BLANK = _declared("late", f"{HERE}:LateConnector", rationale=" ")
+
+
+class LateConnector(FakeConnector, declaration=LATE):
+    """Its attributes come from its declaration."""
 
 
 def _entry_point(name: str, target: str) -> EntryPoint:
@@ -187,8 +217,55 @@ def test_an_identity_field_not_known_here_is_a_problem() -> None:
 
 
 def test_entry_point_that_is_not_a_connector_is_refused() -> None:
-    with pytest.raises(ConnectorDefinitionError, match="does not name a Connector subclass"):
+    with pytest.raises(
+        ConnectorDefinitionError,
+        match="names neither a Connector subclass nor a ConnectorDeclaration",
+    ):
         ConnectorRegistry.from_entry_points([_entry_point("x", "HERE")])
+
+
+def test_a_declared_type_is_checked_and_listed_from_its_declaration_its_class_built_later() -> None:
+    registry = ConnectorRegistry.from_entry_points([_entry_point("late", "LATE")])
+    [info] = registry
+    assert info.declared is LATE
+    assert (info.key_policy, info.example_key, info.key_rationale) == (
+        KeyPolicy.IDENTITY,
+        "late:1",
+        "Ids.",
+    )
+
+    [config] = registry.parse_configs([{"name": "l", "type": "late", "subject": "x:{id}"}])
+
+    assert type(config) is LateConfig
+    assert registry.get("late") is LateConnector
+    assert [info.declared for info in registry] == [LateConnector]
+    assert registry.build(config).type == "late"
+    assert (LateConnector.declaration, LateConnector.config_model) == (LATE, LateConfig)
+
+
+def test_a_declared_class_that_does_not_import_fails_the_build_naming_the_entry_point() -> None:
+    registry = ConnectorRegistry.from_entry_points([_entry_point("late", "GONE")])
+    [config] = registry.parse_configs([{"name": "l", "type": "late", "subject": "x"}])
+
+    with pytest.raises(ConnectorDefinitionError) as refused:
+        registry.build(config)
+
+    assert str(refused.value).startswith(f"entry point 'late = {HERE}:GONE'")
+    assert "no_such_module:LateConnector" in str(refused.value)
+    assert "failed to import" in str(refused.value)
+
+
+def test_a_declared_class_must_take_its_attributes_from_the_declaration() -> None:
+    registry = ConnectorRegistry.from_entry_points([_entry_point("late", "NOT_TAKEN")])
+    with pytest.raises(ConnectorDefinitionError, match="must take its attributes"):
+        registry.get("late")
+
+
+def test_a_declaration_is_refused_like_a_class() -> None:
+    with pytest.raises(ConnectorDefinitionError, match="has an empty key_rationale"):
+        ConnectorRegistry.from_entry_points([_entry_point("late", "BLANK")])
+    with pytest.raises(ConnectorDefinitionError, match="must equal the declaration's type 'late'"):
+        ConnectorRegistry.from_entry_points([_entry_point("other", "LATE")])
 
 
 def test_registry_from_classes_refuses_duplicates_too() -> None:
@@ -236,6 +313,7 @@ def test_public_surface_is_what_we_meant() -> None:
             "Connector",
             "ConnectorConfig",
             "ConnectorConfigError",
+            "ConnectorDeclaration",
             "ConnectorDefinitionError",
             "ConnectorError",
             "ConnectorInfo",

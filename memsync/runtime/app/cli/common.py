@@ -55,6 +55,7 @@ __all__ = [
     "app",
     "console",
     "debugging",
+    "described",
     "errors",
     "loaded_store_url",
     "open_services",
@@ -373,6 +374,30 @@ def print_table(
     for row in rows:
         table.add_row(*row)
     out.print(table)
+
+
+def described(title: str, fields: Sequence[tuple[str, str]]) -> str:
+    """A block of text for people: ``title``, then a ``label: value`` line per field,
+    each value wrapped under itself to the terminal's width (100 columns at most).
+    Plain text, so a command that prints only such blocks never imports rich; a
+    value's words (an example key, a URL) are never cut."""
+    import shutil
+    import textwrap
+
+    width = min(max(shutil.get_terminal_size().columns, 40), 100)
+    label_width = max((len(label) for label, _value in fields), default=0) + 1
+    lines = [title]
+    for label, value in fields:
+        lead = f"  {label + ':':<{label_width}} "
+        lines += textwrap.wrap(
+            value,
+            width=width,
+            initial_indent=lead,
+            subsequent_indent=" " * len(lead),
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [lead.rstrip()]
+    return "\n".join(lines)
 
 
 ProgressUpdate = Callable[..., None]

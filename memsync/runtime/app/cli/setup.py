@@ -116,4 +116,6 @@ def config_show() -> None:
     """Print the effective configuration, checked like ``validate``, every secret redacted."""
     from memsync.runtime.app.config import redacted_dump
 
-    console.print_json(json.dumps(redacted_dump(_validated())))
+    # Plain indented JSON, as every ``--json`` prints: rich's highlighting would cost
+    # this command more than everything else it does after validating.
+    typer.echo(json.dumps(redacted_dump(_validated()), indent=2, ensure_ascii=False))

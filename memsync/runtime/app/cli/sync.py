@@ -27,6 +27,7 @@ from memsync.runtime.app.cli.common import (
     TenantOption,
     app,
     console,
+    described,
     errors,
     open_services,
     parse_moment,
@@ -276,7 +277,7 @@ def runs_list(
     with open_services() as services:
         records = services.runs.list_runs(tenant, connector=connector, limit=limit)
     if as_json:
-        console.print_json(json.dumps([record.to_json() for record in records]))
+        typer.echo(json.dumps([record.to_json() for record in records], indent=2))
         return
     print_table(
         f"sync runs of tenant {tenant!r}",
@@ -326,30 +327,36 @@ def connectors_list(
     registry = load_registry()
     infos = list(registry)
     if as_json:
-        console.print_json(
-            json.dumps(
-                [
-                    {
-                        "type": info.type,
-                        "key_policy": info.key_policy.value,
-                        "example_key": info.example_key,
-                        "key_rationale": info.key_rationale,
-                        "deletions": info.deletions,
-                        "origin": info.origin,
-                    }
-                    for info in infos
-                ]
-                + [{"type": name, "broken": reason} for name, reason in registry.broken.items()]
-            )
-        )
-        return
-    print_table(
-        "connector types",
-        ("type", "key policy", "example key", "rationale", "deletions observed"),
-        [
-            (i.type, i.key_policy.value, i.example_key, i.key_rationale, i.deletions or "none")
-            for i in infos
+        listed: list[dict[str, str]] = [
+            {
+                "type": info.type,
+                "key_policy": info.key_policy.value,
+                "example_key": info.example_key,
+                "key_rationale": info.key_rationale,
+                "deletions": info.deletions,
+                "origin": info.origin,
+            }
+            for info in infos
         ]
-        + [(name, "BROKEN", "-", reason, "-") for name, reason in registry.broken.items()],
-        lines=True,
-    )
+        listed += [{"type": name, "broken": reason} for name, reason in registry.broken.items()]
+        typer.echo(json.dumps(listed, indent=2, ensure_ascii=False))
+        return
+    # A block per type, not a table: five columns of prose folded into a terminal's
+    # width read badly, and rich (its import and layout) would be most of what this
+    # command costs.
+    blocks = [
+        described(
+            f"{info.type} (key policy: {info.key_policy.value})",
+            (
+                ("example key", info.example_key),
+                ("rationale", info.key_rationale),
+                ("deletions", info.deletions or "none observed"),
+            ),
+        )
+        for info in infos
+    ]
+    blocks += [
+        described(f"{name} (BROKEN)", (("reason", reason),))
+        for name, reason in registry.broken.items()
+    ]
+    typer.echo("\n\n".join(blocks))

@@ -603,6 +603,7 @@ def test_public_surface_is_what_we_meant() -> None:
 
     assert sorted(package.__all__) == [
         "DEFAULT_EVENT_TYPES",
+        "GITHUB",
         "GitHubComment",
         "GitHubConfig",
         "GitHubConnector",

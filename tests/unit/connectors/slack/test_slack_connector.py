@@ -497,6 +497,7 @@ def test_public_surface_is_what_we_meant() -> None:
 
     assert sorted(package.__all__) == [
         "CONTENTLESS_SUBTYPES",
+        "SLACK",
         "SlackConfig",
         "SlackConnector",
         "SlackMessage",

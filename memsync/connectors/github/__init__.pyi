@@ -1,0 +1,11 @@
+from .connector import GitHubComment as GitHubComment
+from .connector import GitHubConnector as GitHubConnector
+from .connector import GitHubIssue as GitHubIssue
+from .connector import GitHubIssueEvent as GitHubIssueEvent
+from .connector import GitHubRecord as GitHubRecord
+from .connector import GitHubReview as GitHubReview
+from .connector import RepoRef as RepoRef
+from .declaration import DEFAULT_EVENT_TYPES as DEFAULT_EVENT_TYPES
+from .declaration import GITHUB as GITHUB
+from .declaration import GitHubConfig as GitHubConfig
+from .declaration import GitHubStream as GitHubStream
