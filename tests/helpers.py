@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
@@ -23,6 +22,7 @@ from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import ApiSettings, Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.storage import Store
+from tests.jobs_support import scalar, wait_until
 
 LOOPBACK = "http://127.0.0.1"
 """The base URL test clients use: with no API keys the API answers loopback names only."""
@@ -113,13 +113,11 @@ def terminate_other_backends(store_url: str) -> None:
     try:
         with admin.read() as connection:
             connection.exec_driver_sql(f"SELECT pg_terminate_backend(pid) {others}")
-        deadline = time.monotonic() + 30
-        while True:
-            with admin.read() as connection:
-                if not connection.exec_driver_sql(f"SELECT count(*) {others}").scalar_one():
-                    return
-            assert time.monotonic() < deadline, "the sessions never ended"
-            time.sleep(0.01)
+        wait_until(
+            lambda: scalar(admin, f"SELECT count(*) {others}") == 0,
+            timeout=30,
+            what="the other sessions to end",
+        )
     finally:
         admin.dispose()
 

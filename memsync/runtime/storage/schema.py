@@ -42,6 +42,18 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
+
+def partial_index(
+    name: str, *expressions: str | sa.ColumnElement[object], where: str, unique: bool = False
+) -> sa.Index:
+    """An index over the rows that match ``where``, one SQL condition given to both
+    databases, so the two can never index different rows."""
+    condition = sa.text(where)
+    return sa.Index(
+        name, *expressions, unique=unique, sqlite_where=condition, postgresql_where=condition
+    )
+
+
 TENANT_ID_LENGTH = 64
 SUBJECT_ID_LENGTH = 255
 LABEL_LENGTH = 255
@@ -74,23 +86,21 @@ episodes = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("revised_at", UTCDateTime),
     sa.Column("deleted_at", UTCDateTime),
-    sa.Index(
+    partial_index(
         "uq_episodes_idempotency_key",
         "tenant_id",
         "idempotency_key",
         unique=True,
-        sqlite_where=sa.text("idempotency_key IS NOT NULL"),
-        postgresql_where=sa.text("idempotency_key IS NOT NULL"),
+        where="idempotency_key IS NOT NULL",
     ),
     sa.Index("ix_episodes_subject_timeline", "tenant_id", "subject_id", "occurred_at"),
     # Compile looks for episodes whose current revision it has not consumed yet;
     # once compiled they drop out of this index, so it stays small.
-    sa.Index(
+    partial_index(
         "ix_episodes_uncompiled",
         "tenant_id",
         "subject_id",
-        sqlite_where=sa.text("compiled_revision < revision"),
-        postgresql_where=sa.text("compiled_revision < revision"),
+        where="compiled_revision < revision",
     ),
     sa.CheckConstraint("revision >= 1", name="revision_positive"),
     sa.CheckConstraint("compiled_revision <= revision", name="compiled_not_ahead"),
@@ -162,13 +172,12 @@ memories = sa.Table(
     sa.Index("ix_memories_subject_status", "tenant_id", "subject_id", "status"),
     # Search reads a subject's active memories newest assertion first and stops at
     # its limit; without this index it sorts every active memory of the subject.
-    sa.Index(
+    partial_index(
         "ix_memories_active_asserted",
         "tenant_id",
         "subject_id",
         "asserted_at",
-        sqlite_where=sa.text("status = 'active'"),
-        postgresql_where=sa.text("status = 'active'"),
+        where="status = 'active'",
     ),
     sa.CheckConstraint("status IN ('active', 'superseded', 'tombstoned')", name="status_known"),
 )
@@ -367,13 +376,12 @@ sync_runs = sa.Table(
     sa.Column("needs_attention", sa.Boolean, default=False, nullable=False),
     # Set when the run ended on a rate limit whose reset the source announced.
     sa.Column("retry_at", UTCDateTime),
-    sa.Index(
+    partial_index(
         "uq_sync_runs_one_running",
         "tenant_id",
         "connector",
         unique=True,
-        sqlite_where=sa.text("status = 'running'"),
-        postgresql_where=sa.text("status = 'running'"),
+        where="status = 'running'",
     ),
     sa.Index("ix_sync_runs_connector_started", "tenant_id", "connector", "started_at"),
     sa.CheckConstraint("kind IN ('incremental', 'backfill')", name="kind_known"),
@@ -402,13 +410,12 @@ backfills = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("finished_at", UTCDateTime),
-    sa.Index(
+    partial_index(
         "uq_backfills_one_open",
         "tenant_id",
         "connector",
         unique=True,
-        sqlite_where=sa.text("status = 'open'"),
-        postgresql_where=sa.text("status = 'open'"),
+        where="status = 'open'",
     ),
     sa.CheckConstraint("status IN ('open', 'finished', 'abandoned')", name="status_known"),
     sa.CheckConstraint("slice_seconds > 0", name="slice_positive"),
@@ -467,49 +474,44 @@ jobs = sa.Table(
     sa.Column("result", JSONDocument),
     sa.Column("error", sa.Text),
     sa.Column("outcome", identifier(16)),
-    sa.Index(
+    partial_index(
         "uq_jobs_pending_target",
         "tenant_id",
         "kind",
         "target",
         unique=True,
-        sqlite_where=sa.text("status = 'pending'"),
-        postgresql_where=sa.text("status = 'pending'"),
+        where="status = 'pending'",
     ),
-    sa.Index(
+    partial_index(
         "uq_jobs_dedup_key",
         "tenant_id",
         "kind",
         "target",
         "dedup_key",
         unique=True,
-        sqlite_where=sa.text("dedup_key IS NOT NULL"),
-        postgresql_where=sa.text("dedup_key IS NOT NULL"),
+        where="dedup_key IS NOT NULL",
     ),
     # The claim reads the queue across tenants in run_after order; only waiting
     # jobs are in this index, so it stays as small as the backlog.
-    sa.Index(
+    partial_index(
         "ix_jobs_ready",
         "run_after",
-        sqlite_where=sa.text("status = 'pending'"),
-        postgresql_where=sa.text("status = 'pending'"),
+        where="status = 'pending'",
     ),
     # Reclaiming looks for running jobs whose lease has expired.
-    sa.Index(
+    partial_index(
         "ix_jobs_leases",
         "lease_expires_at",
-        sqlite_where=sa.text("status = 'running'"),
-        postgresql_where=sa.text("status = 'running'"),
+        where="status = 'running'",
     ),
     sa.Index("ix_jobs_listing", "tenant_id", "queued_at"),
     # The queue depth every metrics scrape counts: every job but the completed
     # ones, which are history (kept for audit and dedup) and only ever grow.
-    sa.Index(
+    partial_index(
         "ix_jobs_depth",
         "kind",
         "status",
-        sqlite_where=sa.text("status <> 'completed'"),
-        postgresql_where=sa.text("status <> 'completed'"),
+        where="status <> 'completed'",
     ),
     sa.CheckConstraint(
         "status IN ('pending', 'running', 'completed', 'failed')", name="status_known"
