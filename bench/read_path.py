@@ -16,11 +16,13 @@ Per database, in one run against one server (so the ratios compare like with lik
    reads small pages (`GET /v1/timeline?limit=10` on the small subject) back to back:
    their p50/p99 during that compile, against the same reads idle just before.
 3. single `POST /v1/episodes`, sequential, new episodes, one keep-alive connection:
-   episodes/s, p50 and p99; beside it, in the same run, what bounds it from below:
-   `GET /v1/health` over the same connection (the HTTP floor) and, on PostgreSQL, a
-   committed one-row write in process (the commit's WAL flush). On PostgreSQL the same
-   ingest runs again against a second server whose store URL turns
-   `synchronous_commit` off (opt-in; docs/operations.md).
+   episodes/s, p50 and p99, first with the benchmark's httpx client, then with the
+   standard library's `http.client` (a lean client: the client runs on the same two
+   cores, and httpx costs it about three times the CPU a request); beside it, in the
+   same run, what bounds it from below: `GET /v1/health` over the same connection (the
+   HTTP floor) and, on PostgreSQL, a committed one-row write in process (the commit's
+   WAL flush). On PostgreSQL the same ingest runs again against a second server whose
+   store URL turns `synchronous_commit` off (opt-in; docs/operations.md).
 
 Beside the compile and the single ingest, the server process's CPU time (user and
 system, from /proc) for that work: on a shared machine it varies far less than wall
@@ -35,6 +37,7 @@ Markdown table per database; see docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import statistics
 import sys
@@ -182,7 +185,7 @@ def child(
             if "compile" in parts:
                 result["compile"] = compile_during_reads(base, pid, client, compile_count)
             if "single" in parts:
-                result["single"] = single_ingest(client, singles, pid)
+                result["single"] = single_ingests(base, client, singles, pid)
                 result["single"]["health"] = percentiles(
                     [timed(lambda: client.get("/v1/health")) for _ in range(500)]
                 )
@@ -194,7 +197,9 @@ def child(
                 memsync_server(async_url, directory, SERVER_CONFIG) as (base, pid),
                 httpx.Client(base_url=base, timeout=300) as client,
             ):
-                result["single_async_commit"] = single_ingest(client, singles, pid, "async")
+                result["single_async_commit"] = single_ingest(
+                    httpx_post(client), singles, pid, "async"
+                )
     print(json.dumps(result))
 
 
@@ -272,20 +277,64 @@ def compile_during_reads(base: str, pid: int, client: httpx.Client, count: int) 
     }
 
 
-def single_ingest(
-    client: httpx.Client, count: int, pid: int, subject: str = "single"
-) -> dict[str, Any]:
+Post = Callable[[dict[str, Any]], int]
+"""Sends one episode as ``POST /v1/episodes``; answers the status code."""
+
+
+def httpx_post(client: httpx.Client) -> Post:
+    return lambda body: client.post("/v1/episodes", json=body).status_code
+
+
+def stdlib_post(base: str) -> tuple[Post, Callable[[], None]]:
+    """A lean client: the standard library's ``http.client`` on one keep-alive
+    connection, the body encoded by ``json.dumps``; and a function that closes it."""
+    host, port = base.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=300)
+    headers = {"content-type": "application/json"}
+
+    def post(body: dict[str, Any]) -> int:
+        connection.request("POST", "/v1/episodes", json.dumps(body), headers)
+        response = connection.getresponse()
+        response.read()
+        return response.status
+
+    return post, connection.close
+
+
+def single_ingest(post: Post, count: int, pid: int, subject: str) -> dict[str, Any]:
+    """``count`` new episodes by ``post``, one after the other: their rate, latency
+    percentiles, and the CPU a request of the server and of this client (the two share
+    the machine's cores, so a heavier client slows the sequence as much as a heavier
+    server)."""
     for i in range(50):  # warm the route: its first requests build validators and plans
-        client.post("/v1/episodes", json=chat_body(f"{subject}-warm", i)).raise_for_status()
+        assert post(chat_body(f"{subject}-warm", i)) in (200, 201)
     samples = []
-    cpu_before = cpu_seconds(pid)
+    cpu_before, client_before = cpu_seconds(pid), time.process_time()
     started = time.perf_counter()
     for i in range(count):
         body = chat_body(subject, i)
-        samples.append(timed(lambda body=body: client.post("/v1/episodes", json=body)))
+        request_started = time.perf_counter()
+        status = post(body)
+        samples.append((time.perf_counter() - request_started) * 1000)
+        assert status == 201, f"POST /v1/episodes answered {status}"
     seconds = time.perf_counter() - started
-    server_cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / count
-    return {"per_s": count / seconds, "server_cpu_ms": server_cpu_ms, **percentiles(samples)}
+    return {
+        "per_s": count / seconds,
+        "server_cpu_ms": (cpu_seconds(pid) - cpu_before) * 1000 / count,
+        "client_cpu_ms": (time.process_time() - client_before) * 1000 / count,
+        **percentiles(samples),
+    }
+
+
+def single_ingests(base: str, client: httpx.Client, count: int, pid: int) -> dict[str, Any]:
+    """The single ingest with the benchmark's httpx client, then with the lean one."""
+    result = single_ingest(httpx_post(client), count, pid, "single")
+    lean_post, close = stdlib_post(base)
+    try:
+        result["stdlib"] = single_ingest(lean_post, count, pid, "single-stdlib")
+    finally:
+        close()
+    return result
 
 
 def main() -> None:
@@ -395,8 +444,18 @@ def single_rows(result: dict[str, Any]) -> list[tuple[object, ...]]:
             f"{single['p50']:.1f}",
             f"{single['p99']:.1f}",
             "",
-            f"{single['per_s']:,.0f} episodes/s sequential; "
-            f"server CPU {single['server_cpu_ms']:.2f} ms a request",
+            f"{single['per_s']:,.0f} episodes/s sequential; server CPU "
+            f"{single['server_cpu_ms']:.2f} ms, client (httpx) {single['client_cpu_ms']:.2f} ms "
+            "a request",
+        ),
+        (
+            "same, standard library client",
+            f"{single['stdlib']['p50']:.1f}",
+            f"{single['stdlib']['p99']:.1f}",
+            "",
+            f"{single['stdlib']['per_s']:,.0f} episodes/s sequential; server CPU "
+            f"{single['stdlib']['server_cpu_ms']:.2f} ms, client (http.client) "
+            f"{single['stdlib']['client_cpu_ms']:.2f} ms a request",
         ),
         (
             "GET /v1/health, same connection",
