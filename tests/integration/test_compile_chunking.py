@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -19,10 +19,13 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy.engine import Connection
 
 from memsync.clock import FakeClock
 from memsync.episode import EpisodeDraft
 from memsync.runtime.compiling import CompileService
+from memsync.runtime.compiling.memories import bump_memory_version, delete_subject_memories
+from memsync.runtime.compiling.service import ChunkCommitting
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import MemoryRepository
 from memsync.runtime.storage import Store
@@ -122,6 +125,32 @@ def records(store: Store, tenant: str) -> list[tuple[Any, ...]]:
     )
 
 
+def every_memory(store: Store, tenant: str) -> dict[str, Any]:
+    """Each of the subject's memories in any status, as the resolver would load it
+    again: status, validity, the rule that set the status, and provenance (as
+    idempotency keys)."""
+    repository = MemoryRepository(store)
+    with store.read() as connection:
+        rows = connection.execute(
+            sa.select(episodes_table.c.id, episodes_table.c.idempotency_key).where(
+                episodes_table.c.tenant_id == tenant
+            )
+        )
+        key_of = {row.id: row.idempotency_key for row in rows}
+    return {
+        memory.memory_key: (
+            memory.status,
+            memory.status_rule,
+            memory.valid_from,
+            memory.valid_to,
+            memory.last_asserted,
+            memory.explicit_change,
+            sorted(key_of[episode] for episode in memory.source_episode_ids),
+        )
+        for memory in repository.memories(tenant, SUBJECT, statuses=None)
+    }
+
+
 class Compiles:
     """Fresh tenants of one store, each compiled in its own way, on one fake clock."""
 
@@ -136,20 +165,43 @@ class Compiles:
     def compiler(self, chunk_episodes: int) -> CompileService:
         return CompileService(self.store, clock=self.clock, chunk_episodes=chunk_episodes)
 
-    def at_once(self, episodes: Sequence[EpisodeDraft], chunk_episodes: int = 10_000) -> str:
+    def at_once(
+        self,
+        episodes: Sequence[EpisodeDraft],
+        chunk_episodes: int = 10_000,
+        on_chunk: OnChunk | None = None,
+    ) -> str:
         tenant = self.tenant()
         self.ingest.ingest(tenant, list(episodes))
         self.clock.advance(timedelta(seconds=1))
-        self.compiler(chunk_episodes).compile(tenant, SUBJECT)
+        self.compiler(chunk_episodes).compile(
+            tenant, SUBJECT, on_chunk=on_chunk(tenant) if on_chunk else None
+        )
         return tenant
 
-    def incrementally(self, batches: Sequence[Sequence[EpisodeDraft]]) -> str:
-        tenant, compiler = self.tenant(), self.compiler(10_000)
+    def incrementally(
+        self,
+        batches: Sequence[Sequence[EpisodeDraft]],
+        chunk_episodes: int = 10_000,
+        on_chunk: OnChunk | None = None,
+    ) -> str:
+        tenant, compiler = self.tenant(), self.compiler(chunk_episodes)
         for batch in batches:
             self.ingest.ingest(tenant, list(batch))
             self.clock.advance(timedelta(seconds=1))
-            compiler.compile(tenant, SUBJECT)
+            compiler.compile(tenant, SUBJECT, on_chunk=on_chunk(tenant) if on_chunk else None)
         return tenant
+
+
+OnChunk = Callable[[str], ChunkCommitting]
+"""A tenant's ``on_chunk`` callback."""
+
+
+def bump_the_version(tenant: str) -> ChunkCommitting:
+    def bump(connection: Connection, _counts: Mapping[str, Any]) -> None:
+        bump_memory_version(connection, tenant, SUBJECT, START)
+
+    return bump
 
 
 def cut(items: Sequence[T], cuts: Sequence[int]) -> list[list[T]]:
@@ -181,6 +233,34 @@ def test_chunk_size_and_time_ordered_incremental_compiles_leave_one_truth(
 
     assert truth(store, chunked) == truth(store, once)
     assert truth(store, incremental) == truth(store, once)
+
+
+@PROPERTY
+@given(
+    histories(CLAIMED + LEXICAL),
+    st.integers(min_value=1, max_value=4),
+    st.lists(st.integers(min_value=0, max_value=10), min_size=1, max_size=4),
+)
+def test_chunks_that_carry_the_memories_on_decide_as_chunks_that_reload_them(
+    store: Store, episodes: list[EpisodeDraft], chunk_episodes: int, cuts: list[int]
+) -> None:
+    # Each chunk starts from the memories the chunk before it left, instead of loading
+    # them again; a chunk that bumps the subject's memory version (as any other writer
+    # of its memories does) makes the next one load them. Both must leave the same
+    # store, history included. Incremental compiles meet memories that earlier
+    # compiles left inactive, which a later chunk's candidates may name again.
+    compiles = Compiles(store)
+    batches = by_moment(episodes, cuts)
+
+    carried = compiles.at_once(episodes, chunk_episodes)
+    reloaded = compiles.at_once(episodes, chunk_episodes, on_chunk=bump_the_version)
+    carried_incrementally = compiles.incrementally(batches, chunk_episodes)
+    reloaded_incrementally = compiles.incrementally(batches, chunk_episodes, bump_the_version)
+
+    assert every_memory(store, carried) == every_memory(store, reloaded)
+    assert records(store, carried) == records(store, reloaded)
+    assert every_memory(store, carried_incrementally) == every_memory(store, reloaded_incrementally)
+    assert records(store, carried_incrementally) == records(store, reloaded_incrementally)
 
 
 @PROPERTY
@@ -242,3 +322,30 @@ def test_a_chunk_never_splits_episodes_of_one_moment(store: Store, chunk_episode
 
     assert truth(store, chunked) == truth(store, once)
     assert records(store, chunked) == records(store, once)
+
+
+def test_a_chunk_loads_the_memories_again_when_they_changed_after_the_chunk_before(
+    store: Store,
+) -> None:
+    # A chunk starts from the memories the chunk before it left, unless the subject's
+    # memories changed in between. Here the first chunk's own transaction deletes them
+    # after it wrote (as forgetting the subject would): the second chunk must find
+    # "Lisbon" gone and create it again from its own episode alone.
+    compiles = Compiles(store)
+    tenant = compiles.tenant()
+    first, second = said(1, "I live in Lisbon.", 0), said(2, "I live in Lisbon.", 1)
+    compiles.ingest.ingest(tenant, [first, second])
+    chunks = 0
+
+    def forget_after_the_first_chunk(connection: Connection, _counts: Mapping[str, Any]) -> None:
+        nonlocal chunks
+        chunks += 1
+        if chunks == 1:
+            delete_subject_memories(connection, tenant, SUBJECT)
+
+    compiles.compiler(1).compile(tenant, SUBJECT, on_chunk=forget_after_the_first_chunk)
+
+    assert chunks == 2
+    memories = truth(store, tenant)["memories"]
+    assert memories
+    assert all(sources == ["e2"] for _, sources, *_ in memories.values())
