@@ -97,17 +97,23 @@ def histories(sentences: Sequence[str]) -> st.SearchStrategy[list[EpisodeDraft]]
     )
 
 
-def truth(store: Store, tenant: str) -> dict[str, Any]:
-    """The subject's current truth: each active memory with its provenance (as
-    idempotency keys) and times, and the open conflicts (as memory keys)."""
-    repository = MemoryRepository(store)
+def idempotency_keys(store: Store, tenant: str) -> dict[uuid.UUID, str]:
+    """Each episode's idempotency key, by id: what provenance is compared by (episode
+    ids are random per tenant)."""
     with store.read() as connection:
         rows = connection.execute(
             sa.select(episodes_table.c.id, episodes_table.c.idempotency_key).where(
                 episodes_table.c.tenant_id == tenant
             )
         )
-        key_of = {row.id: row.idempotency_key for row in rows}
+        return {row.id: row.idempotency_key for row in rows}
+
+
+def truth(store: Store, tenant: str) -> dict[str, Any]:
+    """The subject's current truth: each active memory with its provenance (as
+    idempotency keys) and times, and the open conflicts (as memory keys)."""
+    repository = MemoryRepository(store)
+    key_of = idempotency_keys(store, tenant)
     memories = {
         memory.memory_key: (
             memory.content,
@@ -139,13 +145,7 @@ def every_memory(store: Store, tenant: str) -> dict[str, Any]:
     again: status, validity, the rule that set the status, and provenance (as
     idempotency keys)."""
     repository = MemoryRepository(store)
-    with store.read() as connection:
-        rows = connection.execute(
-            sa.select(episodes_table.c.id, episodes_table.c.idempotency_key).where(
-                episodes_table.c.tenant_id == tenant
-            )
-        )
-        key_of = {row.id: row.idempotency_key for row in rows}
+    key_of = idempotency_keys(store, tenant)
     return {
         memory.memory_key: (
             memory.status,
@@ -213,6 +213,11 @@ def bump_the_version(tenant: str) -> ChunkCommitting:
     return bump
 
 
+CHUNK_SIZES = st.integers(min_value=1, max_value=4)
+CUTS = st.lists(st.integers(min_value=0, max_value=10), min_size=1, max_size=4)
+"""Where :func:`by_moment` cuts a history into the batches of incremental compiles."""
+
+
 def cut(items: Sequence[T], cuts: Sequence[int]) -> list[list[T]]:
     bounds = sorted({0, len(items), *(c % (len(items) + 1) for c in cuts)})
     return [list(items[start:end]) for start, end in itertools.pairwise(bounds)]
@@ -226,11 +231,7 @@ def by_moment(episodes: Sequence[EpisodeDraft], cuts: Sequence[int]) -> list[lis
 
 
 @PROPERTY
-@given(
-    histories(CLAIMED + LEXICAL),
-    st.integers(min_value=1, max_value=4),
-    st.lists(st.integers(min_value=0, max_value=10), min_size=1, max_size=4),
-)
+@given(histories(CLAIMED + LEXICAL), CHUNK_SIZES, CUTS)
 def test_chunk_size_and_time_ordered_incremental_compiles_leave_one_truth(
     store: Store, episodes: list[EpisodeDraft], chunk_episodes: int, cuts: list[int]
 ) -> None:
@@ -245,11 +246,7 @@ def test_chunk_size_and_time_ordered_incremental_compiles_leave_one_truth(
 
 
 @PROPERTY
-@given(
-    one_a_day(CLAIMED + LEXICAL),
-    st.integers(min_value=1, max_value=4),
-    st.lists(st.integers(min_value=0, max_value=10), min_size=1, max_size=4),
-)
+@given(one_a_day(CLAIMED + LEXICAL), CHUNK_SIZES, CUTS)
 def test_chunks_that_carry_the_memories_on_decide_as_chunks_that_reload_them(
     store: Store, episodes: list[EpisodeDraft], chunk_episodes: int, cuts: list[int]
 ) -> None:
