@@ -840,7 +840,9 @@ def processing_order(candidate: CandidateMemory) -> tuple[object, ...]:
         candidate.valid_from,
         candidate.memory_key,
         candidate.content,
-        tuple(str(episode) for episode in sorted(candidate.source_episode_ids)),
+        # Ids compare by their number, which orders them as their text does (fixed-width
+        # lowercase hex), without rendering each as text for every candidate.
+        tuple(sorted(candidate.source_episode_ids)),
         candidate.explicit_change,
     )
 

@@ -27,6 +27,7 @@ rare tokens, not to the square of the store.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
@@ -82,10 +83,17 @@ def jaccard(left: frozenset[str], right: frozenset[str]) -> float:
 def matches(left: frozenset[str], right: frozenset[str], threshold: float) -> bool:
     """True when the overlap is at least ``threshold``, compared exactly.
 
-    ``Fraction(str(threshold))`` reads the threshold as the decimal a person wrote, so
-    3/5 matches 0.6 and 59/100 does not.
+    The threshold is read as the decimal a person wrote (:func:`_as_written`), so 3/5
+    matches 0.6 and 59/100 does not.
     """
-    return _overlap(left, right) >= Fraction(str(threshold))
+    return _overlap(left, right) >= _as_written(threshold)
+
+
+@functools.cache
+def _as_written(threshold: float) -> Fraction:
+    """``threshold`` as the exact decimal its shortest repr spells. Cached: a resolver
+    asks for it once per candidate, and a config holds a handful of thresholds."""
+    return Fraction(str(threshold))
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +163,7 @@ class LexicalIndex:
         """
         if not probe:
             return None
-        limit = Fraction(str(threshold))
+        limit = _as_written(threshold)
         postings = self._postings[kind]
         required = math.ceil(limit * len(probe))
         rarest_first = sorted(probe, key=lambda token: (len(postings.get(token, ())), token))

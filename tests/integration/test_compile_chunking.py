@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -19,10 +19,13 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy.engine import Connection
 
 from memsync.clock import FakeClock
 from memsync.episode import EpisodeDraft
 from memsync.runtime.compiling import CompileService
+from memsync.runtime.compiling.memories import bump_memory_version, delete_subject_memories
+from memsync.runtime.compiling.service import ChunkCommitting
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import MemoryRepository
 from memsync.runtime.storage import Store
@@ -77,6 +80,15 @@ def said(number: int, text: str, day: int) -> EpisodeDraft:
     )
 
 
+def one_a_day(sentences: Sequence[str]) -> st.SearchStrategy[list[EpisodeDraft]]:
+    """Up to 10 episodes, each on its own day: no two episodes share a moment, so no
+    decision rests on the order of their (random) ids, and two tenants given the same
+    history make the same decisions."""
+    return st.lists(st.sampled_from(sentences), min_size=1, max_size=10).map(
+        lambda texts: [said(number, text, number) for number, text in enumerate(texts)]
+    )
+
+
 def histories(sentences: Sequence[str]) -> st.SearchStrategy[list[EpisodeDraft]]:
     """Up to 10 episodes over 5 days, so that statements collide and share moments."""
     said_on = st.tuples(st.sampled_from(sentences), st.integers(min_value=0, max_value=4))
@@ -85,17 +97,23 @@ def histories(sentences: Sequence[str]) -> st.SearchStrategy[list[EpisodeDraft]]
     )
 
 
-def truth(store: Store, tenant: str) -> dict[str, Any]:
-    """The subject's current truth: each active memory with its provenance (as
-    idempotency keys) and times, and the open conflicts (as memory keys)."""
-    repository = MemoryRepository(store)
+def idempotency_keys(store: Store, tenant: str) -> dict[uuid.UUID, str]:
+    """Each episode's idempotency key, by id: what provenance is compared by (episode
+    ids are random per tenant)."""
     with store.read() as connection:
         rows = connection.execute(
             sa.select(episodes_table.c.id, episodes_table.c.idempotency_key).where(
                 episodes_table.c.tenant_id == tenant
             )
         )
-        key_of = {row.id: row.idempotency_key for row in rows}
+        return {row.id: row.idempotency_key for row in rows}
+
+
+def truth(store: Store, tenant: str) -> dict[str, Any]:
+    """The subject's current truth: each active memory with its provenance (as
+    idempotency keys) and times, and the open conflicts (as memory keys)."""
+    repository = MemoryRepository(store)
+    key_of = idempotency_keys(store, tenant)
     memories = {
         memory.memory_key: (
             memory.content,
@@ -122,6 +140,26 @@ def records(store: Store, tenant: str) -> list[tuple[Any, ...]]:
     )
 
 
+def every_memory(store: Store, tenant: str) -> dict[str, Any]:
+    """Each of the subject's memories in any status, as the resolver would load it
+    again: status, validity, the rule that set the status, and provenance (as
+    idempotency keys)."""
+    repository = MemoryRepository(store)
+    key_of = idempotency_keys(store, tenant)
+    return {
+        memory.memory_key: (
+            memory.status,
+            memory.status_rule,
+            memory.valid_from,
+            memory.valid_to,
+            memory.last_asserted,
+            memory.explicit_change,
+            sorted(key_of[episode] for episode in memory.source_episode_ids),
+        )
+        for memory in repository.memories(tenant, SUBJECT, statuses=None)
+    }
+
+
 class Compiles:
     """Fresh tenants of one store, each compiled in its own way, on one fake clock."""
 
@@ -136,20 +174,48 @@ class Compiles:
     def compiler(self, chunk_episodes: int) -> CompileService:
         return CompileService(self.store, clock=self.clock, chunk_episodes=chunk_episodes)
 
-    def at_once(self, episodes: Sequence[EpisodeDraft], chunk_episodes: int = 10_000) -> str:
+    def at_once(
+        self,
+        episodes: Sequence[EpisodeDraft],
+        chunk_episodes: int = 10_000,
+        on_chunk: OnChunk | None = None,
+    ) -> str:
         tenant = self.tenant()
         self.ingest.ingest(tenant, list(episodes))
         self.clock.advance(timedelta(seconds=1))
-        self.compiler(chunk_episodes).compile(tenant, SUBJECT)
+        self.compiler(chunk_episodes).compile(
+            tenant, SUBJECT, on_chunk=on_chunk(tenant) if on_chunk else None
+        )
         return tenant
 
-    def incrementally(self, batches: Sequence[Sequence[EpisodeDraft]]) -> str:
-        tenant, compiler = self.tenant(), self.compiler(10_000)
+    def incrementally(
+        self,
+        batches: Sequence[Sequence[EpisodeDraft]],
+        chunk_episodes: int = 10_000,
+        on_chunk: OnChunk | None = None,
+    ) -> str:
+        tenant, compiler = self.tenant(), self.compiler(chunk_episodes)
         for batch in batches:
             self.ingest.ingest(tenant, list(batch))
             self.clock.advance(timedelta(seconds=1))
-            compiler.compile(tenant, SUBJECT)
+            compiler.compile(tenant, SUBJECT, on_chunk=on_chunk(tenant) if on_chunk else None)
         return tenant
+
+
+OnChunk = Callable[[str], ChunkCommitting]
+"""A tenant's ``on_chunk`` callback."""
+
+
+def bump_the_version(tenant: str) -> ChunkCommitting:
+    def bump(connection: Connection, _counts: Mapping[str, Any]) -> None:
+        bump_memory_version(connection, tenant, SUBJECT, START)
+
+    return bump
+
+
+CHUNK_SIZES = st.integers(min_value=1, max_value=4)
+CUTS = st.lists(st.integers(min_value=0, max_value=10), min_size=1, max_size=4)
+"""Where :func:`by_moment` cuts a history into the batches of incremental compiles."""
 
 
 def cut(items: Sequence[T], cuts: Sequence[int]) -> list[list[T]]:
@@ -165,11 +231,7 @@ def by_moment(episodes: Sequence[EpisodeDraft], cuts: Sequence[int]) -> list[lis
 
 
 @PROPERTY
-@given(
-    histories(CLAIMED + LEXICAL),
-    st.integers(min_value=1, max_value=4),
-    st.lists(st.integers(min_value=0, max_value=10), min_size=1, max_size=4),
-)
+@given(histories(CLAIMED + LEXICAL), CHUNK_SIZES, CUTS)
 def test_chunk_size_and_time_ordered_incremental_compiles_leave_one_truth(
     store: Store, episodes: list[EpisodeDraft], chunk_episodes: int, cuts: list[int]
 ) -> None:
@@ -181,6 +243,30 @@ def test_chunk_size_and_time_ordered_incremental_compiles_leave_one_truth(
 
     assert truth(store, chunked) == truth(store, once)
     assert truth(store, incremental) == truth(store, once)
+
+
+@PROPERTY
+@given(one_a_day(CLAIMED + LEXICAL), CHUNK_SIZES, CUTS)
+def test_chunks_that_carry_the_memories_on_decide_as_chunks_that_reload_them(
+    store: Store, episodes: list[EpisodeDraft], chunk_episodes: int, cuts: list[int]
+) -> None:
+    # Each chunk starts from the memories the chunk before it left, instead of loading
+    # them again; a chunk that bumps the subject's memory version (as any other writer
+    # of its memories does) makes the next one load them. Both must leave the same
+    # store, history included. Incremental compiles meet memories that earlier
+    # compiles left inactive, which a later chunk's candidates may name again.
+    compiles = Compiles(store)
+    batches = by_moment(episodes, cuts)
+
+    carried = compiles.at_once(episodes, chunk_episodes)
+    reloaded = compiles.at_once(episodes, chunk_episodes, on_chunk=bump_the_version)
+    carried_incrementally = compiles.incrementally(batches, chunk_episodes)
+    reloaded_incrementally = compiles.incrementally(batches, chunk_episodes, bump_the_version)
+
+    assert every_memory(store, carried) == every_memory(store, reloaded)
+    assert records(store, carried) == records(store, reloaded)
+    assert every_memory(store, carried_incrementally) == every_memory(store, reloaded_incrementally)
+    assert records(store, carried_incrementally) == records(store, reloaded_incrementally)
 
 
 @PROPERTY
@@ -242,3 +328,58 @@ def test_a_chunk_never_splits_episodes_of_one_moment(store: Store, chunk_episode
 
     assert truth(store, chunked) == truth(store, once)
     assert records(store, chunked) == records(store, once)
+
+
+def test_a_chunk_loads_the_memories_again_when_they_changed_after_the_chunk_before(
+    store: Store,
+) -> None:
+    # A chunk starts from the memories the chunk before it left, unless the subject's
+    # memories changed in between. Here the first chunk's own transaction deletes them
+    # after it wrote (as forgetting the subject would): the second chunk must find
+    # "Lisbon" gone and create it again from its own episode alone.
+    compiles = Compiles(store)
+    tenant = compiles.tenant()
+    first, second = said(1, "I live in Lisbon.", 0), said(2, "I live in Lisbon.", 1)
+    compiles.ingest.ingest(tenant, [first, second])
+    chunks = 0
+
+    def forget_after_the_first_chunk(connection: Connection, _counts: Mapping[str, Any]) -> None:
+        nonlocal chunks
+        chunks += 1
+        if chunks == 1:
+            delete_subject_memories(connection, tenant, SUBJECT)
+
+    compiles.compiler(1).compile(tenant, SUBJECT, on_chunk=forget_after_the_first_chunk)
+
+    assert chunks == 2
+    memories = truth(store, tenant)["memories"]
+    assert memories
+    assert all(sources == ["e2"] for _, sources, *_ in memories.values())
+
+
+def test_a_carried_chunk_loads_the_inactive_memory_its_candidate_names_again(
+    store: Store,
+) -> None:
+    # The first compile leaves "Berlin this week" superseded by "Madrid this week". In
+    # the second, the first chunk never names Berlin, so the memories it carries on do
+    # not hold it; the second chunk asserts Berlin again and must find the stored memory
+    # (and reinstate it), not create a second one with its key.
+    compiles = Compiles(store)
+    batches = [
+        [said(1, "I'm in Berlin this week.", 0), said(2, "I'm in Madrid this week.", 1)],
+        [said(3, "I live in Lisbon.", 2), said(4, "I'm in Berlin this week.", 3)],
+    ]
+
+    carried = compiles.incrementally(batches, chunk_episodes=1)
+    reloaded = compiles.incrementally(batches, chunk_episodes=1, on_chunk=bump_the_version)
+
+    assert every_memory(store, carried) == every_memory(store, reloaded)
+    assert records(store, carried) == records(store, reloaded)
+    berlin = [
+        sources
+        for content, sources, *_ in truth(store, carried)["memories"].values()
+        if "Berlin" in content
+    ]
+    # The claim and the summary of the two identical messages, each active again.
+    assert berlin
+    assert all(sources == ["e1", "e4"] for sources in berlin)

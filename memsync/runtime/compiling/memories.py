@@ -25,6 +25,7 @@ from memsync.compile.resolve import (
     OpenConflict,
     SourceEvidence,
     SourceStanding,
+    apply_changes,
 )
 from memsync.compile.types import (
     CONTESTED,
@@ -39,6 +40,7 @@ from memsync.runtime.storage import tables
 __all__ = [
     "RECORDED_EPISODES_PER_SIDE",
     "ConflictRecord",
+    "KnownMemories",
     "MemoriesForgotten",
     "active_rivals",
     "apply_change_set",
@@ -50,6 +52,7 @@ __all__ = [
     "load_conflict",
     "load_for_resolution",
     "memories_citing",
+    "memory_version",
     "open_conflicts_of",
     "source_standings",
     "subjects_citing",
@@ -125,15 +128,85 @@ def load_for_resolution(
 ) -> list[StoredMemory]:
     """What ``resolve`` needs as ``existing``: the subject's active memories plus any
     memory (of any status) whose key a candidate has."""
+    return _load(connection, tenant_id, subject_id, memory_keys, active=True)
+
+
+def _load(
+    connection: Connection,
+    tenant_id: str,
+    subject_id: str,
+    memory_keys: Collection[str],
+    *,
+    active: bool,
+) -> list[StoredMemory]:
+    """The subject's memories whose key is one of ``memory_keys``, and with ``active``
+    every active one too."""
     of_subject = sa.and_(_memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id)
-    wanted = _memories.c.status == MemoryStatus.ACTIVE.value
+    wanted: list[sa.ColumnElement[bool]] = []
+    if active:
+        wanted.append(_memories.c.status == MemoryStatus.ACTIVE.value)
     if memory_keys:
-        keys = tables.one_of(
-            _memories.c.memory_key, sorted(memory_keys), postgresql=_on_postgresql(connection)
+        wanted.append(
+            tables.one_of(
+                _memories.c.memory_key, sorted(memory_keys), postgresql=_on_postgresql(connection)
+            )
         )
-        wanted = sa.or_(wanted, keys)
-    rows = connection.execute(sa.select(_memories).where(of_subject, wanted)).all()
+    if not wanted:
+        return []
+    rows = connection.execute(sa.select(_memories).where(of_subject, sa.or_(*wanted))).all()
     return with_sources(connection, tenant_id, rows)
+
+
+def memory_version(connection: Connection, tenant_id: str, subject_id: str) -> str | None:
+    """The subject's memory version (see :func:`bump_memory_version`), or None if its
+    memories never changed (or were deleted)."""
+    version: str | None = connection.execute(
+        sa.select(_versions.c.version).where(
+            _versions.c.tenant_id == tenant_id, _versions.c.subject_id == subject_id
+        )
+    ).scalar_one_or_none()
+    return version
+
+
+@dataclass(frozen=True, slots=True)
+class KnownMemories:
+    """A subject's memories as one transaction loaded them for the resolver and then
+    changed them, with the subject's memory version that transaction left.
+
+    A compile's next chunk starts from these instead of reloading what the chunk before
+    it wrote. They hold every memory of the subject that was active at the load or has
+    changed since (a change set changes only memories the resolver was given, and
+    creates the rest); any other memory of the subject is inactive and as it was. They
+    stand for the store only while the subject's version is still ``version``: every
+    write of a subject's memories bumps it (deleting them removes it).
+    """
+
+    version: str
+    by_key: Mapping[str, StoredMemory]
+
+    @classmethod
+    def after(
+        cls, version: str, loaded: Sequence[StoredMemory], changes: ChangeSet
+    ) -> KnownMemories:
+        """``loaded`` (what the resolver was given) once ``changes`` are applied."""
+        return cls(version, {m.memory_key: m for m in apply_changes(loaded, changes)})
+
+    def for_resolution(
+        self, connection: Connection, tenant_id: str, subject_id: str, memory_keys: Collection[str]
+    ) -> list[StoredMemory] | None:
+        """:func:`load_for_resolution`'s memories, the same set, read only where these do
+        not know them (inactive memories a candidate's key names); None if the subject's
+        memories changed since, and they must be loaded whole."""
+        if memory_version(connection, tenant_id, subject_id) != self.version:
+            return None
+        wanted = set(memory_keys)
+        unknown = wanted - self.by_key.keys()
+        known = [
+            memory
+            for key, memory in self.by_key.items()
+            if memory.status is MemoryStatus.ACTIVE or key in wanted
+        ]
+        return known + _load(connection, tenant_id, subject_id, unknown, active=False)
 
 
 def memories_citing(

@@ -64,12 +64,14 @@ from memsync.runtime.compiling.episodes import (
     uncompiled_stamps,
 )
 from memsync.runtime.compiling.memories import (
+    KnownMemories,
     active_rivals,
     apply_change_set,
     contests_around,
     load_conflict,
     load_for_resolution,
     memories_citing,
+    memory_version,
     open_conflicts_of,
     source_standings,
     subjects_citing,
@@ -147,6 +149,9 @@ class _ChunkOutcome:
     tombstoned: int
     conflicts_opened: int
     memories_loaded: int
+    known: KnownMemories | None = None
+    """The subject's memories as the chunk left them, for the next chunk (None: that
+    chunk loads them)."""
 
     @property
     def memories_created(self) -> int:
@@ -165,7 +170,12 @@ class _ChunkOutcome:
 
     @classmethod
     def of(
-        cls, episodes_compiled: int, change_sets: Sequence[ChangeSet], *, memories_loaded: int
+        cls,
+        episodes_compiled: int,
+        change_sets: Sequence[ChangeSet],
+        *,
+        memories_loaded: int,
+        known: KnownMemories | None = None,
     ) -> _ChunkOutcome:
         # A memory can be created already superseded (it lost on arrival): count it.
         superseded = sum(
@@ -188,6 +198,7 @@ class _ChunkOutcome:
             ),
             conflicts_opened=sum(len(changes.open_conflicts) for changes in change_sets),
             memories_loaded=memories_loaded,
+            known=known,
         )
 
 
@@ -319,6 +330,16 @@ class _ReadAhead:
         with self._store.read() as connection:
             found = uncompiled_episodes(connection, self._tenant_id, self._subject_id, ids)
         return _Extraction.of(self._compiler, found)
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    """Where a chunk stands in its compile: its episodes, those after it, and the
+    subject's memories as the chunk before it left them (None: load them)."""
+
+    chunk: Sequence[Pending]
+    following: Sequence[Pending]
+    known: KnownMemories | None
 
 
 def _derived(
@@ -481,12 +502,20 @@ class CompileService:
             if not compiler.prepares_ahead:
                 ahead = _ReadAhead(self._store, compiler, tenant_id, subject_id, helper)
             position, size = 0, self._chunk_episodes
+            known: KnownMemories | None = None
             while position < len(pending):
                 chunk = pending[position : _chunk_end(pending, position, size)]
                 following = pending[position + len(chunk) :]
                 outcome = self._compile_chunk(
-                    compiler, tenant_id, subject_id, chunk, following, ahead, job_id, on_chunk
+                    compiler,
+                    tenant_id,
+                    subject_id,
+                    _Chunk(chunk, following, known),
+                    ahead,
+                    job_id,
+                    on_chunk,
                 )
+                known = outcome.known
                 total.add(outcome)
                 # On the helper, behind the next chunk's read-ahead: the database analyses
                 # while this thread compiles that chunk, and the compile returns once the
@@ -517,14 +546,14 @@ class CompileService:
         compiler: Compiler,
         tenant_id: str,
         subject_id: str,
-        chunk: Sequence[Pending],
-        following: Sequence[Pending],
+        position: _Chunk,
         ahead: _ReadAhead | None,
         job_id: str,
         on_chunk: ChunkCommitting | None,
     ) -> _ChunkOutcome:
-        """Compile ``chunk`` in one transaction; ``following`` is what comes after it,
-        the start of which ``ahead`` (when given) reads while this chunk writes."""
+        """Compile ``position.chunk`` in one transaction; ``ahead`` (when given) reads
+        the start of what follows it while this chunk writes."""
+        chunk, following = position.chunk, position.following
         ids = [episode.id for episode in chunk]
         prepared: set[tuple[uuid.UUID, int]] | None = None
         extraction: _Extraction | None = None
@@ -569,7 +598,13 @@ class CompileService:
                 return _ChunkOutcome.of(0, [], memories_loaded=0)
             views = [found.view for found in episodes]
             derived_keys = {candidate.memory_key for candidate in candidates}
-            existing = load_for_resolution(connection, tenant_id, subject_id, derived_keys)
+            existing = None
+            if position.known is not None:
+                existing = position.known.for_resolution(
+                    connection, tenant_id, subject_id, derived_keys
+                )
+            if existing is None:
+                existing = load_for_resolution(connection, tenant_id, subject_id, derived_keys)
             memories_loaded = len(existing)
 
             # Change sets of the other subjects a record left: each bumps its own version.
@@ -587,18 +622,17 @@ class CompileService:
             # The episodes are marked while the resolver works: nothing before the
             # commit reads their marks again.
             with marking_compiled(connection, tenant_id, views):
-                change_sets.append(
-                    resolve(
-                        subject_id,
-                        candidates,
-                        existing,
-                        self._rules.policies,
-                        self._rules.registry,
-                        job_id,
-                        now,
-                        self._rules.thresholds,
-                    )
+                resolved = resolve(
+                    subject_id,
+                    candidates,
+                    existing,
+                    self._rules.policies,
+                    self._rules.registry,
+                    job_id,
+                    now,
+                    self._rules.thresholds,
                 )
+                change_sets.append(resolved)
             if ahead is not None:
                 # Now, not sooner: while the chunk's writes keep the database busy, this
                 # thread mostly waits, and the helper has the interpreter to itself.
@@ -621,10 +655,19 @@ class CompileService:
                         job_id,
                         subject_id=other_subject,
                     )
+            known = None
+            if following and not seen_again:
+                # Read before ``on_chunk``: what it writes bumps the version again, and
+                # the next chunk then loads the memories afresh. (A chunk that settled
+                # sources is rare and spans subjects: the next one loads.)
+                version = memory_version(connection, tenant_id, subject_id)
+                if version is not None:
+                    known = KnownMemories.after(version, existing, resolved)
             outcome = _ChunkOutcome.of(
                 len(views),
                 [*change_sets, *(c for there in elsewhere.values() for c in there)],
                 memories_loaded=memories_loaded,
+                known=known,
             )
             if on_chunk is not None:
                 on_chunk(connection, outcome.counts())

@@ -12,7 +12,9 @@
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -130,3 +132,17 @@ def test_a_batched_store_is_also_a_fixed_point(candidates: list[CandidateMemory]
     again, _ = run(candidates, store)
 
     assert again.is_empty
+
+
+@given(st.lists(st.lists(st.uuids(), min_size=1, max_size=3), min_size=2, max_size=6))
+def test_episode_ids_break_ties_in_the_order_of_their_text(ids: list[list[uuid.UUID]]) -> None:
+    # processing_order compares candidates' episode ids as ids (by number); ties between
+    # candidates of one statement were broken by the ids' sorted text before, and must
+    # still be.
+    said = statement("We decided to use Redis.", 0)
+    candidates = [replace(said, source_episode_ids=tuple(some)) for some in ids]
+
+    def by_text(candidate: CandidateMemory) -> tuple[str, ...]:
+        return tuple(sorted(str(episode) for episode in candidate.source_episode_ids))
+
+    assert sorted(candidates, key=processing_order) == sorted(candidates, key=by_text)
