@@ -131,7 +131,7 @@ class IngestService:
         if outcome is None:
             # A single draft that was not stored alone has a known key (or likely so,
             # lately): it is looked up first.
-            return self._ingest_and_follow_up(
+            return self._ingest_in_transaction(
                 tenant_id,
                 drafts,
                 before_commit,
@@ -171,7 +171,7 @@ class IngestService:
         if stored_alone is None:
             [outcome] = await anyio.to_thread.run_sync(
                 partial(
-                    self._ingest_and_follow_up,
+                    self._ingest_in_transaction,
                     tenant_id,
                     [draft],
                     None,
@@ -202,21 +202,6 @@ class IngestService:
         )
         row = inserted.get(key_of(draft))
         return None if row is None else _created(row, with_stored)
-
-    def _ingest_and_follow_up(
-        self,
-        tenant_id: str,
-        drafts: Sequence[EpisodeDraft],
-        before_commit: BeforeCommit | None,
-        with_stored: bool,
-        *,
-        insert_first: bool,
-    ) -> list[IngestOutcome]:
-        outcomes = self._ingest_in_transaction(
-            tenant_id, drafts, before_commit, with_stored, insert_first=insert_first
-        )
-        self._follow_up(tenant_id, drafts, outcomes)
-        return outcomes
 
     def _follow_up(
         self, tenant_id: str, drafts: Sequence[EpisodeDraft], outcomes: list[IngestOutcome]
@@ -262,6 +247,7 @@ class IngestService:
         *,
         insert_first: bool,
     ) -> list[IngestOutcome]:
+        """The drafts stored in one transaction; once it committed, what follows it."""
         # One transaction holds the locks of every batch until it commits, so two calls
         # sharing keys must take them in one global order or deadlock: the drafts go
         # through in key order (a stable sort: a repeated key still applies in order).
@@ -284,6 +270,7 @@ class IngestService:
                 outcomes = self._with_stored(connection, tenant_id, outcomes)
             if before_commit is not None:
                 before_commit(connection, outcomes)
+        self._follow_up(tenant_id, drafts, outcomes)
         return outcomes
 
     def _with_stored(
