@@ -491,8 +491,9 @@ def test_data_routes_answer_503_while_the_store_is_down_and_recover(
 ) -> None:
     store, switch = switchable_store
     with TestClient(build_app(store), base_url=LOOPBACK) as client:
-        if store.is_postgresql:  # with a pooled connection that then goes away
+        if store.is_postgresql:  # with pooled connections (both pools) that then go away
             assert client.get("/v1/subjects").status_code == 200
+            assert client.post("/v1/episodes", json=episode("before")).status_code == 201
         switch(False)
         down = [
             client.get("/v1/subjects"),

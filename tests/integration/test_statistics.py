@@ -75,3 +75,18 @@ def test_an_analysis_that_fails_in_an_executor_is_logged_not_raised(
         "planner statistics not refreshed"
     ]
     assert caplog.records[0].exc_info is not None
+
+
+def test_counting_tells_exactly_one_caller_per_crossing_and_touches_nothing(
+    store: Store,
+) -> None:
+    refresher = StatisticsRefresher(store, ["memories"], first_after=3, every=4)
+    before = analyses(store, "memories")
+
+    told = [refresher.count(rows) for rows in (1, 1, 1, 2, 0, 2, 3)]
+
+    # 1+1+1 crosses 3; then 2+0+2 crosses 4; the last 3 is short of the next 4.
+    assert told == [False, False, True, False, False, True, False]
+    assert analyses(store, "memories") == before  # the caller analyses, when told
+    refresher.analyze()
+    assert analyses(store, "memories") == before + 1

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from sqlalchemy.engine import Connection, RowMapping
 
@@ -123,51 +124,119 @@ class IngestService:
         turns out to be known takes a transaction to be looked up and perhaps revised.
         """
         alone = len(drafts) == 1 and before_commit is None
-        outcome = (
-            self._insert_alone(tenant_id, drafts[0], with_stored)
-            if alone and self._expect_new
-            else None
-        )
-        if outcome is not None:
-            outcomes = [outcome]
-        else:
+        outcome = None
+        if alone and self._expect_new:
+            with self._store.write_one_statement() as connection:
+                outcome = self._insert_alone(connection, tenant_id, drafts[0], with_stored)
+        if outcome is None:
             # A single draft that was not stored alone has a known key (or likely so,
             # lately): it is looked up first.
-            outcomes = self._ingest_in_transaction(
+            return self._ingest_in_transaction(
                 tenant_id,
                 drafts,
                 before_commit,
                 with_stored,
                 insert_first=self._expect_new and not alone,
             )
-        if self._on_batch_committed is not None:
-            changed = frozenset(
-                draft.subject_id
-                for draft, outcome in zip(drafts, outcomes, strict=True)
-                if outcome.status is not IngestStatus.DUPLICATE
+        self._follow_up(tenant_id, drafts, [outcome])
+        return [outcome]
+
+    async def ingest_one(
+        self, tenant_id: str, draft: EpisodeDraft, *, with_stored: bool = False
+    ) -> IngestOutcome:
+        """:meth:`ingest` of one draft with no ``before_commit``, for a caller on an event
+        loop (an API request): the same outcome, the same effects (the batch hook, the
+        planner statistics) and the same errors, without blocking the loop.
+
+        On PostgreSQL a new key's insert, a transaction of one statement, is awaited on
+        the store's asyncio pool (no worker thread). What would block runs on anyio's
+        worker threads, as a plain route would: a key that turns out to be known
+        (looked up and perhaps revised in a transaction, as :meth:`ingest` does), the
+        batch hook and an ANALYZE when due, and everything on SQLite. Repeats and
+        conflicts are :meth:`ingest`'s: a duplicate writes nothing, a conflict is a
+        revision; two concurrent calls with one new key store it once, and the one that
+        loses the insert finds the key known.
+        """
+        # Imported here: the CLI and the sync runner, which never come here, start faster.
+        import anyio.to_thread
+
+        if not self._store.is_postgresql or not self._expect_new:
+            [outcome] = await anyio.to_thread.run_sync(
+                partial(self.ingest, tenant_id, [draft], with_stored=with_stored)
             )
-            if changed:
-                self._on_batch_committed(tenant_id, changed)
-        self._statistics.added(sum(o.status is IngestStatus.CREATED for o in outcomes))
-        return outcomes
+            return outcome
+        stored_alone = await self._store.write_one_statement_async(
+            partial(self._insert_alone, tenant_id=tenant_id, draft=draft, with_stored=with_stored)
+        )
+        if stored_alone is None:
+            [outcome] = await anyio.to_thread.run_sync(
+                partial(
+                    self._ingest_in_transaction,
+                    tenant_id,
+                    [draft],
+                    None,
+                    with_stored,
+                    insert_first=False,
+                )
+            )
+            return outcome
+        database_work = self._book(tenant_id, [draft], [stored_alone])
+        if database_work is not None:
+            await anyio.to_thread.run_sync(database_work)
+        return stored_alone
 
     def _insert_alone(
-        self, tenant_id: str, draft: EpisodeDraft, with_stored: bool
+        self, connection: Connection, tenant_id: str, draft: EpisodeDraft, with_stored: bool
     ) -> IngestOutcome | None:
-        """Store ``draft`` by one ``INSERT … ON CONFLICT DO NOTHING``, a transaction of
-        its own; ``None`` if its key is known (the statement then wrote nothing)."""
+        """Store ``draft`` by one ``INSERT … ON CONFLICT DO NOTHING`` on ``connection``
+        (see :meth:`Store.write_one_statement`); ``None`` if its key is known (the
+        statement then wrote nothing)."""
         now = self._clock.now()
-        with self._store.write_one_statement() as connection:
-            if draft.idempotency_key is None:
-                [(episode_id, stored)] = self._statements.insert_keyless(
-                    connection, tenant_id, [draft], now, with_stored=with_stored
-                )
-                return IngestOutcome(episode_id, IngestStatus.CREATED, 1, stored)
-            inserted = self._statements.insert_keyed(
+        if draft.idempotency_key is None:
+            [(episode_id, stored)] = self._statements.insert_keyless(
                 connection, tenant_id, [draft], now, with_stored=with_stored
             )
+            return IngestOutcome(episode_id, IngestStatus.CREATED, 1, stored)
+        inserted = self._statements.insert_keyed(
+            connection, tenant_id, [draft], now, with_stored=with_stored
+        )
         row = inserted.get(key_of(draft))
         return None if row is None else _created(row, with_stored)
+
+    def _follow_up(
+        self, tenant_id: str, drafts: Sequence[EpisodeDraft], outcomes: list[IngestOutcome]
+    ) -> None:
+        """What follows a committed call, all of it here and now."""
+        database_work = self._book(tenant_id, drafts, outcomes)
+        if database_work is not None:
+            database_work()
+
+    def _book(
+        self, tenant_id: str, drafts: Sequence[EpisodeDraft], outcomes: list[IngestOutcome]
+    ) -> Callable[[], None] | None:
+        """Book a committed call (count its new episodes for the planner statistics) and
+        return what must follow it that may touch the database, or ``None`` when nothing
+        must: the batch hook for the subjects that changed, then an ANALYZE if due. A
+        caller on an event loop runs that on a thread."""
+        changed = frozenset(
+            draft.subject_id
+            for draft, outcome in zip(drafts, outcomes, strict=True)
+            if outcome.status is not IngestStatus.DUPLICATE
+        )
+        hook = self._on_batch_committed if changed else None
+        analyze = self._statistics.count(
+            sum(outcome.status is IngestStatus.CREATED for outcome in outcomes)
+        )
+        if hook is None and not analyze:
+            return None
+
+        def database_work() -> None:
+            if hook is not None:
+                hook(tenant_id, changed)
+            if analyze:
+                self._statistics.analyze()
+
+        return database_work
 
     def _ingest_in_transaction(
         self,
@@ -178,6 +247,7 @@ class IngestService:
         *,
         insert_first: bool,
     ) -> list[IngestOutcome]:
+        """The drafts stored in one transaction; once it committed, what follows it."""
         # One transaction holds the locks of every batch until it commits, so two calls
         # sharing keys must take them in one global order or deadlock: the drafts go
         # through in key order (a stable sort: a repeated key still applies in order).
@@ -200,6 +270,7 @@ class IngestService:
                 outcomes = self._with_stored(connection, tenant_id, outcomes)
             if before_commit is not None:
                 before_commit(connection, outcomes)
+        self._follow_up(tenant_id, drafts, outcomes)
         return outcomes
 
     def _with_stored(

@@ -57,25 +57,35 @@ class StatisticsRefresher:
         no lock that writes wait for), and waits for it when it shuts the executor down.
         A failure there is logged, not raised: the rows were committed before it.
         """
-        if not self._store.is_postgresql or rows <= 0:
+        if not self.count(rows):
             return
-        with self._lock:
-            self._added += rows
-            if self._added < (self._every if self._analyzed else self._first_after):
-                return
-            self._added = 0
-            self._analyzed = True
         if run_in is None:
-            self._analyze()
+            self.analyze()
         else:
             run_in.submit(self._analyze_or_log)
 
-    def _analyze(self) -> None:
+    def count(self, rows: int) -> bool:
+        """Record ``rows`` new rows without touching the database; whether the running
+        count crossed the threshold, so that the caller must now :meth:`analyze` (a
+        caller on an event loop does so on a thread). Exactly one call is told so for
+        each crossing."""
+        if not self._store.is_postgresql or rows <= 0:
+            return False
+        with self._lock:
+            self._added += rows
+            if self._added < (self._every if self._analyzed else self._first_after):
+                return False
+            self._added = 0
+            self._analyzed = True
+        return True
+
+    def analyze(self) -> None:
+        """ANALYZE the tables now, in a transaction of its own."""
         with self._store.write() as connection:
             connection.exec_driver_sql(self._statement)
 
     def _analyze_or_log(self) -> None:
         try:
-            self._analyze()
+            self.analyze()
         except Exception:
             log.exception("planner statistics not refreshed", extra={"statement": self._statement})

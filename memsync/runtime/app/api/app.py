@@ -7,6 +7,9 @@ tenant.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 
 import memsync
@@ -27,10 +30,18 @@ __all__ = ["Services", "create_app"]
 
 def create_app(services: Services) -> FastAPI:
     """Build the ASGI application around ``services``."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        # The store's asyncio pool (single ingests) is closed on the loop that used it.
+        await services.store.dispose_async()
+
     app = FastAPI(
         title="memsync",
         version=memsync.__version__,
         description="Scheduled connector sync for agent memory (Statewave v1 compatible).",
+        lifespan=lifespan,
     )
     app.state.services = services
     install_error_handlers(app)
