@@ -1,16 +1,24 @@
-"""Planner statistics refreshed after bulk loads: inline, or handed to an executor."""
+"""Planner statistics refreshed after bulk loads: inline, handed to an executor, or
+inside the compile chunk that crosses the threshold."""
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from sqlalchemy.engine import Connection
 
+from memsync.clock import FakeClock
+from memsync.episode import EpisodeDraft
+from memsync.runtime.compiling import CompileService
+from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
-from memsync.runtime.storage.statistics import StatisticsRefresher
+from memsync.runtime.storage.statistics import FIRST_ANALYZE_AFTER, StatisticsRefresher
 
 pytestmark = pytest.mark.postgresql_only
 
@@ -90,3 +98,60 @@ def test_counting_tells_exactly_one_caller_per_crossing_and_touches_nothing(
     assert analyses(store, "memories") == before  # the caller analyses, when told
     refresher.analyze()
     assert analyses(store, "memories") == before + 1
+
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+TENANT = "t-young"
+
+
+def decisions(subject_id: str, count: int) -> list[EpisodeDraft]:
+    return [
+        EpisodeDraft(
+            subject_id=subject_id,
+            source="chat",
+            type="message",
+            payload={
+                "messages": [{"role": "user", "content": f"We decided to use tool{n} for job{n}."}]
+            },
+            idempotency_key=f"{subject_id}-{n}",
+            occurred_at=START + timedelta(minutes=n),
+        )
+        for n in range(count)
+    ]
+
+
+def test_the_chunk_crossing_the_threshold_is_planned_with_its_own_memories(
+    store: Store,
+) -> None:
+    clock = FakeClock(START + timedelta(days=30))
+    ingest = IngestService(store, clock)
+    compiler = CompileService(store, clock=clock)
+    ingest.ingest(TENANT, decisions("small", 5))
+    ingest.ingest(TENANT, decisions("big", FIRST_ANALYZE_AFTER + 100))
+    compiler.compile(TENANT, "small")
+    seen: list[tuple[int, int, float]] = []
+
+    def inside_the_chunk(connection: Connection, counts: Mapping[str, Any]) -> None:
+        rows = connection.exec_driver_sql("SELECT count(*) FROM memories").scalar_one()
+        estimate = connection.exec_driver_sql(
+            "SELECT reltuples FROM pg_class WHERE relname = 'memories'"
+        ).scalar_one()
+        seen.append((counts["memories_created"], int(rows), float(estimate)))
+
+    compiler.compile(TENANT, "big", on_chunk=inside_the_chunk)
+
+    created, rows, estimate = seen[0]
+    assert created >= FIRST_ANALYZE_AFTER  # the first chunk crosses the threshold
+    # The planner was told of the chunk's own, still uncommitted, memories.
+    assert estimate >= rows
+
+
+def test_one_crossing_analyses_each_table_once(store: Store) -> None:
+    clock = FakeClock(START + timedelta(days=30))
+    IngestService(store, clock).ingest(TENANT, decisions("big", FIRST_ANALYZE_AFTER + 100))
+    before = {table: analyses(store, table) for table in ("memories", "memory_sources")}
+
+    CompileService(store, clock=clock).compile(TENANT, "big")
+
+    after = {table: analyses(store, table) for table in ("memories", "memory_sources")}
+    assert after == {table: count + 1 for table, count in before.items()}

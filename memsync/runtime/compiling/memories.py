@@ -522,6 +522,7 @@ def apply_change_set(
     job_id: str | None = None,
     *,
     subject_id: str,
+    analyze_memories: bool = False,
 ) -> None:
     """Write ``changes`` to ``subject_id``'s memories in the caller's transaction, as
     ``compile.apply_changes`` would, and bump the subject's memory version (unless the
@@ -529,6 +530,9 @@ def apply_change_set(
     reader sees).
 
     ``job_id`` is the compile that created the new memories (kept on their rows).
+    ``analyze_memories`` (PostgreSQL only) ANALYZEs ``memories`` between the new
+    memories and their provenance: the provenance's foreign-key check then plans
+    against the grown table, not against a plan cached while it was tiny.
 
     Repeats: provenance and conflicts are inserted with "on conflict do nothing", and a
     status change only applies to a memory still in its ``from_status``, so applying
@@ -569,6 +573,10 @@ def apply_change_set(
             ],
             ignore=False,
         )
+        if analyze_memories and _on_postgresql(connection):
+            # In this transaction: ANALYZE counts its own uncommitted rows as live, and
+            # it invalidates the cached plans on the table before the inserts below.
+            connection.exec_driver_sql("ANALYZE memories")
     subject_of = {memory.id: memory.subject_id for memory in changes.memories_to_create}
     provenance = [
         (memory.id, memory.subject_id, episode_id)

@@ -152,6 +152,9 @@ class _ChunkOutcome:
     known: KnownMemories | None = None
     """The subject's memories as the chunk left them, for the next chunk (None: that
     chunk loads them)."""
+    statistics_due: bool = False
+    """The chunk crossed the statistics threshold: ``memories`` was analysed in its
+    transaction, the rest of the refresher's tables are still to be."""
 
     @property
     def memories_created(self) -> int:
@@ -176,6 +179,7 @@ class _ChunkOutcome:
         *,
         memories_loaded: int,
         known: KnownMemories | None = None,
+        statistics_due: bool = False,
     ) -> _ChunkOutcome:
         # A memory can be created already superseded (it lost on arrival): count it.
         superseded = sum(
@@ -199,6 +203,7 @@ class _ChunkOutcome:
             conflicts_opened=sum(len(changes.open_conflicts) for changes in change_sets),
             memories_loaded=memories_loaded,
             known=known,
+            statistics_due=statistics_due,
         )
 
 
@@ -517,10 +522,12 @@ class CompileService:
                 )
                 known = outcome.known
                 total.add(outcome)
-                # On the helper, behind the next chunk's read-ahead: the database analyses
-                # while this thread compiles that chunk, and the compile returns once the
-                # helper is done (the executor's exit waits for it).
-                self._statistics.added(outcome.memories_created, run_in=helper)
+                if outcome.statistics_due:
+                    # On the helper, behind the next chunk's read-ahead: the database
+                    # analyses while this thread compiles that chunk, and the compile
+                    # returns once the helper is done (the executor's exit waits for it).
+                    # ``memories`` itself was analysed inside the chunk.
+                    helper.submit(self._statistics.analyze_or_log, exclude=["memories"])
                 position += len(chunk)
                 size = self._next_chunk_size(outcome.memories_loaded)
         result = total.result(subject_id, job_id)
@@ -640,21 +647,33 @@ class CompileService:
                     following[: _chunk_end(following, 0, self._next_chunk_size(memories_loaded))]
                 )
             revisions = {view.id: view.revision for view in views}
-            for changes in change_sets:
+            writes = [
+                *((subject_id, changes) for changes in change_sets),
+                *((other, changes) for other, there in elsewhere.items() for changes in there),
+            ]
+            every_set = [changes for _, changes in writes]
+            # Counted before the writes, so that the chunk crossing the threshold already
+            # plans its provenance's foreign-key checks against the grown table: the
+            # largest insert of memories is followed by an ANALYZE in this transaction.
+            statistics_due = self._statistics.count(
+                sum(len(changes.memories_to_create) for changes in every_set)
+            )
+            analyze_after = (
+                max(every_set, key=lambda changes: len(changes.memories_to_create))
+                if statistics_due
+                else None
+            )
+            for written_subject, changes in writes:
                 apply_change_set(
-                    connection, tenant_id, changes, revisions, now, job_id, subject_id=subject_id
+                    connection,
+                    tenant_id,
+                    changes,
+                    revisions,
+                    now,
+                    job_id,
+                    subject_id=written_subject,
+                    analyze_memories=changes is analyze_after,
                 )
-            for other_subject, changes_there in elsewhere.items():
-                for changes in changes_there:
-                    apply_change_set(
-                        connection,
-                        tenant_id,
-                        changes,
-                        revisions,
-                        now,
-                        job_id,
-                        subject_id=other_subject,
-                    )
             known = None
             if following and not seen_again:
                 # Read before ``on_chunk``: what it writes bumps the version again, and
@@ -665,9 +684,10 @@ class CompileService:
                     known = KnownMemories.after(version, existing, resolved)
             outcome = _ChunkOutcome.of(
                 len(views),
-                [*change_sets, *(c for there in elsewhere.values() for c in there)],
+                every_set,
                 memories_loaded=memories_loaded,
                 known=known,
+                statistics_due=statistics_due,
             )
             if on_chunk is not None:
                 on_chunk(connection, outcome.counts())

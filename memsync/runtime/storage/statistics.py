@@ -42,6 +42,7 @@ class StatisticsRefresher:
         every: int = ANALYZE_EVERY,
     ) -> None:
         self._store = store
+        self._tables = tuple(tables)
         self._statement = "ANALYZE " + ", ".join(tables)
         self._first_after = first_after
         self._every = every
@@ -62,7 +63,7 @@ class StatisticsRefresher:
         if run_in is None:
             self.analyze()
         else:
-            run_in.submit(self._analyze_or_log)
+            run_in.submit(self.analyze_or_log)
 
     def count(self, rows: int) -> bool:
         """Record ``rows`` new rows without touching the database; whether the running
@@ -79,13 +80,19 @@ class StatisticsRefresher:
             self._analyzed = True
         return True
 
-    def analyze(self) -> None:
-        """ANALYZE the tables now, in a transaction of its own."""
+    def analyze(self, *, exclude: Sequence[str] = ()) -> None:
+        """ANALYZE the tables (but ``exclude``, which the caller analysed itself) now, in
+        a transaction of its own."""
+        tables = [table for table in self._tables if table not in exclude]
+        if not tables:
+            return
         with self._store.write() as connection:
-            connection.exec_driver_sql(self._statement)
+            connection.exec_driver_sql("ANALYZE " + ", ".join(tables))
 
-    def _analyze_or_log(self) -> None:
+    def analyze_or_log(self, *, exclude: Sequence[str] = ()) -> None:
+        """:meth:`analyze`, logging a failure instead of raising it: for an executor,
+        after the rows were committed."""
         try:
-            self.analyze()
+            self.analyze(exclude=exclude)
         except Exception:
             log.exception("planner statistics not refreshed", extra={"statement": self._statement})
