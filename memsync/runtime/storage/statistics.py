@@ -43,7 +43,6 @@ class StatisticsRefresher:
     ) -> None:
         self._store = store
         self._tables = tuple(tables)
-        self._statement = "ANALYZE " + ", ".join(tables)
         self._first_after = first_after
         self._every = every
         self._added = 0
@@ -83,11 +82,11 @@ class StatisticsRefresher:
     def analyze(self, *, exclude: Sequence[str] = ()) -> None:
         """ANALYZE the tables (but ``exclude``, which the caller analysed itself) now, in
         a transaction of its own."""
-        tables = [table for table in self._tables if table not in exclude]
-        if not tables:
+        statement = self._statement(exclude)
+        if statement is None:
             return
         with self._store.write() as connection:
-            connection.exec_driver_sql("ANALYZE " + ", ".join(tables))
+            connection.exec_driver_sql(statement)
 
     def analyze_or_log(self, *, exclude: Sequence[str] = ()) -> None:
         """:meth:`analyze`, logging a failure instead of raising it: for an executor,
@@ -95,4 +94,10 @@ class StatisticsRefresher:
         try:
             self.analyze(exclude=exclude)
         except Exception:
-            log.exception("planner statistics not refreshed", extra={"statement": self._statement})
+            log.exception(
+                "planner statistics not refreshed", extra={"statement": self._statement(exclude)}
+            )
+
+    def _statement(self, exclude: Sequence[str]) -> str | None:
+        tables = [table for table in self._tables if table not in exclude]
+        return "ANALYZE " + ", ".join(tables) if tables else None
