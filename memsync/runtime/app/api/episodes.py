@@ -18,6 +18,7 @@ from memsync.compile.types import MemoryStatus
 from memsync.episode import EpisodeDraft, IngestStatus
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError, validation_error
+from memsync.runtime.app.api.lean_route import LeanJsonRoute
 from memsync.runtime.app.api.openapi import error_responses
 from memsync.runtime.app.api.schemas import (
     MAX_OFFSET,
@@ -35,9 +36,12 @@ from memsync.runtime.app.services import Services, SubjectDeletion
 from memsync.runtime.ingest import IngestOutcome, IngestSummary
 from memsync.runtime.reading.episodes import EpisodeRecord
 
-__all__ = ["router"]
+__all__ = ["lean_router", "router"]
 
 router = APIRouter()
+
+lean_router = APIRouter(route_class=LeanJsonRoute)
+"""The single-episode create, whose valid requests take the short path (lean_route)."""
 
 
 def _ingest(
@@ -64,7 +68,7 @@ def _json(body: bytes | str, status: int) -> Response:
     return Response(body, status_code=status, media_type="application/json")
 
 
-@router.post(
+@lean_router.post(
     "/v1/episodes",
     status_code=201,
     response_model=EpisodeResponse,
