@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request, Response
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -221,12 +221,76 @@ def test_an_endpoint_the_short_path_cannot_serve_exactly_is_refused_when_built(
         router.add_api_route("/x", endpoint, methods=["POST"])
 
 
-def test_a_header_with_a_constraint_is_refused_when_built() -> None:
-    async def endpoint(
-        body: _Body, tenant: str | None = Header(default=None, max_length=3)
-    ) -> Response:
+def test_a_header_the_endpoint_reads_itself_is_refused_when_built() -> None:
+    async def endpoint(body: _Body, tenant: str | None = Header(default=None)) -> Response:
         return Response()
 
     router = APIRouter(route_class=LeanJsonRoute)
     with pytest.raises(TypeError, match="LeanJsonRoute /x"):
         router.add_api_route("/x", endpoint, methods=["POST"])
+
+
+async def _short_tenant(x_tenant: str | None = Header(default=None, max_length=3)) -> str | None:
+    return x_tenant
+
+
+def test_a_dependency_header_with_a_constraint_is_refused_when_built() -> None:
+    # The short path passes headers through as they are: a constraint FastAPI would
+    # check (here a length) cannot be honoured, so the route is refused.
+    async def endpoint(
+        body: _Body, tenant: Annotated[str | None, Depends(_short_tenant)]
+    ) -> Response:
+        return Response()
+
+    router = APIRouter(route_class=LeanJsonRoute)
+    with pytest.raises(TypeError, match="header x_tenant must be a plain optional str"):
+        router.add_api_route("/x", endpoint, methods=["POST"])
+
+
+async def _who(x_who: str | None = Header(default=None)) -> str:
+    return f"header {x_who}"
+
+
+async def _named(body: _Body, who: Annotated[str, Depends(_who)]) -> Response:
+    return Response(f"{body.name} by {who}")
+
+
+def test_dependency_overrides_set_after_the_app_is_built_are_honoured() -> None:
+    app = FastAPI()
+    router = APIRouter(route_class=LeanJsonRoute)
+    router.add_api_route("/x", _named, methods=["POST"])
+    app.include_router(router)
+    with TestClient(app) as client:
+        short = client.post("/x", json={"name": "a"}, headers={"X-Who": "h"})
+        assert short.text == "a by header h"
+        app.dependency_overrides[_who] = lambda: "the override"
+        overridden = client.post("/x", json={"name": "a"}, headers={"X-Who": "h"})
+        assert overridden.text == "a by the override"
+
+
+async def _gate(x_gate: str | None = Header(default=None)) -> None:
+    if x_gate != "open":
+        raise HTTPException(403, "closed")
+
+
+def test_an_including_routers_dependencies_run_on_the_short_path() -> None:
+    app = FastAPI()
+    router = APIRouter(route_class=LeanJsonRoute)
+    router.add_api_route("/x", _named, methods=["POST"])
+    app.include_router(router, dependencies=[Depends(_gate)])
+    with TestClient(app) as client:
+        closed = client.post("/x", json={"name": "a"})
+        assert closed.status_code == 403, closed.text
+        opened = client.post("/x", json={"name": "a"}, headers={"X-Gate": "open"})
+        assert opened.text == "a by header None"
+
+
+def test_a_dependency_declared_twice_is_refused() -> None:
+    # FastAPI would call it once and share the value; the short path would call it twice.
+    # An included route is built for its inclusion when FastAPI first serves it.
+    app = FastAPI()
+    router = APIRouter(route_class=LeanJsonRoute, dependencies=[Depends(_gate)])
+    router.add_api_route("/x", _named, methods=["POST"])
+    app.include_router(router, dependencies=[Depends(_gate)])
+    with TestClient(app) as client, pytest.raises(TypeError, match="declared twice"):
+        client.post("/x", json={"name": "a"}, headers={"X-Gate": "open"})

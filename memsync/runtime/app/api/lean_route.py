@@ -3,7 +3,7 @@
 FastAPI's request handler, on every request, reads the body, decodes it with ``json``,
 then solves the endpoint's dependency tree: each dependency's parameters looked up,
 validated and cached, the body validated from the decoded objects. On
-``POST /v1/episodes`` that was a fifth of the HTTP stack's own instructions
+``POST /v1/episodes`` that was about a quarter of the HTTP stack's own instructions
 (``bench.http_stack``; docs/benchmarks.md, "Single ingest over HTTP: the sixth pass").
 
 :class:`LeanJsonRoute` leaves FastAPI everything it documents (the declared body,
@@ -16,9 +16,9 @@ dependency overrides in force) goes to FastAPI's own handler with the body alrea
 read, so every error answer is FastAPI's, byte for byte.
 
 It serves only endpoints it can serve exactly, and says so when the route is built: a
-coroutine that takes one body model and named dependencies (each a coroutine taking
-the ``Request`` and optional ``str`` headers, nothing else), and returns a
-``Response`` of its own.
+coroutine that takes one body model and dependencies (each a coroutine taking the
+``Request`` and optional ``str`` headers, nothing else, its own or an including
+router's), and returns a ``Response`` of its own.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi import routing as fastapi_routing
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
@@ -40,9 +41,10 @@ _JSON = "application/json"
 
 @dataclass(frozen=True)
 class _Dependency:
-    """One dependency of the endpoint, as the short path calls it."""
+    """One dependency of the endpoint, as the short path calls it: a parameter's, or
+    one declared for its effect alone (``dependencies=[Depends(...)]``, no name)."""
 
-    name: str
+    name: str | None
     call: Callable[..., Awaitable[Any]]
     request_parameter: str | None
     headers: tuple[tuple[str, str], ...]
@@ -66,8 +68,9 @@ class _ShortPath:
     dependencies: tuple[_Dependency, ...]
 
     @classmethod
-    def of(cls, route: APIRoute) -> _ShortPath:
-        dependant = route.dependant
+    def of(cls, route: APIRoute, dependant: Dependant) -> _ShortPath:
+        """The short path of ``route`` as served with ``dependant`` (its own, or the one
+        an including router gave it)."""
         where = f"LeanJsonRoute {route.path}"
         if not inspect.iscoroutinefunction(route.endpoint):
             raise TypeError(f"{where}: the endpoint must be a coroutine")
@@ -86,11 +89,11 @@ class _ShortPath:
         model = body.field_info.annotation
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise TypeError(f"{where}: the body must be a pydantic model")
-        return cls(
-            body_parameter=body.name,
-            body_model=model,
-            dependencies=tuple(_dependency(sub, where) for sub in dependant.dependencies),
-        )
+        dependencies = tuple(_dependency(sub, where) for sub in dependant.dependencies)
+        if len({dependency.call for dependency in dependencies}) < len(dependencies):
+            # FastAPI would call a repeated dependency once and share its value.
+            raise TypeError(f"{where}: a dependency is declared twice")
+        return cls(body_parameter=body.name, body_model=model, dependencies=dependencies)
 
 
 def _refuse_parameters(dependant: Dependant, where: str, *, allow_body: bool) -> None:
@@ -116,10 +119,10 @@ def _refuse_parameters(dependant: Dependant, where: str, *, allow_body: bool) ->
 
 def _dependency(dependant: Dependant, where: str) -> _Dependency:
     call = dependant.call
-    if dependant.name is None or call is None or not inspect.iscoroutinefunction(call):
-        raise TypeError(f"{where}: each dependency must be a named coroutine")
+    if call is None or not inspect.iscoroutinefunction(call):
+        raise TypeError(f"{where}: each dependency must be a coroutine")
     if dependant.dependencies:
-        raise TypeError(f"{where}: dependency {dependant.name} has dependencies of its own")
+        raise TypeError(f"{where}: dependency {call.__name__} has dependencies of its own")
     _refuse_parameters(dependant, where, allow_body=False)
     headers = []
     for field in dependant.header_params:
@@ -148,6 +151,19 @@ def _is_json(content_type: str | None) -> bool:
     return media_type == _JSON
 
 
+def _as_served(route: APIRoute) -> Any:
+    """``route`` as FastAPI serves it. A route of an included router is served through
+    the include's context (its dependencies added, the app as the provider of dependency
+    overrides), which FastAPI hands to ``get_route_handler`` in a context variable; the
+    handler it builds there reads them, and so must the short path."""
+    # Private to FastAPI (0.165 has it); without it, the route itself.
+    context_var = getattr(fastapi_routing, "_effective_route_context_var", None)
+    context = context_var.get() if context_var is not None else None
+    if context is not None and getattr(context, "original_route", None) is route:
+        return context
+    return route
+
+
 class LeanJsonRoute(APIRoute):
     """An :class:`~fastapi.routing.APIRoute` whose valid JSON requests skip FastAPI's
     dependency solving (module docstring). Documented as any route; a request the
@@ -155,11 +171,14 @@ class LeanJsonRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         documented = super().get_route_handler()
-        short_path = _ShortPath.of(self)
+        served = _as_served(self)
+        short_path = _ShortPath.of(self, served.dependant)
         endpoint = self.endpoint
-        overrides = getattr(self.dependency_overrides_provider, "dependency_overrides", None)
+        # Read at each request, as FastAPI's handler reads it: overrides come and go.
+        provider = served.dependency_overrides_provider
 
         async def handler(request: Request) -> Response:
+            overrides = getattr(provider, "dependency_overrides", None)
             if overrides or not _is_json(request.headers.get("content-type")):
                 return await documented(request)
             # Read once: Starlette's Request keeps the body, so FastAPI's handler below
@@ -173,8 +192,11 @@ class LeanJsonRoute(APIRoute):
                 # first).
                 return await documented(request)
             arguments: dict[str, Any] = {short_path.body_parameter: model}
+            # In FastAPI's order: an including router's dependencies first.
             for dependency in short_path.dependencies:
-                arguments[dependency.name] = await dependency.value(request)
+                value = await dependency.value(request)
+                if dependency.name is not None:
+                    arguments[dependency.name] = value
             response: Response = await endpoint(**arguments)
             return response
 
