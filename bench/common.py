@@ -71,14 +71,27 @@ def free_port() -> int:
 
 
 @contextmanager
-def memsync_server(url: str, directory: str, config: str = "") -> Iterator[tuple[str, int]]:
+def memsync_server(
+    url: str,
+    directory: str,
+    config: str = "",
+    *,
+    wrapper: Sequence[str] = (),
+    start_timeout: float = 30,
+) -> Iterator[tuple[str, int]]:
     """``memsync serve`` on a free loopback port, as a subprocess, against the store at
-    ``url`` with the YAML ``config``; yield its base URL and pid once it answers."""
+    ``url`` with the YAML ``config``; yield its base URL and pid once it answers.
+    ``wrapper`` runs the server under another program (valgrind), which must keep its
+    pid; such a server may need a longer ``start_timeout`` (seconds)."""
     port = free_port()
     path = Path(directory) / "memsync.yaml"
     path.write_text(config or "{}\n")
     server = subprocess.Popen(
-        [sys.executable, "-m", "memsync", "--config", str(path), "serve", "--port", str(port)],
+        [
+            *wrapper,
+            *(sys.executable, "-m", "memsync", "--config", str(path)),
+            *("serve", "--port", str(port)),
+        ],
         env={**os.environ, "MEMSYNC_STORE": url},
         # The access log goes nowhere (as to a log file), and stays off this process's
         # stdout, which carries the child's result.
@@ -88,11 +101,11 @@ def memsync_server(url: str, directory: str, config: str = "") -> Iterator[tuple
     base = f"http://127.0.0.1:{port}"
     try:
         with httpx.Client(base_url=base, timeout=5) as client:
-            wait_until_serving(client, timeout=30)
+            wait_until_serving(client, timeout=start_timeout)
         yield base, server.pid
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        server.wait(timeout=start_timeout)  # a slow starter (valgrind) is slow to stop too
 
 
 def peak_rss_mib(pid: int | None = None) -> float:

@@ -18,50 +18,17 @@ sixth pass".
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench.common import free_port, print_table, throwaway_store
-from bench.read_path import chat_body
+from bench.common import memsync_server, print_table, throwaway_store
+from bench.read_path import chat_body, stdlib_post
 
 WARM_REQUESTS = 100
-
-
-def connect(port: int, timeout: float) -> http.client.HTTPConnection:
-    """A keep-alive connection to the server once it answers ``/v1/health`` (a server
-    under callgrind takes tens of seconds to start)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-        try:
-            connection.request("GET", "/v1/health")
-            connection.getresponse().read()
-            return connection
-        except OSError:
-            connection.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)  # a process starting up: nothing to wait on but its port
-
-
-def post_episode(connection: http.client.HTTPConnection, subject: str, i: int) -> int:
-    connection.request(
-        "POST",
-        "/v1/episodes",
-        json.dumps(chat_body(subject, i)),
-        {"content-type": "application/json"},
-    )
-    response = connection.getresponse()
-    response.read()
-    return response.status
 
 
 def counted_instructions(output: Path) -> int:
@@ -74,42 +41,27 @@ def counted_instructions(output: Path) -> int:
 
 def measure(url: str, directory: str, requests: int) -> int:
     """The server's instructions over ``requests`` new episodes."""
-    config = Path(directory) / "memsync.yaml"
-    config.write_text("{}\n")
     output = Path(directory) / "callgrind.out"
-    server = subprocess.Popen(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            f"--callgrind-out-file={output}",
-            sys.executable,
-            "-m",
-            "memsync",
-            "--config",
-            str(config),
-            "serve",
-            "--port",
-            str(port := free_port()),
-        ],
-        env={**os.environ, "MEMSYNC_STORE": url},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        connection = connect(port, timeout=600)
-        for i in range(WARM_REQUESTS):  # validators, statement caches, pools
-            assert post_episode(connection, "warm", i) in (200, 201)
-        control = ["callgrind_control", "--instr"]
-        subprocess.run([*control, "on", str(server.pid)], check=True, capture_output=True)
-        for i in range(requests):
-            status = post_episode(connection, "counted", i)
-            assert status == 201, f"POST /v1/episodes answered {status}"
-        subprocess.run([*control, "off", str(server.pid)], check=True, capture_output=True)
-        connection.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=300)
+    callgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
+    with memsync_server(
+        url,
+        directory,
+        wrapper=[*callgrind, f"--callgrind-out-file={output}"],
+        start_timeout=600,
+    ) as (base, pid):
+        post, close = stdlib_post(base)
+        try:
+            for i in range(WARM_REQUESTS):  # validators, statement caches, pools
+                assert post(chat_body("warm", i)) in (200, 201)
+            control = ["callgrind_control", "--instr"]
+            subprocess.run([*control, "on", str(pid)], check=True, capture_output=True)
+            for i in range(requests):
+                status = post(chat_body("counted", i))
+                assert status == 201, f"POST /v1/episodes answered {status}"
+            subprocess.run([*control, "off", str(pid)], check=True, capture_output=True)
+        finally:
+            close()
+    # The server has stopped: callgrind has written its counts.
     return counted_instructions(output)
 
 
