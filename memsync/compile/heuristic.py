@@ -64,6 +64,46 @@ _ACCOUNT_ROLE = r"(?P<role>owner|admin|administrator|contact)s?"
 
 
 @dataclass(frozen=True, slots=True)
+class _Caseless:
+    """A case-insensitive pattern, run on ASCII text as a case-sensitive pattern over the
+    text lowercased: the same matches at the same places (ASCII text has no case folds
+    but A-Z, which the pattern, written in lowercase, would meet as a-z), about twice as
+    fast, as Python's ``re`` tries both cases of every literal under ``IGNORECASE``.
+    A match's positions and group names are the text's; its strings may be lowercased
+    (read them from the text: :meth:`groups`)."""
+
+    source: str
+    folding: re.Pattern[str]
+    lowered: re.Pattern[str]
+
+    @classmethod
+    def compile(cls, source: str) -> _Caseless:
+        # Escapes (\S, \W) and group names may be capitals; a literal capital, or a
+        # letter outside ASCII (the Kelvin sign folds to k), would match differently.
+        literal = re.sub(r"\\.|[(][?]P<\w+>|[(][?]P=\w+[)]", "", source)
+        if any(char.isupper() or (char.isalpha() and not char.isascii()) for char in literal):
+            raise ValueError(f"a caseless pattern is written in lowercase ASCII: {source!r}")
+        return cls(source, re.compile(source, re.IGNORECASE), re.compile(source))
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if text.isascii():
+            return self.lowered.search(text.lower())
+        return self.folding.search(text)
+
+    def match(self, text: str) -> re.Match[str] | None:
+        if text.isascii():
+            return self.lowered.match(text.lower())
+        return self.folding.match(text)
+
+    @staticmethod
+    def groups(found: re.Match[str], text: str) -> dict[str, str]:
+        """The named groups of ``found`` (a match in ``text``) that matched something,
+        as ``text`` spells them."""
+        spans = {name: found.span(name) for name in found.re.groupindex}
+        return {name: text[start:end] for name, (start, end) in spans.items() if end > start}
+
+
+@dataclass(frozen=True, slots=True)
 class _Rule:
     """One pattern and what a match means.
 
@@ -75,7 +115,7 @@ class _Rule:
     """
 
     name: str
-    pattern: re.Pattern[str]
+    pattern: _Caseless
     kind: MemoryKind
     claim_key: str | None
     template: str
@@ -89,7 +129,7 @@ class _Rule:
 
 def _rule(name: str, pattern: str, kind: MemoryKind, claim_key: str | None, template: str,
           **options: Any) -> _Rule:  # fmt: skip
-    return _Rule(name, re.compile(pattern, re.IGNORECASE), kind, claim_key, template, **options)
+    return _Rule(name, _Caseless.compile(pattern), kind, claim_key, template, **options)
 
 
 _PROFILE = MemoryKind.PROFILE_FACT
@@ -420,21 +460,19 @@ _RULES: tuple[_Rule, ...] = (
 # as numbered alternatives (their own groups made plain) finds the first rule that
 # matches: a clause is tried against each rule's pattern once, in C, instead of by a
 # Python call per rule.
-_FIRST_RULE = re.compile(
+_FIRST_RULE = _Caseless.compile(
     "|".join(
-        f"(?P<r{number}>{re.sub(r'[(][?]P<[a-z0-9_]+>', '(?:', rule.pattern.pattern)})"
+        f"(?P<r{number}>{re.sub(r'[(][?]P<[a-z0-9_]+>', '(?:', rule.pattern.source)})"
         for number, rule in enumerate(_RULES)
-    ),
-    re.IGNORECASE,
+    )
 )
 
 # Facts: a clause with a figure and a word that makes it a rate, price, limit or size.
-_FIGURE = re.compile(r"\d")
-_FACT_WORDS = re.compile(
+_FIGURE = _Caseless.compile(r"\d")
+_FACT_WORDS = _Caseless.compile(
     r"%|¢|\$|€|£|\b(?:per|limit|limits|rate|rates|charges?|costs?|price|prices|priced|fee|"
     r"fees|quota|max|maximum|min|minimum|timeout|ms|seconds?|minutes?|hours?|days?|kb|mb|gb|"
-    r"tb|requests?|users?|seats?)\b",
-    re.IGNORECASE,
+    r"tb|requests?|users?|seats?)\b"
 )
 
 # Pseudo-rules for the two kinds not found by a pattern, so every candidate is built alike.
@@ -448,16 +486,14 @@ _CLAUSE_SPLIT = re.compile(r",?\s+(?:and|but|so)\s+(?=(?:i|i'm|we|we're|my)\b)",
 _QUOTED = re.compile(r"\"[^\"]*\"|(?:(?<=\s)|^)'.*?'(?=\s|[.,!?;:]|$)")
 # Typographic quotes and apostrophes are folded to ASCII before anything else.
 _TYPOGRAPHIC = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
-_QUESTION_START = re.compile(
+_QUESTION_START = _Caseless.compile(
     r"^(?:do|does|did|is|are|am|was|were|should|shall|can|could|would|will|have|has|what|"
-    r"where|when|why|how|who|which)\b",
-    re.IGNORECASE,
+    r"where|when|why|how|who|which)\b"
 )
-_HYPOTHETICAL = re.compile(
+_HYPOTHETICAL = _Caseless.compile(
     r"\b(?:if|maybe|perhaps|might|would|could|should|suppose|supposing|imagine|"
     r"hypothetically|unless|whether|wish|considering|thinking (?:about|of)|i'll|i will|"
-    r"planning to|plan to|going to|want to|wanna|hope to)\b",
-    re.IGNORECASE,
+    r"planning to|plan to|going to|want to|wanna|hope to)\b"
 )
 
 
@@ -529,7 +565,9 @@ class HeuristicCompiler:
             match = rule.pattern.search(clause)
             if match is None:
                 continue
-            groups = {name: _clean_value(text) for name, text in match.groupdict().items() if text}
+            groups = {
+                name: _clean_value(text) for name, text in _Caseless.groups(match, clause).items()
+            }
             value = groups.get("value") or groups.get("value2", "")
             if rule.value_template is not None:
                 value = rule.value_template.format(**groups)

@@ -44,10 +44,11 @@ from __future__ import annotations
 
 import bisect
 import enum
+import hashlib
 import uuid
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from memsync.compile.claims import ClaimRegistry
@@ -61,6 +62,7 @@ from memsync.compile.types import (
     MemoryStatus,
     StoredMemory,
     SupersessionRule,
+    evolve,
     require_aware,
 )
 
@@ -90,9 +92,20 @@ __all__ = [
 _ID_NAMESPACE = uuid.UUID("6f1d3c52-8a8e-4b8e-9a55-2f6d0b7c1e10")
 
 
+_MEMORY_ID_PREFIX = _ID_NAMESPACE.bytes + b"memory:"
+_VERSION_5_MASK = ~(0xF000 << 64) & ~(0xC000 << 48)
+_VERSION_5_BITS = (5 << 76) | (0x8000 << 48)
+
+
 def memory_id(key: str) -> uuid.UUID:
-    """The id a new memory gets: derived from its ``memory_key`` (unique per subject)."""
-    return uuid.uuid5(_ID_NAMESPACE, f"memory:{key}")
+    """The id a new memory gets: derived from its ``memory_key`` (unique per subject).
+
+    ``uuid.uuid5(_ID_NAMESPACE, f"memory:{key}")``, computed as ``uuid5`` does (SHA-1
+    of the namespace and the name, version and variant bits set) without rebuilding the
+    namespace's bytes and checking arguments on every call: a compile derives one per
+    new memory."""
+    digest = hashlib.sha1(_MEMORY_ID_PREFIX + key.encode()).digest()
+    return uuid.UUID(int=int.from_bytes(digest[:16]) & _VERSION_5_MASK | _VERSION_5_BITS)
 
 
 def conflict_id(first_key: str, second_key: str) -> uuid.UUID:
@@ -349,7 +362,7 @@ def _merge(memory: StoredMemory, candidate: CandidateMemory) -> StoredMemory:
         at = bisect.bisect_left(merged, episode)
         if at == len(merged) or merged[at] != episode:
             merged.insert(at, episode)
-    return replace(
+    return evolve(
         memory,
         source_episode_ids=tuple(merged),
         valid_from=min(memory.valid_from, candidate.valid_from),
@@ -438,7 +451,7 @@ class _Resolution:
         newcomer = _from_candidate(candidate, self.now)
         earlier = self.taken_out.get(candidate.memory_key)
         if earlier is not None:
-            newcomer = replace(
+            newcomer = evolve(
                 earlier,
                 status=MemoryStatus.ACTIVE,
                 status_rule=None,
@@ -464,7 +477,7 @@ class _Resolution:
             return
         # New evidence for a superseded statement: it may win now ("moved back"). It is
         # contested as of its latest assertion, the same rank recency compares.
-        reopened = replace(merged, valid_to=None, status=MemoryStatus.ACTIVE, status_rule=None)
+        reopened = evolve(merged, valid_to=None, status=MemoryStatus.ACTIVE, status_rule=None)
         decision = self._contest(reopened, merged.last_asserted)
         if decision.loss is None or withdrawn:
             # A returning memory that loses is superseded by the winner, as a new one
@@ -533,7 +546,7 @@ class _Resolution:
                 continue
             if (returned.id, defeat.winner_memory_id) in explained:
                 continue
-            self._put(replace(returned, status_rule=SupersessionRule.WINNER_RETIRED))
+            self._put(evolve(returned, status_rule=SupersessionRule.WINNER_RETIRED))
             winner = known.get(defeat.winner_memory_id)
             records.append(
                 Supersession(
@@ -659,7 +672,7 @@ class _Resolution:
     def _apply(self, memory: StoredMemory, decision: _Decision, at: datetime) -> None:
         if decision.loss is not None:
             loss = decision.loss
-            loser = replace(
+            loser = evolve(
                 memory,
                 status=MemoryStatus.SUPERSEDED,
                 status_rule=loss.rule,
@@ -670,7 +683,7 @@ class _Resolution:
             return
         self._put(memory)
         for beaten, rule, score, threshold in decision.beaten:
-            loser = replace(
+            loser = evolve(
                 beaten,
                 status=MemoryStatus.SUPERSEDED,
                 status_rule=rule,
@@ -842,9 +855,14 @@ def processing_order(candidate: CandidateMemory) -> tuple[object, ...]:
         candidate.content,
         # Ids compare by their number, which orders them as their text does (fixed-width
         # lowercase hex), without rendering each as text for every candidate.
-        tuple(sorted(candidate.source_episode_ids)),
+        _sorted_ids(candidate.source_episode_ids),
         candidate.explicit_change,
     )
+
+
+def _sorted_ids(ids: tuple[uuid.UUID, ...]) -> tuple[uuid.UUID, ...]:
+    # Most candidates come from one episode: nothing to sort.
+    return ids if len(ids) < 2 else tuple(sorted(ids))
 
 
 def _canonical(
@@ -860,7 +878,7 @@ def _canonical(
     canonical_key = registry.canonical(candidate.claim_key)
     if canonical_key == candidate.claim_key:
         return candidate
-    return replace(candidate, claim_key=canonical_key)  # recomputes memory_key
+    return evolve(candidate, claim_key=canonical_key)  # recomputes memory_key
 
 
 class SourceStanding(enum.StrEnum):
@@ -1214,7 +1232,7 @@ def apply_changes(memories: Sequence[StoredMemory], changes: ChangeSet) -> list[
         by_key[created.memory_key] = created
     for addition in changes.provenance_to_add:
         memory = by_key[addition.memory_key]
-        by_key[addition.memory_key] = replace(
+        by_key[addition.memory_key] = evolve(
             memory,
             source_episode_ids=tuple(
                 sorted(set(memory.source_episode_ids) | set(addition.episode_ids))
@@ -1224,7 +1242,7 @@ def apply_changes(memories: Sequence[StoredMemory], changes: ChangeSet) -> list[
             explicit_change=addition.explicit_change,
         )
     for change in changes.status_changes:
-        by_key[change.memory_key] = replace(
+        by_key[change.memory_key] = evolve(
             by_key[change.memory_key],
             status=change.to_status,
             valid_to=change.valid_to,

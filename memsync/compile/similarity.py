@@ -28,15 +28,13 @@ rare tokens, not to the square of the store.
 from __future__ import annotations
 
 import functools
-import math
 import re
-import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from memsync.compile.types import MemoryKind
+from memsync.compile.types import MemoryKind, fold
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -63,9 +61,13 @@ _WORD = re.compile(r"\w+")
 NUMBER_TOKEN = "#"
 
 
+@functools.lru_cache(maxsize=4096)
 def tokens(text: str) -> frozenset[str]:
-    """Return the token set of ``text`` as described in the module docstring."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    """Return the token set of ``text`` as described in the module docstring.
+
+    Cached (the most recent texts): the resolver tokenises a new memory's content to
+    contest it and again to index it."""
+    folded = fold(text)
     words = (NUMBER_TOKEN if word.isdigit() else word for word in _WORD.findall(folded))
     return frozenset(word for word in words if word not in STOPWORDS)
 
@@ -164,19 +166,19 @@ class LexicalIndex:
         if not probe:
             return None
         limit = _as_written(threshold)
+        # Plain ints throughout: Fraction arithmetic costs more than the set
+        # intersections it guards. ceil(t * size) and floor(size / t), exactly:
+        numerator, denominator = limit.numerator, limit.denominator
+        size = len(probe)
+        required = -(-numerator * size // denominator)
+        shortest, longest = required, size * denominator // numerator
         postings = self._postings[kind]
-        required = math.ceil(limit * len(probe))
         rarest_first = sorted(probe, key=lambda token: (len(postings.get(token, ())), token))
         candidates: set[str] = set()
-        for token in rarest_first[: len(probe) - required + 1]:
+        for token in rarest_first[: size - required + 1]:
             candidates.update(postings.get(token, ()))
         candidates.difference_update(exclude)
 
-        size = len(probe)
-        shortest, longest = required, math.floor(size / limit)
-        # Plain ints in the loop: it runs once per candidate, and Fraction attribute
-        # access costs more than the set intersection it guards.
-        numerator, denominator = limit.numerator, limit.denominator
         entries = self._entries
         best: tuple[int, int, str] | None = None  # (shared, union, key)
         for key in candidates:

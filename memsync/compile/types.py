@@ -8,14 +8,16 @@ of these types knows about SQL; all of them are immutable.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
+import operator
 import re
 import unicodedata
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -34,6 +36,8 @@ __all__ = [
     "MemoryStatus",
     "StoredMemory",
     "SupersessionRule",
+    "evolve",
+    "fold",
     "memory_key",
     "normalise_text",
     "require_aware",
@@ -103,6 +107,40 @@ memory is contested again when what beat it no longer stands (``manual`` is a pe
 decision and stays)."""
 
 
+_Value = TypeVar("_Value")
+
+
+def evolve(instance: _Value, /, **changes: Any) -> _Value:
+    """A copy of the dataclass ``instance`` with ``changes``, as ``dataclasses.replace``
+    makes it (every ``init`` field copied, ``__init__`` and ``__post_init__`` run again;
+    an unknown or ``init=False`` name raises ``TypeError``), about three times as fast:
+    the resolver copies a memory for every assertion it merges and every status it
+    changes, and ``replace`` looks the class's fields up again on each call."""
+    cls: Any = type(instance)
+    names, read = _init_fields(cls)
+    values = list(read(instance))
+    for name, value in changes.items():
+        try:
+            values[names[name]] = value
+        except KeyError:
+            raise TypeError(f"{cls.__name__} has no init field {name!r} to replace") from None
+    copy: _Value = cls(*values)
+    return copy
+
+
+@functools.cache
+def _init_fields(cls: type) -> tuple[dict[str, int], Callable[[Any], tuple[Any, ...]]]:
+    # Positional construction needs the init fields in declaration order; a class whose
+    # init fields are all keyword-only takes them by keyword instead.
+    init = [item for item in fields(cls) if item.init]
+    if any(item.kw_only for item in init):
+        raise TypeError(f"evolve() does not copy keyword-only dataclasses ({cls.__name__})")
+    names = [item.name for item in init]
+    getter = operator.attrgetter(*names)
+    read = getter if len(names) > 1 else (lambda instance: (getter(instance),))
+    return {name: index for index, name in enumerate(names)}, read
+
+
 def require_aware(moment: datetime, what: str) -> datetime:
     """Return ``moment`` unchanged, or raise if it is naive: naive times are ambiguous."""
     if moment.tzinfo is None or moment.utcoffset() is None:
@@ -115,11 +153,18 @@ _SPACES = re.compile(r"\s+")
 _EDGE_PUNCTUATION = " \t\n.,;:!?\"'`()[]{}"
 
 
+def fold(text: str) -> str:
+    """``text`` in NFKC, casefolded: what identity and similarity compare."""
+    # ASCII text is its own NFKC form, and casefolds as it lowercases (much faster).
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
 def normalise_text(text: str) -> str:
     """Fold ``text`` to the form used for identity: NFKC, casefolded, single spaces,
     no surrounding punctuation. ``"  Lisbon. "`` and ``"lisbon"`` normalise alike."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    return _SPACES.sub(" ", folded).strip(_EDGE_PUNCTUATION)
+    return _SPACES.sub(" ", fold(text)).strip(_EDGE_PUNCTUATION)
 
 
 def memory_key(

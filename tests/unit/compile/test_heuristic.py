@@ -344,3 +344,60 @@ def test_the_one_pass_rule_finder_finds_the_first_rule_that_matches(words: list[
     first = _FIRST_RULE.match(clause)
     expected = next((n for n, rule in enumerate(_RULES) if rule.pattern.search(clause)), None)
     assert (int(str(first.lastgroup)[1:]) if first else None) == expected
+
+
+_CASED_WORDS = st.sampled_from(_RULE_WORDS).map(str.upper) | st.sampled_from(_RULE_WORDS).map(
+    str.title
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(_RULE_WORDS) | _CASED_WORDS | st.text(st.characters(max_codepoint=127)),
+        min_size=1,
+        max_size=9,
+    )
+)
+def test_a_caseless_pattern_matches_ascii_text_as_ignorecase_does(words: list[str]) -> None:
+    from memsync.compile.heuristic import (
+        _FACT_WORDS,
+        _FIRST_RULE,
+        _HYPOTHETICAL,
+        _QUESTION_START,
+        _RULES,
+        _Caseless,
+    )
+
+    text = " ".join(words)
+    patterns = [_FIRST_RULE, _FACT_WORDS, _HYPOTHETICAL, _QUESTION_START]
+    for pattern in [*patterns, *(rule.pattern for rule in _RULES)]:
+        for fast, folding in (
+            (pattern.search(text), pattern.folding.search(text)),
+            (pattern.match(text), pattern.folding.match(text)),
+        ):
+            assert (fast is None) == (folding is None), pattern.source
+            if fast is not None and folding is not None:
+                assert fast.span() == folding.span()
+                assert fast.lastgroup == folding.lastgroup
+                assert _Caseless.groups(fast, text) == {
+                    name: value for name, value in folding.groupdict().items() if value
+                }
+
+
+@pytest.mark.parametrize("source", [r"^I live", "kelvin \u212a", "stra\u00dfe"])
+def test_a_caseless_pattern_must_be_written_in_lowercase_ascii(source: str) -> None:
+    from memsync.compile.heuristic import _Caseless
+
+    with pytest.raises(ValueError, match="lowercase ASCII"):
+        _Caseless.compile(source)
+
+
+def test_a_caseless_pattern_keeps_capital_escapes_and_group_names() -> None:
+    from memsync.compile.heuristic import _Caseless
+
+    pattern = _Caseless.compile(r"(?P<Value>\S+) \W (?P=Value)")
+
+    found = pattern.search("Lisbon - LISBON")
+    assert found is not None
+    assert _Caseless.groups(found, "Lisbon - LISBON") == {"Value": "Lisbon"}

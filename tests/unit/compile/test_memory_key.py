@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memsync.compile.types import MemoryKind, memory_key, normalise_text
+from memsync.compile.types import MemoryKind, fold, memory_key, normalise_text
 from memsync.episode import NotCanonicalJSON, canonical_json
 
 # Every code point a payload can carry, control characters and astral planes included;
@@ -63,3 +64,9 @@ def test_memory_key_is_the_hash_of_the_canonical_identity(
 def test_memory_key_of_a_lone_surrogate_is_refused_as_not_canonical() -> None:
     with pytest.raises(NotCanonicalJSON):
         memory_key("ana", MemoryKind.FACT, claim_key=None, claim_value=None, content="a\ud800")
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts | st.text(st.characters(max_codepoint=127)))
+def test_fold_is_nfkc_casefold(text: str) -> None:
+    assert fold(text) == unicodedata.normalize("NFKC", text).casefold()

@@ -16,13 +16,14 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memsync.compile.resolve import processing_order
-from memsync.compile.types import CandidateMemory, MemoryStatus, StoredMemory
+from memsync.compile.resolve import _ID_NAMESPACE, memory_id, processing_order
+from memsync.compile.types import CandidateMemory, MemoryStatus, StoredMemory, evolve
 
-from .builders import claim, run, statement
+from .builders import claim, day, run, statement
 
 DAYS = st.integers(min_value=0, max_value=12)
 SOURCES = st.integers(min_value=1, max_value=40)
@@ -146,3 +147,42 @@ def test_episode_ids_break_ties_in_the_order_of_their_text(ids: list[list[uuid.U
         return tuple(sorted(str(episode) for episode in candidate.source_episode_ids))
 
     assert sorted(candidates, key=processing_order) == sorted(candidates, key=by_text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    candidate=current_location,
+    status=st.sampled_from(list(MemoryStatus)),
+    sources=st.lists(SOURCES, max_size=3),
+    on=DAYS,
+)
+def test_evolve_copies_as_dataclasses_replace_does(
+    candidate: CandidateMemory, status: MemoryStatus, sources: list[int], on: int
+) -> None:
+    stored = run([candidate])[1][0]
+    changes = {
+        "status": status,
+        "source_episode_ids": tuple(uuid.UUID(int=source) for source in sources),
+        "valid_to": day(on),
+    }
+
+    assert evolve(stored, **changes) == replace(stored, **changes)
+    assert evolve(candidate, claim_key="location.home_city") == replace(
+        candidate, claim_key="location.home_city"
+    )
+    assert evolve(candidate, content="x").memory_key == replace(candidate, content="x").memory_key
+
+
+def test_evolve_refuses_a_field_the_class_does_not_take() -> None:
+    candidate = claim("location.current", "Lisbon", 1)
+
+    with pytest.raises(TypeError, match="memory_key"):
+        evolve(candidate, memory_key="forged")
+    with pytest.raises(TypeError, match="colour"):
+        evolve(candidate, colour="blue")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_memory_id_is_the_uuid5_of_the_key(key: str) -> None:
+    assert memory_id(key) == uuid.uuid5(_ID_NAMESPACE, f"memory:{key}")

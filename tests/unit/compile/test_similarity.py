@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memsync.compile.similarity import (
     LexicalIndex,
@@ -94,3 +98,33 @@ def test_index_finds_nothing_without_a_shared_token() -> None:
     index.add("a", MemoryKind.FACT, tokens("rate limit"))
 
     assert index.best_match(MemoryKind.FACT, tokens("coffee beans"), 0.01) is None
+
+
+_WORDS = st.sampled_from("abcdefgh")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    stored=st.dictionaries(
+        st.text("xyz", min_size=1, max_size=3), st.frozensets(_WORDS, max_size=6), max_size=8
+    ),
+    probe=st.frozensets(_WORDS, max_size=6),
+    threshold=st.sampled_from([0.01, 0.25, 1 / 3, 0.5, 0.59, 0.6, 2 / 3, 0.75, 0.99, 1.0]),
+)
+def test_best_match_is_the_best_of_an_exhaustive_scan(
+    stored: dict[str, frozenset[str]], probe: frozenset[str], threshold: float
+) -> None:
+    index = LexicalIndex()
+    for key, words in stored.items():
+        index.add(key, MemoryKind.FACT, words)
+
+    reaching = [
+        (Fraction(len(probe & words), len(probe | words)), key)
+        for key, words in stored.items()
+        if probe and words and matches(probe, words, threshold)
+    ]
+    best = min(reaching, key=lambda pair: (-pair[0], pair[1]), default=None)
+
+    found = index.best_match(MemoryKind.FACT, probe, threshold)
+    expected = (best[1], float(best[0])) if best else None
+    assert ((found.key, found.score) if found else None) == expected
