@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -161,3 +161,51 @@ def test_one_of_matches_exactly_the_ids_given(store: Store) -> None:
             )
         )
         assert sorted(found.scalars()) == ["m1", "m3", "m4"]
+
+
+def wide_memory_row(number: int, **changes: Any) -> dict[str, Any]:
+    lisbon = timezone(timedelta(hours=1))
+    row = {
+        "tenant_id": "t1",
+        "id": uuid.UUID(int=number),
+        "subject_id": "ana",
+        "memory_key": f"k{number}",
+        "kind": "fact",
+        "content": f"Fact ü{number}",
+        "claim_key": None,
+        "claim_value": None,
+        "confidence": 0.7,
+        "negated": number % 2 == 0,
+        "explicit_change": False,
+        "status": "active",
+        "status_rule": None,
+        # A time in another zone, one repeated down the column, and a missing one.
+        "valid_from": datetime(2026, 1, 1, 10, 30, 0, 123456, tzinfo=lisbon),
+        "valid_to": None if number % 3 else NOW,
+        "asserted_at": NOW + timedelta(microseconds=number),
+        "metadata": {"rule": "figure", "flag": True, "one": 1, "nested": [number]},
+        "job_id": "job-1",
+        "created_at": NOW,
+        "updated_at": NOW,
+        "status_changed_at": NOW,
+    }
+    return {**row, **changes}
+
+
+def test_inserted_rows_are_stored_as_sqlalchemys_own_insert_stores_them(store: Store) -> None:
+    bulk = [wide_memory_row(n) for n in range(1, 7)]
+    by_statement = [wide_memory_row(n, tenant_id="t2") for n in range(1, 7)]
+    with store.write() as connection:
+        tables.insert_json_rows(connection, tables.memories, bulk, ignore=False)
+        connection.execute(tables.memories.insert(), by_statement)
+
+    with store.read() as connection:
+        # The driver's own values, before any type converts them back.
+        raw = connection.exec_driver_sql("SELECT * FROM memories ORDER BY id").all()
+    stored: dict[str, list[list[Any]]] = {"t1": [], "t2": []}
+    tenant_at = list(tables.memories.c.keys()).index("tenant_id")
+    for row in raw:
+        values = list(row)
+        stored[values.pop(tenant_at)].append(values)
+    assert len(stored["t1"]) == 6
+    assert stored["t1"] == stored["t2"]
