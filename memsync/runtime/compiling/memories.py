@@ -75,6 +75,16 @@ def _recorded(episode_ids: Sequence[uuid.UUID], texts: dict[uuid.UUID, str]) -> 
 
 
 _memories = tables.memories
+# The columns of the memories' keys and indexes, all that the plans of lookups and
+# foreign-key checks read; the text and metadata columns were most of a whole-table
+# ANALYZE's time, in the transaction of a compile's first chunk.
+_ANALYZE_MEMORY_KEYS = "ANALYZE memories ({})".format(
+    ", ".join(
+        column.name
+        for column in _memories.columns
+        if column.primary_key or any(column.name in index.columns for index in _memories.indexes)
+    )
+)
 _sources = tables.memory_sources
 _episodes = tables.episodes
 _revisions = tables.episode_revisions
@@ -576,7 +586,7 @@ def apply_change_set(
         if analyze_memories and _on_postgresql(connection):
             # In this transaction: ANALYZE counts its own uncommitted rows as live, and
             # it invalidates the cached plans on the table before the inserts below.
-            connection.exec_driver_sql("ANALYZE memories")
+            connection.exec_driver_sql(_ANALYZE_MEMORY_KEYS)
     subject_of = {memory.id: memory.subject_id for memory in changes.memories_to_create}
     provenance = [
         (memory.id, memory.subject_id, episode_id)
