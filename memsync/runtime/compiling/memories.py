@@ -523,6 +523,35 @@ def _standing(
     return SourceStanding.REVISED_AWAY
 
 
+def _insert_provenance(
+    connection: Connection,
+    tenant_id: str,
+    provenance: Sequence[tuple[uuid.UUID, str, uuid.UUID]],
+    episode_revisions: Mapping[uuid.UUID, int],
+    now: datetime,
+    *,
+    ignore: bool,
+) -> None:
+    """Insert ``(memory id, its subject, episode id)`` rows of provenance, each at the
+    revision of its episode being compiled (0 for an episode not among them)."""
+    tables.insert_json_rows(
+        connection,
+        _sources,
+        (
+            {
+                "tenant_id": tenant_id,
+                "memory_id": memory_id,
+                "episode_id": episode_id,
+                "subject_id": subject_id,
+                "episode_revision": episode_revisions.get(episode_id, 0),
+                "added_at": now,
+            }
+            for memory_id, subject_id, episode_id in provenance
+        ),
+        ignore=ignore,
+    )
+
+
 def apply_change_set(
     connection: Connection,
     tenant_id: str,
@@ -544,10 +573,13 @@ def apply_change_set(
     memories and their provenance: the provenance's foreign-key check then plans
     against the grown table, not against a plan cached while it was tiny.
 
-    Repeats: provenance and conflicts are inserted with "on conflict do nothing", and a
-    status change only applies to a memory still in its ``from_status``, so applying
-    the same change set twice leaves the store as applying it once (apart from the
-    version, which changes again: readers recompute, and find the same state).
+    Repeats: provenance added to existing memories and conflicts are inserted with "on
+    conflict do nothing", and a status change only applies to a memory still in its
+    ``from_status``, so applying a change set that creates no memory twice leaves the
+    store as applying it once (apart from the version, which changes again: readers
+    recompute, and find the same state). Conflicts: a memory to create, or its
+    provenance, that the store already holds fails on its unique key, and the caller's
+    transaction rolls back.
     """
     if not changes.is_empty:
         bump_memory_version(connection, tenant_id, subject_id, now)
@@ -587,12 +619,20 @@ def apply_change_set(
             # In this transaction: ANALYZE counts its own uncommitted rows as live, and
             # it invalidates the cached plans on the table before the inserts below.
             connection.exec_driver_sql(_ANALYZE_MEMORY_KEYS)
-    subject_of = {memory.id: memory.subject_id for memory in changes.memories_to_create}
-    provenance = [
-        (memory.id, memory.subject_id, episode_id)
-        for memory in changes.memories_to_create
-        for episode_id in memory.source_episode_ids
-    ]
+    # A new memory's provenance is as new as the memory: written as the memory is, a
+    # repeat failing on its key (on PostgreSQL by COPY, which skips nothing).
+    _insert_provenance(
+        connection,
+        tenant_id,
+        [
+            (memory.id, memory.subject_id, episode_id)
+            for memory in changes.memories_to_create
+            for episode_id in memory.source_episode_ids
+        ],
+        episode_revisions,
+        now,
+        ignore=False,
+    )
     if changes.provenance_to_add:
         connection.execute(
             _memories.update()
@@ -613,8 +653,8 @@ def apply_change_set(
                 for addition in changes.provenance_to_add
             ],
         )
-        subject_of.update(
-            (memory_id, subject_id)
+        subject_of = {
+            memory_id: subject_id
             for memory_id, subject_id in connection.execute(
                 sa.select(_memories.c.id, _memories.c.subject_id).where(
                     _memories.c.tenant_id == tenant_id,
@@ -625,27 +665,17 @@ def apply_change_set(
                     ),
                 )
             )
-        )
-        provenance.extend(
-            (addition.memory_id, subject_of[addition.memory_id], episode_id)
-            for addition in changes.provenance_to_add
-            for episode_id in addition.episode_ids
-        )
-    if provenance:
-        tables.insert_json_rows(
+        }
+        _insert_provenance(
             connection,
-            _sources,
+            tenant_id,
             [
-                {
-                    "tenant_id": tenant_id,
-                    "memory_id": memory_id,
-                    "episode_id": episode_id,
-                    "subject_id": subject_id,
-                    "episode_revision": episode_revisions.get(episode_id, 0),
-                    "added_at": now,
-                }
-                for memory_id, subject_id, episode_id in provenance
+                (addition.memory_id, subject_of[addition.memory_id], episode_id)
+                for addition in changes.provenance_to_add
+                for episode_id in addition.episode_ids
             ],
+            episode_revisions,
+            now,
             ignore=True,
         )
     asserted_again = [
