@@ -11,7 +11,6 @@ import enum
 import functools
 import hashlib
 import operator
-import re
 import unicodedata
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -148,7 +147,6 @@ def require_aware(moment: datetime, what: str) -> datetime:
     return moment
 
 
-_SPACES = re.compile(r"\s+")
 # Trailing punctuation never changes what a statement means ("Lisbon." == "Lisbon").
 _EDGE_PUNCTUATION = " \t\n.,;:!?\"'`()[]{}"
 
@@ -164,7 +162,8 @@ def fold(text: str) -> str:
 def normalise_text(text: str) -> str:
     """Fold ``text`` to the form used for identity: NFKC, casefolded, single spaces,
     no surrounding punctuation. ``"  Lisbon. "`` and ``"lisbon"`` normalise alike."""
-    return _SPACES.sub(" ", fold(text)).strip(_EDGE_PUNCTUATION)
+    # str.split() splits at exactly the characters a regular expression's \s matches.
+    return " ".join(fold(text).split()).strip(_EDGE_PUNCTUATION)
 
 
 def memory_key(

@@ -401,3 +401,44 @@ def test_a_caseless_pattern_keeps_capital_escapes_and_group_names() -> None:
     found = pattern.search("Lisbon - LISBON")
     assert found is not None
     assert _Caseless.groups(found, "Lisbon - LISBON") == {"Value": "Lisbon"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [*_RULE_WORDS, "and", "AND", "but", "So", "so", "\u017fo", '"quoted"', "'quoted'", ","]
+        )
+        | st.text(st.characters(max_codepoint=0x17F), max_size=6),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_clauses_are_cut_as_the_patterns_alone_cut_them(words: list[str]) -> None:
+    from memsync.compile.heuristic import (
+        _CLAUSE_SPLIT,
+        _HYPOTHETICAL,
+        _QUESTION_START,
+        _QUOTED,
+        _SENTENCE_END,
+        _TYPOGRAPHIC,
+        _clauses,
+    )
+
+    def reference(text: str) -> list[str]:
+        found = []
+        for sentence in _SENTENCE_END.split(text.translate(_TYPOGRAPHIC)):
+            stripped = sentence.strip()
+            if not stripped or stripped.endswith("?"):
+                continue
+            unquoted = _QUOTED.sub(" ", stripped)
+            if _HYPOTHETICAL.folding.search(unquoted):
+                continue
+            for clause in _CLAUSE_SPLIT.split(unquoted):
+                cleaned = " ".join(clause.split()).rstrip(".!")
+                if cleaned and not _QUESTION_START.folding.match(cleaned):
+                    found.append(cleaned)
+        return found
+
+    text = " ".join(words)
+    assert list(_clauses(text)) == reference(text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import unicodedata
 
 import pytest
@@ -70,3 +71,15 @@ def test_memory_key_of_a_lone_surrogate_is_refused_as_not_canonical() -> None:
 @given(texts | st.text(st.characters(max_codepoint=127)))
 def test_fold_is_nfkc_casefold(text: str) -> None:
     assert fold(text) == unicodedata.normalize("NFKC", text).casefold()
+
+
+# Every character str.isspace() knows, and neighbours that are not spaces.
+_SPACES = "".join(chr(code) for code in range(0x3100) if chr(code).isspace()) + "\u200b\ufeff"
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts | st.text(st.sampled_from(_SPACES + "ab.,'\" "), max_size=20))
+def test_normalise_text_collapses_what_a_regular_expression_calls_space(text: str) -> None:
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    expected = re.sub(r"\s+", " ", folded).strip(" \t\n.,;:!?\"'`()[]{}")
+    assert normalise_text(text) == expected
