@@ -209,3 +209,16 @@ def test_inserted_rows_are_stored_as_sqlalchemys_own_insert_stores_them(store: S
         stored[values.pop(tenant_at)].append(values)
     assert len(stored["t1"]) == 6
     assert stored["t1"] == stored["t2"]
+
+
+def test_every_column_of_the_store_has_a_type_for_copy() -> None:
+    from memsync.runtime.storage.schema import metadata
+
+    found = {
+        tables._copy_type(column.type)
+        for table in metadata.tables.values()
+        for column in table.columns
+    }
+    assert {"uuid", "jsonb", "timestamptz", "varchar", "text", "int4", "float8"} <= found
+    with pytest.raises(TypeError, match="no COPY type"):
+        tables._copy_type(sa.LargeBinary())
