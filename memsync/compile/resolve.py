@@ -45,6 +45,7 @@ from __future__ import annotations
 import bisect
 import enum
 import hashlib
+import operator
 import uuid
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -353,13 +354,17 @@ def _from_candidate(candidate: CandidateMemory, now: datetime) -> StoredMemory:
     )
 
 
+# An id's number orders ids as UUID's own comparison does, compared in C.
+_ID_NUMBER = operator.attrgetter("int")
+
+
 def _merge(memory: StoredMemory, candidate: CandidateMemory) -> StoredMemory:
     merged = list(memory.source_episode_ids)
     # A statement repeated by many episodes gains an id or two per merge: look each up
     # and insert it in place (log n comparisons) instead of hashing or re-sorting the
     # whole provenance, which made merges quadratic in a memory's evidence.
     for episode in candidate.source_episode_ids:
-        at = bisect.bisect_left(merged, episode)
+        at = bisect.bisect_left(merged, episode.int, key=_ID_NUMBER)
         if at == len(merged) or merged[at] != episode:
             merged.insert(at, episode)
     return evolve(
