@@ -66,10 +66,12 @@ a claim that flips often made the table grow with the square of it; the record k
 the counts, and ``memory_sources`` keeps every id of both memories."""
 
 
-def _recorded(episode_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
-    """The ids a record lists of one side (the JSON column's encoder writes each as its
-    text: orjson natively on PostgreSQL, the store's serialiser on SQLite)."""
-    return list(episode_ids[:RECORDED_EPISODES_PER_SIDE])
+def _recorded(episode_ids: Sequence[uuid.UUID], texts: dict[uuid.UUID, str]) -> list[str]:
+    """The ids a record lists of one side, as text (``texts`` remembers each id's)."""
+    return [
+        texts.get(episode_id) or texts.setdefault(episode_id, str(episode_id))
+        for episode_id in episode_ids[:RECORDED_EPISODES_PER_SIDE]
+    ]
 
 
 _memories = tables.memories
@@ -714,9 +716,11 @@ def apply_change_set(
                 for change in changes.status_changes
             ],
         )
-    # The records' rows are made as they are written, a statement's worth at a time: a
-    # compile of many thousand episodes can make as many records, and rendering them
-    # all at once costs memory for nothing.
+    # A claim that flips often lists the same episodes in record after record: each id
+    # is written out as text once per change set. The records' rows are made as they
+    # are written, a statement's worth at a time: a compile of many thousand episodes
+    # can make as many records, and rendering them all at once costs memory for nothing.
+    id_texts: dict[uuid.UUID, str] = {}
     tables.insert_json_rows(
         connection,
         _supersessions,
@@ -733,8 +737,8 @@ def apply_change_set(
                 "winner_memory_key": record.winner_memory_key,
                 "loser_memory_id": record.loser_memory_id,
                 "loser_memory_key": record.loser_memory_key,
-                "winner_episode_ids": _recorded(record.winner_episode_ids),
-                "loser_episode_ids": _recorded(record.loser_episode_ids),
+                "winner_episode_ids": _recorded(record.winner_episode_ids, id_texts),
+                "loser_episode_ids": _recorded(record.loser_episode_ids, id_texts),
                 "winner_episode_count": len(record.winner_episode_ids),
                 "loser_episode_count": len(record.loser_episode_ids),
                 "job_id": record.job_id,

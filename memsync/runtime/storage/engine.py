@@ -13,7 +13,6 @@ import json
 import select
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,21 +52,8 @@ def _json_serializer(value: Any) -> str:
     # standard library's C encoder. The canonical form (RFC 8785) matters only where a
     # hash is taken, and the content hash is computed before anything is stored.
     return json.dumps(
-        value,
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-        default=_id_text,
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
-
-
-def _id_text(value: Any) -> str:
-    # Ids in a JSON column (a supersession record's episodes) are written as their
-    # text, as orjson writes them on PostgreSQL; anything else is refused as before.
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def create_store_engine(url: str, *, echo: bool = False) -> Engine:
