@@ -867,7 +867,7 @@ def processing_order(candidate: CandidateMemory) -> tuple[object, ...]:
 
 def _sorted_ids(ids: tuple[uuid.UUID, ...]) -> tuple[uuid.UUID, ...]:
     # Most candidates come from one episode: nothing to sort.
-    return ids if len(ids) < 2 else tuple(sorted(ids))
+    return ids if len(ids) < 2 else tuple(sorted(ids, key=_ID_NUMBER))
 
 
 def _canonical(

@@ -534,7 +534,7 @@ def _insert_provenance(
 ) -> None:
     """Insert ``(memory id, its subject, episode id)`` rows of provenance, each at the
     revision of its episode being compiled (0 for an episode not among them)."""
-    tables.insert_json_rows(
+    tables.insert_rows(
         connection,
         _sources,
         (
@@ -584,7 +584,7 @@ def apply_change_set(
     if not changes.is_empty:
         bump_memory_version(connection, tenant_id, subject_id, now)
     if changes.memories_to_create:
-        tables.insert_json_rows(
+        tables.insert_rows(
             connection,
             _memories,
             [
@@ -721,7 +721,7 @@ def apply_change_set(
     # are written, a statement's worth at a time: a compile of many thousand episodes
     # can make as many records, and rendering them all at once costs memory for nothing.
     id_texts: dict[uuid.UUID, str] = {}
-    tables.insert_json_rows(
+    tables.insert_rows(
         connection,
         _supersessions,
         (

@@ -38,7 +38,7 @@ from memsync.runtime.storage.schema import (
 
 __all__ = [
     "IDS_PER_STATEMENT",
-    "JSON_ROWS_PER_STATEMENT",
+    "ROWS_PER_BATCH",
     "UNCOMPILED",
     "backfill_slices",
     "backfills",
@@ -47,8 +47,8 @@ __all__ = [
     "episodes",
     "ids_starting_with",
     "in_slices",
-    "insert_json_rows",
     "insert_or_ignore",
+    "insert_rows",
     "jobs",
     "llm_extractions",
     "memories",
@@ -130,17 +130,17 @@ def ids_starting_with(
     return list(connection.execute(query).scalars())
 
 
-JSON_ROWS_PER_STATEMENT = 500
-"""Rows per statement of :func:`insert_json_rows` on PostgreSQL."""
+ROWS_PER_BATCH = 500
+"""Rows :func:`insert_rows` takes from its input at a time: a statement's worth (a JSON
+document, an executemany), or a stretch of a ``COPY``."""
 
 
-def insert_json_rows(
+def insert_rows(
     connection: Connection, table: sa.Table, rows: Iterable[dict[str, Any]], *, ignore: bool
 ) -> None:
     """Insert ``rows`` (every column given, the same columns in each); with ``ignore``,
-    rows a unique index already holds are skipped. ``rows`` is consumed a statement's
-    worth at a time (:data:`JSON_ROWS_PER_STATEMENT`), so a generator is never rendered
-    whole.
+    rows a unique index already holds are skipped. ``rows`` is consumed a batch at a
+    time (:data:`ROWS_PER_BATCH`), so a generator is never rendered whole.
 
     On PostgreSQL, rows are streamed by ``COPY`` (:func:`_copy_rows`); rows that may
     be skipped, which ``COPY`` cannot do, travel a statement's worth at a time as one
@@ -152,7 +152,7 @@ def insert_json_rows(
     each batch is one executemany of rows already in the driver's terms
     (:func:`_driver_rows`).
     """
-    batches = _batches(rows, JSON_ROWS_PER_STATEMENT)
+    batches = _batches(rows, ROWS_PER_BATCH)
     first = next(batches, None)
     if first is None:
         return
@@ -160,10 +160,9 @@ def insert_json_rows(
         statement = insert_or_ignore(table, postgresql=False) if ignore else table.insert()
         names = list(first[0])
         compiled = statement.compile(dialect=connection.dialect, column_keys=names)
+        binders = _binders(connection, table, names)
         for batch in itertools.chain([first], batches):
-            connection.exec_driver_sql(
-                compiled.string, _driver_rows(connection, table, names, batch)
-            )
+            connection.exec_driver_sql(compiled.string, _driver_rows(binders, names, batch))
         return
     if not ignore:
         _copy_rows(connection, table, list(first[0]), itertools.chain([first], batches))
@@ -211,8 +210,7 @@ def _copy_rows(
             with cursor.copy(statement) as copy:
                 copy.set_types(types)
                 for batch in batches:
-                    values = [[row[name] for row in batch] for name in names]
-                    for row in zip(*values, strict=True):
+                    for row in zip(*_columns(batch, names), strict=True):
                         copy.write_row(row)
     except psycopg.Error as error:
         raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
@@ -235,9 +233,9 @@ _COPY_TYPES: tuple[tuple[type[sa.types.TypeEngine[Any]], str], ...] = (
 
 
 def _copy_type(column_type: sa.types.TypeEngine[Any]) -> str:
-    # The declared type (a decorator's underlying one): a variant for PostgreSQL is of
-    # the same kind (JSON as JSONB, a string with a collation).
-    implementation = getattr(column_type, "impl_instance", column_type)
+    # The declared type: a variant for PostgreSQL is of the same kind (JSON as JSONB, a
+    # string with a collation).
+    implementation = _declared(column_type)
     if isinstance(implementation, sa.DateTime) and not implementation.timezone:
         return "timestamp"
     for python_type, name in _COPY_TYPES:
@@ -246,25 +244,49 @@ def _copy_type(column_type: sa.types.TypeEngine[Any]) -> str:
     raise TypeError(f"no COPY type for a {column_type!r} column")
 
 
+def _declared(column_type: sa.types.TypeEngine[Any]) -> sa.types.TypeEngine[Any]:
+    """A column's declared type; for a decorator (UTCDateTime), the type it decorates."""
+    declared: sa.types.TypeEngine[Any] = getattr(column_type, "impl_instance", column_type)
+    return declared
+
+
+_Binder = tuple[Callable[[Any], Any] | None, bool]
+"""A column's bind processor in a dialect (None: the value as it is), and whether the
+column holds times (whose processing is worth remembering per value)."""
+
+
+def _binders(connection: Connection, table: sa.Table, names: Sequence[str]) -> list[_Binder]:
+    dialect = connection.dialect
+    return [
+        (
+            table.c[name].type.dialect_impl(dialect).bind_processor(dialect),
+            isinstance(_declared(table.c[name].type), sa.DateTime),
+        )
+        for name in names
+    ]
+
+
 def _driver_rows(
-    connection: Connection, table: sa.Table, names: Sequence[str], rows: list[dict[str, Any]]
+    binders: Sequence[_Binder], names: Sequence[str], rows: list[dict[str, Any]]
 ) -> list[tuple[Any, ...]]:
     """``rows`` as the driver takes them, in ``names`` order: each value through its
-    column type's own bind processing, as SQLAlchemy's executemany would put it, a
-    column at a time, without building its parameters again per row (which cost more
-    than SQLite's insert). A time repeated in a column (a compile's moment, one
-    episode's) is converted once."""
-    columns: list[list[Any]] = []
-    for name in names:
-        values = [row[name] for row in rows]
-        column_type = table.c[name].type
-        process = column_type.dialect_impl(connection.dialect).bind_processor(connection.dialect)
+    column type's own bind processing (``binders``, from :func:`_binders`), as
+    SQLAlchemy's executemany would put it, a column at a time, without building its
+    parameters again per row (which cost more than SQLite's insert). A time repeated
+    in a column of the batch (a compile's moment, one episode's) is converted once."""
+    columns = _columns(rows, names)
+    for position, (process, times) in enumerate(binders):
         if process is not None:
-            if isinstance(getattr(column_type, "impl_instance", column_type), sa.DateTime):
-                process = functools.lru_cache(maxsize=None)(process)
-            values = [None if value is None else process(value) for value in values]
-        columns.append(values)
+            convert = functools.lru_cache(maxsize=None)(process) if times else process
+            columns[position] = [
+                None if value is None else convert(value) for value in columns[position]
+            ]
     return list(zip(*columns, strict=True))
+
+
+def _columns(rows: list[dict[str, Any]], names: Sequence[str]) -> list[list[Any]]:
+    """The values of ``rows``, a list per column of ``names``."""
+    return [[row[name] for row in rows] for name in names]
 
 
 def _batches(rows: Iterable[_T], size: int) -> Iterator[list[_T]]:

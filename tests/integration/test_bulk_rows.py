@@ -1,4 +1,4 @@
-"""Bulk inserts of rows (``tables.insert_json_rows``) and pipelined statements, on both
+"""Bulk inserts of rows (``tables.insert_rows``) and pipelined statements, on both
 databases."""
 
 from __future__ import annotations
@@ -32,11 +32,9 @@ def stored_versions(store: Store) -> list[tuple[str, str]]:
 def test_rows_from_a_generator_are_inserted_a_statement_at_a_time_and_all_of_them(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tables, "JSON_ROWS_PER_STATEMENT", 2)
+    monkeypatch.setattr(tables, "ROWS_PER_BATCH", 2)
     with store.write() as connection:
-        tables.insert_json_rows(
-            connection, tables.memory_versions, version_rows(range(5)), ignore=False
-        )
+        tables.insert_rows(connection, tables.memory_versions, version_rows(range(5)), ignore=False)
 
     assert stored_versions(store) == sorted((f"s{n}", f"v{n}") for n in range(5))
 
@@ -45,12 +43,10 @@ def test_ignoring_skips_rows_a_unique_index_holds_and_an_empty_input_writes_noth
     store: Store,
 ) -> None:
     with store.write() as connection:
-        tables.insert_json_rows(
-            connection, tables.memory_versions, version_rows(range(2)), ignore=False
-        )
-        tables.insert_json_rows(connection, tables.memory_versions, [], ignore=False)
+        tables.insert_rows(connection, tables.memory_versions, version_rows(range(2)), ignore=False)
+        tables.insert_rows(connection, tables.memory_versions, [], ignore=False)
         again = ({**row, "version": "other"} for row in version_rows(range(3)))
-        tables.insert_json_rows(connection, tables.memory_versions, again, ignore=True)
+        tables.insert_rows(connection, tables.memory_versions, again, ignore=True)
 
     assert stored_versions(store) == [("s0", "v0"), ("s1", "v1"), ("s2", "other")]
 
@@ -58,13 +54,13 @@ def test_ignoring_skips_rows_a_unique_index_holds_and_an_empty_input_writes_noth
 def test_a_failing_batch_raises_the_databases_error_and_the_transaction_keeps_nothing(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tables, "JSON_ROWS_PER_STATEMENT", 2)
+    monkeypatch.setattr(tables, "ROWS_PER_BATCH", 2)
     # The third row repeats the first one's key: the second statement fails, after the
     # first was sent (on PostgreSQL, before its result was read).
     rows = [*version_rows(range(2)), *version_rows(range(1))]
 
     with pytest.raises(sa.exc.IntegrityError), store.write() as connection:
-        tables.insert_json_rows(connection, tables.memory_versions, rows, ignore=False)
+        tables.insert_rows(connection, tables.memory_versions, rows, ignore=False)
 
     assert stored_versions(store) == []
 
@@ -79,7 +75,7 @@ def test_provenance_naming_no_memory_is_refused(store: Store) -> None:
         "added_at": NOW,
     }
     with pytest.raises(sa.exc.IntegrityError), store.write() as connection:
-        tables.insert_json_rows(connection, tables.memory_sources, [orphan], ignore=True)
+        tables.insert_rows(connection, tables.memory_sources, [orphan], ignore=True)
 
 
 @pytest.mark.postgresql_only
@@ -151,7 +147,7 @@ def test_one_of_matches_exactly_the_ids_given(store: Store) -> None:
     ids = [uuid.uuid4() for _ in range(6)]
     rows = [memory_row(memory_id, f"m{n}") for n, memory_id in enumerate(ids)]
     with store.write() as connection:
-        tables.insert_json_rows(connection, tables.memories, rows, ignore=False)
+        tables.insert_rows(connection, tables.memories, rows, ignore=False)
     memories = tables.memories
     wanted = [ids[1], ids[3], ids[4], uuid.uuid4()]  # the last names nothing
     with store.read() as connection:
@@ -196,7 +192,7 @@ def test_inserted_rows_are_stored_as_sqlalchemys_own_insert_stores_them(store: S
     bulk = [wide_memory_row(n) for n in range(1, 7)]
     by_statement = [wide_memory_row(n, tenant_id="t2") for n in range(1, 7)]
     with store.write() as connection:
-        tables.insert_json_rows(connection, tables.memories, bulk, ignore=False)
+        tables.insert_rows(connection, tables.memories, bulk, ignore=False)
         connection.execute(tables.memories.insert(), by_statement)
 
     with store.read() as connection:
