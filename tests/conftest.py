@@ -1,11 +1,14 @@
 """Suite-wide fixtures: the database every storage test runs on.
 
-``pytest --db=sqlite`` (the default) or ``pytest --db=postgresql``. The PostgreSQL run
-creates a throwaway database for the session on the server named by
+``pytest --db=sqlite`` (the default), ``pytest --db=postgresql`` or ``pytest --db=citus``.
+The PostgreSQL run creates a throwaway database for the session on the server named by
 ``MEMSYNC_TEST_POSTGRES_ADMIN_URL`` (default: the local cluster) and drops it at the
-end, so nothing depends on state left by an earlier run. Each test gets an empty,
-migrated store: a copy of a migrated template file on SQLite, truncated tables on
-PostgreSQL.
+end, so nothing depends on state left by an earlier run. The Citus run uses the
+database ``scripts/citus start`` makes on a local coordinator and two workers
+(``MEMSYNC_TEST_CITUS_URL``, default: that script's URL): it drops memsync's tables
+there first, then migrates, which distributes them. Each test gets an empty, migrated
+store: a copy of a migrated template file on SQLite, truncated tables on PostgreSQL
+and Citus. A test marked ``postgresql_only`` runs on both of those.
 """
 
 from __future__ import annotations
@@ -23,19 +26,26 @@ import sqlalchemy as sa
 from memsync.runtime.storage import Store, metadata, upgrade
 
 DEFAULT_POSTGRES_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+DEFAULT_CITUS_URL = "postgresql+psycopg://postgres@127.0.0.1:9700/memsync"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--db",
-        choices=("sqlite", "postgresql"),
+        choices=("sqlite", "postgresql", "citus"),
         default="sqlite",
         help="database backend for storage, ingest and API tests",
     )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--db") == "postgresql":
+    backend = config.getoption("--db")
+    if backend != "citus":
+        skip = pytest.mark.skip(reason="runs with --db=citus (as CI does)")
+        for item in items:
+            if "citus_only" in item.keywords:
+                item.add_marker(skip)
+    if backend != "sqlite":
         return
     skip = pytest.mark.skip(reason="runs with --db=postgresql (as make test and CI do)")
     for item in items:
@@ -49,6 +59,11 @@ class Database:
 
     backend: str
     template: str
+
+    @property
+    def is_postgresql(self) -> bool:
+        """PostgreSQL itself, or Citus (which is PostgreSQL, distributed)."""
+        return self.backend in ("postgresql", "citus")
 
     def new_url(self, directory: Path) -> str:
         if self.backend == "sqlite":
@@ -74,6 +89,9 @@ def database(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Database]:
     backend = str(request.config.getoption("--db"))
+    if backend == "citus":
+        yield _citus_database()
+        return
     if backend == "sqlite":
         template = tmp_path_factory.mktemp("template") / "template.db"
         store = Store.from_url(f"sqlite:///{template}")
@@ -97,6 +115,22 @@ def database(
         with admin.connect() as connection:
             connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+def _citus_database() -> Database:
+    url = os.environ.get("MEMSYNC_TEST_CITUS_URL", DEFAULT_CITUS_URL)
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as connection:
+            names = sa.inspect(connection).get_table_names()
+            if names:
+                connection.exec_driver_sql(f"DROP TABLE {', '.join(names)} CASCADE")
+    finally:
+        engine.dispose()
+    store = Store.from_url(url)
+    upgrade(store)
+    store.dispose()
+    return Database("citus", url)
 
 
 @pytest.fixture

@@ -463,7 +463,7 @@ def switchable_store(
 ) -> Iterator[tuple[Store, Callable[[bool], None]]]:
     """A store the test can take away and give back: behind a TCP proxy on PostgreSQL,
     a file whose directory appears only when switched on for SQLite."""
-    if database.backend == "postgresql":
+    if database.is_postgresql:
         url = sa.make_url(database.new_url(tmp_path))
         proxy = SwitchableProxy((url.host or "127.0.0.1", url.port or 5432))
         store = Store.from_url(url.set(host="127.0.0.1", port=proxy.port).render_as_string(False))

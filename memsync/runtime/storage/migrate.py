@@ -17,14 +17,21 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
+from memsync.runtime.storage.citus import (
+    DISTRIBUTION_COLUMN,
+    distribute_tables,
+    distributing_new_tables,
+)
 from memsync.runtime.storage.engine import Store
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy.engine import Connection
 
 __all__ = [
     "SchemaState",
     "current_revision",
+    "distribute",
     "downgrade",
     "head_revision",
     "note",
@@ -59,11 +66,30 @@ def upgrade(store: Store, target: str = "head") -> list[str]:
 
     config = _alembic_config()
     notes: list[str] = []
-    with store.write() as connection:
+    with store.write() as connection, distributing_new_tables(connection):
         config.attributes["connection"] = connection
         config.attributes[_NOTES] = notes
         command.upgrade(config, target)
+        notes.extend(_distributed(connection))
     return notes
+
+
+def distribute(store: Store) -> list[str]:
+    """On a Citus coordinator, distribute every tenant table that is not yet (a schema
+    made before Citus was installed, or distributed by hand only in part); what
+    ``memsync db upgrade`` runs after the migrations. Repeats change nothing; off Citus
+    it does nothing. Returns what it did, as :func:`upgrade` does."""
+    with store.write() as connection:
+        return _distributed(connection)
+
+
+def _distributed(connection: Connection) -> list[str]:
+    done = distribute_tables(connection)
+    if not done:
+        return []
+    message = f"distributed by {DISTRIBUTION_COLUMN} on Citus: {', '.join(done)}"
+    log.info(message)
+    return [message]
 
 
 def note(message: str) -> None:
@@ -83,7 +109,7 @@ def downgrade(store: Store, target: str) -> None:
     from alembic import command
 
     config = _alembic_config()
-    with store.write() as connection:
+    with store.write() as connection, distributing_new_tables(connection):
         config.attributes["connection"] = connection
         command.downgrade(config, target)
 

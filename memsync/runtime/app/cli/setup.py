@@ -31,10 +31,14 @@ app.add_typer(config_app, name="config")
 
 @db_app.command("upgrade")
 def db_upgrade() -> None:
-    """Create or migrate the schema to the newest version. Safe to repeat."""
+    """Create or migrate the schema to the newest version; on a Citus coordinator,
+    distribute every tenant table by tenant. Safe to repeat."""
     from memsync.runtime.storage import current_revision, head_revision
+    from memsync.runtime.storage.migrate import distribute
 
     with open_services() as services:
+        for message in distribute(services.store):
+            console.print(message)
         revision = current_revision(services.store)
     console.print(f"schema at revision {revision} (head {head_revision()})")
 
