@@ -1,14 +1,16 @@
 # Two entry points, both self-installing on a fresh machine:
 #   make demo   the main job on the embedded default (SQLite file, offline, no tokens)
-#   make test   lint, types, then the whole suite on SQLite and on PostgreSQL
+#   make test   lint, types, then the whole suite on SQLite and on PostgreSQL (and on
+#               Citus too when a local cluster answers: scripts/citus start)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Which databases the suite runs on; CI runs both.
-TEST_DATABASES ?= sqlite postgresql
+CITUS_PORT ?= $(or $(MEMSYNC_CITUS_PORT),9700)
+# Which databases the suite runs on; CI runs all three (.ci/run starts the Citus cluster).
+TEST_DATABASES ?= sqlite postgresql $(shell pg_isready -q -h 127.0.0.1 -p $(CITUS_PORT) 2>/dev/null && echo citus)
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test lint bench install clean citus
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +33,11 @@ test: lint
 	  echo "== test suite on $$db"; \
 	  $(BIN)/pytest --db=$$db $(PYTEST_ARGS) || exit $$?; \
 	done
+
+# A local Citus cluster (a coordinator and two workers), built from the vendored source
+# the first time; `make test` then runs the suite on it too.
+citus:
+	scripts/citus start
 
 # Benchmarks print Markdown tables; results and method live in docs/benchmarks.md.
 bench: $(BIN)/.installed

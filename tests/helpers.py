@@ -104,17 +104,24 @@ def live_server(app: FastAPI) -> Iterator[str]:
         sock.close()
 
 
+OTHER_SESSIONS = (
+    "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+    "AND backend_type = 'client backend' AND left(application_name, 5) <> 'citus'"
+)
+"""The clients' sessions on the test's PostgreSQL database but this one: not Citus' own
+(its maintenance daemon, and the sessions its nodes open to one another)."""
+
+
 def terminate_other_backends(store_url: str) -> None:
     """End every other session on the PostgreSQL database of ``store_url``, as a restart
     of the server does (each backend says goodbye and closes its socket), and return once
     they are gone."""
     admin = Store.from_url(store_url)
-    others = "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
     try:
         with admin.read() as connection:
-            connection.exec_driver_sql(f"SELECT pg_terminate_backend(pid) {others}")
+            connection.exec_driver_sql(f"SELECT pg_terminate_backend(pid) {OTHER_SESSIONS}")
         wait_until(
-            lambda: scalar(admin, f"SELECT count(*) {others}") == 0,
+            lambda: scalar(admin, f"SELECT count(*) {OTHER_SESSIONS}") == 0,
             timeout=30,
             what="the other sessions to end",
         )

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memsync.runtime.storage import Store
-from tests.helpers import LOOPBACK, build_app, episode, live_server
+from tests.helpers import LOOPBACK, OTHER_SESSIONS, build_app, episode, live_server
 from tests.jobs_support import scalar, wait_until
 
 ANSWER_DEADLINE_SECONDS = 30
@@ -94,10 +94,7 @@ def test_concurrent_creates_of_one_key_store_it_once(store: Store) -> None:
 @pytest.mark.postgresql_only
 def test_a_stopping_server_closes_its_asyncio_pool(store: Store, store_url: str) -> None:
     watcher = Store.from_url(store_url)
-    others = (
-        "SELECT count(*) FROM pg_stat_activity "
-        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-    )
+    others = f"SELECT count(*) {OTHER_SESSIONS}"
     try:
         with TestClient(build_app(store), base_url=LOOPBACK) as client:
             assert client.post("/v1/episodes", json=episode()).status_code == 201

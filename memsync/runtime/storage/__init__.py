@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from memsync.runtime.storage.engine import Store, create_store_engine, normalise_store_url
+from memsync.runtime.storage.engine import (
+    Store,
+    create_store_engine,
+    is_store_unavailable,
+    lost_a_node,
+    normalise_store_url,
+)
 from memsync.runtime.storage.migrate import (
     SchemaState,
     current_revision,
@@ -18,6 +24,8 @@ __all__ = [
     "create_store_engine",
     "current_revision",
     "head_revision",
+    "is_store_unavailable",
+    "lost_a_node",
     "metadata",
     "normalise_store_url",
     "schema_state",

@@ -23,7 +23,14 @@ from sqlalchemy.engine import Connection, Engine
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["Store", "create_async_store_engine", "create_store_engine", "normalise_store_url"]
+__all__ = [
+    "Store",
+    "create_async_store_engine",
+    "create_store_engine",
+    "is_store_unavailable",
+    "lost_a_node",
+    "normalise_store_url",
+]
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 _WRITE_OPTION = "memsync_write"
@@ -45,6 +52,32 @@ def normalise_store_url(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix) :]
     return url
+
+
+def is_store_unavailable(error: BaseException) -> bool:
+    """Whether ``error`` says the store could not be used just now, rather than that
+    the statement was wrong: the database is down or unreachable, SQLite stayed locked
+    past the busy timeout, the pool had no connection to give, or a Citus worker that
+    holds the data did not answer the coordinator (:func:`lost_a_node`). Nothing was
+    written, so the same request may simply be tried again."""
+    if isinstance(error, sa.exc.OperationalError | sa.exc.InterfaceError | sa.exc.TimeoutError):
+        return True
+    return lost_a_node(error)
+
+
+_LOST_NODE_MESSAGES = ("failure on connection marked as essential", "connection to the remote node")
+
+
+def lost_a_node(error: BaseException) -> bool:
+    """Whether ``error`` is a Citus coordinator's report that a worker it needed did not
+    answer. Citus reports a connection lost inside a transaction as an internal error
+    (SQLSTATE XX000, "failure on connection marked as essential"), a connection it could
+    not open as a connection failure (08006); both name the node."""
+    if not isinstance(error, sa.exc.DBAPIError) or error.orig is None:
+        return False
+    diagnostic = getattr(error.orig, "diag", None)
+    message = str(getattr(diagnostic, "message_primary", "") or "")
+    return message.startswith(_LOST_NODE_MESSAGES)
 
 
 def _json_serializer(value: Any) -> str:

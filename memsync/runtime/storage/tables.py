@@ -213,7 +213,23 @@ def _copy_rows(
                     for row in zip(*_columns(batch, names), strict=True):
                         copy.write_row(row)
     except psycopg.Error as error:
+        if _relayed_constraint_violation(error):
+            raise sa.exc.IntegrityError(statement, None, error) from error
         raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
+
+
+def _relayed_constraint_violation(error: Exception) -> bool:
+    """Whether ``error`` is a constraint violation that Citus relayed from a worker.
+
+    Citus' COPY into a distributed table reports a shard's unique, foreign-key, check
+    or not-null violation as an internal error (SQLSTATE XX000) carrying PostgreSQL's
+    own message, where an INSERT keeps the class-23 state. Callers catch an integrity
+    error the same way on every PostgreSQL, so it is raised as one."""
+    if getattr(error, "sqlstate", None) != "XX000":
+        return False
+    diagnostic = getattr(error, "diag", None)
+    message = str(getattr(diagnostic, "message_primary", "") or "")
+    return " violates " in message and "constraint" in message
 
 
 # PostgreSQL's names of the built-in types the store's columns are, by SQLAlchemy type

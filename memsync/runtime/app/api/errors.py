@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memsync.runtime.app.api.request_ids import REQUEST_ID_HEADER, current_request_id
+from memsync.runtime.storage.engine import is_store_unavailable, lost_a_node
 
 __all__ = [
     "VALIDATION_FAILED",
@@ -120,13 +121,21 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(sa_exc.OperationalError)
     @app.exception_handler(sa_exc.InterfaceError)
     @app.exception_handler(sa_exc.TimeoutError)
-    async def _store_unavailable(_request: Request, error: Exception) -> JSONResponse:
-        # The store is down, unreachable or (SQLite) locked for longer than the busy
-        # timeout: nothing was written, so the client may simply try again.
-        logger.warning("store unavailable", extra={"error": type(error).__name__})
-        response = error_response(
-            503, "store_unavailable", "the store is unavailable; retry in a few seconds"
-        )
+    @app.exception_handler(sa_exc.InternalError)
+    async def _store_unavailable(request: Request, error: Exception) -> JSONResponse:
+        # The store is down, unreachable, (SQLite) locked for longer than the busy
+        # timeout, or (Citus) a worker holding the tenant's shards does not answer:
+        # nothing was written, so the client may simply try again.
+        if not is_store_unavailable(error):
+            return await _unexpected(request, error)
+        if lost_a_node(error):
+            # The node's address stays in the log: it is the operator's to know.
+            logger.warning("store node unavailable", extra={"error": _first_line(error)})
+            message = "a node of the distributed store is unavailable; retry in a few seconds"
+        else:
+            logger.warning("store unavailable", extra={"error": type(error).__name__})
+            message = "the store is unavailable; retry in a few seconds"
+        response = error_response(503, "store_unavailable", message)
         response.headers["Retry-After"] = str(STORE_RETRY_AFTER_SECONDS)
         return response
 
@@ -146,6 +155,11 @@ def install_error_handlers(app: FastAPI) -> None:
             },
         )
         return error_response(500, "internal_error", "internal error; see the server log")
+
+
+def _first_line(error: Exception) -> str:
+    orig = getattr(error, "orig", None)
+    return (str(orig) if orig is not None else str(error)).strip().split("\n", 1)[0]
 
 
 class BodySizeLimit:

@@ -282,8 +282,9 @@ def actionable(error: BaseException) -> tuple[str, int] | None:
 
     from memsync.compile.llm import LLMExtractionError
     from memsync.runtime.app.config import redacted_store_url
+    from memsync.runtime.storage.engine import is_store_unavailable
 
-    if isinstance(error, (sa_exc.OperationalError, sa_exc.InterfaceError)):
+    if isinstance(error, sa_exc.DBAPIError) and is_store_unavailable(error):
         store = redacted_store_url(loaded_store_url())
         reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
         return (
