@@ -114,9 +114,24 @@ def throwaway_citus_store() -> Iterator[str]:
     finally:
         # The coordinator first: it holds connections to the workers' databases.
         for admin in admins:
+            _drop_database(admin, name)
+
+
+def _drop_database(admin: sa.Engine, name: str, attempts: int = 10) -> None:
+    """Drop ``name`` through ``admin``, retrying a while: on a shared cluster the test
+    suite stops and starts workers (scripts/citus stop-node), and a drop must outlast
+    a restart rather than leave the database behind."""
+    for attempt in range(attempts):
+        try:
             with admin.connect() as connection:
                 connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            admin.dispose()
+            break
+        except sa.exc.OperationalError:
+            if attempt == attempts - 1:
+                raise
+            admin.dispose()  # the pool's connections died with the node
+            time.sleep(2)
+    admin.dispose()
 
 
 def wait_until_serving(client: httpx.Client, timeout: float = 60.0) -> None:
