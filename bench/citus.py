@@ -68,7 +68,7 @@ from bench.common import (
     throwaway_store,
 )
 from bench.compile import episodes
-from bench.read_path import SERVER_CONFIG, TASKS, ingest_batches, percentiles
+from bench.read_path import SERVER_CONFIG, TASKS, chat_body, ingest_batches, percentiles
 from memsync.clock import FakeClock
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import JobsSettings, Settings
@@ -171,14 +171,16 @@ class Captured:
 class Recorder:
     """Captures the statements memsync sends and EXPLAINs each distinct text once.
 
-    Through SQLAlchemy: a ``before_cursor_execute`` listener on the store's engine,
-    which EXPLAINs on the same connection, in a savepoint, so the statement's temporary
-    tables exist and the workload does not notice. Past SQLAlchemy: memsync pipelines
-    some writes straight through psycopg (``storage.tables.pipelined``: marking
-    episodes compiled, inserts that skip duplicates), and no cursor event sees them;
-    psycopg's ``Connection.execute`` is wrapped while the recorder is open, and those
-    statements (self-contained: their rows travel as one JSON parameter) are
-    EXPLAINed after the workload (:meth:`explain_deferred`)."""
+    Through SQLAlchemy: a ``before_cursor_execute`` listener on every engine (the
+    store's, and the asyncio engine's that single ingests use), which EXPLAINs on the
+    same connection, in a savepoint, so the statement's temporary tables exist and the
+    workload does not notice. Past SQLAlchemy: memsync pipelines some writes straight
+    through psycopg (``storage.tables.pipelined``: marking episodes compiled, inserts
+    that skip duplicates), and no cursor event sees them; psycopg's
+    ``Connection.execute`` is wrapped while the recorder is open. Those, and the
+    asyncio engine's (whose connection cannot be used from the listener), are
+    self-contained statements (rows travel as parameters) and are EXPLAINed after the
+    workload on a connection of ``engine`` (:meth:`explain_deferred`)."""
 
     def __init__(self, engine: sa.Engine) -> None:
         import psycopg
@@ -189,7 +191,7 @@ class Recorder:
         self._explained: set[tuple[str, str]] = set()
         self._deferred: list[tuple[Captured, str, Any]] = []
         self._engine = engine
-        sa.event.listen(engine, "before_cursor_execute", self._before)
+        sa.event.listen(sa.Engine, "before_cursor_execute", self._before)
         self._execute = psycopg.Connection.execute
         recorder, execute = self, self._execute
 
@@ -206,7 +208,7 @@ class Recorder:
         import psycopg
 
         psycopg.Connection.execute = self._execute  # type: ignore[method-assign]
-        sa.event.remove(self._engine, "before_cursor_execute", self._before)
+        sa.event.remove(sa.Engine, "before_cursor_execute", self._before)
 
     @contextmanager
     def operation(self, stage: str, *, scoped: bool) -> Iterator[None]:
@@ -254,7 +256,12 @@ class Recorder:
         if executemany and isinstance(parameters, list | tuple):
             # A true executemany: its first row (insertmanyvalues hands one dict).
             parameters = parameters[0] if parameters else None
-        explain(captured, cursor.connection, statement, parameters)
+        import psycopg
+
+        if isinstance(getattr(cursor, "connection", None), psycopg.Connection):
+            explain(captured, cursor.connection, statement, parameters)
+        else:  # the asyncio engine's: its connection is the event loop's to use
+            self._deferred.append((captured, statement, parameters))
 
     def explain_deferred(self) -> None:
         connection = self._engine.raw_connection()
@@ -343,6 +350,11 @@ def workload(store: Store, sizes: Sizes, recorder: Recorder | _NoRecorder) -> di
         services.compile_service.compile(DEFAULT, SUBJECT)
     result["compile"] = sizes.episodes / took
 
+    with recorder.operation("ingest", scoped=True):
+        # Untimed: single ingests (the lean route, on the asyncio engine).
+        for i in range(3):
+            ok(client.post("/v1/episodes", json=chat_body("single", i)))
+
     with recorder.operation("context", scoped=True):
         samples = []
         for r in range(5 + sizes.requests):  # five to warm the route and the index
@@ -351,6 +363,9 @@ def workload(store: Store, sizes: Sizes, recorder: Recorder | _NoRecorder) -> di
             ok(client.post("/v1/context", json=body))
             samples.append((time.perf_counter() - started) * 1000)
         figures = percentiles(samples[5:])
+        # Untimed: the other reads of a subject, so their statements are seen too.
+        ok(client.get("/v1/memories/search", params={"subject_id": SUBJECT, "q": "Postgres"}))
+        ok(client.get("/v1/timeline", params={"subject_id": SUBJECT, "limit": 50}))
     result["context_p50"], result["context_p99"] = figures["p50"], figures["p99"]
 
     with recorder.operation("jobs", scoped=False):  # enqueued across tenants at once
@@ -398,6 +413,9 @@ def workload(store: Store, sizes: Sizes, recorder: Recorder | _NoRecorder) -> di
     for name, (stage, scoped, call) in globals_.items():
         with recorder.operation(stage, scoped=scoped):
             result[name] = median_ms(call, sizes.repeats)
+    with recorder.operation("admin", scoped=True):
+        # Untimed: a subject deleted (the single ingests' own).
+        ok(client.delete("/v1/subjects/single"))
     return result
 
 
