@@ -8,6 +8,9 @@ default 9700, workers on the next two ports) and PostgreSQL on 127.0.0.1:5432; w
 the cluster does not answer it prints one line and exits 0. Each database is a
 throwaway one (bench/common.py): the cluster's own ``memsync`` database is never used.
 
+Plain PostgreSQL's sessions run with ``synchronous_commit`` off: the Citus nodes run
+with ``fsync`` off, so neither waits for a WAL flush at commit.
+
 Per database, in a fresh interpreter, the same workload through memsync's own services
 (as the API, the worker and the scheduler call them); ``--rounds`` times each, the two
 databases in turn, and the table shows each figure's median:
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -68,7 +72,14 @@ from bench.common import (
     throwaway_store,
 )
 from bench.compile import episodes
-from bench.read_path import SERVER_CONFIG, TASKS, chat_body, ingest_batches, percentiles
+from bench.read_path import (
+    ASYNC_COMMIT_OPTIONS,
+    SERVER_CONFIG,
+    TASKS,
+    chat_body,
+    ingest_batches,
+    percentiles,
+)
 from memsync.clock import FakeClock
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import JobsSettings, Settings
@@ -430,6 +441,11 @@ def http_ingest(url: str, directory: str, count: int) -> float:
 
 def child(backend: str, mode: str, sizes: Sizes) -> None:
     with tempfile.TemporaryDirectory() as directory, throwaway_store(backend, directory) as url:
+        if backend == "postgresql":
+            # The Citus nodes run with fsync off (scripts/citus: a throwaway cluster),
+            # so their commits never wait for a WAL flush; nor do plain PostgreSQL's
+            # here, or every commit would compare a disk flush with none.
+            url = f"{url}?{ASYNC_COMMIT_OPTIONS}"
         store = Store.from_url(url)
         result: dict[str, Any]
         if mode == "time":
@@ -572,6 +588,8 @@ def main() -> None:
     # Small sizes for the plans: which shards a statement reaches does not grow with them.
     small = Sizes(3, 300, 0, 10, 20, 2)
     print(f"citus benchmark: {json.dumps(asdict(sizes))}, {arguments.rounds} rounds; {machine()}")
+    # The machine is shared (a test suite may run on the same cluster): say how busy.
+    print(f"load average at start: {os.getloadavg()[0]:.1f}")
     # Rounds alternate the two, so a slow spell of the shared machine weighs on both;
     # the table shows each figure's median over the rounds.
     runs: dict[str, list[dict[str, float]]] = {"postgresql": [], "citus": []}
@@ -584,7 +602,7 @@ def main() -> None:
         for results in runs.values()
     )
     captured = child_retried(["citus", "plans", json.dumps(asdict(small))])["captured"]
-    print()
+    print(f"load average at end: {os.getloadavg()[0]:.1f}\n")
     timed_table(postgres, citus)
     print()
     statements_table(captured, arguments.width)
