@@ -40,6 +40,7 @@ citus:
 	scripts/citus start
 
 # Benchmarks print Markdown tables; results and method live in docs/benchmarks.md.
+# bench.citus prints one line and goes on when no Citus cluster answers (scripts/citus).
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench.ingest
 	$(BIN)/python -m bench.compile
@@ -49,6 +50,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python -m bench.read_path
 	$(BIN)/python -m bench.http_stack
 	$(BIN)/python -m bench.cli
+	$(BIN)/python -m bench.citus
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -23,11 +23,19 @@ from memsync.runtime.storage import Store, upgrade
 POSTGRES_ADMIN_URL = os.environ.get(
     "MEMSYNC_BENCH_POSTGRES_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
+CITUS_PORT = int(os.environ.get("MEMSYNC_CITUS_PORT", "9700"))
+"""The local Citus cluster's coordinator (scripts/citus); its workers take the next two."""
+CITUS_NODES = (CITUS_PORT, CITUS_PORT + 1, CITUS_PORT + 2)
 
 
 @contextmanager
 def throwaway_store(backend: str, directory: str) -> Iterator[str]:
-    """Yield the URL of a new, migrated store; drop it afterwards."""
+    """Yield the URL of a new, migrated store; drop it afterwards. ``backend`` is
+    sqlite, postgresql, or citus (a database of its own on the local Citus cluster)."""
+    if backend == "citus":
+        with throwaway_citus_store() as url:
+            yield url
+        return
     if backend == "sqlite":
         url = f"sqlite:///{directory}/bench-{uuid.uuid4().hex[:8]}.db"
         store = Store.from_url(url)
@@ -49,6 +57,81 @@ def throwaway_store(backend: str, directory: str) -> Iterator[str]:
         with admin.connect() as connection:
             connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+def _citus_node_url(port: int, database: str = "postgres") -> str:
+    return f"postgresql+psycopg://postgres@127.0.0.1:{port}/{database}"
+
+
+def citus_reachable(timeout: int = 3) -> bool:
+    """Whether the local Citus cluster's three nodes answer (benchmarks skip it if not)."""
+    for port in CITUS_NODES:
+        engine = sa.create_engine(_citus_node_url(port), connect_args={"connect_timeout": timeout})
+        try:
+            with engine.connect() as connection:
+                connection.exec_driver_sql("SELECT 1")
+        except sa.exc.OperationalError:
+            return False
+        finally:
+            engine.dispose()
+    return True
+
+
+@contextmanager
+def throwaway_citus_store() -> Iterator[str]:
+    """Yield the URL of a new database on the local Citus cluster, migrated (every
+    tenant table distributed, as ``memsync db upgrade`` does); drop it afterwards.
+
+    The cluster's own database (``memsync``, the test suite's) is never touched: this
+    one is made on each node, with the extension on each, and the coordinator told
+    where it and its workers are, as scripts/citus does for its database."""
+    name = f"memsync_bench_{uuid.uuid4().hex[:8]}"
+    admins = [
+        sa.create_engine(_citus_node_url(port), isolation_level="AUTOCOMMIT")
+        for port in CITUS_NODES
+    ]
+    try:
+        for admin in admins:
+            with admin.connect() as connection:
+                connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        # Workers last: adding a node needs the extension there already.
+        for port in reversed(CITUS_NODES):
+            node = sa.create_engine(_citus_node_url(port, name), isolation_level="AUTOCOMMIT")
+            with node.connect() as connection:
+                connection.exec_driver_sql("CREATE EXTENSION citus")
+                if port == CITUS_PORT:
+                    connection.exec_driver_sql(
+                        f"SELECT citus_set_coordinator_host('127.0.0.1', {CITUS_PORT})"
+                    )
+                    for worker in CITUS_NODES[1:]:
+                        connection.exec_driver_sql(f"SELECT citus_add_node('127.0.0.1', {worker})")
+            node.dispose()
+        url = _citus_node_url(CITUS_PORT, name)
+        store = Store.from_url(url)
+        upgrade(store)
+        store.dispose()
+        yield url
+    finally:
+        # The coordinator first: it holds connections to the workers' databases.
+        for admin in admins:
+            _drop_database(admin, name)
+
+
+def _drop_database(admin: sa.Engine, name: str, attempts: int = 10) -> None:
+    """Drop ``name`` through ``admin``, retrying a while: on a shared cluster the test
+    suite stops and starts workers (scripts/citus stop-node), and a drop must outlast
+    a restart rather than leave the database behind."""
+    for attempt in range(attempts):
+        try:
+            with admin.connect() as connection:
+                connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            break
+        except sa.exc.OperationalError:
+            if attempt == attempts - 1:
+                raise
+            admin.dispose()  # the pool's connections died with the node
+            time.sleep(2)
+    admin.dispose()
 
 
 def wait_until_serving(client: httpx.Client, timeout: float = 60.0) -> None:
