@@ -221,3 +221,43 @@ def test_an_upgrade_across_migrations_keeps_every_table_distributed(store: Store
     upgrade(store)
 
     test_every_tenant_table_is_distributed_by_tenant_and_colocated(store)
+
+
+def test_every_statement_of_one_tenants_work_is_sent_to_one_shard(
+    store: Store, client: TestClient
+) -> None:
+    from bench.citus import Recorder
+
+    tenant = "tenant-0"
+    recorder = Recorder(store.engine)
+    try:
+        with recorder.operation("tenant", scoped=True):
+            batch = [episode("ana", f"b{number}", f"I use tool{number}") for number in range(5)]
+            answer = client.post(
+                "/v1/episodes/batch", json={"episodes": batch}, headers=as_tenant(tenant)
+            )
+            assert answer.status_code in (200, 201), answer.text
+            single = episode("ana", "single", "I live in Lisbon")
+            for _ in range(2):  # created, then a duplicate
+                client.post("/v1/episodes", json=single, headers=as_tenant(tenant))
+            for path, body in (
+                ("/v1/memories/compile", {"subject_id": "ana"}),
+                ("/v1/context", {"subject_id": "ana", "task": "where does ana live"}),
+            ):
+                answer = client.post(path, json=body, headers=as_tenant(tenant))
+                assert answer.status_code == 200, (path, answer.text)
+            for path, query in (
+                ("/v1/memories/search", {"subject_id": "ana", "q": "Lisbon"}),
+                ("/v1/timeline", {"subject_id": "ana"}),
+            ):
+                answer = client.get(path, params=query, headers=as_tenant(tenant))
+                assert answer.status_code == 200, (path, answer.text)
+    finally:
+        recorder.close()
+    recorder.explain_deferred()
+
+    captured = list(recorder.captured.values())
+    assert len(captured) >= 15, [statement.text for statement in captured]
+    assert [statement for statement in captured if statement.error] == []
+    spread = [statement for statement in captured if any(n > 1 for n in statement.shards)]
+    assert spread == [], [(statement.source, statement.text) for statement in spread]
