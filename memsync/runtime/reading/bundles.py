@@ -77,6 +77,11 @@ class ContextReader:
         self._counter = counter
         self._remembering: RememberingCounter | None = None
 
+    @property
+    def layout(self) -> BundleLayout:
+        """The layout of a request that names none."""
+        return self._layout
+
     def bundle(
         self,
         tenant_id: str,

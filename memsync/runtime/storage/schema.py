@@ -29,6 +29,7 @@ __all__ = [
     "memory_sources",
     "memory_versions",
     "metadata",
+    "receipts",
     "supersessions",
     "sync_runs",
     "sync_streams",
@@ -290,6 +291,38 @@ conflicts = sa.Table(
 
 The id is derived from the two memory keys, so detecting the same conflict again
 hits the primary key instead of opening a second record.
+"""
+
+
+receipts = sa.Table(
+    "receipts",
+    metadata,
+    sa.Column("tenant_id", identifier(TENANT_ID_LENGTH), primary_key=True),
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("subject_id", identifier(SUBJECT_ID_LENGTH), nullable=False),
+    sa.Column("mode", identifier(16), nullable=False),
+    sa.Column("parent_receipt_id", sa.String(LABEL_LENGTH)),
+    sa.Column("query_id", sa.String(LABEL_LENGTH)),
+    sa.Column("task_id", sa.String(LABEL_LENGTH)),
+    sa.Column("task", sa.Text, nullable=False),
+    sa.Column("max_tokens", sa.Integer, nullable=False),
+    sa.Column("layout", identifier(16), nullable=False),
+    sa.Column("requested_as_of", UTCDateTime),
+    sa.Column("as_of", UTCDateTime, nullable=False),
+    sa.Column("context_hash", sa.String(64), nullable=False),
+    sa.Column("token_estimate", sa.Integer, nullable=False),
+    sa.Column("selected_entries", JSONDocument, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    # Listing reads one subject's receipts newest first, a page at a time.
+    sa.Index("ix_receipts_subject_created", "tenant_id", "subject_id", "created_at", "id"),
+    sa.CheckConstraint("mode IN ('retrieval', 'as_of_replay')", name="mode_known"),
+)
+"""One context bundle served with ``emit_receipt``: the request (task, budget, layout,
+the ``as_of`` asked for), the bundle's own ``as_of`` (the transaction time it shows),
+what went in (memory and episode ids, with scores) and ``context_hash``, the SHA-256 of
+the exact bytes served. Written once, never updated: a replay writes a receipt of its
+own (``as_of_replay``, ``parent_receipt_id`` the original). The bytes themselves are
+not kept: an exact replay builds the bundle again and compares hashes.
 """
 
 
