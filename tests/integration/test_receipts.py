@@ -181,11 +181,6 @@ def test_an_exact_replay_says_so_when_the_store_no_longer_holds_what_it_showed(
     assert answer["diff"]["selected_entries"]["removed"]  # what went missing is named
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #28 part 2: as_of reads today's memory rows, so provenance and validity "
-    "that a later backfill adds to a memory change the bundle served before it",
-)
 def test_an_exact_replay_survives_a_later_backfill_of_older_records(
     client: TestClient, clock: FakeClock
 ) -> None:
@@ -334,3 +329,32 @@ def test_deleting_a_subject_deletes_its_receipts(client: TestClient, clock: Fake
 
     assert client.get(f"/v1/receipts/{receipt_id}").status_code == 404
     assert client.get(f"/v1/receipts/{kept}").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        pytest.param(("I'm in Hamburg this week.", "ana"), id="edited at the source"),
+        pytest.param(("I'm in Berlin this week.", "bob"), id="moved to another subject"),
+    ],
+)
+def test_an_exact_replay_shows_a_recent_episode_as_it_was_before_a_later_revision(
+    client: TestClient, clock: FakeClock, later: tuple[str, str]
+) -> None:
+    say(client, "m1", "I live in Lisbon and I work at Acme.", 1)
+    compile_subject(client)
+    clock.advance(timedelta(minutes=1))
+    say(client, "m2", "I'm in Berlin this week.", 2)  # not compiled yet: a raw episode
+    clock.advance(timedelta(minutes=1))
+    original = served(client)
+    assert "Berlin" in original.json()["assembled_context"]
+    clock.advance(timedelta(hours=1))
+    text, subject = later
+    say(client, "m2", text, 2, subject=subject)  # a backfill reads the record again
+    compile_subject(client, subject)
+    clock.advance(timedelta(hours=1))
+
+    answer = replay(client, original.json()["receipt_id"], "exact")
+
+    assert answer["reproduced"] is True
+    assert canonical_json(answer["bundle"]).encode() == original.content

@@ -209,19 +209,78 @@ class EpisodeRepository:
         self, tenant_id: str, subject_id: str, *, as_of: datetime | None, limit: int
     ) -> list[EpisodeRecord]:
         """The newest episodes (by occurrence) that had happened and been stored by
-        ``as_of`` and were not deleted then; with None, the newest stored and live."""
-        query = sa.select(_episodes).where(
-            _episodes.c.tenant_id == tenant_id, _episodes.c.subject_id == subject_id
-        )
-        if as_of is None:
-            query = query.where(_episodes.c.deleted_at.is_(None))
-        else:
-            query = query.where(
-                _episodes.c.occurred_at <= as_of,
-                _episodes.c.created_at <= as_of,
-                sa.or_(_episodes.c.deleted_at.is_(None), _episodes.c.deleted_at > as_of),
+        ``as_of`` and were not deleted then, each at the revision it had then and under
+        the subject it was filed under then (a later edit, move or deletion does not
+        show); with None, the newest stored and live."""
+        if as_of is not None:
+            return self._recent_as_of(tenant_id, subject_id, as_of, limit)
+        query = (
+            sa.select(_episodes)
+            .where(
+                _episodes.c.tenant_id == tenant_id,
+                _episodes.c.subject_id == subject_id,
+                _episodes.c.deleted_at.is_(None),
             )
-        query = query.order_by(_episodes.c.occurred_at.desc(), _episodes.c.id).limit(limit)
+            .order_by(_episodes.c.occurred_at.desc(), _episodes.c.id)
+            .limit(limit)
+        )
+        with self._store.read() as connection:
+            return [EpisodeRecord.from_row(row) for row in connection.execute(query)]
+
+    def _recent_as_of(
+        self, tenant_id: str, subject_id: str, as_of: datetime, limit: int
+    ) -> list[EpisodeRecord]:
+        # The revision current at ``as_of`` is the episode's row when it became current
+        # by then, else the kept revision recorded by then and replaced after it.
+        current = sa.select(*(_episodes.c[name] for name in _RECORD_FIELDS)).where(
+            _episodes.c.tenant_id == tenant_id,
+            _episodes.c.subject_id == subject_id,
+            sa.func.coalesce(_episodes.c.revised_at, _episodes.c.created_at) <= as_of,
+            _episodes.c.deleted_at.is_(None),
+            _episodes.c.occurred_at <= as_of,
+        )
+        from_revision = {
+            "subject_id",
+            "source",
+            "payload",
+            "metadata",
+            "provenance",
+            "occurred_at",
+            "revision",
+            "deleted_at",
+            "content_hash",
+        }
+        earlier = (
+            sa.select(
+                *(
+                    _revisions.c[name].label(name)
+                    if name in from_revision
+                    else _revisions.c.recorded_at.label(name)
+                    if name == "revised_at"
+                    else _episodes.c[name]
+                    for name in _RECORD_FIELDS
+                )
+            )
+            .select_from(
+                _revisions.join(
+                    _episodes,
+                    sa.and_(
+                        _episodes.c.tenant_id == _revisions.c.tenant_id,
+                        _episodes.c.id == _revisions.c.episode_id,
+                    ),
+                )
+            )
+            .where(
+                _revisions.c.tenant_id == tenant_id,
+                _revisions.c.subject_id == subject_id,
+                _revisions.c.recorded_at <= as_of,
+                _revisions.c.replaced_at > as_of,
+                _revisions.c.deleted_at.is_(None),
+                _revisions.c.occurred_at <= as_of,
+            )
+        )
+        both = sa.union_all(current, earlier).subquery()
+        query = sa.select(both).order_by(both.c.occurred_at.desc(), both.c.id).limit(limit)
         with self._store.read() as connection:
             return [EpisodeRecord.from_row(row) for row in connection.execute(query)]
 

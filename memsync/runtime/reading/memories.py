@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import sqlalchemy as sa
 from pydantic import Field
@@ -33,6 +33,7 @@ _sources = tables.memory_sources
 _supersessions = tables.supersessions
 _conflicts = tables.conflicts
 _versions = tables.memory_versions
+_history = tables.memory_history
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,35 +100,30 @@ class MemoryRepository:
     ) -> list[StoredMemory]:
         """Memories of a subject ordered by (valid_from, id).
 
-        With ``as_of``, the memories that were active at that moment: created by then,
-        and either still active or changed status after it.
+        With ``as_of``, the memories that were active at that moment, as the store held
+        them then (their history, and the sources they had).
         """
-        query = sa.select(_memories).where(
-            _memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id
-        )
         if as_of is not None:
-            query = query.where(
-                _memories.c.created_at <= as_of,
-                sa.or_(
-                    _memories.c.status == MemoryStatus.ACTIVE.value,
-                    _memories.c.status_changed_at > as_of,
-                ),
+            query = _as_it_stood(tenant_id, subject_id, as_of).where(
+                _history.c.status == MemoryStatus.ACTIVE.value
             )
-        elif statuses is not None:
-            query = query.where(_memories.c.status.in_([status.value for status in statuses]))
+            valid_from = _history.c.valid_from
+        else:
+            query = sa.select(_memories).where(
+                _memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id
+            )
+            valid_from = _memories.c.valid_from
+            if statuses is not None:
+                query = query.where(_memories.c.status.in_([status.value for status in statuses]))
         if kind is not None:
             query = query.where(_memories.c.kind == kind)
-        order = (_memories.c.valid_from, _memories.c.id)
+        order = (valid_from, _memories.c.id)
         query = query.order_by(*(c.desc() for c in order) if newest_first else order)
         if limit is not None:
             query = query.limit(limit).offset(offset)
         with self._store.read() as connection:
             rows = list(connection.execute(query))
-            memories = with_sources(connection, tenant_id, rows)
-        if as_of is not None:
-            # As the store stood then: any later status change had not happened yet.
-            return [_as_active(memory) for memory in memories]
-        return memories
+            return with_sources(connection, tenant_id, rows, as_of=as_of)
 
     def version(self, tenant_id: str, subject_id: str) -> MemoryVersion | None:
         """The subject's memory version; None if it never had a memory."""
@@ -152,27 +148,16 @@ class MemoryRepository:
         return replace(inputs, version=None)
 
     def memories_at(self, tenant_id: str, subject_id: str, as_of: datetime) -> list[StoredMemory]:
-        """Every memory of the subject created by ``as_of``, with its status then.
-
-        A status that changed after ``as_of`` had not changed yet: the memory was
-        active (history keeps one change per memory, so that is what it was).
-        """
-        query = (
-            sa.select(_memories)
-            .where(
-                _memories.c.tenant_id == tenant_id,
-                _memories.c.subject_id == subject_id,
-                _memories.c.created_at <= as_of,
-            )
-            .order_by(_memories.c.valid_from, _memories.c.id)
+        """Every memory of the subject created by ``as_of``, as the store held it then:
+        its status, validity and assertion time from its history, its sources those
+        added by then. Later changes (a supersession, a backfill's older evidence, a
+        reinstatement) do not show."""
+        query = _as_it_stood(tenant_id, subject_id, as_of).order_by(
+            _history.c.valid_from, _memories.c.id
         )
         with self._store.read() as connection:
             rows = list(connection.execute(query))
-            stored = with_sources(connection, tenant_id, rows)
-        return [
-            memory if row.status_changed_at <= as_of else _as_active(memory)
-            for row, memory in zip(rows, stored, strict=True)
-        ]
+            return with_sources(connection, tenant_id, rows, as_of=as_of)
 
     def get(
         self, tenant_id: str, memory_ids: Collection[uuid.UUID]
@@ -369,7 +354,43 @@ def _ranking_inputs(
     return RankingInputs(version, entries, texts, conflicts, frozenset(withheld.scalars()))
 
 
-def _as_active(memory: StoredMemory) -> StoredMemory:
-    if memory.status is MemoryStatus.ACTIVE:
-        return memory
-    return replace(memory, status=MemoryStatus.ACTIVE, valid_to=None, status_rule=None)
+_CHANGEABLE = frozenset(
+    ("status", "status_rule", "valid_from", "valid_to", "asserted_at", "explicit_change")
+)
+
+
+def _as_it_stood(tenant_id: str, subject_id: str, as_of: datetime) -> sa.Select[Any]:
+    """The subject's memories created by ``as_of``, with the changeable columns of the
+    latest history row recorded by then in place of today's (same names)."""
+    earlier = _history.alias("earlier")
+    latest = (
+        sa.select(sa.func.max(earlier.c.recorded_at))
+        .where(
+            earlier.c.tenant_id == _memories.c.tenant_id,
+            earlier.c.memory_id == _memories.c.id,
+            earlier.c.recorded_at <= as_of,
+        )
+        .scalar_subquery()
+    )
+    columns = [
+        _history.c[column.name].label(column.name) if column.name in _CHANGEABLE else column
+        for column in _memories.c
+    ]
+    return (
+        sa.select(*columns)
+        .select_from(
+            _memories.join(
+                _history,
+                sa.and_(
+                    _history.c.tenant_id == _memories.c.tenant_id,
+                    _history.c.memory_id == _memories.c.id,
+                    _history.c.recorded_at == latest,
+                ),
+            )
+        )
+        .where(
+            _memories.c.tenant_id == tenant_id,
+            _memories.c.subject_id == subject_id,
+            _memories.c.created_at <= as_of,
+        )
+    )

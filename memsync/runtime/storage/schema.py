@@ -26,6 +26,7 @@ __all__ = [
     "jobs",
     "llm_extractions",
     "memories",
+    "memory_history",
     "memory_sources",
     "memory_versions",
     "metadata",
@@ -140,6 +141,9 @@ episode_revisions = sa.Table(
         ["episodes.tenant_id", "episodes.id"],
         ondelete="CASCADE",
     ),
+    # ``as_of`` reads the revisions a subject's records had then: those filed under it
+    # and replaced after that moment.
+    sa.Index("ix_episode_revisions_subject", "tenant_id", "subject_id", "replaced_at"),
 )
 """An earlier revision of an episode, kept when a newer payload (or a move to
 another subject) replaced it; ``subject_id`` is where it was filed then."""
@@ -187,7 +191,39 @@ memories = sa.Table(
 The unique index on (tenant_id, subject_id, memory_key) is what makes compile a
 set: deriving the same statement again finds this row and only adds provenance.
 Memories are never deleted except with their subject, or when a forgotten
-connector's episodes were all they rested on; a loser is ``superseded``.
+connector's episodes were all they rested on; a loser is ``superseded``. Every writer
+of the changeable columns (status, status rule, validity, assertion time, explicit
+change) appends the new state to ``memory_history`` in the same transaction
+(``record_memory_history``): that, not this row, is what ``as_of`` reads.
+"""
+
+
+memory_history = sa.Table(
+    "memory_history",
+    metadata,
+    sa.Column("tenant_id", identifier(TENANT_ID_LENGTH), primary_key=True),
+    sa.Column("memory_id", sa.Uuid, primary_key=True),
+    sa.Column("recorded_at", UTCDateTime, primary_key=True),
+    sa.Column("subject_id", identifier(SUBJECT_ID_LENGTH), nullable=False),
+    sa.Column("status", identifier(16), nullable=False),
+    sa.Column("status_rule", identifier(32)),
+    sa.Column("valid_from", UTCDateTime, nullable=False),
+    sa.Column("valid_to", UTCDateTime),
+    sa.Column("asserted_at", UTCDateTime, nullable=False),
+    sa.Column("explicit_change", sa.Boolean, nullable=False),
+    sa.ForeignKeyConstraint(
+        ["tenant_id", "memory_id"], ["memories.tenant_id", "memories.id"], ondelete="CASCADE"
+    ),
+)
+"""Transaction time: a memory's changeable fields as the store held them from
+``recorded_at`` on, one row per memory per change (created, superseded, tombstoned,
+reinstated, its validity or assertions revised), written by the same statement batch
+as the change. ``as_of=T`` reads, per memory, the latest row recorded by ``T``; a
+memory's other fields (kind, content, claim, metadata) never change, and its sources
+at ``T`` are the ``memory_sources`` added by then. Rows are only added: two changes
+of one memory at the same instant (chunks of one compile) keep the later state, as
+the store did at that instant. Deleted only with their memory (a subject deletion, a
+forgotten connector).
 """
 
 

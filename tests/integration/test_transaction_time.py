@@ -1,0 +1,99 @@
+"""Transaction time kept: every change to a memory is a new row of its history, so
+``as_of=T`` shows what the store said at T, whatever changed later."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+
+from memsync.clock import FakeClock
+from memsync.runtime.storage import Store, upgrade
+from memsync.runtime.storage.migrate import downgrade
+from tests.helpers import compile_subject, say
+
+
+def current_state(client: TestClient, as_of: datetime | None = None) -> list[str]:
+    request: dict[str, Any] = {"subject_id": "ana", "task": "where is ana this week"}
+    if as_of is not None:
+        request["as_of"] = as_of.isoformat()
+    bundle = client.post("/v1/context", json=request).json()
+    return [fact["content"] for fact in bundle["facts"] if fact["kind"] == "current_state"]
+
+
+def history(store: Store) -> list[tuple[str, str]]:
+    with store.read() as connection:
+        rows = connection.execute(
+            sa.text(
+                "SELECT m.content, h.status FROM memory_history AS h JOIN memories AS m "
+                "ON m.tenant_id = h.tenant_id AND m.id = h.memory_id "
+                "ORDER BY h.recorded_at, m.content"
+            )
+        )
+        return [(content, status) for content, status in rows]
+
+
+def test_a_memory_reinstated_later_is_shown_superseded_as_of_a_moment_between(
+    client: TestClient, clock: FakeClock, store: Store
+) -> None:
+    say(client, "m1", "I'm in Berlin this week.", 1)
+    compile_subject(client)
+    clock.advance(timedelta(hours=1))
+    say(client, "m2", "I'm in Madrid this week.", 5)
+    compile_subject(client)  # Madrid supersedes Berlin
+    superseded = clock.now()
+    clock.advance(timedelta(hours=1))
+    say(client, "m2", "I'm in Madrid this week.", 5, subject="bob")  # the record moves away
+    compile_subject(client, "bob")  # Madrid retired in ana's memories: Berlin is back
+    clock.advance(timedelta(hours=1))
+
+    assert current_state(client) == ["Currently in Berlin"]
+    assert current_state(client, superseded) == ["Currently in Madrid"]
+    assert current_state(client, superseded - timedelta(minutes=1)) == ["Currently in Berlin"]
+
+
+def test_every_change_of_a_memory_is_a_new_row_and_no_row_is_rewritten(
+    client: TestClient, clock: FakeClock, store: Store
+) -> None:
+    say(client, "m1", "I'm in Berlin this week.", 1)
+    compile_subject(client)
+    first = history(store)
+    clock.advance(timedelta(hours=1))
+    say(client, "m2", "I'm in Madrid this week.", 5)
+    compile_subject(client)
+    clock.advance(timedelta(hours=1))
+    compile_subject(client)  # nothing new: nothing recorded
+
+    rows = history(store)
+
+    assert rows[: len(first)] == first
+    assert ("Currently in Berlin", "active") in first
+    assert rows[len(first) :] == sorted(
+        [
+            ("Currently in Berlin", "superseded"),
+            ("Currently in Madrid", "active"),
+            ("chat message: I'm in Madrid this week.", "active"),
+        ]
+    )
+
+
+def test_0015_starts_each_memorys_history_with_what_as_of_assumed_before(
+    client: TestClient, clock: FakeClock, store: Store
+) -> None:
+    say(client, "m1", "I'm in Berlin this week.", 1)
+    compile_subject(client)
+    clock.advance(timedelta(hours=1))
+    say(client, "m2", "I'm in Madrid this week.", 5)
+    compile_subject(client)
+    written = history(store)
+    downgrade(store, "0014")
+
+    notes = upgrade(store)
+
+    assert history(store) == written
+    assert (
+        "0015 memory history: 4 memories start their history at their creation, "
+        "1 of them with their one recorded status change"
+    ) in notes
