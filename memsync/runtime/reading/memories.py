@@ -104,10 +104,10 @@ class MemoryRepository:
         them then (their history, and the sources they had).
         """
         if as_of is not None:
-            query = _as_it_stood(tenant_id, subject_id, as_of).where(
-                _history.c.status == MemoryStatus.ACTIVE.value
-            )
-            valid_from = _history.c.valid_from
+            query = _as_it_stood(tenant_id, subject_id, as_of)
+            then = query.selected_columns
+            query = query.where(then.status == MemoryStatus.ACTIVE.value)
+            valid_from = then.valid_from
         else:
             query = sa.select(_memories).where(
                 _memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id
@@ -152,9 +152,8 @@ class MemoryRepository:
         its status, validity and assertion time from its history, its sources those
         added by then. Later changes (a supersession, a backfill's older evidence, a
         reinstatement) do not show."""
-        query = _as_it_stood(tenant_id, subject_id, as_of).order_by(
-            _history.c.valid_from, _memories.c.id
-        )
+        query = _as_it_stood(tenant_id, subject_id, as_of)
+        query = query.order_by(query.selected_columns.valid_from, _memories.c.id)
         with self._store.read() as connection:
             rows = list(connection.execute(query))
             return with_sources(connection, tenant_id, rows, as_of=as_of)
@@ -361,31 +360,34 @@ _CHANGEABLE = frozenset(
 
 def _as_it_stood(tenant_id: str, subject_id: str, as_of: datetime) -> sa.Select[Any]:
     """The subject's memories created by ``as_of``, with the changeable columns of the
-    latest history row recorded by then in place of today's (same names)."""
-    earlier = _history.alias("earlier")
-    latest = (
-        sa.select(sa.func.max(earlier.c.recorded_at))
-        .where(
-            earlier.c.tenant_id == _memories.c.tenant_id,
-            earlier.c.memory_id == _memories.c.id,
-            earlier.c.recorded_at <= as_of,
+    latest history row recorded by then in place of today's (same names).
+
+    The subject's history rows up to ``as_of`` are numbered per memory, newest first,
+    in one pass over ``ix_memory_history_subject``, rather than a correlated "latest
+    row" subquery per memory."""
+    numbered = (
+        sa.select(
+            _history,
+            sa.func.row_number()
+            .over(partition_by=_history.c.memory_id, order_by=_history.c.recorded_at.desc())
+            .label("newest"),
         )
-        .scalar_subquery()
+        .where(
+            _history.c.tenant_id == tenant_id,
+            _history.c.subject_id == subject_id,
+            _history.c.recorded_at <= as_of,
+        )
+        .subquery("then")
     )
     columns = [
-        _history.c[column.name].label(column.name) if column.name in _CHANGEABLE else column
-        for column in _memories.c
+        numbered.c[column.name] if column.name in _CHANGEABLE else column for column in _memories.c
     ]
     return (
         sa.select(*columns)
         .select_from(
             _memories.join(
-                _history,
-                sa.and_(
-                    _history.c.tenant_id == _memories.c.tenant_id,
-                    _history.c.memory_id == _memories.c.id,
-                    _history.c.recorded_at == latest,
-                ),
+                numbered,
+                sa.and_(numbered.c.memory_id == _memories.c.id, numbered.c.newest == 1),
             )
         )
         .where(

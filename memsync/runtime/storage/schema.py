@@ -214,6 +214,8 @@ memory_history = sa.Table(
     sa.ForeignKeyConstraint(
         ["tenant_id", "memory_id"], ["memories.tenant_id", "memories.id"], ondelete="CASCADE"
     ),
+    # ``as_of`` numbers a subject's rows per memory, newest first, up to a moment.
+    sa.Index("ix_memory_history_subject", "tenant_id", "subject_id", "memory_id", "recorded_at"),
 )
 """Transaction time: a memory's changeable fields as the store held them from
 ``recorded_at`` on, one row per memory per change (created, superseded, tombstoned,

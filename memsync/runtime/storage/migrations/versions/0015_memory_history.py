@@ -55,6 +55,11 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("tenant_id", "memory_id", "recorded_at", name="pk_memory_history"),
     )
     op.create_index(
+        "ix_memory_history_subject",
+        "memory_history",
+        ["tenant_id", "subject_id", "memory_id", "recorded_at"],
+    )
+    op.create_index(
         "ix_episode_revisions_subject",
         "episode_revisions",
         ["tenant_id", "subject_id", "replaced_at"],
@@ -88,4 +93,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_episode_revisions_subject", table_name="episode_revisions")
+    op.drop_index("ix_memory_history_subject", table_name="memory_history")
     op.drop_table("memory_history")
