@@ -97,3 +97,28 @@ def test_0015_starts_each_memorys_history_with_what_as_of_assumed_before(
         "0015 memory history: 4 memories start their history at their creation, "
         "1 of them with their one recorded status change"
     ) in notes
+
+
+def test_the_inspector_lists_a_memorys_earlier_versions_apart_from_the_current_set(
+    client: TestClient, clock: FakeClock
+) -> None:
+    say(client, "m1", "I'm in Berlin this week.", 1)
+    compile_subject(client)
+    created = clock.now()
+    clock.advance(timedelta(hours=1))
+    say(client, "m2", "I'm in Madrid this week.", 5)
+    compile_subject(client)
+
+    report = client.get("/v1/subjects/ana/inspect").json()
+
+    [berlin] = [m for m in report["memories"]["superseded"] if "Berlin" in m["content"]]
+    [earlier] = report["history"]  # only Berlin changed; nothing else has a past
+    assert earlier["memory_id"] == berlin["id"]
+    assert (earlier["status"], earlier["valid_to"], earlier["status_rule"]) == (
+        "active",
+        None,
+        None,
+    )
+    assert earlier["recorded_at"] == created.isoformat()
+    assert earlier["replaced_at"] == clock.now().isoformat()
+    assert [s["loser_memory_id"] for s in report["supersessions"]] == [berlin["id"]]

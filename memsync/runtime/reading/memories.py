@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from itertools import pairwise
 from typing import Annotated, Any
 
 import sqlalchemy as sa
@@ -21,12 +22,19 @@ from memsync.compile.types import (
     MemoryKind,
     MemoryStatus,
     StoredMemory,
+    SupersessionRule,
 )
 from memsync.runtime.compiling.memories import ConflictRecord, conflict_record, with_sources
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 
-__all__ = ["MemoryRepository", "MemoryVersion", "RankingInputs", "SupersessionRecord"]
+__all__ = [
+    "EarlierVersion",
+    "MemoryRepository",
+    "MemoryVersion",
+    "RankingInputs",
+    "SupersessionRecord",
+]
 
 _memories = tables.memories
 _sources = tables.memory_sources
@@ -55,6 +63,21 @@ class SupersessionRecord:
     loser_episode_count: int
     job_id: str | None
     decided_at: IsoDatetime
+
+
+@dataclass(frozen=True, slots=True)
+class EarlierVersion:
+    """A memory as the store held it from ``recorded_at`` until ``replaced_at``, when a
+    later change (a supersession, a reinstatement, older evidence) replaced it."""
+
+    memory_id: uuid.UUID
+    recorded_at: IsoDatetime
+    replaced_at: IsoDatetime
+    status: MemoryStatus
+    status_rule: SupersessionRule | None
+    valid_from: IsoDatetime
+    valid_to: IsoDatetime | None
+    asserted_at: IsoDatetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +271,32 @@ class MemoryRepository:
         with self._store.read() as connection:
             row = connection.execute(query).first()
         return conflict_record(row) if row is not None else None
+
+    def earlier_versions(self, tenant_id: str, subject_id: str) -> list[EarlierVersion]:
+        """Every version of the subject's memories that a later one replaced, oldest
+        first (the current versions are the memories themselves)."""
+        query = (
+            sa.select(_history)
+            .where(_history.c.tenant_id == tenant_id, _history.c.subject_id == subject_id)
+            .order_by(_history.c.memory_id, _history.c.recorded_at)
+        )
+        with self._store.read() as connection:
+            rows = list(connection.execute(query))
+        versions = [
+            EarlierVersion(
+                memory_id=row.memory_id,
+                recorded_at=row.recorded_at,
+                replaced_at=later.recorded_at,
+                status=MemoryStatus(row.status),
+                status_rule=SupersessionRule(row.status_rule) if row.status_rule else None,
+                valid_from=row.valid_from,
+                valid_to=row.valid_to,
+                asserted_at=row.asserted_at,
+            )
+            for row, later in pairwise(rows)
+            if later.memory_id == row.memory_id
+        ]
+        return sorted(versions, key=lambda version: (version.recorded_at, version.memory_id))
 
     def supersessions(self, tenant_id: str, subject_id: str) -> list[SupersessionRecord]:
         query = (
