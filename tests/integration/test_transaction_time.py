@@ -122,3 +122,56 @@ def test_the_inspector_lists_a_memorys_earlier_versions_apart_from_the_current_s
     assert earlier["recorded_at"] == created.isoformat()
     assert earlier["replaced_at"] == clock.now().isoformat()
     assert [s["loser_memory_id"] for s in report["supersessions"]] == [berlin["id"]]
+
+
+def test_search_as_of_finds_what_was_active_then_with_its_sources_then(
+    client: TestClient, clock: FakeClock
+) -> None:
+    say(client, "m1", "I'm in Berlin this week.", 1)
+    compile_subject(client)
+    then = clock.now()
+    clock.advance(timedelta(hours=1))
+    say(client, "m2", "I'm in Madrid this week.", 5)
+    say(client, "m3", "I'm in Berlin this week.", 0)  # older news, found later
+    compile_subject(client)
+
+    def search(**params: Any) -> list[dict[str, Any]]:
+        response = client.get(
+            "/v1/memories/search", params={"subject_id": "ana", "kind": "current_state", **params}
+        )
+        assert response.status_code == 200, response.text
+        memories: list[dict[str, Any]] = response.json()["memories"]
+        return memories
+
+    [before] = search(as_of=then.isoformat())
+    assert before["content"] == "Currently in Berlin"
+    assert before["status"] == "active"
+    assert len(before["source_episode_ids"]) == 1  # the later source is not shown then
+    assert [m["content"] for m in search()] == ["Currently in Madrid"]
+    assert search(as_of=(then - timedelta(days=1)).isoformat()) == []
+
+
+def test_the_timeline_as_of_shows_episodes_at_their_revision_and_memories_in_their_status_then(
+    client: TestClient, clock: FakeClock
+) -> None:
+    say(client, "m1", "I'm in Berlin this week.", 1)
+    compile_subject(client)
+    then = clock.now()
+    clock.advance(timedelta(hours=1))
+    say(client, "m1", "I'm in Hamburg this week.", 1)  # edited at the source
+    say(client, "m2", "I'm in Madrid this week.", 5)
+    compile_subject(client)
+
+    past = client.get("/v1/timeline", params={"subject_id": "ana", "as_of": then.isoformat()})
+    now = client.get("/v1/timeline", params={"subject_id": "ana"}).json()
+
+    assert past.status_code == 200, past.text
+    [episode] = past.json()["episodes"]
+    assert episode["payload"]["messages"][0]["content"] == "I'm in Berlin this week."
+    assert episode["revision"] == 1
+    assert {m["content"]: m["status"] for m in past.json()["memories"]} == {
+        "Currently in Berlin": "active",
+        "chat message: I'm in Berlin this week.": "active",
+    }
+    assert [e["revision"] for e in now["episodes"]] == [2, 1]
+    assert len(now["memories"]) > 2

@@ -222,6 +222,29 @@ class MemoryRepository:
             rows = list(connection.execute(query))
             return with_sources(connection, tenant_id, rows)
 
+    def search_as_of(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        kind: str | None,
+        text: str | None,
+        limit: int,
+        as_of: datetime,
+    ) -> list[StoredMemory]:
+        """:meth:`search` as the store stood at ``as_of``: the memories active then,
+        with their assertion times and sources then, newest assertion first."""
+        words = (text or "").lower().split()
+        found = [
+            memory
+            for memory in self.memories(tenant_id, subject_id, as_of=as_of)
+            if (kind is None or memory.kind == kind)
+            and all(word in memory.content.lower() for word in words)
+        ]
+        found.sort(key=lambda memory: memory.id)
+        found.sort(key=lambda memory: memory.last_asserted, reverse=True)
+        return found[:limit]
+
     def count_by_subject(self, tenant_id: str, subject_ids: Collection[str]) -> dict[str, int]:
         """Active memories per subject."""
         if not subject_ids:

@@ -124,12 +124,16 @@ def search_memories(
     kind: Annotated[str | None, Query(max_length=64)] = None,
     q: Annotated[Text | None, Query(max_length=1000)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
+    as_of: Annotated[Moment | None, Query()] = None,
 ) -> SearchResponse:
     """Active memories of a subject containing every word of ``q``, newest first.
 
     ``kind`` filters, whatever its value: a kind memsync does not derive finds nothing.
+    With ``as_of``: the memories active then, as the store held them then.
     """
-    found = services.search.search(caller.tenant_id, subject_id, kind=kind, text=q, limit=limit)
+    found = services.search.search(
+        caller.tenant_id, subject_id, kind=kind, text=q, limit=limit, as_of=as_of
+    )
     return SearchResponse(memories=[MemoryJson.model_validate(memory) for memory in found])
 
 
