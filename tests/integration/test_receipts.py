@@ -358,3 +358,26 @@ def test_an_exact_replay_shows_a_recent_episode_as_it_was_before_a_later_revisio
 
     assert answer["reproduced"] is True
     assert canonical_json(answer["bundle"]).encode() == original.content
+
+
+def test_an_exact_replay_still_abstains_on_a_conflict_resolved_and_opened_again_later(
+    client: TestClient, clock: FakeClock
+) -> None:
+    say(client, "r1", "Stripe charges 3.5% + 35¢ per card payment.", 1)
+    say(client, "r2", "Stripe charges 2.9% + 30¢ per card payment.", 5)
+    assert compile_subject(client)["conflicts_opened"] == 1
+    clock.advance(timedelta(minutes=1))
+    original = served(client, task="card pricing")
+    assert "onflict" in original.json()["assembled_context"]
+    for subject in ("bob", "ana"):  # the record moves away (resolved), and back (reopened)
+        clock.advance(timedelta(hours=1))
+        say(client, "r2", "Stripe charges 2.9% + 30¢ per card payment.", 5, subject=subject)
+        compile_subject(client, subject)
+    [conflict] = client.get("/v1/conflicts", params={"subject_id": "ana"}).json()["conflicts"]
+    assert conflict["detected_at"] == clock.now().isoformat()  # opened again, just now
+    clock.advance(timedelta(hours=1))
+
+    answer = replay(client, original.json()["receipt_id"], "exact")
+
+    assert answer["reproduced"] is True
+    assert canonical_json(answer["bundle"]).encode() == original.content

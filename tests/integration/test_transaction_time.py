@@ -175,3 +175,35 @@ def test_the_timeline_as_of_shows_episodes_at_their_revision_and_memories_in_the
     }
     assert [e["revision"] for e in now["episodes"]] == [2, 1]
     assert len(now["memories"]) > 2
+
+
+def conflict_history(store: Store) -> list[tuple[Any, ...]]:
+    with store.read() as connection:
+        return [
+            tuple(row)
+            for row in connection.execute(
+                sa.text(
+                    "SELECT conflict_id, recorded_at, status, detected_at, resolved_at, "
+                    "chosen_memory_id FROM conflict_history ORDER BY recorded_at"
+                )
+            )
+        ]
+
+
+def test_0015_starts_each_conflicts_history_at_its_detection_and_its_resolution(
+    client: TestClient, clock: FakeClock, store: Store
+) -> None:
+    say(client, "r1", "Stripe charges 3.5% + 35¢ per card payment.", 1)
+    say(client, "r2", "Stripe charges 2.9% + 30¢ per card payment.", 5)
+    compile_subject(client)
+    [conflict] = client.get("/v1/conflicts").json()["conflicts"]
+    clock.advance(timedelta(hours=1))
+    keep = {"keep_memory_id": conflict["memory_ids"][0]}
+    assert client.post(f"/v1/conflicts/{conflict['id']}/resolve", json=keep).status_code == 200
+    written = conflict_history(store)
+    downgrade(store, "0014")
+
+    upgrade(store)
+
+    assert [row[2] for row in written] == ["open", "resolved"]
+    assert conflict_history(store) == written

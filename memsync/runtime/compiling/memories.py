@@ -35,7 +35,7 @@ from memsync.compile.types import (
     StoredMemory,
     SupersessionRule,
 )
-from memsync.runtime.compiling.history import record_memory_history
+from memsync.runtime.compiling.history import record_conflict_history, record_memory_history
 from memsync.runtime.storage import tables
 
 __all__ = [
@@ -826,6 +826,15 @@ def apply_change_set(
                 chosen_memory_id=next(iter(chosen)) if len(chosen) == 1 else None,
             )
         )
+    record_conflict_history(
+        connection,
+        tenant_id,
+        {
+            *(conflict.id for conflict in changes.open_conflicts),
+            *changes.resolved_conflict_ids,
+        },
+        now,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -874,7 +883,14 @@ def load_conflict(
 def delete_subject_memories(connection: Connection, tenant_id: str, subject_id: str) -> int:
     """Delete a subject's memories with their provenance, records, conflicts and
     version."""
-    for table in (_sources, tables.memory_history, _supersessions, _conflicts, _versions):
+    for table in (
+        _sources,
+        tables.memory_history,
+        _supersessions,
+        tables.conflict_history,
+        _conflicts,
+        _versions,
+    ):
         connection.execute(
             table.delete().where(table.c.tenant_id == tenant_id, table.c.subject_id == subject_id)
         )

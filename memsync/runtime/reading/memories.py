@@ -269,21 +269,22 @@ class MemoryRepository:
         status: ConflictStatus | None = ConflictStatus.OPEN,
         as_of: datetime | None = None,
     ) -> list[ConflictRecord]:
-        """Conflicts, oldest first. With ``as_of``: those open at that moment."""
-        query = sa.select(_conflicts).where(_conflicts.c.tenant_id == tenant_id)
-        if subject_id is not None:
-            query = query.where(_conflicts.c.subject_id == subject_id)
+        """Conflicts, oldest first. With ``as_of``: those open at that moment, as the
+        store held them then (from their history: one resolved and opened again since
+        shows as it was)."""
         if as_of is not None:
-            query = query.where(
-                _conflicts.c.detected_at <= as_of,
-                sa.or_(
-                    _conflicts.c.status == ConflictStatus.OPEN.value,
-                    _conflicts.c.resolved_at > as_of,
-                ),
+            query = _conflicts_then(tenant_id, subject_id, as_of)
+            then = query.selected_columns
+            query = query.where(then.status == ConflictStatus.OPEN.value).order_by(
+                then.detected_at, _conflicts.c.id
             )
-        elif status is not None:
-            query = query.where(_conflicts.c.status == status)
-        query = query.order_by(_conflicts.c.detected_at, _conflicts.c.id)
+        else:
+            query = sa.select(_conflicts).where(_conflicts.c.tenant_id == tenant_id)
+            if subject_id is not None:
+                query = query.where(_conflicts.c.subject_id == subject_id)
+            if status is not None:
+                query = query.where(_conflicts.c.status == status)
+            query = query.order_by(_conflicts.c.detected_at, _conflicts.c.id)
         with self._store.read() as connection:
             return [conflict_record(row) for row in connection.execute(query)]
 
@@ -467,4 +468,51 @@ def _as_it_stood(tenant_id: str, subject_id: str, as_of: datetime) -> sa.Select[
             _memories.c.subject_id == subject_id,
             _memories.c.created_at <= as_of,
         )
+    )
+
+
+_CONFLICT_CHANGEABLE = frozenset(
+    (
+        "rule",
+        "score",
+        "threshold",
+        "status",
+        "job_id",
+        "detected_at",
+        "resolved_at",
+        "chosen_memory_id",
+    )
+)
+
+
+def _conflicts_then(tenant_id: str, subject_id: str | None, as_of: datetime) -> sa.Select[Any]:
+    """The conflicts detected by ``as_of`` (of the subject, or of every subject), with
+    the changeable columns of the latest history row recorded by then (same names)."""
+    history = tables.conflict_history
+    recorded = [history.c.tenant_id == tenant_id, history.c.recorded_at <= as_of]
+    if subject_id is not None:
+        recorded.append(history.c.subject_id == subject_id)
+    numbered = (
+        sa.select(
+            history,
+            sa.func.row_number()
+            .over(partition_by=history.c.conflict_id, order_by=history.c.recorded_at.desc())
+            .label("newest"),
+        )
+        .where(*recorded)
+        .subquery("then")
+    )
+    columns = [
+        numbered.c[column.name] if column.name in _CONFLICT_CHANGEABLE else column
+        for column in _conflicts.c
+    ]
+    return (
+        sa.select(*columns)
+        .select_from(
+            _conflicts.join(
+                numbered,
+                sa.and_(numbered.c.conflict_id == _conflicts.c.id, numbered.c.newest == 1),
+            )
+        )
+        .where(_conflicts.c.tenant_id == tenant_id)
     )

@@ -20,6 +20,7 @@ from memsync.runtime.storage.types import JSONDocument, UTCDateTime, identifier
 __all__ = [
     "backfill_slices",
     "backfills",
+    "conflict_history",
     "conflicts",
     "episode_revisions",
     "episodes",
@@ -325,7 +326,9 @@ conflicts = sa.Table(
     sa.Index("ix_conflicts_subject_status", "tenant_id", "subject_id", "status"),
     sa.CheckConstraint("status IN ('open', 'resolved')", name="status_known"),
 )
-"""Two active memories that contradict each other under the ``flag`` policy.
+"""Two active memories that contradict each other under the ``flag`` policy. Every
+change of status (opened, resolved, opened again) is appended to ``conflict_history``
+in the same transaction (``record_conflict_history``): that is what ``as_of`` reads.
 
 The id is derived from the two memory keys, so detecting the same conflict again
 hits the primary key instead of opening a second record.
@@ -361,6 +364,35 @@ what went in (memory and episode ids, with scores) and ``context_hash``, the SHA
 the exact bytes served. Written once, never updated: a replay writes a receipt of its
 own (``as_of_replay``, ``parent_receipt_id`` the original). The bytes themselves are
 not kept: an exact replay builds the bundle again and compares hashes.
+"""
+
+
+conflict_history = sa.Table(
+    "conflict_history",
+    metadata,
+    sa.Column("tenant_id", identifier(TENANT_ID_LENGTH), primary_key=True),
+    sa.Column("conflict_id", sa.Uuid, primary_key=True),
+    sa.Column("recorded_at", UTCDateTime, primary_key=True),
+    sa.Column("subject_id", identifier(SUBJECT_ID_LENGTH), nullable=False),
+    sa.Column("rule", identifier(32), nullable=False),
+    sa.Column("score", sa.Float),
+    sa.Column("threshold", sa.Float),
+    sa.Column("status", identifier(16), nullable=False),
+    sa.Column("job_id", sa.String(64)),
+    sa.Column("detected_at", UTCDateTime, nullable=False),
+    sa.Column("resolved_at", UTCDateTime),
+    sa.Column("chosen_memory_id", sa.Uuid),
+    sa.ForeignKeyConstraint(
+        ["tenant_id", "conflict_id"], ["conflicts.tenant_id", "conflicts.id"], ondelete="CASCADE"
+    ),
+    # ``as_of`` numbers a subject's rows per conflict, newest first, up to a moment.
+    sa.Index(
+        "ix_conflict_history_subject", "tenant_id", "subject_id", "conflict_id", "recorded_at"
+    ),
+)
+"""Transaction time of conflicts, as ``memory_history`` is of memories: a conflict's
+changeable fields (opened, resolved, opened again) from ``recorded_at`` on, one row per
+change, written with it; ``as_of`` reads the latest row recorded by then.
 """
 
 

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 from memsync.runtime.storage.schema import (
     backfill_slices,
     backfills,
+    conflict_history,
     conflicts,
     episode_revisions,
     episodes,
@@ -44,6 +45,7 @@ __all__ = [
     "UNCOMPILED",
     "backfill_slices",
     "backfills",
+    "conflict_history",
     "conflicts",
     "episode_revisions",
     "episodes",
