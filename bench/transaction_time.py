@@ -5,9 +5,10 @@ from the history against reads of today's rows, measured side by side in one pro
                                      [--memories 10000] [--rounds 3]
 
 1. Compile: ``--episodes`` chat messages of a fresh subject (claims that supersede each
-   other, preferences, tools), ingested then compiled, with ``record_memory_history``
-   as it is and with it replaced by a no-op, alternating, ``--rounds`` times each:
-   median wall and CPU seconds of the compile.
+   other, preferences, tools, flagged conflicts), ingested then compiled, with the
+   history writes (``record_memory_history``, ``record_conflict_history``) as they are
+   and replaced by no-ops, alternating, ``--rounds`` times each: median wall and CPU
+   seconds of the compile.
 2. ``as_of`` reads of a subject with ``--memories`` active memories: the memories as of
    a moment after the compile, read from the history (``memories_at``) and, for
    comparison, as the read was before the history (today's rows, a later status change
@@ -78,7 +79,10 @@ def compiles(store: Store, count: int, rounds: int) -> dict[str, Any]:
     samples: dict[str, list[tuple[float, float]]] = {"with history": [], "without": []}
     for r in range(rounds):
         samples["with history"].append(compile_once(store, clock, f"with-{r}", count))
-        with mock.patch.object(compiling_memories, "record_memory_history", _no_history):
+        with (
+            mock.patch.object(compiling_memories, "record_memory_history", _no_history),
+            mock.patch.object(compiling_memories, "record_conflict_history", _no_history),
+        ):
             samples["without"].append(compile_once(store, clock, f"without-{r}", count))
     return {
         name: {
