@@ -124,6 +124,10 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 
 PARTS = ("reads", "compile", "single")
+SAMPLED = ("context", "context_receipt", "context_as_of", "search", "timeline")
+"""What the reads part times on each large subject: a bundle, a bundle with a receipt
+(emit_receipt: one more insert), a bundle as of the moment of the first (the reference
+path over the memory history, one request in ten), search and the small timeline."""
 SERVER_CONFIG = "api:\n  max_batch_size: 1000\n  max_body_bytes: 104857600\n"
 ASYNC_COMMIT_OPTIONS = "options=-c%20synchronous_commit%3Doff"
 
@@ -152,8 +156,8 @@ def child(
         ):
             timeline = {"subject_id": SMALL, "limit": 50}
 
-            def context(subject: str, task: str) -> httpx.Response:
-                body = {"subject_id": subject, "task": task, "max_tokens": 1000}
+            def context(subject: str, task: str, **extra: Any) -> httpx.Response:
+                body = {"subject_id": subject, "task": task, "max_tokens": 1000, **extra}
                 return client.post("/v1/context", json=body)
 
             for _ in range(5):  # warm the process: imports, the tokenizer, connections
@@ -162,11 +166,20 @@ def child(
             for size in active:
                 subject = f"big-{size}"
                 cold = timed(lambda subject=subject: context(subject, TASKS[0]))
-                samples: dict[str, list[float]] = {"context": [], "search": [], "timeline": []}
+                samples: dict[str, list[float]] = {name: [] for name in SAMPLED}
+                # as_of reads every memory the subject had then: one in ten requests.
+                as_of = context(subject, TASKS[0]).json()["provenance"]["as_of"]
                 for r in range(requests):
                     task = TASKS[r % len(TASKS)]
                     word = WORDS[r * 13 % len(WORDS)]
                     samples["context"].append(timed(lambda s=subject, t=task: context(s, t)))
+                    samples["context_receipt"].append(
+                        timed(lambda s=subject, t=task: context(s, t, emit_receipt=True))
+                    )
+                    if r % 10 == 0:
+                        samples["context_as_of"].append(
+                            timed(lambda s=subject, t=task, a=as_of: context(s, t, as_of=a))
+                        )
                     samples["search"].append(
                         timed(
                             lambda s=subject, w=word: client.get(
@@ -382,7 +395,9 @@ def rows(result: dict[str, Any]) -> list[tuple[object, ...]]:
     for size, figures in result["sizes"].items():
         base = figures["timeline"]["p50"]
         label = f"{int(size):,} episodes ({figures['active']:,} active memories)"
-        for name in ("context", "search", "timeline"):
+        for name in SAMPLED:
+            if name not in figures:  # a result of a run before the figure existed
+                continue
             table.append(
                 (
                     f"{name}, {label}",

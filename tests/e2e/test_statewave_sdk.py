@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from statewave import StatewaveAPIError
 
 from memsync.clock import FakeClock
 from memsync.compile.bundle import BundleLayout
@@ -179,3 +180,36 @@ def test_sdk_async_compile_round_trip_with_a_worker(served_with_worker: str) -> 
         # The second job found nothing new: compile is a set.
         assert waited.status == "completed"
         assert waited.memories_created == 0 or waited.job_id == submitted.job_id
+
+
+def test_sdk_context_receipt_read_list_and_replay(base_url: str) -> None:
+    with sdk(base_url, "acme") as client, sdk(base_url, "globex") as other:
+        tell_lisbon_and_tea(client)
+        client.compile_memories("ana")
+
+        bundle = client.get_context("ana", "what to drink", max_tokens=300, emit_receipt=True)
+        assert bundle.receipt_emitted is True
+        assert bundle.receipt_id is not None
+        receipt = client.get_receipt(bundle.receipt_id)
+        listed = client.list_receipts("ana")
+        replayed = client.replay_receipt(bundle.receipt_id)
+
+        with pytest.raises(StatewaveAPIError) as refused:
+            other.get_receipt(bundle.receipt_id)
+
+    assert (receipt.receipt_id, receipt.mode, receipt.subject_id) == (
+        bundle.receipt_id,
+        "retrieval",
+        "ana",
+    )
+    assert receipt.as_of == bundle.provenance["as_of"]
+    assert {entry.get("memory_id") for entry in receipt.selected_entries} >= {
+        str(fact.id) for fact in bundle.facts
+    }
+    assert [r.receipt_id for r in listed.receipts] == [bundle.receipt_id]
+    assert listed.next_cursor is None
+    assert replayed.original_receipt_id == bundle.receipt_id
+    assert replayed.replay_receipt_id is not None
+    entries = replayed.diff.selected_entries
+    assert entries["added"] == entries["removed"] == []
+    assert refused.value.status_code == 404

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from memsync.runtime.reading.episodes import EpisodeRepository
     from memsync.runtime.reading.indexes import MemorySearch, SubjectIndexes
     from memsync.runtime.reading.memories import MemoryRepository
+    from memsync.runtime.reading.receipts import Receipts
     from memsync.runtime.sync.records import RunRecord
     from memsync.runtime.sync.repository import ConnectorState, SyncRepository
     from memsync.runtime.sync.runner import BatchProgress, SliceProgress, SyncRunner
@@ -267,6 +268,13 @@ class Services:
             indexes=self._subject_indexes,
             layout=self.settings.context.layout,
         )
+
+    @cached_property
+    def receipts(self) -> Receipts:
+        """Bundles served with receipts; receipts read, listed and replayed."""
+        from memsync.runtime.reading.receipts import Receipts
+
+        return Receipts(self.store, self.context, self.clock)
 
     @cached_property
     def search(self) -> MemorySearch:
@@ -495,14 +503,18 @@ class Services:
 
     def delete_subject(self, tenant_id: str, subject_id: str) -> SubjectDeletion:
         """Delete everything of one subject of one tenant, in one transaction: episodes
-        and their revisions, memories with their provenance, supersession records and
-        conflicts. With :meth:`forget_connector`, the only way anything is deleted."""
+        and their revisions, memories with their provenance, supersession records,
+        conflicts and receipts. With :meth:`forget_connector`, the only way anything is
+        deleted."""
         from memsync.runtime.compiling.memories import delete_subject_memories
         from memsync.runtime.ingest.statements import delete_subject_episodes
+        from memsync.runtime.reading.receipts import delete_subject_receipts
 
         with self.store.write() as connection:
             memories = delete_subject_memories(connection, tenant_id, subject_id)
             episodes = delete_subject_episodes(connection, tenant_id, subject_id)
+            # A receipt holds the tasks asked about the subject: an erasure takes them too.
+            delete_subject_receipts(connection, tenant_id, subject_id)
         return SubjectDeletion(subject_id, episodes, memories)
 
     def forget_connector(

@@ -35,6 +35,7 @@ from memsync.compile.types import (
     StoredMemory,
     SupersessionRule,
 )
+from memsync.runtime.compiling.history import record_conflict_history, record_memory_history
 from memsync.runtime.storage import tables
 
 __all__ = [
@@ -117,9 +118,14 @@ def _stored(row: Row[Any], sources: Sequence[uuid.UUID]) -> StoredMemory:
 
 
 def with_sources(
-    connection: Connection, tenant_id: str, rows: Sequence[Row[Any]]
+    connection: Connection,
+    tenant_id: str,
+    rows: Sequence[Row[Any]],
+    *,
+    as_of: datetime | None = None,
 ) -> list[StoredMemory]:
-    """Attach each memory's provenance set: one query for all of them."""
+    """Attach each memory's provenance set: one query for all of them. With ``as_of``,
+    the sources it had then (added by that moment)."""
     ids = [row.id for row in rows]
     sources: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
     for some_ids in tables.in_slices(ids):
@@ -127,6 +133,8 @@ def with_sources(
             _sources.c.tenant_id == tenant_id,
             tables.one_of(_sources.c.memory_id, some_ids, postgresql=_on_postgresql(connection)),
         )
+        if as_of is not None:
+            query = query.where(_sources.c.added_at <= as_of)
         # One fetch for the slice's rows: iterating a result fetches a row per call.
         for memory_id, episode_id in connection.execute(query).all():
             sources[memory_id].append(episode_id)
@@ -716,6 +724,17 @@ def apply_change_set(
                 for change in changes.status_changes
             ],
         )
+    # Transaction time: what changed is appended to the history as it now stands.
+    record_memory_history(
+        connection,
+        tenant_id,
+        {
+            *(memory.id for memory in changes.memories_to_create),
+            *(addition.memory_id for addition in changes.provenance_to_add),
+            *(change.memory_id for change in changes.status_changes),
+        },
+        now,
+    )
     # A claim that flips often lists the same episodes in record after record: each id
     # is written out as text once per change set. The records' rows are made as they
     # are written, a statement's worth at a time: a compile of many thousand episodes
@@ -807,6 +826,15 @@ def apply_change_set(
                 chosen_memory_id=next(iter(chosen)) if len(chosen) == 1 else None,
             )
         )
+    record_conflict_history(
+        connection,
+        tenant_id,
+        {
+            *(conflict.id for conflict in changes.open_conflicts),
+            *changes.resolved_conflict_ids,
+        },
+        now,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -855,7 +883,14 @@ def load_conflict(
 def delete_subject_memories(connection: Connection, tenant_id: str, subject_id: str) -> int:
     """Delete a subject's memories with their provenance, records, conflicts and
     version."""
-    for table in (_sources, _supersessions, _conflicts, _versions):
+    for table in (
+        _sources,
+        tables.memory_history,
+        _supersessions,
+        tables.conflict_history,
+        _conflicts,
+        _versions,
+    ):
         connection.execute(
             table.delete().where(table.c.tenant_id == tenant_id, table.c.subject_id == subject_id)
         )
@@ -959,6 +994,7 @@ def forget_episodes(
                 updated_at=now,
             )
         ).rowcount
+    record_memory_history(connection, tenant_id, losers - set(orphans), now)
     for some_ids in tables.in_slices(sorted(still_sourced)):
         _drop_from_records(connection, tenant_id, some_ids, forgotten)
     subjects = frozenset(touched.values())

@@ -9,3 +9,7 @@ from .inspector import InspectionReport as InspectionReport
 from .inspector import inspect_subject as inspect_subject
 from .memories import MemoryRepository as MemoryRepository
 from .memories import SupersessionRecord as SupersessionRecord
+from .receipts import BadCursor as BadCursor
+from .receipts import Receipt as Receipt
+from .receipts import Receipts as Receipts
+from .receipts import ReplayMode as ReplayMode

@@ -11,8 +11,10 @@ Ranking, filtering and the token budget are the pure :mod:`memsync.compile.bundl
   built once per memory version and kept in this process (a bounded LRU), so a request
   reads the version (one row), the recent episodes, and the full rows of only the
   memories the budget takes.
-- **With** ``as_of`` every memory that existed then is read with its status then, and
-  ranked exhaustively: the reference path, as slow as the subject is large.
+- **With** ``as_of`` every memory that existed then is read as its history had it then
+  (status, validity, sources), each recent episode at the revision it had then, and
+  ranked exhaustively: the reference path, as slow as the subject is large. A bundle
+  served at T is built again byte for byte by ``as_of=T`` (receipts rely on it).
 
 Both give byte-identical bundles for the same state and ``as_of`` (a test compares
 them).
@@ -76,6 +78,11 @@ class ContextReader:
         self._layout = layout
         self._counter = counter
         self._remembering: RememberingCounter | None = None
+
+    @property
+    def layout(self) -> BundleLayout:
+        """The layout of a request that names none."""
+        return self._layout
 
     def bundle(
         self,

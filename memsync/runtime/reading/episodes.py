@@ -181,17 +181,31 @@ class EpisodeRepository:
             ]
 
     def timeline(
-        self, tenant_id: str, subject_id: str, *, limit: int, offset: int, newest_first: bool
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        limit: int,
+        offset: int,
+        newest_first: bool,
+        as_of: datetime | None = None,
     ) -> EpisodePage:
         """A page of a subject's episodes in ascending (occurred_at, created_at, id) order.
 
         With ``newest_first`` the page is counted from the newest end, but rows in the
-        page are still ascending, as the Statewave timeline contract says.
+        page are still ascending, as the Statewave timeline contract says. With
+        ``as_of``, the episodes filed under the subject then, each at the revision it
+        had then (a tombstone then shows with its ``deleted_at``).
         """
-        order = (_episodes.c.occurred_at, _episodes.c.created_at, _episodes.c.id)
-        query = sa.select(_episodes).where(
-            _episodes.c.tenant_id == tenant_id, _episodes.c.subject_id == subject_id
-        )
+        if as_of is None:
+            rows_of: sa.Table | sa.Subquery = _episodes
+            query = sa.select(_episodes).where(
+                _episodes.c.tenant_id == tenant_id, _episodes.c.subject_id == subject_id
+            )
+        else:
+            rows_of = _as_it_stood(tenant_id, subject_id, as_of, live_only=False)
+            query = sa.select(rows_of)
+        order = (rows_of.c.occurred_at, rows_of.c.created_at, rows_of.c.id)
         if newest_first:
             query = query.order_by(*(column.desc() for column in order))
         else:
@@ -209,19 +223,34 @@ class EpisodeRepository:
         self, tenant_id: str, subject_id: str, *, as_of: datetime | None, limit: int
     ) -> list[EpisodeRecord]:
         """The newest episodes (by occurrence) that had happened and been stored by
-        ``as_of`` and were not deleted then; with None, the newest stored and live."""
-        query = sa.select(_episodes).where(
-            _episodes.c.tenant_id == tenant_id, _episodes.c.subject_id == subject_id
-        )
-        if as_of is None:
-            query = query.where(_episodes.c.deleted_at.is_(None))
-        else:
-            query = query.where(
-                _episodes.c.occurred_at <= as_of,
-                _episodes.c.created_at <= as_of,
-                sa.or_(_episodes.c.deleted_at.is_(None), _episodes.c.deleted_at > as_of),
+        ``as_of`` and were not deleted then, each at the revision it had then and under
+        the subject it was filed under then (a later edit, move or deletion does not
+        show); with None, the newest stored and live."""
+        if as_of is not None:
+            return self._recent_as_of(tenant_id, subject_id, as_of, limit)
+        query = (
+            sa.select(_episodes)
+            .where(
+                _episodes.c.tenant_id == tenant_id,
+                _episodes.c.subject_id == subject_id,
+                _episodes.c.deleted_at.is_(None),
             )
-        query = query.order_by(_episodes.c.occurred_at.desc(), _episodes.c.id).limit(limit)
+            .order_by(_episodes.c.occurred_at.desc(), _episodes.c.id)
+            .limit(limit)
+        )
+        with self._store.read() as connection:
+            return [EpisodeRecord.from_row(row) for row in connection.execute(query)]
+
+    def _recent_as_of(
+        self, tenant_id: str, subject_id: str, as_of: datetime, limit: int
+    ) -> list[EpisodeRecord]:
+        then = _as_it_stood(tenant_id, subject_id, as_of, live_only=True)
+        query = (
+            sa.select(then)
+            .where(then.c.occurred_at <= as_of)
+            .order_by(then.c.occurred_at.desc(), then.c.id)
+            .limit(limit)
+        )
         with self._store.read() as connection:
             return [EpisodeRecord.from_row(row) for row in connection.execute(query)]
 
@@ -270,3 +299,65 @@ class EpisodeRepository:
             ]
             total_count = connection.execute(total).scalar_one()
         return SubjectPage(subjects, total_count)
+
+
+_FROM_REVISION = frozenset(
+    (
+        "subject_id",
+        "source",
+        "payload",
+        "metadata",
+        "provenance",
+        "occurred_at",
+        "revision",
+        "deleted_at",
+        "content_hash",
+    )
+)
+"""What an earlier revision keeps of its own; the rest (type, key, session, the time the
+record was first stored) never changes under a key."""
+
+
+def _as_it_stood(
+    tenant_id: str, subject_id: str, as_of: datetime, *, live_only: bool
+) -> sa.Subquery:
+    """The episodes filed under the subject at ``as_of``, each at the revision it had
+    then: its row, when that revision became current by then, else the kept revision
+    recorded by then and replaced after it. ``live_only``: without those that were
+    tombstones then."""
+    current = sa.select(*(_episodes.c[name] for name in _RECORD_FIELDS)).where(
+        _episodes.c.tenant_id == tenant_id,
+        _episodes.c.subject_id == subject_id,
+        sa.func.coalesce(_episodes.c.revised_at, _episodes.c.created_at) <= as_of,
+    )
+    earlier = (
+        sa.select(
+            *(
+                _revisions.c[name].label(name)
+                if name in _FROM_REVISION
+                else _revisions.c.recorded_at.label(name)
+                if name == "revised_at"
+                else _episodes.c[name]
+                for name in _RECORD_FIELDS
+            )
+        )
+        .select_from(
+            _revisions.join(
+                _episodes,
+                sa.and_(
+                    _episodes.c.tenant_id == _revisions.c.tenant_id,
+                    _episodes.c.id == _revisions.c.episode_id,
+                ),
+            )
+        )
+        .where(
+            _revisions.c.tenant_id == tenant_id,
+            _revisions.c.subject_id == subject_id,
+            _revisions.c.recorded_at <= as_of,
+            _revisions.c.replaced_at > as_of,
+        )
+    )
+    if live_only:
+        current = current.where(_episodes.c.deleted_at.is_(None))
+        earlier = earlier.where(_revisions.c.deleted_at.is_(None))
+    return sa.union_all(current, earlier).subquery("then")

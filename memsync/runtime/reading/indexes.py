@@ -16,6 +16,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from memsync.compile.ranking import RankingIndex
 from memsync.compile.types import MemoryKind, MemoryStatus, StoredMemory
@@ -154,11 +155,18 @@ class MemorySearch:
         kind: str | None,
         text: str | None,
         limit: int,
+        as_of: datetime | None = None,
     ) -> list[StoredMemory]:
         """As :meth:`MemoryRepository.search` answers (a test compares them). ``kind`` is
-        a free filter: a kind memsync does not derive finds nothing."""
+        a free filter: a kind memsync does not derive finds nothing. With ``as_of``, the
+        memories active then, as the store held them then (read from their history,
+        not from the index)."""
         if kind is not None and kind not in MemoryKind.__members__.values():
             return []
+        if as_of is not None:
+            return self._memories.search_as_of(
+                tenant_id, subject_id, kind=kind, text=text, limit=limit, as_of=as_of
+            )
         index = self._indexes.current(tenant_id, subject_id)
         wanted = MemoryKind(kind) if kind is not None else None
         ids = index.search((text or "").lower().split(), wanted, limit)

@@ -22,7 +22,11 @@ from memsync.compile.resolve import ConflictFinding, OpenConflict
 from memsync.compile.types import ConflictStatus, MemoryStatus, SupersessionRule
 from memsync.runtime.compiling.memories import ConflictRecord
 from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository
-from memsync.runtime.reading.memories import MemoryRepository, SupersessionRecord
+from memsync.runtime.reading.memories import (
+    EarlierVersion,
+    MemoryRepository,
+    SupersessionRecord,
+)
 
 __all__ = [
     "ConflictJson",
@@ -100,7 +104,9 @@ class InspectedMemory(MemoryJson):
 
 class InspectionReport(BaseModel):
     """Everything about one subject: its newest episodes (``episodes_truncated`` when
-    there are more), memories by status, supersession records and conflicts."""
+    there are more), memories by status (as they are now), supersession records,
+    conflicts, and apart from them the earlier versions of its memories (``history``:
+    what the store said before a later change, oldest first)."""
 
     subject_id: str
     episodes: list[InspectedEpisode]
@@ -108,6 +114,7 @@ class InspectionReport(BaseModel):
     memories: dict[MemoryStatus, list[InspectedMemory]]
     supersessions: list[SupersessionRecord]
     conflicts: list[ConflictJson]
+    history: list[EarlierVersion]
 
 
 def inspect_subject(
@@ -130,4 +137,5 @@ def inspect_subject(
             ConflictJson.of(record)
             for record in memories.conflicts(tenant_id, subject_id, status=None)
         ],
+        history=memories.earlier_versions(tenant_id, subject_id),
     )

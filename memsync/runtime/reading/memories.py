@@ -6,7 +6,8 @@ import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Annotated
+from itertools import pairwise
+from typing import Annotated, Any
 
 import sqlalchemy as sa
 from pydantic import Field
@@ -21,18 +22,26 @@ from memsync.compile.types import (
     MemoryKind,
     MemoryStatus,
     StoredMemory,
+    SupersessionRule,
 )
 from memsync.runtime.compiling.memories import ConflictRecord, conflict_record, with_sources
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 
-__all__ = ["MemoryRepository", "MemoryVersion", "RankingInputs", "SupersessionRecord"]
+__all__ = [
+    "EarlierVersion",
+    "MemoryRepository",
+    "MemoryVersion",
+    "RankingInputs",
+    "SupersessionRecord",
+]
 
 _memories = tables.memories
 _sources = tables.memory_sources
 _supersessions = tables.supersessions
 _conflicts = tables.conflicts
 _versions = tables.memory_versions
+_history = tables.memory_history
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +63,21 @@ class SupersessionRecord:
     loser_episode_count: int
     job_id: str | None
     decided_at: IsoDatetime
+
+
+@dataclass(frozen=True, slots=True)
+class EarlierVersion:
+    """A memory as the store held it from ``recorded_at`` until ``replaced_at``, when a
+    later change (a supersession, a reinstatement, older evidence) replaced it."""
+
+    memory_id: uuid.UUID
+    recorded_at: IsoDatetime
+    replaced_at: IsoDatetime
+    status: MemoryStatus
+    status_rule: SupersessionRule | None
+    valid_from: IsoDatetime
+    valid_to: IsoDatetime | None
+    asserted_at: IsoDatetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,35 +123,30 @@ class MemoryRepository:
     ) -> list[StoredMemory]:
         """Memories of a subject ordered by (valid_from, id).
 
-        With ``as_of``, the memories that were active at that moment: created by then,
-        and either still active or changed status after it.
+        With ``as_of``, the memories that were active at that moment, as the store held
+        them then (their history, and the sources they had).
         """
-        query = sa.select(_memories).where(
-            _memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id
-        )
         if as_of is not None:
-            query = query.where(
-                _memories.c.created_at <= as_of,
-                sa.or_(
-                    _memories.c.status == MemoryStatus.ACTIVE.value,
-                    _memories.c.status_changed_at > as_of,
-                ),
+            query = _as_it_stood(tenant_id, subject_id, as_of)
+            then = query.selected_columns
+            query = query.where(then.status == MemoryStatus.ACTIVE.value)
+            valid_from = then.valid_from
+        else:
+            query = sa.select(_memories).where(
+                _memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id
             )
-        elif statuses is not None:
-            query = query.where(_memories.c.status.in_([status.value for status in statuses]))
+            valid_from = _memories.c.valid_from
+            if statuses is not None:
+                query = query.where(_memories.c.status.in_([status.value for status in statuses]))
         if kind is not None:
             query = query.where(_memories.c.kind == kind)
-        order = (_memories.c.valid_from, _memories.c.id)
+        order = (valid_from, _memories.c.id)
         query = query.order_by(*(c.desc() for c in order) if newest_first else order)
         if limit is not None:
             query = query.limit(limit).offset(offset)
         with self._store.read() as connection:
             rows = list(connection.execute(query))
-            memories = with_sources(connection, tenant_id, rows)
-        if as_of is not None:
-            # As the store stood then: any later status change had not happened yet.
-            return [_as_active(memory) for memory in memories]
-        return memories
+            return with_sources(connection, tenant_id, rows, as_of=as_of)
 
     def version(self, tenant_id: str, subject_id: str) -> MemoryVersion | None:
         """The subject's memory version; None if it never had a memory."""
@@ -152,27 +171,15 @@ class MemoryRepository:
         return replace(inputs, version=None)
 
     def memories_at(self, tenant_id: str, subject_id: str, as_of: datetime) -> list[StoredMemory]:
-        """Every memory of the subject created by ``as_of``, with its status then.
-
-        A status that changed after ``as_of`` had not changed yet: the memory was
-        active (history keeps one change per memory, so that is what it was).
-        """
-        query = (
-            sa.select(_memories)
-            .where(
-                _memories.c.tenant_id == tenant_id,
-                _memories.c.subject_id == subject_id,
-                _memories.c.created_at <= as_of,
-            )
-            .order_by(_memories.c.valid_from, _memories.c.id)
-        )
+        """Every memory of the subject created by ``as_of``, as the store held it then:
+        its status, validity and assertion time from its history, its sources those
+        added by then. Later changes (a supersession, a backfill's older evidence, a
+        reinstatement) do not show."""
+        query = _as_it_stood(tenant_id, subject_id, as_of)
+        query = query.order_by(query.selected_columns.valid_from, _memories.c.id)
         with self._store.read() as connection:
             rows = list(connection.execute(query))
-            stored = with_sources(connection, tenant_id, rows)
-        return [
-            memory if row.status_changed_at <= as_of else _as_active(memory)
-            for row, memory in zip(rows, stored, strict=True)
-        ]
+            return with_sources(connection, tenant_id, rows, as_of=as_of)
 
     def get(
         self, tenant_id: str, memory_ids: Collection[uuid.UUID]
@@ -215,6 +222,29 @@ class MemoryRepository:
             rows = list(connection.execute(query))
             return with_sources(connection, tenant_id, rows)
 
+    def search_as_of(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        kind: str | None,
+        text: str | None,
+        limit: int,
+        as_of: datetime,
+    ) -> list[StoredMemory]:
+        """:meth:`search` as the store stood at ``as_of``: the memories active then,
+        with their assertion times and sources then, newest assertion first."""
+        words = (text or "").lower().split()
+        found = [
+            memory
+            for memory in self.memories(tenant_id, subject_id, as_of=as_of)
+            if (kind is None or memory.kind == kind)
+            and all(word in memory.content.lower() for word in words)
+        ]
+        found.sort(key=lambda memory: memory.id)
+        found.sort(key=lambda memory: memory.last_asserted, reverse=True)
+        return found[:limit]
+
     def count_by_subject(self, tenant_id: str, subject_ids: Collection[str]) -> dict[str, int]:
         """Active memories per subject."""
         if not subject_ids:
@@ -239,21 +269,22 @@ class MemoryRepository:
         status: ConflictStatus | None = ConflictStatus.OPEN,
         as_of: datetime | None = None,
     ) -> list[ConflictRecord]:
-        """Conflicts, oldest first. With ``as_of``: those open at that moment."""
-        query = sa.select(_conflicts).where(_conflicts.c.tenant_id == tenant_id)
-        if subject_id is not None:
-            query = query.where(_conflicts.c.subject_id == subject_id)
+        """Conflicts, oldest first. With ``as_of``: those open at that moment, as the
+        store held them then (from their history: one resolved and opened again since
+        shows as it was)."""
         if as_of is not None:
-            query = query.where(
-                _conflicts.c.detected_at <= as_of,
-                sa.or_(
-                    _conflicts.c.status == ConflictStatus.OPEN.value,
-                    _conflicts.c.resolved_at > as_of,
-                ),
+            query = _conflicts_then(tenant_id, subject_id, as_of)
+            then = query.selected_columns
+            query = query.where(then.status == ConflictStatus.OPEN.value).order_by(
+                then.detected_at, _conflicts.c.id
             )
-        elif status is not None:
-            query = query.where(_conflicts.c.status == status)
-        query = query.order_by(_conflicts.c.detected_at, _conflicts.c.id)
+        else:
+            query = sa.select(_conflicts).where(_conflicts.c.tenant_id == tenant_id)
+            if subject_id is not None:
+                query = query.where(_conflicts.c.subject_id == subject_id)
+            if status is not None:
+                query = query.where(_conflicts.c.status == status)
+            query = query.order_by(_conflicts.c.detected_at, _conflicts.c.id)
         with self._store.read() as connection:
             return [conflict_record(row) for row in connection.execute(query)]
 
@@ -264,6 +295,32 @@ class MemoryRepository:
         with self._store.read() as connection:
             row = connection.execute(query).first()
         return conflict_record(row) if row is not None else None
+
+    def earlier_versions(self, tenant_id: str, subject_id: str) -> list[EarlierVersion]:
+        """Every version of the subject's memories that a later one replaced, oldest
+        first (the current versions are the memories themselves)."""
+        query = (
+            sa.select(_history)
+            .where(_history.c.tenant_id == tenant_id, _history.c.subject_id == subject_id)
+            .order_by(_history.c.memory_id, _history.c.recorded_at)
+        )
+        with self._store.read() as connection:
+            rows = list(connection.execute(query))
+        versions = [
+            EarlierVersion(
+                memory_id=row.memory_id,
+                recorded_at=row.recorded_at,
+                replaced_at=later.recorded_at,
+                status=MemoryStatus(row.status),
+                status_rule=SupersessionRule(row.status_rule) if row.status_rule else None,
+                valid_from=row.valid_from,
+                valid_to=row.valid_to,
+                asserted_at=row.asserted_at,
+            )
+            for row, later in pairwise(rows)
+            if later.memory_id == row.memory_id
+        ]
+        return sorted(versions, key=lambda version: (version.recorded_at, version.memory_id))
 
     def supersessions(self, tenant_id: str, subject_id: str) -> list[SupersessionRecord]:
         query = (
@@ -369,7 +426,93 @@ def _ranking_inputs(
     return RankingInputs(version, entries, texts, conflicts, frozenset(withheld.scalars()))
 
 
-def _as_active(memory: StoredMemory) -> StoredMemory:
-    if memory.status is MemoryStatus.ACTIVE:
-        return memory
-    return replace(memory, status=MemoryStatus.ACTIVE, valid_to=None, status_rule=None)
+_CHANGEABLE = frozenset(
+    ("status", "status_rule", "valid_from", "valid_to", "asserted_at", "explicit_change")
+)
+
+
+def _as_it_stood(tenant_id: str, subject_id: str, as_of: datetime) -> sa.Select[Any]:
+    """The subject's memories created by ``as_of``, with the changeable columns of the
+    latest history row recorded by then in place of today's (same names).
+
+    The subject's history rows up to ``as_of`` are numbered per memory, newest first,
+    in one pass over ``ix_memory_history_subject``, rather than a correlated "latest
+    row" subquery per memory."""
+    numbered = (
+        sa.select(
+            _history,
+            sa.func.row_number()
+            .over(partition_by=_history.c.memory_id, order_by=_history.c.recorded_at.desc())
+            .label("newest"),
+        )
+        .where(
+            _history.c.tenant_id == tenant_id,
+            _history.c.subject_id == subject_id,
+            _history.c.recorded_at <= as_of,
+        )
+        .subquery("then")
+    )
+    columns = [
+        numbered.c[column.name] if column.name in _CHANGEABLE else column for column in _memories.c
+    ]
+    return (
+        sa.select(*columns)
+        .select_from(
+            _memories.join(
+                numbered,
+                sa.and_(numbered.c.memory_id == _memories.c.id, numbered.c.newest == 1),
+            )
+        )
+        .where(
+            _memories.c.tenant_id == tenant_id,
+            _memories.c.subject_id == subject_id,
+            _memories.c.created_at <= as_of,
+        )
+    )
+
+
+_CONFLICT_CHANGEABLE = frozenset(
+    (
+        "rule",
+        "score",
+        "threshold",
+        "status",
+        "job_id",
+        "detected_at",
+        "resolved_at",
+        "chosen_memory_id",
+    )
+)
+
+
+def _conflicts_then(tenant_id: str, subject_id: str | None, as_of: datetime) -> sa.Select[Any]:
+    """The conflicts detected by ``as_of`` (of the subject, or of every subject), with
+    the changeable columns of the latest history row recorded by then (same names)."""
+    history = tables.conflict_history
+    recorded = [history.c.tenant_id == tenant_id, history.c.recorded_at <= as_of]
+    if subject_id is not None:
+        recorded.append(history.c.subject_id == subject_id)
+    numbered = (
+        sa.select(
+            history,
+            sa.func.row_number()
+            .over(partition_by=history.c.conflict_id, order_by=history.c.recorded_at.desc())
+            .label("newest"),
+        )
+        .where(*recorded)
+        .subquery("then")
+    )
+    columns = [
+        numbered.c[column.name] if column.name in _CONFLICT_CHANGEABLE else column
+        for column in _conflicts.c
+    ]
+    return (
+        sa.select(*columns)
+        .select_from(
+            _conflicts.join(
+                numbered,
+                sa.and_(numbered.c.conflict_id == _conflicts.c.id, numbered.c.newest == 1),
+            )
+        )
+        .where(_conflicts.c.tenant_id == tenant_id)
+    )

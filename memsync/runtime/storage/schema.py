@@ -20,15 +20,18 @@ from memsync.runtime.storage.types import JSONDocument, UTCDateTime, identifier
 __all__ = [
     "backfill_slices",
     "backfills",
+    "conflict_history",
     "conflicts",
     "episode_revisions",
     "episodes",
     "jobs",
     "llm_extractions",
     "memories",
+    "memory_history",
     "memory_sources",
     "memory_versions",
     "metadata",
+    "receipts",
     "supersessions",
     "sync_runs",
     "sync_streams",
@@ -139,6 +142,9 @@ episode_revisions = sa.Table(
         ["episodes.tenant_id", "episodes.id"],
         ondelete="CASCADE",
     ),
+    # ``as_of`` reads the revisions a subject's records had then: those filed under it
+    # and replaced after that moment.
+    sa.Index("ix_episode_revisions_subject", "tenant_id", "subject_id", "replaced_at"),
 )
 """An earlier revision of an episode, kept when a newer payload (or a move to
 another subject) replaced it; ``subject_id`` is where it was filed then."""
@@ -186,7 +192,41 @@ memories = sa.Table(
 The unique index on (tenant_id, subject_id, memory_key) is what makes compile a
 set: deriving the same statement again finds this row and only adds provenance.
 Memories are never deleted except with their subject, or when a forgotten
-connector's episodes were all they rested on; a loser is ``superseded``.
+connector's episodes were all they rested on; a loser is ``superseded``. Every writer
+of the changeable columns (status, status rule, validity, assertion time, explicit
+change) appends the new state to ``memory_history`` in the same transaction
+(``record_memory_history``): that, not this row, is what ``as_of`` reads.
+"""
+
+
+memory_history = sa.Table(
+    "memory_history",
+    metadata,
+    sa.Column("tenant_id", identifier(TENANT_ID_LENGTH), primary_key=True),
+    sa.Column("memory_id", sa.Uuid, primary_key=True),
+    sa.Column("recorded_at", UTCDateTime, primary_key=True),
+    sa.Column("subject_id", identifier(SUBJECT_ID_LENGTH), nullable=False),
+    sa.Column("status", identifier(16), nullable=False),
+    sa.Column("status_rule", identifier(32)),
+    sa.Column("valid_from", UTCDateTime, nullable=False),
+    sa.Column("valid_to", UTCDateTime),
+    sa.Column("asserted_at", UTCDateTime, nullable=False),
+    sa.Column("explicit_change", sa.Boolean, nullable=False),
+    sa.ForeignKeyConstraint(
+        ["tenant_id", "memory_id"], ["memories.tenant_id", "memories.id"], ondelete="CASCADE"
+    ),
+    # ``as_of`` numbers a subject's rows per memory, newest first, up to a moment.
+    sa.Index("ix_memory_history_subject", "tenant_id", "subject_id", "memory_id", "recorded_at"),
+)
+"""Transaction time: a memory's changeable fields as the store held them from
+``recorded_at`` on, one row per memory per change (created, superseded, tombstoned,
+reinstated, its validity or assertions revised), written by the same statement batch
+as the change. ``as_of=T`` reads, per memory, the latest row recorded by ``T``; a
+memory's other fields (kind, content, claim, metadata) never change, and its sources
+at ``T`` are the ``memory_sources`` added by then. Rows are only added: two changes
+of one memory at the same instant (chunks of one compile) keep the later state, as
+the store did at that instant. Deleted only with their memory (a subject deletion, a
+forgotten connector).
 """
 
 
@@ -286,10 +326,73 @@ conflicts = sa.Table(
     sa.Index("ix_conflicts_subject_status", "tenant_id", "subject_id", "status"),
     sa.CheckConstraint("status IN ('open', 'resolved')", name="status_known"),
 )
-"""Two active memories that contradict each other under the ``flag`` policy.
+"""Two active memories that contradict each other under the ``flag`` policy. Every
+change of status (opened, resolved, opened again) is appended to ``conflict_history``
+in the same transaction (``record_conflict_history``): that is what ``as_of`` reads.
 
 The id is derived from the two memory keys, so detecting the same conflict again
 hits the primary key instead of opening a second record.
+"""
+
+
+receipts = sa.Table(
+    "receipts",
+    metadata,
+    sa.Column("tenant_id", identifier(TENANT_ID_LENGTH), primary_key=True),
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("subject_id", identifier(SUBJECT_ID_LENGTH), nullable=False),
+    sa.Column("mode", identifier(16), nullable=False),
+    sa.Column("parent_receipt_id", sa.String(LABEL_LENGTH)),
+    sa.Column("query_id", sa.String(LABEL_LENGTH)),
+    sa.Column("task_id", sa.String(LABEL_LENGTH)),
+    sa.Column("task", sa.Text, nullable=False),
+    sa.Column("max_tokens", sa.Integer, nullable=False),
+    sa.Column("layout", identifier(16), nullable=False),
+    sa.Column("requested_as_of", UTCDateTime),
+    sa.Column("as_of", UTCDateTime, nullable=False),
+    sa.Column("context_hash", sa.String(64), nullable=False),
+    sa.Column("token_estimate", sa.Integer, nullable=False),
+    sa.Column("selected_entries", JSONDocument, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    # Listing reads one subject's receipts newest first, a page at a time.
+    sa.Index("ix_receipts_subject_created", "tenant_id", "subject_id", "created_at", "id"),
+    sa.CheckConstraint("mode IN ('retrieval', 'as_of_replay')", name="mode_known"),
+)
+"""One context bundle served with ``emit_receipt``: the request (task, budget, layout,
+the ``as_of`` asked for), the bundle's own ``as_of`` (the transaction time it shows),
+what went in (memory and episode ids, with scores) and ``context_hash``, the SHA-256 of
+the exact bytes served. Written once, never updated: a replay writes a receipt of its
+own (``as_of_replay``, ``parent_receipt_id`` the original). The bytes themselves are
+not kept: an exact replay builds the bundle again and compares hashes.
+"""
+
+
+conflict_history = sa.Table(
+    "conflict_history",
+    metadata,
+    sa.Column("tenant_id", identifier(TENANT_ID_LENGTH), primary_key=True),
+    sa.Column("conflict_id", sa.Uuid, primary_key=True),
+    sa.Column("recorded_at", UTCDateTime, primary_key=True),
+    sa.Column("subject_id", identifier(SUBJECT_ID_LENGTH), nullable=False),
+    sa.Column("rule", identifier(32), nullable=False),
+    sa.Column("score", sa.Float),
+    sa.Column("threshold", sa.Float),
+    sa.Column("status", identifier(16), nullable=False),
+    sa.Column("job_id", sa.String(64)),
+    sa.Column("detected_at", UTCDateTime, nullable=False),
+    sa.Column("resolved_at", UTCDateTime),
+    sa.Column("chosen_memory_id", sa.Uuid),
+    sa.ForeignKeyConstraint(
+        ["tenant_id", "conflict_id"], ["conflicts.tenant_id", "conflicts.id"], ondelete="CASCADE"
+    ),
+    # ``as_of`` numbers a subject's rows per conflict, newest first, up to a moment.
+    sa.Index(
+        "ix_conflict_history_subject", "tenant_id", "subject_id", "conflict_id", "recorded_at"
+    ),
+)
+"""Transaction time of conflicts, as ``memory_history`` is of memories: a conflict's
+changeable fields (opened, resolved, opened again) from ``recorded_at`` on, one row per
+change, written with it; ``as_of`` reads the latest row recorded by then.
 """
 
 

@@ -13,7 +13,15 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 import memsync
-from memsync.runtime.app.api import connectors, episodes, health, jobs, memories, runs
+from memsync.runtime.app.api import (
+    connectors,
+    episodes,
+    health,
+    jobs,
+    memories,
+    receipts,
+    runs,
+)
 from memsync.runtime.app.api.auth import LoopbackHostOnly
 from memsync.runtime.app.api.errors import (
     BodySizeLimit,
@@ -58,6 +66,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(episodes.router)
     app.include_router(health.router)
     app.include_router(memories.router)
+    app.include_router(receipts.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
     app.include_router(connectors.router)

@@ -27,6 +27,7 @@ from memsync.runtime.app.api.schemas import (
     CreateEpisodeRequest,
     EpisodeResponse,
     EpisodeWithRevisionsResponse,
+    Moment,
     SubjectId,
     SubjectResponse,
     SubjectsResponse,
@@ -129,20 +130,35 @@ def timeline(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     newest_first: bool = False,
+    as_of: Annotated[Moment | None, Query()] = None,
 ) -> TimelineResponse:
     """A page of a subject's episodes and a page of its memories (every status),
-    oldest first within each page."""
+    oldest first within each page. With ``as_of``, as the store held them then: the
+    episodes filed under the subject at the revision each had, the memories that
+    existed with their status then."""
     page = services.episodes.timeline(
-        caller.tenant_id, subject_id, limit=limit, offset=offset, newest_first=newest_first
-    )
-    memories = services.memories.memories(
         caller.tenant_id,
         subject_id,
-        statuses=tuple(MemoryStatus),
-        limit=limit + 1,
+        limit=limit,
         offset=offset,
         newest_first=newest_first,
+        as_of=as_of,
     )
+    if as_of is None:
+        memories = services.memories.memories(
+            caller.tenant_id,
+            subject_id,
+            statuses=tuple(MemoryStatus),
+            limit=limit + 1,
+            offset=offset,
+            newest_first=newest_first,
+        )
+    else:
+        # Every memory then, in (valid_from, id) order: paged here, as the query pages.
+        then = services.memories.memories_at(caller.tenant_id, subject_id, as_of)
+        if newest_first:
+            then.reverse()
+        memories = then[offset : offset + limit + 1]
     memories_page = memories[:limit]
     if newest_first:
         memories_page.reverse()

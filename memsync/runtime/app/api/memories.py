@@ -11,7 +11,6 @@ from pydantic import BaseModel, Field, StrictBool
 
 from memsync.compile.bundle import BundleJson, BundleLayout, MemoryJson, dump_json
 from memsync.compile.types import ConflictStatus
-from memsync.episode import canonical_json
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.api.jobs import CompileJobResponse, enqueue_compile
@@ -24,8 +23,15 @@ from memsync.runtime.compiling import (
     result_summary,
 )
 from memsync.runtime.reading import ConflictJson, InspectionReport, inspect_subject
+from memsync.runtime.storage.schema import LABEL_LENGTH
 
-__all__ = ["CompileResponse", "ConflictsResponse", "SearchResponse", "router"]
+__all__ = [
+    "CompileResponse",
+    "ConflictsResponse",
+    "ContextResponse",
+    "SearchResponse",
+    "router",
+]
 
 router = APIRouter()
 
@@ -47,6 +53,21 @@ class ContextRequest(RequestBody):
         description="memsync (plain headings) or statewave (Markdown sections); "
         "default: the configuration's context.layout",
     )
+    emit_receipt: StrictBool = Field(
+        default=False,
+        description="write a receipt of this bundle; the answer carries its receipt_id",
+    )
+    query_id: Text | None = Field(default=None, max_length=LABEL_LENGTH)
+    task_id: Text | None = Field(default=None, max_length=LABEL_LENGTH)
+    parent_receipt_id: Text | None = Field(default=None, max_length=LABEL_LENGTH)
+
+
+class ContextResponse(BundleJson):
+    """A bundle; with ``emit_receipt``, also the id of its receipt (Statewave's fields).
+    ``context_hash`` of the receipt is the SHA-256 of this very body."""
+
+    receipt_id: str | None = None
+    receipt_emitted: bool = False
 
 
 class ResolveConflictRequest(RequestBody):
@@ -103,16 +124,20 @@ def search_memories(
     kind: Annotated[str | None, Query(max_length=64)] = None,
     q: Annotated[Text | None, Query(max_length=1000)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
+    as_of: Annotated[Moment | None, Query()] = None,
 ) -> SearchResponse:
     """Active memories of a subject containing every word of ``q``, newest first.
 
     ``kind`` filters, whatever its value: a kind memsync does not derive finds nothing.
+    With ``as_of``: the memories active then, as the store held them then.
     """
-    found = services.search.search(caller.tenant_id, subject_id, kind=kind, text=q, limit=limit)
+    found = services.search.search(
+        caller.tenant_id, subject_id, kind=kind, text=q, limit=limit, as_of=as_of
+    )
     return SearchResponse(memories=[MemoryJson.model_validate(memory) for memory in found])
 
 
-@router.post("/v1/context", response_model=BundleJson)
+@router.post("/v1/context", response_model=ContextResponse)
 def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> Response:
     """A ranked, token-bounded bundle of what is currently true: active memories and
     recent episodes, never the text of a superseded one.
@@ -120,17 +145,20 @@ def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> R
     The wall clock is never read: with ``as_of`` the bundle is assembled as the store
     stood then, and without it as of the latest change it reflects, so equal store
     state and request give byte-identical bodies. The body is the bundle's canonical
-    JSON (RFC 8785), as it is: never re-serialised.
+    JSON (RFC 8785), as it is: never re-serialised. With ``emit_receipt`` a receipt is
+    written (``GET /v1/receipts/{receipt_id}``) whose ``context_hash`` is the SHA-256
+    of this body.
     """
-    bundle = services.context.bundle(
+    receipts = services.receipts
+    served = receipts.serve(
         caller.tenant_id,
-        body.subject_id,
-        body.task,
-        body.max_tokens,
-        body.as_of,
-        layout=body.layout,
+        receipts.request(body.subject_id, body.task, body.max_tokens, body.as_of, body.layout),
+        emit_receipt=body.emit_receipt,
+        query_id=body.query_id,
+        task_id=body.task_id,
+        parent_receipt_id=body.parent_receipt_id,
     )
-    return Response(canonical_json(bundle.to_dict()), media_type="application/json")
+    return Response(served.body, media_type="application/json")
 
 
 @router.get("/v1/conflicts")

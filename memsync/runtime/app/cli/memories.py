@@ -221,3 +221,19 @@ def render_inspection(report: dict[str, Any]) -> None:
         ("id", "status", "rule", "contents"),
         ((c["id"], c["status"], c["rule"], " | ".join(c["contents"])) for c in report["conflicts"]),
     )
+    print_table(
+        f"{subject}: earlier versions of memories",
+        ("memory", "from", "until", "status", "rule", "valid from", "valid to"),
+        (
+            (
+                version["memory_id"],
+                version["recorded_at"],
+                version["replaced_at"],
+                version["status"],
+                version["status_rule"] or "-",
+                version["valid_from"],
+                version["valid_to"] or "-",
+            )
+            for version in report["history"]
+        ),
+    )
