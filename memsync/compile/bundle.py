@@ -77,6 +77,7 @@ __all__ = [
     "assemble_ranked",
     "dump_json",
     "estimate_tokens",
+    "stands",
     "withheld_episodes",
 ]
 
@@ -109,6 +110,8 @@ class Bundle:
     token_estimate: int
     tokenizer: str
     layout: BundleLayout = BundleLayout.MEMSYNC
+    valid_at: datetime | None = None
+    """The valid time asked for, if any: the memories shown are those that held then."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``canonical_json`` of it is byte-identical for equal bundles."""
@@ -270,6 +273,8 @@ class BundleProvenanceJson(BaseModel):
     ranking: str = RANKING
     tokenizer: str
     layout: BundleLayout
+    # Only when asked for: a bundle without it keeps its bytes (and its receipts' hashes).
+    valid_at: IsoDatetime | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class BundleJson(BaseModel):
@@ -320,6 +325,7 @@ class BundleJson(BaseModel):
                     "abstained_conflicts": [conflict.id for conflict in bundle.abstentions],
                     "tokenizer": bundle.tokenizer,
                     "layout": bundle.layout,
+                    "valid_at": bundle.valid_at,
                 },
                 "assembled_context": bundle.assembled_context,
                 "token_estimate": bundle.token_estimate,
@@ -327,11 +333,28 @@ class BundleJson(BaseModel):
         )
 
 
+def stands(memory: StoredMemory, valid_at: datetime | None) -> bool:
+    """Whether a bundle may show the memory: without ``valid_at``, whether it is active;
+    with it, whether it held at that valid time — not tombstoned (its sources are gone)
+    and ``valid_from <= valid_at < valid_to`` — whatever its status, since a memory
+    superseded later was still true then."""
+    if valid_at is None:
+        return memory.status is MemoryStatus.ACTIVE
+    return (
+        memory.status is not MemoryStatus.TOMBSTONED
+        and memory.valid_from <= valid_at
+        and (memory.valid_to is None or valid_at < memory.valid_to)
+    )
+
+
 def withheld_episodes(
-    memories: Iterable[StoredMemory], open_conflicts: Iterable[OpenConflict]
+    memories: Iterable[StoredMemory],
+    open_conflicts: Iterable[OpenConflict],
+    valid_at: datetime | None = None,
 ) -> frozenset[uuid.UUID]:
     """The episodes whose text must not reach a bundle: every source of a memory that
-    is not active (superseded, tombstoned) and of a memory an open conflict names.
+    does not stand (:func:`stands`: not active, or with ``valid_at`` did not hold then)
+    and of a memory an open conflict names.
 
     ``memories`` carry their status at the bundle's ``as_of``. Such an episode still
     says what lost: showing it, or its summary, would put the loser back in the bundle.
@@ -340,7 +363,7 @@ def withheld_episodes(
     return frozenset(
         episode_id
         for memory in memories
-        if memory.status is not MemoryStatus.ACTIVE or memory.id in contested
+        if not stands(memory, valid_at) or memory.id in contested
         for episode_id in memory.source_episode_ids
     )
 
@@ -356,17 +379,24 @@ def assemble_bundle(
     *,
     counter: TokenCounter | None = None,
     layout: BundleLayout = BundleLayout.MEMSYNC,
+    valid_at: datetime | None = None,
 ) -> Bundle:
     """Rank every memory, then assemble: the reference path; see the module docstring.
 
     ``memories`` are the subject's memories with their status at ``as_of``: only the
     active ones valid at ``as_of`` are ranked, and the others withhold their source
-    episodes. Repeats: identical arguments (in any order) give an equal bundle and
-    byte-identical ``canonical_json(bundle.to_dict())``.
+    episodes. With ``valid_at`` the memories that held at that valid time are ranked
+    instead (:func:`stands`), scored as at ``valid_at``, and only episodes that occurred
+    by then are shown; ``as_of`` stays the transaction time of the store read. Repeats:
+    identical arguments (in any order) give an equal bundle and byte-identical
+    ``canonical_json(bundle.to_dict())``.
     """
     own = [memory for memory in memories if memory.subject_id == subject_id]
-    by_id = {memory.id: memory for memory in own if memory.status is MemoryStatus.ACTIVE}
-    ranked = rank_all((RankingEntry.of(memory) for memory in by_id.values()), tokens(task), as_of)
+    by_id = {memory.id: memory for memory in own if stands(memory, valid_at)}
+    # Validity and recency are judged at the valid time asked about, else at as_of.
+    ranked = rank_all(
+        (RankingEntry.of(memory) for memory in by_id.values()), tokens(task), valid_at or as_of
+    )
     conflicts = [conflict for conflict in open_conflicts if conflict.subject_id == subject_id]
     return assemble_ranked(
         subject_id,
@@ -376,9 +406,10 @@ def assemble_bundle(
         episodes,
         max_tokens,
         as_of,
-        withheld=withheld_episodes(own, conflicts),
+        withheld=withheld_episodes(own, conflicts, valid_at),
         counter=counter,
         layout=layout,
+        valid_at=valid_at,
     )
 
 
@@ -394,15 +425,20 @@ def assemble_ranked(
     withheld: frozenset[uuid.UUID],
     counter: TokenCounter | None = None,
     layout: BundleLayout = BundleLayout.MEMSYNC,
+    valid_at: datetime | None = None,
 ) -> Bundle:
     """Cut ``ranked`` (best first, as :mod:`~memsync.compile.ranking` orders them) and
     the recent ``episodes`` to the budget and render them.
 
     ``ranked`` is read lazily and only as far as the budget needs. ``withheld`` are the
     episodes :func:`withheld_episodes` names. Memories of open conflicts are skipped
-    (the conflict is stated instead), as are summaries of withheld episodes.
+    (the conflict is stated instead), as are summaries of withheld episodes, and those
+    that do not stand at ``valid_at`` (:func:`stands`); episodes must have occurred by
+    ``as_of`` and by ``valid_at``.
     """
     require_aware(as_of, "as_of")
+    if valid_at is not None:
+        require_aware(valid_at, "valid_at")
     if max_tokens <= 0:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
     counter = counter or default_counter()
@@ -420,7 +456,7 @@ def assemble_ranked(
         memory = item.memory
         if (
             memory.subject_id != subject_id
-            or memory.status is not MemoryStatus.ACTIVE
+            or not stands(memory, valid_at)
             or memory.id in contested
             or (
                 memory.kind is MemoryKind.EPISODE_SUMMARY
@@ -448,6 +484,7 @@ def assemble_ranked(
             for e in episodes
             if e.subject_id == subject_id
             and e.occurred_at <= as_of
+            and (valid_at is None or e.occurred_at <= valid_at)
             and e.id not in withheld
             and e.id not in covered
         ),
@@ -477,6 +514,7 @@ def assemble_ranked(
         token_estimate=count,
         tokenizer=counter.name,
         layout=layout,
+        valid_at=valid_at,
     )
 
 

@@ -93,11 +93,30 @@ class ContextReader:
         as_of: datetime | None = None,
         *,
         layout: BundleLayout | None = None,
+        valid_at: datetime | None = None,
     ) -> Bundle:
-        """The bundle as of ``as_of``, or as of the latest change it reflects."""
+        """The bundle as of ``as_of``, or as of the latest change it reflects.
+
+        With ``valid_at``: what the store at that transaction time says held at that
+        valid time (the reference path, from the memories' history). Without ``as_of``
+        its ``as_of`` is the latest change, as without ``valid_at``, so the same request
+        with that ``as_of`` builds it again byte for byte."""
         layout = layout or self._layout
+        if valid_at is not None and as_of is None:
+            # The moment the fast path would date the bundle; the history read as of it
+            # is the current state, and a change committed meanwhile is later than it.
+            recent = self._episodes.recent(tenant_id, subject_id, as_of=None, limit=BUNDLE_EPISODES)
+            as_of = _latest_change(self._memories.version(tenant_id, subject_id), recent)
         if as_of is not None:
-            return self._as_it_stood(tenant_id, subject_id, task, max_tokens, utc(as_of), layout)
+            return self._as_it_stood(
+                tenant_id,
+                subject_id,
+                task,
+                max_tokens,
+                utc(as_of),
+                layout,
+                utc(valid_at) if valid_at is not None else None,
+            )
         index = self._indexes.current(tenant_id, subject_id)
         recent = self._episodes.recent(tenant_id, subject_id, as_of=None, limit=BUNDLE_EPISODES)
         moment = _latest_change(index.inputs.version, recent)
@@ -123,10 +142,13 @@ class ContextReader:
         max_tokens: int,
         moment: datetime,
         layout: BundleLayout,
+        valid_at: datetime | None,
     ) -> Bundle:
         memories = self._memories.memories_at(tenant_id, subject_id, moment)
         conflicts = self._memories.conflicts(tenant_id, subject_id, as_of=moment)
-        episodes = self._episodes.recent(tenant_id, subject_id, as_of=moment, limit=BUNDLE_EPISODES)
+        episodes = self._episodes.recent(
+            tenant_id, subject_id, as_of=moment, limit=BUNDLE_EPISODES, occurred_by=valid_at
+        )
         return assemble_bundle(
             subject_id,
             task,
@@ -137,6 +159,7 @@ class ContextReader:
             moment,
             counter=self._counter,
             layout=layout,
+            valid_at=valid_at,
         )
 
     def _remembered(self) -> TokenCounter:

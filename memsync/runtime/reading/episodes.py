@@ -220,20 +220,29 @@ class EpisodeRepository:
         return EpisodePage(rows, has_more)
 
     def recent(
-        self, tenant_id: str, subject_id: str, *, as_of: datetime | None, limit: int
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        as_of: datetime | None,
+        limit: int,
+        occurred_by: datetime | None = None,
     ) -> list[EpisodeRecord]:
         """The newest episodes (by occurrence) that had happened and been stored by
         ``as_of`` and were not deleted then, each at the revision it had then and under
         the subject it was filed under then (a later edit, move or deletion does not
-        show); with None, the newest stored and live."""
+        show); with None, the newest stored and live. With ``occurred_by`` (a bundle's
+        ``valid_at``), only those that occurred by then."""
         if as_of is not None:
-            return self._recent_as_of(tenant_id, subject_id, as_of, limit)
+            cutoff = as_of if occurred_by is None else min(as_of, occurred_by)
+            return self._recent_as_of(tenant_id, subject_id, as_of, cutoff, limit)
         query = (
             sa.select(_episodes)
             .where(
                 _episodes.c.tenant_id == tenant_id,
                 _episodes.c.subject_id == subject_id,
                 _episodes.c.deleted_at.is_(None),
+                sa.true() if occurred_by is None else _episodes.c.occurred_at <= occurred_by,
             )
             .order_by(_episodes.c.occurred_at.desc(), _episodes.c.id)
             .limit(limit)
@@ -242,12 +251,12 @@ class EpisodeRepository:
             return [EpisodeRecord.from_row(row) for row in connection.execute(query)]
 
     def _recent_as_of(
-        self, tenant_id: str, subject_id: str, as_of: datetime, limit: int
+        self, tenant_id: str, subject_id: str, as_of: datetime, occurred_by: datetime, limit: int
     ) -> list[EpisodeRecord]:
         then = _as_it_stood(tenant_id, subject_id, as_of, live_only=True)
         query = (
             sa.select(then)
-            .where(then.c.occurred_at <= as_of)
+            .where(then.c.occurred_at <= occurred_by)
             .order_by(then.c.occurred_at.desc(), then.c.id)
             .limit(limit)
         )

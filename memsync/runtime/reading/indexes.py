@@ -156,16 +156,24 @@ class MemorySearch:
         text: str | None,
         limit: int,
         as_of: datetime | None = None,
+        valid_at: datetime | None = None,
     ) -> list[StoredMemory]:
         """As :meth:`MemoryRepository.search` answers (a test compares them). ``kind`` is
         a free filter: a kind memsync does not derive finds nothing. With ``as_of``, the
-        memories active then, as the store held them then (read from their history,
-        not from the index)."""
+        memories active then, as the store held them then; with ``valid_at``, those that
+        held at that valid time, whatever their status now (both read by
+        :meth:`MemoryRepository.search_at`, not from the index)."""
         if kind is not None and kind not in MemoryKind.__members__.values():
             return []
-        if as_of is not None:
-            return self._memories.search_as_of(
-                tenant_id, subject_id, kind=kind, text=text, limit=limit, as_of=as_of
+        if as_of is not None or valid_at is not None:
+            return self._memories.search_at(
+                tenant_id,
+                subject_id,
+                kind=kind,
+                text=text,
+                limit=limit,
+                as_of=as_of,
+                valid_at=valid_at,
             )
         index = self._indexes.current(tenant_id, subject_id)
         wanted = MemoryKind(kind) if kind is not None else None

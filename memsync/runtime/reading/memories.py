@@ -222,7 +222,40 @@ class MemoryRepository:
             rows = list(connection.execute(query))
             return with_sources(connection, tenant_id, rows)
 
-    def search_as_of(
+    def memories_held(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        valid_at: datetime,
+        *,
+        as_of: datetime | None = None,
+    ) -> list[StoredMemory]:
+        """The subject's memories that held at valid time ``valid_at``, ordered by
+        (valid_from, id): not tombstoned, ``valid_from <= valid_at`` and ``valid_at``
+        before ``valid_to`` (if any), whatever their status — a memory superseded since
+        was still true then. By everything known now, or with ``as_of`` by what the
+        store said at that moment (:meth:`memories_at`: the bitemporal question).
+
+        One query (and one for the sources); asking again with the store unchanged gives
+        the same list."""
+        query = (
+            _as_it_stood(tenant_id, subject_id, as_of)
+            if as_of is not None
+            else sa.select(_memories).where(
+                _memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id
+            )
+        )
+        row = query.selected_columns
+        query = query.where(
+            row.status != MemoryStatus.TOMBSTONED.value,
+            row.valid_from <= valid_at,
+            sa.or_(row.valid_to.is_(None), row.valid_to > valid_at),
+        ).order_by(row.valid_from, _memories.c.id)
+        with self._store.read() as connection:
+            rows = list(connection.execute(query))
+            return with_sources(connection, tenant_id, rows, as_of=as_of)
+
+    def search_at(
         self,
         tenant_id: str,
         subject_id: str,
@@ -230,14 +263,22 @@ class MemoryRepository:
         kind: str | None,
         text: str | None,
         limit: int,
-        as_of: datetime,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
     ) -> list[StoredMemory]:
-        """:meth:`search` as the store stood at ``as_of``: the memories active then,
-        with their assertion times and sources then, newest assertion first."""
+        """:meth:`search` over another set, newest assertion first: with ``as_of``
+        alone, the memories active then as the store held them (assertion times and
+        sources then); with ``valid_at``, those that held at that valid time
+        (:meth:`memories_held`, as of ``as_of`` if given). Repeats give the same list."""
+        candidates = (
+            self.memories_held(tenant_id, subject_id, valid_at, as_of=as_of)
+            if valid_at is not None
+            else self.memories(tenant_id, subject_id, as_of=as_of)
+        )
         words = (text or "").lower().split()
         found = [
             memory
-            for memory in self.memories(tenant_id, subject_id, as_of=as_of)
+            for memory in candidates
             if (kind is None or memory.kind == kind)
             and all(word in memory.content.lower() for word in words)
         ]

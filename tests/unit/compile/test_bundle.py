@@ -332,3 +332,40 @@ def test_a_tombstoned_memory_and_its_episode_stay_out() -> None:
     assert "Porto" not in bundle.assembled_context
     assert porto.id not in {item.memory.id for item in bundle.facts}
     assert PORTO not in {episode.id for episode in bundle.episodes}
+
+
+def test_with_valid_at_the_memories_that_held_then_are_ranked_whatever_their_status() -> None:
+    memories, episodes = moved_to_porto()
+    # Episode 903 has no memory yet: only the moment it occurred keeps it out.
+    later = replace(
+        episodes[0], id=episode(903), payload={"text": "off to Porto"}, occurred_at=day(6)
+    )
+
+    before = assemble_bundle(SUBJECT, "where does she live", memories, [], [*episodes, later],
+                             10_000, AS_OF, valid_at=day(3))  # fmt: skip
+    after = assemble_bundle(SUBJECT, "where does she live", memories, [], episodes, 10_000, AS_OF,
+                            valid_at=day(6))  # fmt: skip
+
+    assert "Lisbon" in before.assembled_context
+    assert "Porto" not in before.assembled_context
+    assert LISBON in {source for item in before.facts for source in item.memory.source_episode_ids}
+    assert (before.as_of, before.valid_at) == (AS_OF, day(3))
+    assert "Lisbon" not in after.assembled_context
+    assert "Porto" in after.assembled_context
+    assert before.to_dict()["provenance"]["valid_at"] == day(3).isoformat()
+    assert (
+        "valid_at"
+        not in assemble_bundle(SUBJECT, "x", memories, [], [], 10, AS_OF).to_dict()["provenance"]
+    )
+
+
+def test_with_valid_at_a_tombstoned_memory_never_holds() -> None:
+    memories, episodes = moved_to_porto()
+    porto = by_content(memories, "location.home_city = Porto")
+    gone = [replace(m, status=MemoryStatus.TOMBSTONED) if m.id == porto.id else m for m in memories]
+
+    bundle = assemble_bundle(SUBJECT, "where does she live", gone, [], episodes, 10_000, AS_OF,
+                             valid_at=day(6))  # fmt: skip
+
+    assert porto.id not in {item.memory.id for item in bundle.facts}
+    assert "location.home_city = Porto" not in bundle.assembled_context
