@@ -1,14 +1,16 @@
 """Receipts: what a context bundle served with ``emit_receipt`` was asked, showed and
 hashed to — read back, listed, and replayed.
 
-A receipt keeps the request (subject, task, budget, layout, the ``as_of`` asked for),
+A receipt keeps the request (subject, task, budget, layout, the ``as_of`` and
+``valid_at`` asked for),
 the bundle's own ``as_of`` (its transaction time: the moment of the store it shows),
 the memories and episodes that went in with their scores, and ``context_hash``, the
 SHA-256 of the exact bytes served. The bytes themselves are not kept: an **exact**
 replay builds the bundle again as of the receipt's ``as_of`` and compares its hash, so
 ``reproduced`` says whether the store can still show what it showed then, not that a
 copy was kept. A **current** replay builds today's bundle for the same request (without
-its ``as_of``) and says which memories and episodes came and went.
+its ``as_of``, keeping its ``valid_at``) and says which memories and episodes came and
+went.
 
 Field names are Statewave's (``receipt_id``, ``parent_receipt_id``, ``mode``,
 ``selected_entries``, ``context_hash``); docs/api.md says where memsync differs.
@@ -21,7 +23,7 @@ import binascii
 import hashlib
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -86,6 +88,8 @@ class ContextRequest:
     max_tokens: int
     as_of: datetime | None
     layout: BundleLayout
+    valid_at: datetime | None = None
+    """The valid time asked about (the memories that held then), if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +196,7 @@ class Receipts:
         max_tokens: int,
         as_of: datetime | None,
         layout: BundleLayout | None,
+        valid_at: datetime | None = None,
     ) -> ContextRequest:
         """The request with the layout that will be used."""
         return ContextRequest(
@@ -200,6 +205,7 @@ class Receipts:
             max_tokens,
             utc(as_of) if as_of is not None else None,
             layout or self._context.layout,
+            utc(valid_at) if valid_at is not None else None,
         )
 
     def serve(
@@ -291,9 +297,8 @@ class Receipts:
             body = _body(bundle, original.id)
             return _replay(original, mode, body, None, _selected(bundle))
         request = original.request
-        current = ContextRequest(
-            request.subject_id, request.task, request.max_tokens, None, request.layout
-        )
+        # Today's store, asked the same valid-time question.
+        current = replace(request, as_of=None)
         served = self._receipted(
             tenant_id,
             current,
@@ -316,6 +321,7 @@ class Receipts:
             request.max_tokens,
             as_of,
             layout=request.layout,
+            valid_at=request.valid_at,
         )
 
     def _receipted(
@@ -363,6 +369,7 @@ class Receipts:
                     max_tokens=request.max_tokens,
                     layout=request.layout.value,
                     requested_as_of=request.as_of,
+                    requested_valid_at=request.valid_at,
                     as_of=receipt.as_of,
                     context_hash=receipt.context_hash,
                     token_estimate=receipt.token_estimate,
@@ -439,6 +446,7 @@ def _receipt(row: sa.Row[Any]) -> Receipt:
             row.max_tokens,
             row.requested_as_of,
             BundleLayout(row.layout),
+            row.requested_valid_at,
         ),
         as_of=row.as_of,
         context_hash=row.context_hash,

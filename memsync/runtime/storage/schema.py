@@ -354,16 +354,18 @@ receipts = sa.Table(
     sa.Column("token_estimate", sa.Integer, nullable=False),
     sa.Column("selected_entries", JSONDocument, nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("requested_valid_at", UTCDateTime),
     # Listing reads one subject's receipts newest first, a page at a time.
     sa.Index("ix_receipts_subject_created", "tenant_id", "subject_id", "created_at", "id"),
     sa.CheckConstraint("mode IN ('retrieval', 'as_of_replay')", name="mode_known"),
 )
 """One context bundle served with ``emit_receipt``: the request (task, budget, layout,
-the ``as_of`` asked for), the bundle's own ``as_of`` (the transaction time it shows),
-what went in (memory and episode ids, with scores) and ``context_hash``, the SHA-256 of
-the exact bytes served. Written once, never updated: a replay writes a receipt of its
-own (``as_of_replay``, ``parent_receipt_id`` the original). The bytes themselves are
-not kept: an exact replay builds the bundle again and compares hashes.
+the ``as_of`` and ``valid_at`` asked for), the bundle's own ``as_of`` (the transaction
+time it shows), what went in (memory and episode ids, with scores) and
+``context_hash``, the SHA-256 of the exact bytes served. Written once, never updated: a
+replay writes a receipt of its own (``as_of_replay``, ``parent_receipt_id`` the
+original). The bytes themselves are not kept: an exact replay builds the bundle again
+and compares hashes.
 """
 
 

@@ -48,6 +48,11 @@ class ContextRequest(RequestBody):
     task: Text = Field(max_length=10_000)
     max_tokens: int = Field(default=1000, ge=1, le=MAX_BUNDLE_TOKENS)
     as_of: Moment | None = None
+    valid_at: Moment | None = Field(
+        default=None,
+        description="valid time: rank the memories that held then (whatever their status "
+        "now) and the episodes that occurred by then; as_of stays the transaction time",
+    )
     layout: BundleLayout | None = Field(
         default=None,
         description="memsync (plain headings) or statewave (Markdown sections); "
@@ -125,14 +130,23 @@ def search_memories(
     q: Annotated[Text | None, Query(max_length=1000)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
     as_of: Annotated[Moment | None, Query()] = None,
+    valid_at: Annotated[Moment | None, Query()] = None,
 ) -> SearchResponse:
     """Active memories of a subject containing every word of ``q``, newest first.
 
     ``kind`` filters, whatever its value: a kind memsync does not derive finds nothing.
-    With ``as_of``: the memories active then, as the store held them then.
+    With ``as_of``: the memories active then, as the store held them then. With
+    ``valid_at``: the memories that held at that valid time, whatever their status now
+    (not tombstoned; as the store held them at ``as_of`` if given).
     """
     found = services.search.search(
-        caller.tenant_id, subject_id, kind=kind, text=q, limit=limit, as_of=as_of
+        caller.tenant_id,
+        subject_id,
+        kind=kind,
+        text=q,
+        limit=limit,
+        as_of=as_of,
+        valid_at=valid_at,
     )
     return SearchResponse(memories=[MemoryJson.model_validate(memory) for memory in found])
 
@@ -142,6 +156,9 @@ def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> R
     """A ranked, token-bounded bundle of what is currently true: active memories and
     recent episodes, never the text of a superseded one.
 
+    With ``valid_at`` it holds what the sources say was true then: the memories that
+    held at that valid time (a memory superseded since included, a tombstoned one
+    never) and the episodes that occurred by then; ``provenance.valid_at`` echoes it.
     The wall clock is never read: with ``as_of`` the bundle is assembled as the store
     stood then, and without it as of the latest change it reflects, so equal store
     state and request give byte-identical bodies. The body is the bundle's canonical
@@ -152,7 +169,9 @@ def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> R
     receipts = services.receipts
     served = receipts.serve(
         caller.tenant_id,
-        receipts.request(body.subject_id, body.task, body.max_tokens, body.as_of, body.layout),
+        receipts.request(
+            body.subject_id, body.task, body.max_tokens, body.as_of, body.layout, body.valid_at
+        ),
         emit_receipt=body.emit_receipt,
         query_id=body.query_id,
         task_id=body.task_id,

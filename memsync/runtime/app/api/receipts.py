@@ -42,7 +42,8 @@ class ReceiptJson(BaseModel):
     created_at: IsoDatetime
     context_hash: str = Field(description="SHA-256 (hex) of the exact bytes served")
     request: dict[str, Any] = Field(
-        description="{subject_id, task, max_tokens, as_of, layout} as the bundle was built"
+        description="{subject_id, task, max_tokens, as_of, layout} as the bundle was built, "
+        "and valid_at when one was asked for"
     )
     selected_entries: list[dict[str, Any]]
     policy: dict[str, Any] = Field(default_factory=dict)
@@ -69,6 +70,8 @@ class ReceiptJson(BaseModel):
                 "max_tokens": request.max_tokens,
                 "as_of": request.as_of.isoformat() if request.as_of else None,
                 "layout": request.layout.value,
+                # Only when asked for, as in the bundle: older receipts read as before.
+                **({"valid_at": request.valid_at.isoformat()} if request.valid_at else {}),
             },
             selected_entries=[entry.to_json() for entry in receipt.selected_entries],
             output={
