@@ -195,6 +195,30 @@ def test_a_receipt_keeps_valid_at_and_replays_the_same_bundle(
     assert current["bundle"]["provenance"]["valid_at"] == BEFORE_THE_MOVE.isoformat()
 
 
+def test_the_inspector_with_valid_at_names_the_memories_that_held_then(
+    client: TestClient, clock: FakeClock
+) -> None:
+    lisbon_then_porto(client, clock)
+    delete_the_porto_message(client, clock)
+
+    plain = client.get("/v1/subjects/ana/inspect").json()
+    report = client.get(
+        "/v1/subjects/inspect", params={"subject_id": "ana", "valid_at": AFTER_THE_MOVE.isoformat()}
+    ).json()
+
+    assert "held" not in plain
+    assert "valid_at" not in plain
+    contents = {m["id"]: m["content"] for ms in report["memories"].values() for m in ms}
+    # The Porto memories are tombstoned: after the move only Lisbon is known to hold.
+    assert sorted(contents[memory_id] for memory_id in report["held"]) == [
+        "Lives in Lisbon",
+        "chat message: I live in Lisbon.",
+    ]
+    assert report["valid_at"] == AFTER_THE_MOVE.isoformat()
+    before = client.get("/v1/subjects/ana/inspect", params={"valid_at": day(0).isoformat()}).json()
+    assert before["held"] == []
+
+
 def test_the_episodes_of_a_bundle_with_valid_at_are_the_newest_that_had_occurred_then(
     client: TestClient, clock: FakeClock
 ) -> None:

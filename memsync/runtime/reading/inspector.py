@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, fields
+from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
-from memsync.clock import IsoDatetime
-from memsync.compile.bundle import MemoryJson, RecordJson
+from memsync.clock import IsoDatetime, utc
+from memsync.compile.bundle import MemoryJson, RecordJson, stands
 from memsync.compile.resolve import ConflictFinding, OpenConflict
 from memsync.compile.types import ConflictStatus, MemoryStatus, SupersessionRule
 from memsync.runtime.compiling.memories import ConflictRecord
@@ -106,7 +107,8 @@ class InspectionReport(BaseModel):
     """Everything about one subject: its newest episodes (``episodes_truncated`` when
     there are more), memories by status (as they are now), supersession records,
     conflicts, and apart from them the earlier versions of its memories (``history``:
-    what the store said before a later change, oldest first)."""
+    what the store said before a later change, oldest first). Asked with ``valid_at``,
+    also ``held``: the ids of the memories that held at that valid time."""
 
     subject_id: str
     episodes: list[InspectedEpisode]
@@ -115,18 +117,37 @@ class InspectionReport(BaseModel):
     supersessions: list[SupersessionRecord]
     conflicts: list[ConflictJson]
     history: list[EarlierVersion]
+    # Both only when asked for: a report without valid_at reads as it always did.
+    valid_at: IsoDatetime | None = Field(default=None, exclude_if=lambda value: value is None)
+    held: list[uuid.UUID] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="the memories (any status but tombstoned) that held at valid_at, "
+        "by (valid_from, id)",
+    )
 
 
 def inspect_subject(
-    episodes: EpisodeRepository, memories: MemoryRepository, tenant_id: str, subject_id: str
+    episodes: EpisodeRepository,
+    memories: MemoryRepository,
+    tenant_id: str,
+    subject_id: str,
+    valid_at: datetime | None = None,
 ) -> InspectionReport:
-    """The report of one subject (the newest 1,000 episodes at most)."""
+    """The report of one subject (the newest 1,000 episodes at most). With ``valid_at``
+    it also names the memories that held then, by everything known now (the same rule
+    as a bundle's, :func:`~memsync.compile.bundle.stands`); the same store and
+    ``valid_at`` give the same report."""
     page = episodes.timeline(
         tenant_id, subject_id, limit=INSPECT_EPISODES, offset=0, newest_first=True
     )
     by_status: dict[MemoryStatus, list[InspectedMemory]] = {status: [] for status in MemoryStatus}
-    for memory in memories.memories(tenant_id, subject_id, statuses=tuple(MemoryStatus)):
+    every = memories.memories(tenant_id, subject_id, statuses=tuple(MemoryStatus))
+    for memory in every:
         by_status[memory.status].append(InspectedMemory.model_validate(memory))
+    # Every memory is read anyway: which held is decided on them, not read again.
+    moment = utc(valid_at) if valid_at is not None else None
+    held = [memory.id for memory in every if stands(memory, moment)] if moment is not None else None
     return InspectionReport(
         subject_id=subject_id,
         episodes=[InspectedEpisode.model_validate(episode) for episode in page.episodes],
@@ -138,4 +159,6 @@ def inspect_subject(
             for record in memories.conflicts(tenant_id, subject_id, status=None)
         ],
         history=memories.earlier_versions(tenant_id, subject_id),
+        valid_at=moment,
+        held=held,
     )

@@ -210,17 +210,28 @@ def resolve_conflict(
 
 @router.get("/v1/subjects/{subject_id:path}/inspect", responses=error_responses(404))
 def inspect(
-    subject_id: Annotated[SubjectId, Path()], services: ServicesDep, caller: CallerDep
+    subject_id: Annotated[SubjectId, Path()],
+    services: ServicesDep,
+    caller: CallerDep,
+    valid_at: Annotated[Moment | None, Query()] = None,
 ) -> InspectionReport:
     """Everything about a subject: episodes with revision counts, memories by status,
     supersession records and open conflicts (the audit path). The id may contain ``/``
-    (``repo:acme/api-server``); ``GET /v1/subjects/inspect?subject_id=`` takes any id."""
-    return inspect_subject(services.episodes, services.memories, caller.tenant_id, subject_id)
+    (``repo:acme/api-server``); ``GET /v1/subjects/inspect?subject_id=`` takes any id.
+    With ``valid_at``, ``held`` names the memories that held at that valid time."""
+    return inspect_subject(
+        services.episodes, services.memories, caller.tenant_id, subject_id, valid_at
+    )
 
 
 @router.get("/v1/subjects/inspect")
 def inspect_by_query(
-    subject_id: Annotated[SubjectId, Query()], services: ServicesDep, caller: CallerDep
+    subject_id: Annotated[SubjectId, Query()],
+    services: ServicesDep,
+    caller: CallerDep,
+    valid_at: Annotated[Moment | None, Query()] = None,
 ) -> InspectionReport:
     """The inspector report of any subject id, however it is spelt in a URL path."""
-    return inspect_subject(services.episodes, services.memories, caller.tenant_id, subject_id)
+    return inspect_subject(
+        services.episodes, services.memories, caller.tenant_id, subject_id, valid_at
+    )
