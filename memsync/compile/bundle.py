@@ -14,6 +14,10 @@ What reaches a bundle (docs/compile.md, "Context bundle", says it for readers):
 - recent episodes, newest first, except withheld ones and those whose summary the
   bundle already carries (the budget is not spent twice on one event).
 
+With ``valid_at`` the bundle says what held at that valid time instead: the memories
+that :func:`stands` names (whatever their status) take the place of the active ones,
+and only episodes that occurred by then are shown; ``as_of`` stays the transaction time.
+
 Budget: lines are added while they fit, counted by a :class:`~memsync.compile.
 tokenizer.TokenCounter` (cl100k_base when installed): abstentions, then ranked
 memories, then recent episodes. A line that does not fit is skipped and smaller ones
