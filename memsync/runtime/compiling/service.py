@@ -115,9 +115,18 @@ class CompileSummary:
     episodes_compiled: int
     memories_created: int
     memories_superseded: int
+    """Memories that are superseded now and were not when the compile started (created
+    superseded, or moved there), counted once however many of its chunks moved them:
+    the net change the compile made to the store, not the decisions it took on the way.
+    A memory superseded and brought back within one compile is not counted."""
+    memories_reinstated: int
+    """Memories that were superseded when the compile started and are active now.
+    Summed over any schedule of compiles, ``memories_superseded - memories_reinstated``
+    is the number of superseded memories the store gained: what one compile of all the
+    episodes reports as ``memories_superseded`` (its ``memories_reinstated`` is 0)."""
     memories_tombstoned: int
     """Memories, of this subject or of the subjects a record moved away from, that every
-    source left (moved or deleted): they are off the read path now."""
+    source left (moved or deleted): they are off the read path now (net, as above)."""
     conflicts_opened: int
 
 
@@ -139,14 +148,18 @@ class ConflictResolution:
     superseded_memory_id: uuid.UUID
 
 
+_Transition = tuple[uuid.UUID, MemoryStatus | None, MemoryStatus]
+"""A memory's status before and after one change (``None`` before: created)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _ChunkOutcome:
     """What one chunk's transaction did, kept after its change sets are let go."""
 
     episodes_compiled: int
     created: tuple[StoredMemory, ...]
-    superseded: int
-    tombstoned: int
+    transitions: tuple[_Transition, ...]
+    """Every status a memory was created with or moved to, in the order applied."""
     conflicts_opened: int
     memories_loaded: int
     known: KnownMemories | None = None
@@ -160,17 +173,6 @@ class _ChunkOutcome:
     def memories_created(self) -> int:
         return len(self.created)
 
-    def counts(self) -> dict[str, Any]:
-        """What :data:`ChunkCommitting` is handed."""
-        return {
-            "episodes_compiled": self.episodes_compiled,
-            "memories_created": self.memories_created,
-            "memories_superseded": self.superseded,
-            "memories_tombstoned": self.tombstoned,
-            "conflicts_opened": self.conflicts_opened,
-            "memory_ids": [str(memory.id) for memory in self.created],
-        }
-
     @classmethod
     def of(
         cls,
@@ -181,25 +183,18 @@ class _ChunkOutcome:
         known: KnownMemories | None = None,
         statistics_due: bool = False,
     ) -> _ChunkOutcome:
-        # A memory can be created already superseded (it lost on arrival): count it.
-        superseded = sum(
-            change.to_status is MemoryStatus.SUPERSEDED
-            for changes in change_sets
-            for change in changes.status_changes
-        ) + sum(
-            memory.status is MemoryStatus.SUPERSEDED
-            for changes in change_sets
-            for memory in changes.memories_to_create
-        )
+        transitions: list[_Transition] = []
+        for changes in change_sets:
+            # A memory can be created already superseded (it lost on arrival).
+            transitions.extend((m.id, None, m.status) for m in changes.memories_to_create)
+            transitions.extend(
+                (change.memory_id, change.from_status, change.to_status)
+                for change in changes.status_changes
+            )
         return cls(
             episodes_compiled=episodes_compiled,
             created=tuple(m for changes in change_sets for m in changes.memories_to_create),
-            superseded=superseded,
-            tombstoned=sum(
-                change.to_status is MemoryStatus.TOMBSTONED
-                for changes in change_sets
-                for change in changes.status_changes
-            ),
+            transitions=tuple(transitions),
             conflicts_opened=sum(len(changes.open_conflicts) for changes in change_sets),
             memories_loaded=memories_loaded,
             known=known,
@@ -209,20 +204,66 @@ class _ChunkOutcome:
 
 @dataclass(slots=True)
 class _Tally:
-    """The sum of a compile's chunks."""
+    """The sum of a compile's chunks. Statuses are counted by their net change over the
+    whole compile: each memory's status before its first change in the compile against
+    its status after its last, so a memory a chunk supersedes and a later one brings
+    back counts in neither (one transaction of all the chunks would not have moved it).
+    """
 
     episodes_compiled: int = 0
     created: list[StoredMemory] = field(default_factory=list)
-    superseded: int = 0
-    tombstoned: int = 0
     conflicts_opened: int = 0
+    # memory id -> (status before the compile, None if it created it; status now)
+    statuses: dict[uuid.UUID, tuple[MemoryStatus | None, MemoryStatus]] = field(
+        default_factory=dict
+    )
 
     def add(self, outcome: _ChunkOutcome) -> None:
         self.episodes_compiled += outcome.episodes_compiled
         self.created.extend(outcome.created)
-        self.superseded += outcome.superseded
-        self.tombstoned += outcome.tombstoned
         self.conflicts_opened += outcome.conflicts_opened
+        self.statuses = self._after(outcome)
+
+    def _after(
+        self, outcome: _ChunkOutcome
+    ) -> dict[uuid.UUID, tuple[MemoryStatus | None, MemoryStatus]]:
+        statuses = dict(self.statuses)
+        for memory_id, before, after in outcome.transitions:
+            first = statuses[memory_id][0] if memory_id in statuses else before
+            statuses[memory_id] = (first, after)
+        return statuses
+
+    @staticmethod
+    def _net(
+        statuses: Mapping[uuid.UUID, tuple[MemoryStatus | None, MemoryStatus]],
+    ) -> dict[str, int]:
+        superseded, tombstoned = MemoryStatus.SUPERSEDED, MemoryStatus.TOMBSTONED
+        return {
+            "memories_superseded": sum(
+                now is superseded and before is not superseded for before, now in statuses.values()
+            ),
+            "memories_reinstated": sum(
+                before is superseded and now is MemoryStatus.ACTIVE
+                for before, now in statuses.values()
+            ),
+            "memories_tombstoned": sum(
+                now is tombstoned and before is not tombstoned for before, now in statuses.values()
+            ),
+        }
+
+    def counts(self, outcome: _ChunkOutcome) -> dict[str, Any]:
+        """What :data:`ChunkCommitting` is handed for ``outcome``, the next chunk: what
+        it adds to the compile's totals. A status count may be negative (the chunk
+        undid what an earlier chunk of the compile did), so the totals of a job that
+        adds its chunks' counts are the compile's net counts."""
+        before, after = self._net(self.statuses), self._net(self._after(outcome))
+        return {
+            "episodes_compiled": outcome.episodes_compiled,
+            "memories_created": outcome.memories_created,
+            **{name: after[name] - before[name] for name in after},
+            "conflicts_opened": outcome.conflicts_opened,
+            "memory_ids": [str(memory.id) for memory in outcome.created],
+        }
 
     def result(self, subject_id: str, job_id: str) -> CompileResult:
         return CompileResult(
@@ -230,8 +271,7 @@ class _Tally:
             compile_id=job_id,
             episodes_compiled=self.episodes_compiled,
             memories_created=len(self.created),
-            memories_superseded=self.superseded,
-            memories_tombstoned=self.tombstoned,
+            **self._net(self.statuses),
             conflicts_opened=self.conflicts_opened,
             memories=tuple(self.created),
         )
@@ -240,7 +280,9 @@ class _Tally:
 ChunkCommitting = Callable[[Connection, Mapping[str, Any]], None]
 """Called inside each chunk's transaction, last, with what the chunk did: the counts of
 :class:`CompileSummary` (``episodes_compiled``, ``memories_created``,
-``memories_superseded``, ``conflicts_opened``) and ``memory_ids``, the ids of the
+``memories_superseded``, ``memories_reinstated``, ``memories_tombstoned``,
+``conflicts_opened``: what the chunk adds to the compile's net counts, which may be
+negative for a status) and ``memory_ids``, the ids of the
 memories it created. What it writes commits with the chunk, or rolls back with it."""
 
 
@@ -519,6 +561,7 @@ class CompileService:
                     ahead,
                     job_id,
                     on_chunk,
+                    total,
                 )
                 known = outcome.known
                 total.add(outcome)
@@ -557,9 +600,11 @@ class CompileService:
         ahead: _ReadAhead | None,
         job_id: str,
         on_chunk: ChunkCommitting | None,
+        tally: _Tally,
     ) -> _ChunkOutcome:
         """Compile ``position.chunk`` in one transaction; ``ahead`` (when given) reads
-        the start of what follows it while this chunk writes."""
+        the start of what follows it while this chunk writes. ``tally`` is what the
+        compile's chunks before this one did (this one is not added to it here)."""
         chunk, following = position.chunk, position.following
         ids = [episode.id for episode in chunk]
         prepared: set[tuple[uuid.UUID, int]] | None = None
@@ -690,7 +735,7 @@ class CompileService:
                 statistics_due=statistics_due,
             )
             if on_chunk is not None:
-                on_chunk(connection, outcome.counts())
+                on_chunk(connection, tally.counts(outcome))
         return outcome
 
     def _settle_sources(
