@@ -41,6 +41,7 @@ from memsync.compile.resolve import (
     apply_changes,
     manual_resolution,
     reconsider_losers,
+    rederive,
     resolve,
     unsettled,
     withdraw_unsupported,
@@ -57,6 +58,9 @@ from memsync.logcontext import bound_log_context
 from memsync.runtime.compiling.episodes import (
     Pending,
     Uncompiled,
+    compiled_episodes,
+    compiled_stamps,
+    decided_through,
     marking_compiled,
     pending_episode_ids,
     subjects_with_uncompiled,
@@ -64,6 +68,7 @@ from memsync.runtime.compiling.episodes import (
     uncompiled_stamps,
 )
 from memsync.runtime.compiling.memories import (
+    RECORDED_EPISODES_PER_SIDE,
     KnownMemories,
     active_rivals,
     apply_change_set,
@@ -73,7 +78,10 @@ from memsync.runtime.compiling.memories import (
     memories_citing,
     memory_version,
     open_conflicts_of,
+    open_conflicts_of_subject,
+    recorded_decisions,
     source_standings,
+    subject_memories,
     subjects_citing,
 )
 from memsync.runtime.compiling.recorder import SqlExtractionRecorder
@@ -543,6 +551,12 @@ class CompileService:
         compiler = self._compiler_for(tenant_id)
         with self._store.read() as connection:
             pending = pending_episode_ids(connection, tenant_id, subject_id)
+            decided = decided_through(connection, tenant_id, subject_id) if pending else None
+        # Episodes at or before a moment already compiled (a backfill, a late connector,
+        # a revision or deletion of a compiled record) change the past the subject's
+        # decisions were taken on: once they are compiled, the subject is decided again
+        # from all of its evidence. Later ones only continue the past.
+        late = decided is not None and pending[0].occurred_at <= decided
         total = _Tally()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compile-ahead") as helper:
             ahead = None
@@ -573,6 +587,8 @@ class CompileService:
                     helper.submit(self._statistics.analyze_or_log, exclude=["memories"])
                 position += len(chunk)
                 size = self._next_chunk_size(outcome.memories_loaded)
+        if late:
+            total.add(self._redecide(compiler, tenant_id, subject_id, job_id, on_chunk, total))
         result = total.result(subject_id, job_id)
         log.info(
             "compiled",
@@ -734,6 +750,63 @@ class CompileService:
                 known=known,
                 statistics_due=statistics_due,
             )
+            if on_chunk is not None:
+                on_chunk(connection, tally.counts(outcome))
+        return outcome
+
+    def _redecide(
+        self,
+        compiler: Compiler,
+        tenant_id: str,
+        subject_id: str,
+        job_id: str,
+        on_chunk: ChunkCommitting | None,
+        tally: _Tally,
+    ) -> _ChunkOutcome:
+        """Decide the subject's contests again from every episode compiled, in one
+        transaction (see ``rederive``): what one compile of all of them in time order
+        decides, whatever order they arrived in and however the compiles were cut.
+
+        The episodes are read and derived before the write transaction (a compiler that
+        prepares ahead asks its model there); under the subject's lock their stamps are
+        checked, and they are read and derived again if a compile or ingest changed
+        them. ``on_chunk`` is handed the transaction's counts like a chunk's.
+        """
+        with self._store.read() as connection:
+            views = compiled_episodes(connection, tenant_id, subject_id)
+        candidates = compiler.compile(views)
+        with self._store.write() as connection:
+            self._lock_subject(connection, tenant_id, subject_id)
+            now = self._clock.now()
+            if compiled_stamps(connection, tenant_id, subject_id) != {
+                (view.id, view.revision) for view in views
+            }:
+                views = compiled_episodes(connection, tenant_id, subject_id)
+                candidates = compiler.compile(views)
+            stored = subject_memories(connection, tenant_id, subject_id)
+            changes = rederive(
+                subject_id,
+                candidates,
+                stored,
+                recorded_decisions(connection, tenant_id, subject_id),
+                open_conflicts_of_subject(connection, tenant_id, subject_id),
+                self._rules.policies,
+                self._rules.registry,
+                job_id,
+                now,
+                self._rules.thresholds,
+                listed=RECORDED_EPISODES_PER_SIDE,
+            )
+            apply_change_set(
+                connection,
+                tenant_id,
+                changes,
+                {view.id: view.revision for view in views},
+                now,
+                job_id,
+                subject_id=subject_id,
+            )
+            outcome = _ChunkOutcome.of(0, [changes], memories_loaded=len(stored))
             if on_chunk is not None:
                 on_chunk(connection, tally.counts(outcome))
         return outcome
