@@ -881,8 +881,8 @@ class RecordedDecision:
 def decision_of(record: Supersession, listed: int) -> tuple[object, ...]:
     """What a record decided, without when and by which compile (``decided_at``,
     ``job_id``: transaction time): rule, claim key, score, threshold, winner and loser,
-    the first ``listed`` source episodes of each side (in id order) and how many each
-    side has. Two records with equal decisions say the same thing."""
+    the first ``listed`` source episodes of each side (in id order, as text) and how
+    many each side has. Two records with equal decisions say the same thing."""
     return (
         record.rule,
         record.claim_key,
@@ -890,8 +890,10 @@ def decision_of(record: Supersession, listed: int) -> tuple[object, ...]:
         record.threshold,
         record.winner_memory_key,
         record.loser_memory_key,
-        tuple(record.winner_episode_ids[:listed]),
-        tuple(record.loser_episode_ids[:listed]),
+        # As text, as the store lists them: parsing thousands of stored lists back
+        # into ids cost more than the rest of a re-decision's reading.
+        tuple(map(str, record.winner_episode_ids[:listed])),
+        tuple(map(str, record.loser_episode_ids[:listed])),
         len(record.winner_episode_ids),
         len(record.loser_episode_ids),
     )

@@ -172,13 +172,17 @@ def _load(
     return with_sources(connection, tenant_id, rows)
 
 
-def subject_memories(connection: Connection, tenant_id: str, subject_id: str) -> list[StoredMemory]:
-    """Every memory of the subject, in any status, with its provenance."""
-    rows = connection.execute(
-        sa.select(_memories).where(
-            _memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id
-        )
-    ).all()
+def subject_memories(
+    connection: Connection, tenant_id: str, subject_id: str, *, contested: bool = False
+) -> list[StoredMemory]:
+    """Every memory of the subject, in any status, with its provenance; with
+    ``contested`` only those of kinds that can be in a contest (not episode summaries)."""
+    query = sa.select(_memories).where(
+        _memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id
+    )
+    if contested:
+        query = query.where(_memories.c.kind != MemoryKind.EPISODE_SUMMARY.value)
+    rows = connection.execute(query).all()
     return with_sources(connection, tenant_id, rows)
 
 
@@ -208,8 +212,8 @@ def recorded_decisions(
                 row.threshold,
                 row.winner_memory_key,
                 row.loser_memory_key,
-                tuple(uuid.UUID(text) for text in row.winner_episode_ids),
-                tuple(uuid.UUID(text) for text in row.loser_episode_ids),
+                tuple(row.winner_episode_ids),
+                tuple(row.loser_episode_ids),
                 row.winner_episode_count,
                 row.loser_episode_count,
             ),

@@ -51,6 +51,7 @@ from memsync.compile.types import (
     Compiler,
     ConflictStatus,
     EpisodeView,
+    MemoryKind,
     MemoryStatus,
     StoredMemory,
 )
@@ -176,6 +177,9 @@ class _ChunkOutcome:
     statistics_due: bool = False
     """The chunk crossed the statistics threshold: ``memories`` was analysed in its
     transaction, the rest of the refresher's tables are still to be."""
+    elsewhere: frozenset[str] = frozenset()
+    """The other subjects whose memories the chunk retired or narrowed (a record moved
+    away from them, or was deleted where they cite it)."""
 
     @property
     def memories_created(self) -> int:
@@ -190,6 +194,7 @@ class _ChunkOutcome:
         memories_loaded: int,
         known: KnownMemories | None = None,
         statistics_due: bool = False,
+        elsewhere: frozenset[str] = frozenset(),
     ) -> _ChunkOutcome:
         transitions: list[_Transition] = []
         for changes in change_sets:
@@ -207,6 +212,7 @@ class _ChunkOutcome:
             memories_loaded=memories_loaded,
             known=known,
             statistics_due=statistics_due,
+            elsewhere=elsewhere,
         )
 
 
@@ -407,6 +413,11 @@ def _derived(
     return derived
 
 
+def _contested(candidates: Sequence[CandidateMemory]) -> list[CandidateMemory]:
+    """The candidates of kinds that can be in a contest (not episode summaries)."""
+    return [c for c in candidates if c.kind is not MemoryKind.EPISODE_SUMMARY]
+
+
 def _by_subject(memories: Sequence[StoredMemory]) -> dict[str, list[StoredMemory]]:
     grouped: dict[str, list[StoredMemory]] = defaultdict(list)
     for memory in memories:
@@ -558,6 +569,7 @@ class CompileService:
         # from all of its evidence. Later ones only continue the past.
         late = decided is not None and pending[0].occurred_at <= decided
         total = _Tally()
+        elsewhere: set[str] = set()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compile-ahead") as helper:
             ahead = None
             if not compiler.prepares_ahead:
@@ -579,6 +591,7 @@ class CompileService:
                 )
                 known = outcome.known
                 total.add(outcome)
+                elsewhere |= outcome.elsewhere
                 if outcome.statistics_due:
                     # On the helper, behind the next chunk's read-ahead: the database
                     # analyses while this thread compiles that chunk, and the compile
@@ -587,8 +600,10 @@ class CompileService:
                     helper.submit(self._statistics.analyze_or_log, exclude=["memories"])
                 position += len(chunk)
                 size = self._next_chunk_size(outcome.memories_loaded)
-        if late:
-            total.add(self._redecide(compiler, tenant_id, subject_id, job_id, on_chunk, total))
+        # A subject a record left had its decisions changed by evidence going away, as
+        # this one's by late episodes: each is decided again from what it has left.
+        for again in sorted(elsewhere - {subject_id}) + ([subject_id] if late else []):
+            total.add(self._redecide(compiler, tenant_id, again, job_id, on_chunk, total))
         result = total.result(subject_id, job_id)
         log.info(
             "compiled",
@@ -749,6 +764,7 @@ class CompileService:
                 memories_loaded=memories_loaded,
                 known=known,
                 statistics_due=statistics_due,
+                elsewhere=frozenset(other for other, there in elsewhere.items() if there),
             )
             if on_chunk is not None:
                 on_chunk(connection, tally.counts(outcome))
@@ -774,7 +790,7 @@ class CompileService:
         """
         with self._store.read() as connection:
             views = compiled_episodes(connection, tenant_id, subject_id)
-        candidates = compiler.compile(views)
+        candidates = _contested(compiler.compile(views))
         with self._store.write() as connection:
             self._lock_subject(connection, tenant_id, subject_id)
             now = self._clock.now()
@@ -782,8 +798,11 @@ class CompileService:
                 (view.id, view.revision) for view in views
             }:
                 views = compiled_episodes(connection, tenant_id, subject_id)
-                candidates = compiler.compile(views)
-            stored = subject_memories(connection, tenant_id, subject_id)
+                candidates = _contested(compiler.compile(views))
+            # Episode summaries are in no contest: their status, times and provenance
+            # are already what any order gives (merges take the earliest and latest
+            # assertion, and only the withdrawal of their sources retires them).
+            stored = subject_memories(connection, tenant_id, subject_id, contested=True)
             changes = rederive(
                 subject_id,
                 candidates,
