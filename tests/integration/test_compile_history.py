@@ -12,14 +12,12 @@ not compared. See docs/compile.md, "Valid time and the order of arrival".
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memsync.compile.resolve import memory_id
 from memsync.compile.types import MemoryStatus, SupersessionRule
 from memsync.episode import EpisodeDraft, Tombstone
 from memsync.runtime.reading import MemoryRepository
@@ -197,128 +195,3 @@ def test_deleting_the_winners_source_brings_back_what_the_other_sources_support(
         if m.claim_key == "location.current"
     )
     assert berlin.status_rule is SupersessionRule.WINNER_RETIRED
-
-
-OTHER = "bob"
-# What happens to a compiled episode: its text is edited, or it is deleted at the
-# source. (Moves to another subject are left out: a schedule that moves a record away
-# and edits another of the memory's sources later can leave a `valid_from` of the moved
-# source's time, which one compile of both does not; docs/compile.md, "Limits".)
-CHANGES = st.one_of(
-    st.tuples(st.just("edit"), st.sampled_from(CLAIMED + LEXICAL)),
-    st.tuples(st.just("delete"), st.just("")),
-)
-
-
-def changed(
-    compiles: Compiles, tenant: str, episode: EpisodeDraft, change: tuple[str, str]
-) -> None:
-    what, text = change
-    if what == "delete":
-        compiles.ingest.tombstone(tenant, [Tombstone(episode.idempotency_key or "")])
-    elif what == "edit":
-        edited = said(int((episode.idempotency_key or "e0")[1:]), text, 0)
-        compiles.ingest.ingest(tenant, [replace(edited, occurred_at=episode.occurred_at)])
-    else:
-        compiles.ingest.ingest(tenant, [replace(episode, subject_id=OTHER)])
-
-
-def compile_both(compiles: Compiles, tenant: str, chunk: int) -> None:
-    compiles.clock.advance(timedelta(seconds=1))
-    for subject in (SUBJECT, OTHER):
-        compiles.compiler(chunk).compile(tenant, subject)
-
-
-# How the store got where it is when evidence went away: a memory the remaining
-# evidence does not derive exists only if a compile saw the evidence it rested on, and
-# the records of rules ``source_*`` and ``winner_retired`` (a memory coming back when
-# its winner was retired) tell when in the compile history that happened. Transaction
-# time, not derivation.
-HISTORY_RULES = {
-    SupersessionRule.SOURCE_REVISED,
-    SupersessionRule.SOURCE_MOVED,
-    SupersessionRule.SOURCE_DELETED,
-    SupersessionRule.WINNER_RETIRED,
-}
-
-
-def current_derivation(store: Store, tenant: str, derived: set[str]) -> dict[str, Any]:
-    """:func:`derivation` of what the current evidence supports: the memories whose keys
-    are ``derived`` (what one compile of the remaining episodes derives), the records
-    between them, and no record or status rule that tells how evidence went away
-    (:data:`HISTORY_RULES`)."""
-    full = derivation(store, tenant)
-    derived_ids = {str(memory_id(key)) for key in derived}
-    return {
-        "memories": {
-            key: (status, None if rule in HISTORY_RULES else rule, *rest)
-            for key, (status, rule, *rest) in full["memories"].items()
-            if key in derived
-        },
-        "records": [
-            record
-            for record in full["records"]
-            if record[0] not in HISTORY_RULES
-            and record[4] in derived_ids | {"None"}
-            and record[5] in derived_ids | {"None"}
-        ],
-        "conflicts": full["conflicts"],
-    }
-
-
-def remaining(
-    episodes: list[EpisodeDraft], targets: list[tuple[EpisodeDraft, tuple[str, str]]]
-) -> list[EpisodeDraft]:
-    """The subject's episodes once ``targets`` changed them: deleted and moved ones gone,
-    edited ones edited."""
-    change_of = {episode.idempotency_key: change for episode, change in targets}
-    left = []
-    for episode in episodes:
-        what, text = change_of.get(episode.idempotency_key, ("", ""))
-        if what == "edit":
-            edited = said(int((episode.idempotency_key or "e0")[1:]), text, 0)
-            left.append(replace(edited, occurred_at=episode.occurred_at))
-        elif not what:
-            left.append(episode)
-    return left
-
-
-@settings(ORDERS, max_examples=60)
-@given(
-    histories(CLAIMED + LEXICAL),
-    st.randoms(use_true_random=False),
-    CUTS,
-    CHUNK_SIZES,
-    st.lists(CHANGES, min_size=1, max_size=4),
-    CUTS,
-)
-def test_edits_and_deletions_in_any_schedule_derive_what_one_compile_does(
-    store: Store,
-    episodes: list[EpisodeDraft],
-    shuffler: Any,
-    cuts: list[int],
-    chunk: int,
-    changes: list[tuple[str, str]],
-    change_cuts: list[int],
-) -> None:
-    # The history arrives in a random order and is compiled on a random schedule; then
-    # some of its episodes (each at most once) are edited or deleted, compiled
-    # after random batches of those changes. One compile of the history, then one of
-    # all the changes, must derive the same.
-    compiles = Compiles(store)
-    arrival = list(episodes)
-    shuffler.shuffle(arrival)
-    targets = [(episodes[i], change) for i, change in enumerate(changes[: len(episodes)])]
-
-    once = compiles.at_once(episodes)
-    for episode, change in targets:
-        changed(compiles, once, episode, change)
-    compile_both(compiles, once, 10_000)
-    scheduled = compiles.incrementally(cut(arrival, cuts), chunk_episodes=chunk)
-    for batch in cut(targets, change_cuts):
-        for episode, change in batch:
-            changed(compiles, scheduled, episode, change)
-        compile_both(compiles, scheduled, chunk)
-
-    derived = set(derivation(store, compiles.at_once(remaining(episodes, targets)))["memories"])
-    assert current_derivation(store, scheduled, derived) == current_derivation(store, once, derived)
