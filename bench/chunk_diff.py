@@ -1,21 +1,25 @@
 """What differs when one subject's episodes are compiled in chunks of different sizes.
 
     python -m bench.chunk_diff [--db sqlite] [--count 4000] [--chunks 4000 2000 1000]
-                               [--every 0] [--backfill]
+                               [--every 0] [--backfill] [--shuffled 0] [--seed 28]
 
 Ingests the compile benchmark's chat corpus (bench.compile: claims that collide,
 preferences, decisions, facts) for one subject into a throwaway store per run, compiles
 it with each chunk size (``--every N`` also compiles after every N ingested episodes;
-``--backfill`` also compiles the newer half before the older one arrives),
-and prints, against the first run: the active memories (content, status, validity and
-provenance as idempotency keys), the other memories, and the supersession records
-(winner, loser, rule, score). Memories are named by their content, episodes by their
-key, so runs in different stores compare directly.
+``--backfill`` also compiles the newer half before the older one arrives;
+``--shuffled N`` also ingests the episodes in a random order, ``--seed``, compiling
+after every N), and prints, against the first run: every memory (content, status,
+status rule, validity and provenance as idempotency keys), the supersession records
+(rule, winner, loser, score, threshold) and the counts the compiles reported (created,
+and superseded net of reinstated). Memories are named by their content, episodes by
+their key, so runs in different stores compare directly. Every line of difference is
+counted; the last line says how many there were.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import tempfile
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -36,9 +40,12 @@ from memsync.runtime.storage.schema import episodes as episodes_table
 TENANT, SUBJECT = "bench", "user:1"
 
 
-def snapshot(url: str, count: int, chunk: int, every: int, backfill: bool) -> dict[str, Any]:
-    """Ingest and compile the corpus (with ``backfill``, its newer half first); return
-    what the store holds about the subject."""
+def snapshot(
+    url: str, count: int, chunk: int, every: int, backfill: bool, seed: int | None = None
+) -> dict[str, Any]:
+    """Ingest and compile the corpus (with ``backfill``, its newer half first; with a
+    ``seed``, in that random order); return what the store holds about the subject and
+    what the compiles reported."""
     store = Store.from_url(url)
     clock = FakeClock(datetime(2026, 1, 1, tzinfo=UTC))
     ingest = IngestService(store, clock)
@@ -46,12 +53,17 @@ def snapshot(url: str, count: int, chunk: int, every: int, backfill: bool) -> di
     drafts = episodes(SUBJECT, count)
     if backfill:
         drafts = drafts[count // 2 :] + drafts[: count // 2]
+    if seed is not None:
+        random.Random(seed).shuffle(drafts)
     step = every or count
-    reported_superseded = 0
+    reported = Counter[str]()
     for start in range(0, count, step):
         ingest.ingest(TENANT, drafts[start : start + step])
         clock.advance(timedelta(seconds=1))
-        reported_superseded += compiler.compile(TENANT, SUBJECT).memories_superseded
+        result = compiler.compile(TENANT, SUBJECT)
+        reported["created"] += result.memories_created
+        reported["superseded"] += result.memories_superseded
+        reported["reinstated"] += result.memories_reinstated
     with store.read() as connection:
         rows = connection.execute(sa.select(episodes_table.c.id, episodes_table.c.idempotency_key))
         key_of = {str(row.id): row.idempotency_key for row in rows}
@@ -78,11 +90,12 @@ def snapshot(url: str, count: int, chunk: int, every: int, backfill: bool) -> di
             name.get(record.winner_memory_id) if record.winner_memory_id else None,
             name.get(record.loser_memory_id) if record.loser_memory_id else None,
             record.score,
+            record.threshold,
         )
         for record in MemoryRepository(store).supersessions(TENANT, SUBJECT)
     )
     store.dispose()
-    return {"memories": state, "records": records, "reported": reported_superseded}
+    return {"memories": state, "records": records, "reported": reported}
 
 
 def compare(label: str, base: dict[str, Any], other: dict[str, Any]) -> int:
@@ -107,7 +120,23 @@ def compare(label: str, base: dict[str, Any], other: dict[str, Any]) -> int:
         print(f"  [{label}] record only in base x{times}: {record}")
     for record, times in sorted(only_other.items(), key=repr):
         print(f"  [{label}] record only here x{times}: {record}")
+    differences += sum(only_base.values()) + sum(only_other.values())
+    for name, count in net(other).items():
+        if count != net(base)[name]:
+            differences += 1
+            print(f"  [{label}] the compiles reported {name} {count}, not {net(base)[name]}")
     return differences
+
+
+def net(run: dict[str, Any]) -> dict[str, int]:
+    """What a run's compiles reported, summed: memories created, and superseded net of
+    those reinstated (what one compile of everything reports as superseded)."""
+    reported = run["reported"]
+    return {
+        "memories_created": reported["created"],
+        "memories_superseded - memories_reinstated": reported["superseded"]
+        - reported["reinstated"],
+    }
 
 
 def main() -> None:
@@ -119,31 +148,42 @@ def main() -> None:
     parser.add_argument(
         "--backfill", action="store_true", help="also compile the newer half, then the older"
     )
+    parser.add_argument(
+        "--shuffled", type=int, default=0, help="also ingest in a random order, compiling every N"
+    )
+    parser.add_argument("--seed", type=int, default=28, help="the random order's seed")
     args = parser.parse_args()
     runs: list[tuple[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory() as directory:
-        plans = [(chunk, 0, False) for chunk in args.chunks]
+        plans: list[tuple[int, int, bool, int | None]] = [
+            (chunk, 0, False, None) for chunk in args.chunks
+        ]
         if args.every:
-            plans.append((max(args.chunks), args.every, False))
+            plans.append((max(args.chunks), args.every, False, None))
         if args.backfill:
-            plans.append((max(args.chunks), args.count // 2, True))
-        for chunk, every, backfill in plans:
+            plans.append((max(args.chunks), args.count // 2, True, None))
+        if args.shuffled:
+            plans.append((min(args.chunks), args.shuffled, False, args.seed))
+        for chunk, every, backfill, seed in plans:
             with throwaway_store(args.db, directory) as url:
                 label = f"chunk={chunk}" + (f",every={every}" if every else "")
                 label += ",newer half first" if backfill else ""
-                runs.append((label, snapshot(url, args.count, chunk, every, backfill)))
+                label += f",random order (seed {seed})" if seed is not None else ""
+                runs.append((label, snapshot(url, args.count, chunk, every, backfill, seed)))
     (base_label, base), *others = runs
     for label, run in runs:
         statuses = Counter(state[0] for state in run["memories"].values())
+        reported = run["reported"]
         print(
-            f"{label}: {dict(statuses)}, {sum(run['records'].values())} records; "
-            f"the compiles reported {run['reported']} memories superseded"
+            f"{label}: {dict(statuses)}, {sum(run['records'].values())} records; the compiles "
+            f"reported {reported['created']} created, {reported['superseded']} superseded, "
+            f"{reported['reinstated']} reinstated"
         )
     failures = 0
     for label, run in others:
         print(f"{label} vs {base_label}:")
         failures += compare(label, base, run)
-    print(f"memories that differ: {failures}")
+    print(f"differences (memories, records, counts): {failures}")
 
 
 if __name__ == "__main__":

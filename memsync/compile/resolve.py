@@ -68,22 +68,27 @@ from memsync.compile.types import (
 )
 
 __all__ = [
+    "REDECIDED",
     "ChangeSet",
     "ConflictFinding",
     "Defeat",
     "OpenConflict",
     "ProvenanceAddition",
     "Reassertion",
+    "RecordedDecision",
     "SourceEvidence",
     "SourceStanding",
     "StatusChange",
     "Supersession",
     "apply_changes",
     "conflict_id",
+    "decision_of",
+    "in_processing_order",
     "manual_resolution",
     "memory_id",
     "processing_order",
     "reconsider_losers",
+    "rederive",
     "resolve",
     "unsettled",
     "withdraw_unsupported",
@@ -229,6 +234,9 @@ class ChangeSet:
     open_conflicts: tuple[OpenConflict, ...] = ()
     resolved_conflict_ids: tuple[uuid.UUID, ...] = ()
     reassertions: tuple[Reassertion, ...] = ()
+    retracted_records: tuple[uuid.UUID, ...] = ()
+    """Stored supersession records (by id) that a re-decision found no longer true of
+    the subject's evidence (see :func:`rederive`); the store removes them."""
 
     @property
     def memories_created(self) -> int:
@@ -243,6 +251,7 @@ class ChangeSet:
             or self.supersessions
             or self.open_conflicts
             or self.resolved_conflict_ids
+            or self.retracted_records
         )
 
 
@@ -501,7 +510,7 @@ class _Resolution:
             if again:
                 assertions.extend(again)
                 self._drop(memory)
-        for candidate in sorted(assertions, key=processing_order):
+        for candidate in in_processing_order(assertions):
             self.add(candidate)
         for memory in contenders:
             if memory.memory_key not in self.memories:
@@ -844,9 +853,191 @@ def resolve(
         now,
     )
     canonical = [_canonical(candidate, subject_id, registry) for candidate in candidates]
-    for candidate in sorted(canonical, key=processing_order):
+    for candidate in in_processing_order(canonical):
         state.add(candidate)
     return state.change_set()
+
+
+REDECIDED: frozenset[SupersessionRule] = CONTESTED | {
+    SupersessionRule.CLAIM_DUPLICATE,
+    SupersessionRule.WINNER_RETIRED,
+}
+"""The rules of the records :func:`rederive` decides again: those of contests between
+memories the evidence supports (a withdrawal and a person's choice stay)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedDecision:
+    """A stored supersession record as :func:`rederive` compares it: the record's id and
+    its :func:`decision_of` (the stored episode lists are cut to ``listed`` ids)."""
+
+    id: uuid.UUID
+    rule: SupersessionRule
+    winner_memory_key: str | None
+    loser_memory_key: str
+    decision: tuple[object, ...]
+
+
+def decision_of(record: Supersession, listed: int) -> tuple[object, ...]:
+    """What a record decided, without when and by which compile (``decided_at``,
+    ``job_id``: transaction time): rule, claim key, score, threshold, winner and loser,
+    the first ``listed`` source episodes of each side (in id order, as text) and how
+    many each side has. Two records with equal decisions say the same thing."""
+    return (
+        record.rule,
+        record.claim_key,
+        record.score,
+        record.threshold,
+        record.winner_memory_key,
+        record.loser_memory_key,
+        # As text, as the store lists them: parsing thousands of stored lists back
+        # into ids cost more than the rest of a re-decision's reading.
+        tuple(map(str, record.winner_episode_ids[:listed])),
+        tuple(map(str, record.loser_episode_ids[:listed])),
+        len(record.winner_episode_ids),
+        len(record.loser_episode_ids),
+    )
+
+
+def rederive(
+    subject_id: str,
+    candidates: Sequence[CandidateMemory],
+    stored: Sequence[StoredMemory],
+    recorded: Sequence[RecordedDecision],
+    open_conflicts: Sequence[OpenConflict],
+    policies: PolicyTable,
+    registry: ClaimRegistry,
+    job_id: str | None,
+    now: datetime,
+    thresholds: SimilarityThresholds | None = None,
+    *,
+    listed: int,
+) -> ChangeSet:
+    """Decide a subject's contests again from all of its evidence, as one compile of
+    every episode in time order would, and return what the store must change to match.
+
+    ``candidates`` are what the subject's episodes derive at the revisions compiled (all
+    of them, not only new ones); ``stored`` is every memory of the subject, in any
+    status; ``recorded`` its stored supersession records whose rule is in
+    :data:`REDECIDED`, and ``open_conflicts`` its open conflicts. The candidates are
+    resolved from nothing, in :func:`processing_order` (time, then ``memory_key``), so
+    who beats whom, each memory's ``valid_from``/``asserted_at`` (its sources' first and
+    latest assertions) and ``valid_to`` (when the assertion of what beat it occurred)
+    depend on the evidence and the configuration alone, not on the order the episodes
+    arrived in or how compiles were cut. Only a person's decisions are taken as given:
+    a memory superseded ``manual``-ly, or tombstoned by other than its sources, stays so.
+
+    The change set creates the memories the store lacks, sets the times, provenance,
+    status, ``valid_to`` and status rule of those that differ, retracts the records
+    among memories it derived that the fresh decisions do not repeat and writes the new
+    ones (a record equal in :func:`decision_of` to a stored one is kept, not written
+    again), opens the conflicts found and resolves the open ones not found. Memories it
+    does not derive (retired because their evidence went away) and records naming one
+    of them keep what they say; so does the status rule of a memory active before and
+    after (``winner_retired``: it came back when what beat it went away). Not taken
+    from the evidence: a memory's content (its first wording), confidence and metadata,
+    and ``created_at``, ``job_id`` and ``decided_at``, which say when the store learned
+    of it.
+
+    Deterministic; repeats: on its own result it returns an empty change set. Raises
+    ``ValueError`` for a candidate or memory of another subject.
+    """
+    require_aware(now, "now")
+    kept = [
+        memory
+        for memory in stored
+        if memory.status_rule is SupersessionRule.MANUAL
+        or (memory.status is MemoryStatus.TOMBSTONED and memory.status_rule not in WITHDRAWN)
+    ]
+    state = _Resolution(
+        subject_id,
+        kept,
+        policies,
+        registry,
+        thresholds or SimilarityThresholds(),
+        job_id,
+        now,
+    )
+    canonical = [_canonical(candidate, subject_id, registry) for candidate in candidates]
+    for candidate in in_processing_order(canonical):
+        state.add(candidate)
+    before = {memory.memory_key: memory for memory in stored}
+    created: list[StoredMemory] = []
+    provenance: list[ProvenanceAddition] = []
+    statuses: list[StatusChange] = []
+    for key in sorted(state.memories):
+        fresh, old = state.memories[key], before.get(key)
+        if old is None:
+            created.append(fresh)
+            continue
+        if (
+            not set(fresh.source_episode_ids) <= set(old.source_episode_ids)
+            or fresh.valid_from != old.valid_from
+            or fresh.last_asserted != old.last_asserted
+            or fresh.explicit_change != old.explicit_change
+        ):
+            provenance.append(
+                ProvenanceAddition(
+                    memory_id=old.id,
+                    memory_key=key,
+                    episode_ids=tuple(
+                        sorted(set(fresh.source_episode_ids) - set(old.source_episode_ids))
+                    ),
+                    valid_from=fresh.valid_from,
+                    asserted_at=fresh.last_asserted,
+                    explicit_change=fresh.explicit_change,
+                )
+            )
+        if fresh.status is MemoryStatus.ACTIVE is old.status:
+            # Still active: the rule it came back by (``winner_retired``) stays.
+            fresh = evolve(fresh, status_rule=old.status_rule)
+        if (fresh.status, fresh.valid_to, fresh.status_rule) != (
+            old.status,
+            old.valid_to,
+            old.status_rule,
+        ):
+            statuses.append(
+                StatusChange(
+                    memory_id=old.id,
+                    memory_key=key,
+                    from_status=old.status,
+                    to_status=fresh.status,
+                    valid_to=fresh.valid_to,
+                    rule=fresh.status_rule,
+                )
+            )
+    # Records: kept where the fresh decisions repeat them, one for one; the rest of
+    # those between derived memories are retracted (a record naming a memory it does
+    # not derive is about evidence that went away, and stays).
+    derived = state.memories.keys()
+    unmatched: dict[tuple[object, ...], list[uuid.UUID]] = defaultdict(list)
+    for stored_record in recorded:
+        in_scope = stored_record.winner_memory_key in derived and (
+            stored_record.loser_memory_key in derived
+            or stored_record.rule is SupersessionRule.CLAIM_DUPLICATE
+        )
+        if stored_record.rule in REDECIDED and in_scope:
+            unmatched[stored_record.decision].append(stored_record.id)
+    written: list[Supersession] = []
+    for record in state.supersessions:
+        same = unmatched.get(decision_of(record, listed))
+        if same:
+            same.pop()
+        else:
+            written.append(record)
+    found = {conflict.id for conflict in state.conflicts.values()}
+    was_open = {conflict.id for conflict in open_conflicts}
+    return ChangeSet(
+        memories_to_create=tuple(created),
+        provenance_to_add=tuple(provenance),
+        status_changes=tuple(statuses),
+        supersessions=tuple(written),
+        open_conflicts=tuple(
+            state.conflicts[key] for key in sorted(state.conflicts) if key not in was_open
+        ),
+        resolved_conflict_ids=tuple(sorted(was_open - found)),
+        retracted_records=tuple(sorted(i for ids in unmatched.values() for i in ids)),
+    )
 
 
 def processing_order(candidate: CandidateMemory) -> tuple[object, ...]:
@@ -863,6 +1054,40 @@ def processing_order(candidate: CandidateMemory) -> tuple[object, ...]:
         _sorted_ids(candidate.source_episode_ids),
         candidate.explicit_change,
     )
+
+
+def in_processing_order(candidates: Iterable[CandidateMemory]) -> list[CandidateMemory]:
+    """``candidates`` sorted by :func:`processing_order`, with the assertions of one
+    statement at one moment (same ``valid_from`` and ``memory_key``) made one: the first
+    of them (by content) with the sources of all, explicit if any of them is.
+
+    Why: two episodes that say the same thing at the same moment tie on time and key,
+    and the rest of the order would fall to their ids, which ingest draws at random. The
+    first of them would be contested alone and the other merged in after, so which
+    episodes a record names, and whether an explicit wording counted in the contest,
+    would depend on those ids. As one assertion they are contested together, the same
+    way in every store and whatever order they arrived in."""
+    ordered = sorted(candidates, key=processing_order)
+    merged: list[CandidateMemory] = []
+    for candidate in ordered:
+        if merged and (merged[-1].valid_from, merged[-1].memory_key) == (
+            candidate.valid_from,
+            candidate.memory_key,
+        ):
+            first = merged[-1]
+            merged[-1] = evolve(
+                first,
+                source_episode_ids=tuple(
+                    sorted(
+                        {*first.source_episode_ids, *candidate.source_episode_ids},
+                        key=_ID_NUMBER,
+                    )
+                ),
+                explicit_change=first.explicit_change or candidate.explicit_change,
+            )
+        else:
+            merged.append(candidate)
+    return merged
 
 
 def _sorted_ids(ids: tuple[uuid.UUID, ...]) -> tuple[uuid.UUID, ...]:

@@ -66,6 +66,7 @@ _COUNTED = frozenset(
         "episodes_compiled",
         "memories_created",
         "memories_superseded",
+        "memories_reinstated",
         "memories_tombstoned",
         "conflicts_opened",
         "memory_ids",

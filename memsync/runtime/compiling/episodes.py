@@ -31,6 +31,9 @@ __all__ = [
     "Pending",
     "Stamp",
     "Uncompiled",
+    "compiled_episodes",
+    "compiled_stamps",
+    "decided_through",
     "mark_compiled",
     "marking_compiled",
     "pending_episode_ids",
@@ -85,6 +88,70 @@ def pending_episode_ids(connection: Connection, tenant_id: str, subject_id: str)
     # ones, and the no-op recompile must not grow with the subject.
     rows = sorted(connection.execute(query).all(), key=lambda row: (row.occurred_at, row.id))
     return [Pending(row.id, row.compiled_revision > 0, row.occurred_at) for row in rows]
+
+
+def decided_through(connection: Connection, tenant_id: str, subject_id: str) -> datetime | None:
+    """The latest moment of the subject's episodes that a compile has consumed (at any
+    revision): what the subject's stored decisions already took into account. None if
+    no episode of the subject was ever compiled."""
+    latest: datetime | None = connection.execute(
+        sa.select(sa.func.max(episodes.c.occurred_at)).where(
+            episodes.c.tenant_id == tenant_id,
+            episodes.c.subject_id == subject_id,
+            episodes.c.compiled_revision > 0,
+        )
+    ).scalar_one_or_none()
+    return latest
+
+
+_COMPILED = sa.and_(
+    episodes.c.compiled_revision == episodes.c.revision, episodes.c.deleted_at.is_(None)
+)
+"""Live episodes compiled at their current revision: the evidence a subject's memories
+rest on."""
+
+
+def compiled_episodes(connection: Connection, tenant_id: str, subject_id: str) -> list[EpisodeView]:
+    """Every live episode of the subject compiled at its current revision, in time
+    order (then id): what a re-decision of the subject derives its evidence from."""
+    rows = connection.execute(
+        sa.select(
+            episodes.c.id,
+            episodes.c.subject_id,
+            episodes.c.source,
+            episodes.c.type,
+            episodes.c.payload,
+            episodes.c.occurred_at,
+            episodes.c.revision,
+            episodes.c.content_hash,
+        ).where(episodes.c.tenant_id == tenant_id, episodes.c.subject_id == subject_id, _COMPILED)
+    ).all()
+    return [
+        EpisodeView(
+            id=row.id,
+            subject_id=row.subject_id,
+            source=row.source,
+            type=row.type,
+            payload=row.payload,
+            occurred_at=row.occurred_at,
+            revision=row.revision,
+            content_hash=row.content_hash,
+        )
+        for row in sorted(rows, key=lambda row: (row.occurred_at, row.id))
+    ]
+
+
+def compiled_stamps(
+    connection: Connection, tenant_id: str, subject_id: str
+) -> set[tuple[uuid.UUID, int]]:
+    """The ids and revisions of what :func:`compiled_episodes` would return, without
+    reading a payload: equal stamps mean an equal read."""
+    rows = connection.execute(
+        sa.select(episodes.c.id, episodes.c.revision).where(
+            episodes.c.tenant_id == tenant_id, episodes.c.subject_id == subject_id, _COMPILED
+        )
+    ).all()
+    return {(row.id, row.revision) for row in rows}
 
 
 def uncompiled_episodes(

@@ -20,9 +20,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from memsync.compile.resolve import (
+    REDECIDED,
     ChangeSet,
     Defeat,
     OpenConflict,
+    RecordedDecision,
     SourceEvidence,
     SourceStanding,
     apply_changes,
@@ -55,7 +57,10 @@ __all__ = [
     "memories_citing",
     "memory_version",
     "open_conflicts_of",
+    "open_conflicts_of_subject",
+    "recorded_decisions",
     "source_standings",
+    "subject_memories",
     "subjects_citing",
     "with_sources",
 ]
@@ -173,6 +178,70 @@ def _load(
         return []
     rows = connection.execute(sa.select(_memories).where(of_subject, sa.or_(*wanted))).all()
     return with_sources(connection, tenant_id, rows)
+
+
+def subject_memories(
+    connection: Connection, tenant_id: str, subject_id: str, *, contested: bool = False
+) -> list[StoredMemory]:
+    """Every memory of the subject, in any status, with its provenance; with
+    ``contested`` only those of kinds that can be in a contest (not episode summaries)."""
+    query = sa.select(_memories).where(
+        _memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id
+    )
+    if contested:
+        query = query.where(_memories.c.kind != MemoryKind.EPISODE_SUMMARY.value)
+    rows = connection.execute(query).all()
+    return with_sources(connection, tenant_id, rows)
+
+
+def recorded_decisions(
+    connection: Connection, tenant_id: str, subject_id: str
+) -> list[RecordedDecision]:
+    """The subject's stored supersession records of a rule in ``REDECIDED``, as
+    ``rederive`` compares them (the episode lists as stored: their first
+    :data:`RECORDED_EPISODES_PER_SIDE` ids, and the counts)."""
+    rows = connection.execute(
+        sa.select(_supersessions).where(
+            _supersessions.c.tenant_id == tenant_id,
+            _supersessions.c.subject_id == subject_id,
+            _supersessions.c.rule.in_(sorted(rule.value for rule in REDECIDED)),
+        )
+    ).all()
+    return [
+        RecordedDecision(
+            id=row.id,
+            rule=SupersessionRule(row.rule),
+            winner_memory_key=row.winner_memory_key,
+            loser_memory_key=row.loser_memory_key,
+            decision=(
+                SupersessionRule(row.rule),
+                row.claim_key,
+                row.score,
+                row.threshold,
+                row.winner_memory_key,
+                row.loser_memory_key,
+                tuple(row.winner_episode_ids),
+                tuple(row.loser_episode_ids),
+                row.winner_episode_count,
+                row.loser_episode_count,
+            ),
+        )
+        for row in rows
+    ]
+
+
+def open_conflicts_of_subject(
+    connection: Connection, tenant_id: str, subject_id: str
+) -> list[OpenConflict]:
+    """The subject's open conflicts, by id."""
+    rows = connection.execute(
+        sa.select(_conflicts).where(
+            _conflicts.c.tenant_id == tenant_id,
+            _conflicts.c.subject_id == subject_id,
+            _conflicts.c.status == ConflictStatus.OPEN.value,
+        )
+    ).all()
+    return sorted((conflict_record(row).conflict for row in rows), key=lambda c: c.id)
 
 
 def memory_version(connection: Connection, tenant_id: str, subject_id: str) -> str | None:
@@ -767,6 +836,17 @@ def apply_change_set(
         ),
         ignore=False,
     )
+    if changes.retracted_records:
+        # A re-decision found these no longer true of the evidence (see ``rederive``).
+        for some_ids in tables.in_slices(changes.retracted_records):
+            connection.execute(
+                _supersessions.delete().where(
+                    _supersessions.c.tenant_id == tenant_id,
+                    tables.one_of(
+                        _supersessions.c.id, some_ids, postgresql=_on_postgresql(connection)
+                    ),
+                )
+            )
     if changes.open_conflicts:
         insert = tables.upsert(_conflicts, postgresql=_on_postgresql(connection))
         # Found again after it was resolved because a side was retired and came back:

@@ -41,6 +41,7 @@ from memsync.compile.resolve import (
     apply_changes,
     manual_resolution,
     reconsider_losers,
+    rederive,
     resolve,
     unsettled,
     withdraw_unsupported,
@@ -50,6 +51,7 @@ from memsync.compile.types import (
     Compiler,
     ConflictStatus,
     EpisodeView,
+    MemoryKind,
     MemoryStatus,
     StoredMemory,
 )
@@ -57,6 +59,9 @@ from memsync.logcontext import bound_log_context
 from memsync.runtime.compiling.episodes import (
     Pending,
     Uncompiled,
+    compiled_episodes,
+    compiled_stamps,
+    decided_through,
     marking_compiled,
     pending_episode_ids,
     subjects_with_uncompiled,
@@ -64,6 +69,7 @@ from memsync.runtime.compiling.episodes import (
     uncompiled_stamps,
 )
 from memsync.runtime.compiling.memories import (
+    RECORDED_EPISODES_PER_SIDE,
     KnownMemories,
     active_rivals,
     apply_change_set,
@@ -73,7 +79,10 @@ from memsync.runtime.compiling.memories import (
     memories_citing,
     memory_version,
     open_conflicts_of,
+    open_conflicts_of_subject,
+    recorded_decisions,
     source_standings,
+    subject_memories,
     subjects_citing,
 )
 from memsync.runtime.compiling.recorder import SqlExtractionRecorder
@@ -115,9 +124,18 @@ class CompileSummary:
     episodes_compiled: int
     memories_created: int
     memories_superseded: int
+    """Memories that are superseded now and were not when the compile started (created
+    superseded, or moved there), counted once however many of its chunks moved them:
+    the net change the compile made to the store, not the decisions it took on the way.
+    A memory superseded and brought back within one compile is not counted."""
+    memories_reinstated: int
+    """Memories that were superseded when the compile started and are active now.
+    Summed over any schedule of compiles, ``memories_superseded - memories_reinstated``
+    is the number of superseded memories the store gained: what one compile of all the
+    episodes reports as ``memories_superseded`` (its ``memories_reinstated`` is 0)."""
     memories_tombstoned: int
     """Memories, of this subject or of the subjects a record moved away from, that every
-    source left (moved or deleted): they are off the read path now."""
+    source left (moved or deleted): they are off the read path now (net, as above)."""
     conflicts_opened: int
 
 
@@ -139,14 +157,18 @@ class ConflictResolution:
     superseded_memory_id: uuid.UUID
 
 
+_Transition = tuple[uuid.UUID, MemoryStatus | None, MemoryStatus]
+"""A memory's status before and after one change (``None`` before: created)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _ChunkOutcome:
     """What one chunk's transaction did, kept after its change sets are let go."""
 
     episodes_compiled: int
     created: tuple[StoredMemory, ...]
-    superseded: int
-    tombstoned: int
+    transitions: tuple[_Transition, ...]
+    """Every status a memory was created with or moved to, in the order applied."""
     conflicts_opened: int
     memories_loaded: int
     known: KnownMemories | None = None
@@ -155,21 +177,13 @@ class _ChunkOutcome:
     statistics_due: bool = False
     """The chunk crossed the statistics threshold: ``memories`` was analysed in its
     transaction, the rest of the refresher's tables are still to be."""
+    elsewhere: frozenset[str] = frozenset()
+    """The other subjects whose memories the chunk retired or narrowed (a record moved
+    away from them, or was deleted where they cite it)."""
 
     @property
     def memories_created(self) -> int:
         return len(self.created)
-
-    def counts(self) -> dict[str, Any]:
-        """What :data:`ChunkCommitting` is handed."""
-        return {
-            "episodes_compiled": self.episodes_compiled,
-            "memories_created": self.memories_created,
-            "memories_superseded": self.superseded,
-            "memories_tombstoned": self.tombstoned,
-            "conflicts_opened": self.conflicts_opened,
-            "memory_ids": [str(memory.id) for memory in self.created],
-        }
 
     @classmethod
     def of(
@@ -180,49 +194,90 @@ class _ChunkOutcome:
         memories_loaded: int,
         known: KnownMemories | None = None,
         statistics_due: bool = False,
+        elsewhere: frozenset[str] = frozenset(),
     ) -> _ChunkOutcome:
-        # A memory can be created already superseded (it lost on arrival): count it.
-        superseded = sum(
-            change.to_status is MemoryStatus.SUPERSEDED
-            for changes in change_sets
-            for change in changes.status_changes
-        ) + sum(
-            memory.status is MemoryStatus.SUPERSEDED
-            for changes in change_sets
-            for memory in changes.memories_to_create
-        )
+        transitions: list[_Transition] = []
+        for changes in change_sets:
+            # A memory can be created already superseded (it lost on arrival).
+            transitions.extend((m.id, None, m.status) for m in changes.memories_to_create)
+            transitions.extend(
+                (change.memory_id, change.from_status, change.to_status)
+                for change in changes.status_changes
+            )
         return cls(
             episodes_compiled=episodes_compiled,
             created=tuple(m for changes in change_sets for m in changes.memories_to_create),
-            superseded=superseded,
-            tombstoned=sum(
-                change.to_status is MemoryStatus.TOMBSTONED
-                for changes in change_sets
-                for change in changes.status_changes
-            ),
+            transitions=tuple(transitions),
             conflicts_opened=sum(len(changes.open_conflicts) for changes in change_sets),
             memories_loaded=memories_loaded,
             known=known,
             statistics_due=statistics_due,
+            elsewhere=elsewhere,
         )
 
 
 @dataclass(slots=True)
 class _Tally:
-    """The sum of a compile's chunks."""
+    """The sum of a compile's chunks. Statuses are counted by their net change over the
+    whole compile: each memory's status before its first change in the compile against
+    its status after its last, so a memory a chunk supersedes and a later one brings
+    back counts in neither (one transaction of all the chunks would not have moved it).
+    """
 
     episodes_compiled: int = 0
     created: list[StoredMemory] = field(default_factory=list)
-    superseded: int = 0
-    tombstoned: int = 0
     conflicts_opened: int = 0
+    # memory id -> (status before the compile, None if it created it; status now)
+    statuses: dict[uuid.UUID, tuple[MemoryStatus | None, MemoryStatus]] = field(
+        default_factory=dict
+    )
 
     def add(self, outcome: _ChunkOutcome) -> None:
         self.episodes_compiled += outcome.episodes_compiled
         self.created.extend(outcome.created)
-        self.superseded += outcome.superseded
-        self.tombstoned += outcome.tombstoned
         self.conflicts_opened += outcome.conflicts_opened
+        self.statuses = self._after(outcome)
+
+    def _after(
+        self, outcome: _ChunkOutcome
+    ) -> dict[uuid.UUID, tuple[MemoryStatus | None, MemoryStatus]]:
+        statuses = dict(self.statuses)
+        for memory_id, before, after in outcome.transitions:
+            first = statuses[memory_id][0] if memory_id in statuses else before
+            statuses[memory_id] = (first, after)
+        return statuses
+
+    @staticmethod
+    def _net(
+        statuses: Mapping[uuid.UUID, tuple[MemoryStatus | None, MemoryStatus]],
+    ) -> dict[str, int]:
+        superseded, tombstoned = MemoryStatus.SUPERSEDED, MemoryStatus.TOMBSTONED
+        return {
+            "memories_superseded": sum(
+                now is superseded and before is not superseded for before, now in statuses.values()
+            ),
+            "memories_reinstated": sum(
+                before is superseded and now is MemoryStatus.ACTIVE
+                for before, now in statuses.values()
+            ),
+            "memories_tombstoned": sum(
+                now is tombstoned and before is not tombstoned for before, now in statuses.values()
+            ),
+        }
+
+    def counts(self, outcome: _ChunkOutcome) -> dict[str, Any]:
+        """What :data:`ChunkCommitting` is handed for ``outcome``, the next chunk: what
+        it adds to the compile's totals. A status count may be negative (the chunk
+        undid what an earlier chunk of the compile did), so the totals of a job that
+        adds its chunks' counts are the compile's net counts."""
+        before, after = self._net(self.statuses), self._net(self._after(outcome))
+        return {
+            "episodes_compiled": outcome.episodes_compiled,
+            "memories_created": outcome.memories_created,
+            **{name: after[name] - before[name] for name in after},
+            "conflicts_opened": outcome.conflicts_opened,
+            "memory_ids": [str(memory.id) for memory in outcome.created],
+        }
 
     def result(self, subject_id: str, job_id: str) -> CompileResult:
         return CompileResult(
@@ -230,8 +285,7 @@ class _Tally:
             compile_id=job_id,
             episodes_compiled=self.episodes_compiled,
             memories_created=len(self.created),
-            memories_superseded=self.superseded,
-            memories_tombstoned=self.tombstoned,
+            **self._net(self.statuses),
             conflicts_opened=self.conflicts_opened,
             memories=tuple(self.created),
         )
@@ -240,7 +294,9 @@ class _Tally:
 ChunkCommitting = Callable[[Connection, Mapping[str, Any]], None]
 """Called inside each chunk's transaction, last, with what the chunk did: the counts of
 :class:`CompileSummary` (``episodes_compiled``, ``memories_created``,
-``memories_superseded``, ``conflicts_opened``) and ``memory_ids``, the ids of the
+``memories_superseded``, ``memories_reinstated``, ``memories_tombstoned``,
+``conflicts_opened``: what the chunk adds to the compile's net counts, which may be
+negative for a status) and ``memory_ids``, the ids of the
 memories it created. What it writes commits with the chunk, or rolls back with it."""
 
 
@@ -355,6 +411,11 @@ def _derived(
         for episode_id in candidate.source_episode_ids:
             derived[episode_id].add(candidate.memory_key)
     return derived
+
+
+def _contested(candidates: Sequence[CandidateMemory]) -> list[CandidateMemory]:
+    """The candidates of kinds that can be in a contest (not episode summaries)."""
+    return [c for c in candidates if c.kind is not MemoryKind.EPISODE_SUMMARY]
 
 
 def _by_subject(memories: Sequence[StoredMemory]) -> dict[str, list[StoredMemory]]:
@@ -501,7 +562,14 @@ class CompileService:
         compiler = self._compiler_for(tenant_id)
         with self._store.read() as connection:
             pending = pending_episode_ids(connection, tenant_id, subject_id)
+            decided = decided_through(connection, tenant_id, subject_id) if pending else None
+        # Episodes at or before a moment already compiled (a backfill, a late connector,
+        # a revision or deletion of a compiled record) change the past the subject's
+        # decisions were taken on: once they are compiled, the subject is decided again
+        # from all of its evidence. Later ones only continue the past.
+        late = decided is not None and pending[0].occurred_at <= decided
         total = _Tally()
+        elsewhere: set[str] = set()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compile-ahead") as helper:
             ahead = None
             if not compiler.prepares_ahead:
@@ -519,9 +587,11 @@ class CompileService:
                     ahead,
                     job_id,
                     on_chunk,
+                    total,
                 )
                 known = outcome.known
                 total.add(outcome)
+                elsewhere |= outcome.elsewhere
                 if outcome.statistics_due:
                     # On the helper, behind the next chunk's read-ahead: the database
                     # analyses while this thread compiles that chunk, and the compile
@@ -530,6 +600,10 @@ class CompileService:
                     helper.submit(self._statistics.analyze_or_log, exclude=["memories"])
                 position += len(chunk)
                 size = self._next_chunk_size(outcome.memories_loaded)
+        # A subject a record left had its decisions changed by evidence going away, as
+        # this one's by late episodes: each is decided again from what it has left.
+        for again in sorted(elsewhere - {subject_id}) + ([subject_id] if late else []):
+            total.add(self._redecide(compiler, tenant_id, again, job_id, on_chunk, total))
         result = total.result(subject_id, job_id)
         log.info(
             "compiled",
@@ -557,9 +631,11 @@ class CompileService:
         ahead: _ReadAhead | None,
         job_id: str,
         on_chunk: ChunkCommitting | None,
+        tally: _Tally,
     ) -> _ChunkOutcome:
         """Compile ``position.chunk`` in one transaction; ``ahead`` (when given) reads
-        the start of what follows it while this chunk writes."""
+        the start of what follows it while this chunk writes. ``tally`` is what the
+        compile's chunks before this one did (this one is not added to it here)."""
         chunk, following = position.chunk, position.following
         ids = [episode.id for episode in chunk]
         prepared: set[tuple[uuid.UUID, int]] | None = None
@@ -688,9 +764,70 @@ class CompileService:
                 memories_loaded=memories_loaded,
                 known=known,
                 statistics_due=statistics_due,
+                elsewhere=frozenset(other for other, there in elsewhere.items() if there),
             )
             if on_chunk is not None:
-                on_chunk(connection, outcome.counts())
+                on_chunk(connection, tally.counts(outcome))
+        return outcome
+
+    def _redecide(
+        self,
+        compiler: Compiler,
+        tenant_id: str,
+        subject_id: str,
+        job_id: str,
+        on_chunk: ChunkCommitting | None,
+        tally: _Tally,
+    ) -> _ChunkOutcome:
+        """Decide the subject's contests again from every episode compiled, in one
+        transaction (see ``rederive``): what one compile of all of them in time order
+        decides, whatever order they arrived in and however the compiles were cut.
+
+        The episodes are read and derived before the write transaction (a compiler that
+        prepares ahead asks its model there); under the subject's lock their stamps are
+        checked, and they are read and derived again if a compile or ingest changed
+        them. ``on_chunk`` is handed the transaction's counts like a chunk's.
+        """
+        with self._store.read() as connection:
+            views = compiled_episodes(connection, tenant_id, subject_id)
+        candidates = _contested(compiler.compile(views))
+        with self._store.write() as connection:
+            self._lock_subject(connection, tenant_id, subject_id)
+            now = self._clock.now()
+            if compiled_stamps(connection, tenant_id, subject_id) != {
+                (view.id, view.revision) for view in views
+            }:
+                views = compiled_episodes(connection, tenant_id, subject_id)
+                candidates = _contested(compiler.compile(views))
+            # Episode summaries are in no contest: their status, times and provenance
+            # are already what any order gives (merges take the earliest and latest
+            # assertion, and only the withdrawal of their sources retires them).
+            stored = subject_memories(connection, tenant_id, subject_id, contested=True)
+            changes = rederive(
+                subject_id,
+                candidates,
+                stored,
+                recorded_decisions(connection, tenant_id, subject_id),
+                open_conflicts_of_subject(connection, tenant_id, subject_id),
+                self._rules.policies,
+                self._rules.registry,
+                job_id,
+                now,
+                self._rules.thresholds,
+                listed=RECORDED_EPISODES_PER_SIDE,
+            )
+            apply_change_set(
+                connection,
+                tenant_id,
+                changes,
+                {view.id: view.revision for view in views},
+                now,
+                job_id,
+                subject_id=subject_id,
+            )
+            outcome = _ChunkOutcome.of(0, [changes], memories_loaded=len(stored))
+            if on_chunk is not None:
+                on_chunk(connection, tally.counts(outcome))
         return outcome
 
     def _settle_sources(
