@@ -782,18 +782,7 @@ class _Resolution:
                 or final.last_asserted != before.last_asserted
                 or final.explicit_change != before.explicit_change
             ):
-                provenance.append(
-                    ProvenanceAddition(
-                        memory_id=final.id,
-                        memory_key=key,
-                        episode_ids=tuple(
-                            sorted(set(final.source_episode_ids) - set(before.source_episode_ids))
-                        ),
-                        valid_from=final.valid_from,
-                        asserted_at=final.last_asserted,
-                        explicit_change=final.explicit_change,
-                    )
-                )
+                provenance.append(_revised(final.id, key, final, before))
             if final.status is not before.status or final.valid_to != before.valid_to:
                 statuses.append(
                     StatusChange(
@@ -821,6 +810,22 @@ class _Resolution:
             open_conflicts=tuple(self.conflicts[key] for key in sorted(self.conflicts)),
             reassertions=tuple(reassertions),
         )
+
+
+def _revised(
+    memory_id: uuid.UUID, key: str, fresh: StoredMemory, old: StoredMemory
+) -> ProvenanceAddition:
+    """What the store must add to the memory stored as ``old`` to make it ``fresh``: the
+    sources it lacks, and the validity, assertion time and explicit-change flag
+    ``fresh`` has."""
+    return ProvenanceAddition(
+        memory_id=memory_id,
+        memory_key=key,
+        episode_ids=tuple(sorted(set(fresh.source_episode_ids) - set(old.source_episode_ids))),
+        valid_from=fresh.valid_from,
+        asserted_at=fresh.last_asserted,
+        explicit_change=fresh.explicit_change,
+    )
 
 
 def resolve(
@@ -976,18 +981,7 @@ def rederive(
             or fresh.last_asserted != old.last_asserted
             or fresh.explicit_change != old.explicit_change
         ):
-            provenance.append(
-                ProvenanceAddition(
-                    memory_id=old.id,
-                    memory_key=key,
-                    episode_ids=tuple(
-                        sorted(set(fresh.source_episode_ids) - set(old.source_episode_ids))
-                    ),
-                    valid_from=fresh.valid_from,
-                    asserted_at=fresh.last_asserted,
-                    explicit_change=fresh.explicit_change,
-                )
-            )
+            provenance.append(_revised(old.id, key, fresh, old))
         if fresh.status is MemoryStatus.ACTIVE is old.status:
             # Still active: the rule it came back by (``winner_retired``) stays.
             fresh = evolve(fresh, status_rule=old.status_rule)

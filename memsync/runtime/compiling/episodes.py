@@ -111,34 +111,42 @@ _COMPILED = sa.and_(
 rest on."""
 
 
+_VIEW_COLUMNS = (
+    episodes.c.id,
+    episodes.c.subject_id,
+    episodes.c.source,
+    episodes.c.type,
+    episodes.c.payload,
+    episodes.c.occurred_at,
+    episodes.c.revision,
+    episodes.c.content_hash,
+)
+"""What the compiler reads of an episode (:func:`_view`)."""
+
+
+def _view(row: Any) -> EpisodeView:
+    """The episode of a row that has :data:`_VIEW_COLUMNS` (and maybe more)."""
+    return EpisodeView(
+        id=row.id,
+        subject_id=row.subject_id,
+        source=row.source,
+        type=row.type,
+        payload=row.payload,
+        occurred_at=row.occurred_at,
+        revision=row.revision,
+        content_hash=row.content_hash,
+    )
+
+
 def compiled_episodes(connection: Connection, tenant_id: str, subject_id: str) -> list[EpisodeView]:
     """Every live episode of the subject compiled at its current revision, in time
     order (then id): what a re-decision of the subject derives its evidence from."""
     rows = connection.execute(
-        sa.select(
-            episodes.c.id,
-            episodes.c.subject_id,
-            episodes.c.source,
-            episodes.c.type,
-            episodes.c.payload,
-            episodes.c.occurred_at,
-            episodes.c.revision,
-            episodes.c.content_hash,
-        ).where(episodes.c.tenant_id == tenant_id, episodes.c.subject_id == subject_id, _COMPILED)
-    ).all()
-    return [
-        EpisodeView(
-            id=row.id,
-            subject_id=row.subject_id,
-            source=row.source,
-            type=row.type,
-            payload=row.payload,
-            occurred_at=row.occurred_at,
-            revision=row.revision,
-            content_hash=row.content_hash,
+        sa.select(*_VIEW_COLUMNS).where(
+            episodes.c.tenant_id == tenant_id, episodes.c.subject_id == subject_id, _COMPILED
         )
-        for row in sorted(rows, key=lambda row: (row.occurred_at, row.id))
-    ]
+    ).all()
+    return [_view(row) for row in sorted(rows, key=lambda row: (row.occurred_at, row.id))]
 
 
 def compiled_stamps(
@@ -162,14 +170,7 @@ def uncompiled_episodes(
     rows = _uncompiled_rows(
         connection,
         sa.select(
-            episodes.c.id,
-            episodes.c.subject_id,
-            episodes.c.source,
-            episodes.c.type,
-            episodes.c.payload,
-            episodes.c.occurred_at,
-            episodes.c.revision,
-            episodes.c.content_hash,
+            *_VIEW_COLUMNS,
             episodes.c.compiled_revision,
             episodes.c.deleted_at,
         ),
@@ -179,16 +180,7 @@ def uncompiled_episodes(
     )
     return [
         Uncompiled(
-            EpisodeView(
-                id=row.id,
-                subject_id=row.subject_id,
-                source=row.source,
-                type=row.type,
-                payload=row.payload,
-                occurred_at=row.occurred_at,
-                revision=row.revision,
-                content_hash=row.content_hash,
-            ),
+            _view(row),
             row.compiled_revision,
             row.deleted_at is not None,
         )
