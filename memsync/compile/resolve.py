@@ -828,6 +828,33 @@ def _revised(
     )
 
 
+def _resolved(
+    subject_id: str,
+    candidates: Iterable[CandidateMemory],
+    existing: Sequence[StoredMemory],
+    policies: PolicyTable,
+    registry: ClaimRegistry,
+    thresholds: SimilarityThresholds | None,
+    job_id: str | None,
+    now: datetime,
+) -> _Resolution:
+    """``existing`` with ``candidates`` (canonical claim keys) added in
+    :func:`processing_order`: what :func:`resolve` and :func:`rederive` both decide."""
+    state = _Resolution(
+        subject_id,
+        existing,
+        policies,
+        registry,
+        thresholds or SimilarityThresholds(),
+        job_id,
+        now,
+    )
+    canonical = [_canonical(candidate, subject_id, registry) for candidate in candidates]
+    for candidate in in_processing_order(canonical):
+        state.add(candidate)
+    return state
+
+
 def resolve(
     subject_id: str,
     candidates: Sequence[CandidateMemory],
@@ -848,19 +875,9 @@ def resolve(
     claim key (aliases are mapped to their canonical key first).
     """
     require_aware(now, "now")
-    state = _Resolution(
-        subject_id,
-        existing,
-        policies,
-        registry,
-        thresholds or SimilarityThresholds(),
-        job_id,
-        now,
-    )
-    canonical = [_canonical(candidate, subject_id, registry) for candidate in candidates]
-    for candidate in in_processing_order(canonical):
-        state.add(candidate)
-    return state.change_set()
+    return _resolved(
+        subject_id, candidates, existing, policies, registry, thresholds, job_id, now
+    ).change_set()
 
 
 REDECIDED: frozenset[SupersessionRule] = CONTESTED | {
@@ -954,18 +971,7 @@ def rederive(
         if memory.status_rule is SupersessionRule.MANUAL
         or (memory.status is MemoryStatus.TOMBSTONED and memory.status_rule not in WITHDRAWN)
     ]
-    state = _Resolution(
-        subject_id,
-        kept,
-        policies,
-        registry,
-        thresholds or SimilarityThresholds(),
-        job_id,
-        now,
-    )
-    canonical = [_canonical(candidate, subject_id, registry) for candidate in candidates]
-    for candidate in in_processing_order(canonical):
-        state.add(candidate)
+    state = _resolved(subject_id, candidates, kept, policies, registry, thresholds, job_id, now)
     before = {memory.memory_key: memory for memory in stored}
     created: list[StoredMemory] = []
     provenance: list[ProvenanceAddition] = []

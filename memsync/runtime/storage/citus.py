@@ -30,6 +30,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from memsync.runtime.storage.schema import metadata
+
 __all__ = [
     "COLOCATION_TABLE",
     "COORDINATOR_TABLES",
@@ -106,8 +108,6 @@ def distribute_tables(connection: Connection) -> list[str]:
     known = distributed_tables(connection)
     existing = set(sa.inspect(connection).get_table_names())
     # The schema's own order puts a referenced table before the tables referring to it.
-    from memsync.runtime.storage.schema import metadata
-
     ordered = [table.name for table in metadata.sorted_tables]
     ordered += sorted(existing - set(ordered))
     if COLOCATION_TABLE in ordered:
