@@ -512,18 +512,14 @@ def _as_it_stood(tenant_id: str, subject_id: str, as_of: datetime) -> sa.Select[
     )
 
 
-_CONFLICT_CHANGEABLE = frozenset(
-    (
-        "rule",
-        "score",
-        "threshold",
-        "status",
-        "job_id",
-        "detected_at",
-        "resolved_at",
-        "chosen_memory_id",
-    )
-)
+# What a conflict's history records of it: every column of ``conflict_history`` but its
+# key and the subject (the conflict's own row says where it is filed now).
+_CONFLICT_CHANGEABLE = frozenset(column.name for column in tables.conflict_history.c) - {
+    "tenant_id",
+    "conflict_id",
+    "recorded_at",
+    "subject_id",
+}
 
 
 def _conflicts_then(tenant_id: str, subject_id: str | None, as_of: datetime) -> sa.Select[Any]:
