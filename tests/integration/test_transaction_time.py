@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
 from memsync.clock import FakeClock
+from memsync.runtime.app.cli import app as cli_app
 from memsync.runtime.storage import Store, upgrade
 from memsync.runtime.storage.migrate import downgrade
-from tests.helpers import compile_subject, say
+from tests.helpers import API_NOW, compile_subject, say
 
 
 def current_state(client: TestClient, as_of: datetime | None = None) -> list[str]:
@@ -207,3 +211,89 @@ def test_0015_starts_each_conflicts_history_at_its_detection_and_its_resolution(
 
     assert [row[2] for row in written] == ["open", "resolved"]
     assert conflict_history(store) == written
+
+
+def inspect(client: TestClient, **params: str) -> dict[str, Any]:
+    response = client.get("/v1/subjects/ana/inspect", params=params)
+    assert response.status_code == 200, response.text
+    report: dict[str, Any] = response.json()
+    return report
+
+
+def test_the_inspector_as_of_a_moment_gives_the_report_it_gave_then(
+    client: TestClient, clock: FakeClock
+) -> None:
+    say(client, "m1", "I'm in Berlin this week.", 1)
+    say(client, "m2", "I work at Acme.", 2)
+    compile_subject(client)
+    clock.advance(timedelta(hours=1))
+    then, report_then = clock.now(), inspect(client)
+    clock.advance(timedelta(hours=1))
+    say(client, "m3", "I'm in Madrid this week.", 5)  # supersedes Berlin
+    say(client, "m4", "I'm in Berlin this week.", 0)  # older evidence: Berlin's valid_from moves
+    say(client, "m2", "I work at Globex.", 2)  # a revision of a compiled record
+    compile_subject(client)
+    clock.advance(timedelta(hours=1))
+
+    report_now = inspect(client)
+    report_as_of = inspect(client, as_of=then.isoformat())
+
+    assert report_now != report_then  # what changed since is not in the report of then
+    assert report_as_of.pop("as_of") == then.isoformat()
+    assert report_as_of == report_then
+    assert report_now["history"]  # and today's lists the versions it replaced
+
+
+def test_the_inspector_as_of_and_valid_at_names_what_held_by_what_the_store_knew_then(
+    client: TestClient, clock: FakeClock
+) -> None:
+    say(client, "m1", "I'm in Berlin this week.", 1)
+    compile_subject(client)
+    then = clock.now()
+    clock.advance(timedelta(hours=1))
+    say(client, "m2", "I'm in Madrid this week.", 5)
+    compile_subject(client)
+    valid_at = (API_NOW - timedelta(days=20)).isoformat()  # after both messages
+
+    def held(report: dict[str, Any]) -> list[str]:
+        contents = {
+            memory["id"]: memory["content"]
+            for memories in report["memories"].values()
+            for memory in memories
+        }
+        return sorted(contents[memory_id] for memory_id in report["held"])
+
+    assert "Currently in Madrid" in held(inspect(client, valid_at=valid_at))
+    assert "Currently in Berlin" not in held(inspect(client, valid_at=valid_at))
+    known_then = held(inspect(client, valid_at=valid_at, as_of=then.isoformat()))
+    assert "Currently in Berlin" in known_then
+    assert not any("Madrid" in content for content in known_then)
+
+
+def test_memsync_inspect_takes_as_of_and_valid_at_as_the_api_does(
+    client: TestClient, clock: FakeClock, store: Store, tmp_path: Path
+) -> None:
+    say(client, "m1", "I'm in Berlin this week.", 1)
+    compile_subject(client)
+    then = clock.now()
+    clock.advance(timedelta(hours=1))
+    say(client, "m2", "I'm in Madrid this week.", 5)
+    compile_subject(client)
+    config = tmp_path / "memsync.yaml"
+    config.write_text(f"store: {store.engine.url.render_as_string(hide_password=False)}\n")
+    valid_at = (API_NOW - timedelta(days=20)).isoformat()
+
+    def memsync(*args: str) -> Any:
+        return CliRunner().invoke(cli_app, ["--config", str(config), "inspect", "ana", *args])
+
+    printed = memsync("--as-of", then.isoformat(), "--valid-at", valid_at, "--json")
+    table = memsync("--as-of", then.isoformat(), "--valid-at", valid_at)
+    wrong = memsync("--as-of", "last tuesday")
+
+    assert printed.exit_code == 0, printed.output
+    assert json.loads(printed.stdout) == inspect(client, as_of=then.isoformat(), valid_at=valid_at)
+    assert table.exit_code == 0, table.output
+    assert f"ana as of {then.isoformat()}" in table.stdout
+    assert "Madrid" not in table.stdout
+    assert wrong.exit_code == 2
+    assert "--as-of 'last tuesday' is not a date" in wrong.output

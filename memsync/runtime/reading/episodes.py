@@ -324,7 +324,23 @@ _FROM_REVISION = frozenset(
     )
 )
 """What an earlier revision keeps of its own; the rest (type, key, session, the time the
-record was first stored) never changes under a key."""
+record was first stored) never changes under a key, but for ``compiled_revision``."""
+
+
+def _earlier_column(name: str) -> sa.ColumnElement[Any]:
+    """A column of an episode at a kept revision. The store keeps no history of which
+    revision a compile consumed, so ``compiled_revision`` is today's, capped at the
+    revision shown (never ahead of it, as the store's check constraint has it)."""
+    if name in _FROM_REVISION:
+        return _revisions.c[name].label(name)
+    if name == "revised_at":
+        return _revisions.c.recorded_at.label(name)
+    if name == "compiled_revision":
+        return sa.case(
+            (_episodes.c.compiled_revision > _revisions.c.revision, _revisions.c.revision),
+            else_=_episodes.c.compiled_revision,
+        ).label(name)
+    return _episodes.c[name]
 
 
 def _as_it_stood(
@@ -340,16 +356,7 @@ def _as_it_stood(
         sa.func.coalesce(_episodes.c.revised_at, _episodes.c.created_at) <= as_of,
     )
     earlier = (
-        sa.select(
-            *(
-                _revisions.c[name].label(name)
-                if name in _FROM_REVISION
-                else _revisions.c.recorded_at.label(name)
-                if name == "revised_at"
-                else _episodes.c[name]
-                for name in _RECORD_FIELDS
-            )
-        )
+        sa.select(*(_earlier_column(name) for name in _RECORD_FIELDS))
         .select_from(
             _revisions.join(
                 _episodes,

@@ -108,7 +108,9 @@ class InspectionReport(BaseModel):
     there are more), memories by status (as they are now), supersession records,
     conflicts, and apart from them the earlier versions of its memories (``history``:
     what the store said before a later change, oldest first). Asked with ``valid_at``,
-    also ``held``: the ids of the memories that held at that valid time."""
+    also ``held``: the ids of the memories that held at that valid time. Asked with
+    ``as_of``, all of it as the store held it at that transaction time (see
+    :func:`inspect_subject` for the one exception, supersession records)."""
 
     subject_id: str
     episodes: list[InspectedEpisode]
@@ -117,7 +119,8 @@ class InspectionReport(BaseModel):
     supersessions: list[SupersessionRecord]
     conflicts: list[ConflictJson]
     history: list[EarlierVersion]
-    # Both only when asked for: a report without valid_at reads as it always did.
+    # Only when asked for: a report without them reads as it always did.
+    as_of: IsoDatetime | None = Field(default=None, exclude_if=lambda value: value is None)
     valid_at: IsoDatetime | None = Field(default=None, exclude_if=lambda value: value is None)
     held: list[uuid.UUID] | None = Field(
         default=None,
@@ -133,16 +136,33 @@ def inspect_subject(
     tenant_id: str,
     subject_id: str,
     valid_at: datetime | None = None,
+    *,
+    as_of: datetime | None = None,
 ) -> InspectionReport:
     """The report of one subject (the newest 1,000 episodes at most). With ``valid_at``
-    it also names the memories that held then, by everything known now (the same rule
-    as a bundle's, :func:`~memsync.compile.bundle.stands`); the same store and
-    ``valid_at`` give the same report."""
+    it also names the memories that held then (the same rule as a bundle's,
+    :func:`~memsync.compile.bundle.stands`), by everything known now or, with
+    ``as_of``, by what the store said at that moment.
+
+    With ``as_of`` the report is the store's at that transaction time: the episodes
+    filed under the subject then at the revision each had, every memory created by
+    then with its status, validity and sources then, the conflicts detected by then as
+    they stood, and the versions replaced by then. Supersession records are the
+    current derived set's decided by then: a record a later re-decision retracted
+    is not kept (its effect on statuses is, in the memories shown). An episode's
+    ``compiled_revision`` is today's, capped at the revision shown: which revision a
+    compile had consumed by then is not kept. The same store,
+    ``as_of`` and ``valid_at`` give the same report, whatever was compiled since."""
+    then = utc(as_of) if as_of is not None else None
     page = episodes.timeline(
-        tenant_id, subject_id, limit=INSPECT_EPISODES, offset=0, newest_first=True
+        tenant_id, subject_id, limit=INSPECT_EPISODES, offset=0, newest_first=True, as_of=then
     )
     by_status: dict[MemoryStatus, list[InspectedMemory]] = {status: [] for status in MemoryStatus}
-    every = memories.memories(tenant_id, subject_id, statuses=tuple(MemoryStatus))
+    every = (
+        memories.memories_at(tenant_id, subject_id, then)
+        if then is not None
+        else memories.memories(tenant_id, subject_id, statuses=tuple(MemoryStatus))
+    )
     for memory in every:
         by_status[memory.status].append(InspectedMemory.model_validate(memory))
     # Every memory is read anyway: which held is decided on them, not read again.
@@ -153,12 +173,13 @@ def inspect_subject(
         episodes=[InspectedEpisode.model_validate(episode) for episode in page.episodes],
         episodes_truncated=page.has_more,
         memories=by_status,
-        supersessions=memories.supersessions(tenant_id, subject_id),
+        supersessions=memories.supersessions(tenant_id, subject_id, as_of=then),
         conflicts=[
             ConflictJson.of(record)
-            for record in memories.conflicts(tenant_id, subject_id, status=None)
+            for record in memories.conflicts(tenant_id, subject_id, status=None, as_of=then)
         ],
-        history=memories.earlier_versions(tenant_id, subject_id),
+        history=memories.earlier_versions(tenant_id, subject_id, as_of=then),
+        as_of=then,
         valid_at=moment,
         held=held,
     )

@@ -310,15 +310,16 @@ class MemoryRepository:
         status: ConflictStatus | None = ConflictStatus.OPEN,
         as_of: datetime | None = None,
     ) -> list[ConflictRecord]:
-        """Conflicts, oldest first. With ``as_of``: those open at that moment, as the
-        store held them then (from their history: one resolved and opened again since
-        shows as it was)."""
+        """Conflicts in ``status`` (every status: ``None``), oldest first. With
+        ``as_of``: those detected by that moment in that status then, as the store held
+        them then (from their history: one resolved and opened again since shows as it
+        was)."""
         if as_of is not None:
             query = _conflicts_then(tenant_id, subject_id, as_of)
             then = query.selected_columns
-            query = query.where(then.status == ConflictStatus.OPEN.value).order_by(
-                then.detected_at, _conflicts.c.id
-            )
+            if status is not None:
+                query = query.where(then.status == status)
+            query = query.order_by(then.detected_at, _conflicts.c.id)
         else:
             query = sa.select(_conflicts).where(_conflicts.c.tenant_id == tenant_id)
             if subject_id is not None:
@@ -337,14 +338,18 @@ class MemoryRepository:
             row = connection.execute(query).first()
         return conflict_record(row) if row is not None else None
 
-    def earlier_versions(self, tenant_id: str, subject_id: str) -> list[EarlierVersion]:
+    def earlier_versions(
+        self, tenant_id: str, subject_id: str, *, as_of: datetime | None = None
+    ) -> list[EarlierVersion]:
         """Every version of the subject's memories that a later one replaced, oldest
-        first (the current versions are the memories themselves)."""
-        query = (
-            sa.select(_history)
-            .where(_history.c.tenant_id == tenant_id, _history.c.subject_id == subject_id)
-            .order_by(_history.c.memory_id, _history.c.recorded_at)
+        first (the current versions are the memories themselves). With ``as_of``, those
+        replaced by that moment: the versions current then are :meth:`memories_at`'s."""
+        query = sa.select(_history).where(
+            _history.c.tenant_id == tenant_id, _history.c.subject_id == subject_id
         )
+        if as_of is not None:
+            query = query.where(_history.c.recorded_at <= as_of)
+        query = query.order_by(_history.c.memory_id, _history.c.recorded_at)
         with self._store.read() as connection:
             rows = list(connection.execute(query))
         versions = [
@@ -363,14 +368,19 @@ class MemoryRepository:
         ]
         return sorted(versions, key=lambda version: (version.recorded_at, version.memory_id))
 
-    def supersessions(self, tenant_id: str, subject_id: str) -> list[SupersessionRecord]:
-        query = (
-            sa.select(_supersessions)
-            .where(
-                _supersessions.c.tenant_id == tenant_id, _supersessions.c.subject_id == subject_id
-            )
-            .order_by(_supersessions.c.decided_at, _supersessions.c.id)
+    def supersessions(
+        self, tenant_id: str, subject_id: str, *, as_of: datetime | None = None
+    ) -> list[SupersessionRecord]:
+        """The subject's supersession records: the current derived set, oldest decision
+        first. With ``as_of``, those of the set decided by that moment. A record that a
+        later re-decision retracted is not kept (the statuses it set are, in the
+        memories' history), so this is not what the store listed then."""
+        query = sa.select(_supersessions).where(
+            _supersessions.c.tenant_id == tenant_id, _supersessions.c.subject_id == subject_id
         )
+        if as_of is not None:
+            query = query.where(_supersessions.c.decided_at <= as_of)
+        query = query.order_by(_supersessions.c.decided_at, _supersessions.c.id)
         with self._store.read() as connection:
             return [
                 SupersessionRecord(

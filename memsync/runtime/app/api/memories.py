@@ -214,13 +214,15 @@ def inspect(
     services: ServicesDep,
     caller: CallerDep,
     valid_at: Annotated[Moment | None, Query()] = None,
+    as_of: Annotated[Moment | None, Query()] = None,
 ) -> InspectionReport:
     """Everything about a subject: episodes with revision counts, memories by status,
     supersession records and open conflicts (the audit path). The id may contain ``/``
     (``repo:acme/api-server``); ``GET /v1/subjects/inspect?subject_id=`` takes any id.
-    With ``valid_at``, ``held`` names the memories that held at that valid time."""
+    With ``valid_at``, ``held`` names the memories that held at that valid time; with
+    ``as_of``, the report is the store's at that transaction time."""
     return inspect_subject(
-        services.episodes, services.memories, caller.tenant_id, subject_id, valid_at
+        services.episodes, services.memories, caller.tenant_id, subject_id, valid_at, as_of=as_of
     )
 
 
@@ -230,8 +232,9 @@ def inspect_by_query(
     services: ServicesDep,
     caller: CallerDep,
     valid_at: Annotated[Moment | None, Query()] = None,
+    as_of: Annotated[Moment | None, Query()] = None,
 ) -> InspectionReport:
     """The inspector report of any subject id, however it is spelt in a URL path."""
     return inspect_subject(
-        services.episodes, services.memories, caller.tenant_id, subject_id, valid_at
+        services.episodes, services.memories, caller.tenant_id, subject_id, valid_at, as_of=as_of
     )

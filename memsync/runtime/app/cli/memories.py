@@ -16,6 +16,7 @@ from memsync.runtime.app.cli.common import (
     errors,
     open_services,
     parse_id,
+    parse_moment,
     print_table,
     progress,
     usage_error,
@@ -86,14 +87,33 @@ def inspect(
     subject: Annotated[str, typer.Argument(help="subject to inspect")],
     tenant: TenantOption = "default",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON for machines")] = False,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            metavar="<when>",
+            help="transaction time: the report as the store held it then (ISO 8601, UTC "
+            "when no offset; a date is midnight UTC)",
+        ),
+    ] = None,
+    valid_at: Annotated[
+        str | None,
+        typer.Option(
+            "--valid-at",
+            metavar="<when>",
+            help="valid time: also name the memories that held then (marked 'held')",
+        ),
+    ] = None,
 ) -> None:
     """Everything about a subject: episodes, memories by status, supersessions, conflicts."""
     from memsync.runtime.reading import inspect_subject
 
+    then = parse_moment(as_of, "--as-of") if as_of is not None else None
+    held_at = parse_moment(valid_at, "--valid-at") if valid_at is not None else None
     with open_services() as services:
-        report = inspect_subject(services.episodes, services.memories, tenant, subject).model_dump(
-            mode="json"
-        )
+        report = inspect_subject(
+            services.episodes, services.memories, tenant, subject, held_at, as_of=then
+        ).model_dump(mode="json")
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
@@ -159,6 +179,9 @@ def render_inspection(report: dict[str, Any]) -> None:
     """Rich tables for people, from the JSON of an
     :class:`~memsync.runtime.reading.InspectionReport` (what ``--json`` prints)."""
     subject = report["subject_id"]
+    if "as_of" in report:
+        subject = f"{subject} as of {report['as_of']}"
+    held = set(report["held"]) if "held" in report else None
     print_table(
         f"{subject}: episodes (newest first)",
         ("occurred at", "source", "type", "rev", "compiled", "idempotency key"),
@@ -174,10 +197,12 @@ def render_inspection(report: dict[str, Any]) -> None:
             for episode in report["episodes"]
         ),
     )
+    # With --valid-at, a last column says which memories held then.
+    held_column = () if held is None else (f"held {report['valid_at']}",)
     for status, memories in report["memories"].items():
         print_table(
             f"{subject}: {status} memories ({len(memories)})",
-            ("kind", "claim", "content", "valid from", "valid to", "rule"),
+            ("kind", "claim", "content", "valid from", "valid to", "rule", *held_column),
             (
                 (
                     memory["kind"],
@@ -186,6 +211,7 @@ def render_inspection(report: dict[str, Any]) -> None:
                     memory["valid_from"],
                     memory["valid_to"] or "-",
                     memory["status_rule"] or "-",
+                    *(() if held is None else ("yes" if memory["id"] in held else "-",)),
                 )
                 for memory in memories
             ),
