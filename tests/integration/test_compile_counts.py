@@ -79,7 +79,12 @@ def test_a_compile_jobs_chunk_counts_add_up_to_the_compiles_net_counts(store: St
     result = compiles.compiler(1).compile(tenant, SUBJECT, on_chunk=record)
 
     assert [counts["memories_superseded"] for counts in handed] == [0, 1, 0]
-    for name in ("memories_created", "memories_superseded", "memories_reinstated"):
+    for name in (
+        "memories_created",
+        "memories_superseded",
+        "memories_reinstated",
+        "conflicts_opened",
+    ):
         assert sum(counts[name] for counts in handed) == getattr(result, name)
 
 
@@ -97,3 +102,4 @@ def test_counts_summed_over_any_schedule_are_those_of_one_compile(
     assert sum(r.memories_created for r in scheduled) == once.memories_created
     net = sum(r.memories_superseded - r.memories_reinstated for r in scheduled)
     assert net == once.memories_superseded
+    assert sum(r.conflicts_opened for r in scheduled) == once.conflicts_opened

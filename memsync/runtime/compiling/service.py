@@ -137,6 +137,9 @@ class CompileSummary:
     """Memories, of this subject or of the subjects a record moved away from, that every
     source left (moved or deleted): they are off the read path now (net, as above)."""
     conflicts_opened: int
+    """Conflicts that are open now and were not when the compile started (net, as
+    above: one a chunk opened and a later chunk closed, a side retired, is not
+    counted)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,6 +163,9 @@ class ConflictResolution:
 _Transition = tuple[uuid.UUID, MemoryStatus | None, MemoryStatus]
 """A memory's status before and after one change (``None`` before: created)."""
 
+_ConflictTransition = tuple[uuid.UUID, bool]
+"""A conflict opened (``True``) or closed (``False``) by one change."""
+
 
 @dataclass(frozen=True, slots=True)
 class _ChunkOutcome:
@@ -169,7 +175,8 @@ class _ChunkOutcome:
     created: tuple[StoredMemory, ...]
     transitions: tuple[_Transition, ...]
     """Every status a memory was created with or moved to, in the order applied."""
-    conflicts_opened: int
+    conflict_transitions: tuple[_ConflictTransition, ...]
+    """Every conflict the chunk opened or closed, in the order applied."""
     memories_loaded: int
     known: KnownMemories | None = None
     """The subject's memories as the chunk left them, for the next chunk (None: that
@@ -197,7 +204,10 @@ class _ChunkOutcome:
         elsewhere: frozenset[str] = frozenset(),
     ) -> _ChunkOutcome:
         transitions: list[_Transition] = []
+        conflict_transitions: list[_ConflictTransition] = []
         for changes in change_sets:
+            conflict_transitions.extend((c.id, True) for c in changes.open_conflicts)
+            conflict_transitions.extend((i, False) for i in changes.resolved_conflict_ids)
             # A memory can be created already superseded (it lost on arrival).
             transitions.extend((m.id, None, m.status) for m in changes.memories_to_create)
             transitions.extend(
@@ -208,7 +218,7 @@ class _ChunkOutcome:
             episodes_compiled=episodes_compiled,
             created=tuple(m for changes in change_sets for m in changes.memories_to_create),
             transitions=tuple(transitions),
-            conflicts_opened=sum(len(changes.open_conflicts) for changes in change_sets),
+            conflict_transitions=tuple(conflict_transitions),
             memories_loaded=memories_loaded,
             known=known,
             statistics_due=statistics_due,
@@ -226,17 +236,34 @@ class _Tally:
 
     episodes_compiled: int = 0
     created: list[StoredMemory] = field(default_factory=list)
-    conflicts_opened: int = 0
     # memory id -> (status before the compile, None if it created it; status now)
     statuses: dict[uuid.UUID, tuple[MemoryStatus | None, MemoryStatus]] = field(
         default_factory=dict
     )
+    # conflict id -> (open before the compile, open now). A conflict's first change in
+    # the compile says how it stood before: opening it, it was not open; closing it, it was.
+    conflicts: dict[uuid.UUID, tuple[bool, bool]] = field(default_factory=dict)
 
     def add(self, outcome: _ChunkOutcome) -> None:
         self.episodes_compiled += outcome.episodes_compiled
         self.created.extend(outcome.created)
-        self.conflicts_opened += outcome.conflicts_opened
         self.statuses = self._after(outcome)
+        self.conflicts = self._conflicts_after(outcome)
+
+    @property
+    def conflicts_opened(self) -> int:
+        return self._opened(self.conflicts)
+
+    def _conflicts_after(self, outcome: _ChunkOutcome) -> dict[uuid.UUID, tuple[bool, bool]]:
+        conflicts = dict(self.conflicts)
+        for conflict_id, opened in outcome.conflict_transitions:
+            before = conflicts[conflict_id][0] if conflict_id in conflicts else not opened
+            conflicts[conflict_id] = (before, opened)
+        return conflicts
+
+    @staticmethod
+    def _opened(conflicts: Mapping[uuid.UUID, tuple[bool, bool]]) -> int:
+        return sum(now and not before for before, now in conflicts.values())
 
     def _after(
         self, outcome: _ChunkOutcome
@@ -275,7 +302,9 @@ class _Tally:
             "episodes_compiled": outcome.episodes_compiled,
             "memories_created": outcome.memories_created,
             **{name: after[name] - before[name] for name in after},
-            "conflicts_opened": outcome.conflicts_opened,
+            "conflicts_opened": (
+                self._opened(self._conflicts_after(outcome)) - self.conflicts_opened
+            ),
             "memory_ids": [str(memory.id) for memory in outcome.created],
         }
 
