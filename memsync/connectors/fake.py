@@ -1,4 +1,5 @@
-"""A connector over an in-memory list of records, for runner tests.
+"""A connector over an in-memory list of records, for runner tests and the demo's
+scripted team chat (``memsync demo``).
 
 Like httpx's ``MockTransport``: it implements the real contract, so a runner test that
 uses it exercises the same code path as production. Faults are scripted per record:
@@ -50,14 +51,16 @@ class FakeConfig(ConnectorConfig):
 
 @dataclass(frozen=True, slots=True)
 class FakeRecord:
-    """One fake source record: a stable ``id``, an update time, editable content, and
-    the stream it belongs to."""
+    """One fake source record: a stable ``id``, an update time (the cursor), editable
+    content, the stream it belongs to, and when it occurred (``None``: its update
+    time; a replayed record is read at one time and says it happened at another)."""
 
     id: str
     updated_at: datetime
     body: str = ""
     fields: Mapping[str, SubjectTemplateField] = field(default_factory=dict)
     stream: str = DEFAULT_STREAM
+    occurred_at: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -178,7 +181,7 @@ class FakeConnector(Connector[FakeConfig, FakeRecord]):
         return "fake.record"
 
     def occurred_at(self, record: FakeRecord) -> datetime:
-        return record.updated_at
+        return record.occurred_at or record.updated_at
 
     def payload(self, record: FakeRecord) -> JSONObject:
         return {"id": record.id, "body": record.body}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,11 +28,10 @@ def memsync(
     )
 
 
-def test_demo_syncs_ingests_and_compiles_once_and_a_rerun_creates_nothing(
-    tmp_path: Path,
-) -> None:
-    first = memsync("demo", cwd=tmp_path)
-    second = memsync("demo", cwd=tmp_path)
+def test_demo_tells_the_story_once_and_a_rerun_creates_nothing(tmp_path: Path) -> None:
+    wide = {"COLUMNS": "200"}  # tables are not folded at the width of a pipe
+    first = memsync("demo", cwd=tmp_path, env=wide)
+    second = memsync("demo", cwd=tmp_path, env=wide)
 
     assert first.returncode == 0, first.stderr
     assert second.returncode == 0, second.stderr
@@ -41,12 +41,32 @@ def test_demo_syncs_ingests_and_compiles_once_and_a_rerun_creates_nothing(
         first.stdout
     )
     assert "ingested the bundled sample: created 5, duplicates 0, revised 0" in first.stdout
-    assert "compiled 10 episodes: memories created" in first.stdout
-    assert "compiled 10 episodes: memories created 0" not in first.stdout
+    assert "of demo-chat (fake, tenant default): succeeded; fetched 4, created 4" in first.stdout
+    # The second act: Porto is new, c2 edited and c3 moved are revisions, c4 deleted.
+    assert "fetched 4, created 1, duplicates 1, revised 2, tombstoned 1" in first.stdout
+    # Globex lost its source, so Acme, which it had beaten, is back.
+    assert "reinstated 1" in first.stdout
+    records = first.stdout.split("supersession records")[1].split("the context bundle")[0]
+    assert re.search(
+        r"claim_contradiction\s*│\s*location\.home_city.*Lives in Porto.*Lisbon", records
+    )
+    assert re.search(r"source_moved\s*│\s*tools\.used", records)
+    bundle = first.stdout.split("Known about the subject:")[1].split("3. Everything read again")[0]
+    for fact in ("Lives in Porto", "Works at Acme", "Prefers coffee"):
+        assert fact in bundle
+    for gone in ("Lisbon", "Globex", "tea", "Uses Postgres"):
+        assert gone not in bundle
+    read_again = first.stdout.split("3. Everything read again")[1]
+    assert "compiled 0 episodes: memories created 0, superseded 0" in read_again
+    assert not re.search(r"created [1-9]", read_again)
 
+    assert "the team chat was read by an earlier demo" in second.stdout
     assert "succeeded; fetched 5, created 0, duplicates 5, revised 0" in second.stdout
     assert "ingested the bundled sample: created 0, duplicates 5, revised 0" in second.stdout
-    assert "compiled 0 episodes: memories created 0, superseded 0" in second.stdout
+    assert "fetched 4, created 0, duplicates 4, revised 0, tombstoned 0" in second.stdout
+    assert "compiled 0 episodes: memories created 0" in second.stdout
+    assert "memories created 0" in second.stdout.split("2. The sources change")[1]
+    assert bundle in second.stdout  # the same story, told again from the store
 
 
 def test_invalid_config_exits_2_naming_file_and_field(tmp_path: Path) -> None:

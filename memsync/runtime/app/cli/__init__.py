@@ -3,7 +3,8 @@
 - :mod:`.setup` — ``db``, ``keys``, ``config``;
 - :mod:`.sync` — ``sync``, ``backfill``, ``runs``, ``connectors``;
 - :mod:`.state` — ``state show``, ``state reset``;
-- :mod:`.episodes` — ``ingest``, ``demo``;
+- :mod:`.episodes` — ``ingest``;
+- :mod:`.demo` — ``demo``;
 - :mod:`.memories` — ``compile``, ``inspect``, ``conflicts``;
 - :mod:`.jobs` — ``jobs``;
 - :mod:`.processes` — ``serve``, ``worker``, ``scheduler``, ``run``.
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 # order of ``memsync --help``.
 from memsync.runtime.app.cli import (  # noqa: F401
     common,
+    demo,
     episodes,
     jobs,
     memories,
