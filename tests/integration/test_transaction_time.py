@@ -39,6 +39,18 @@ def history(store: Store) -> list[tuple[str, str]]:
         return [(content, status) for content, status in rows]
 
 
+def berlin_then_madrid(client: TestClient, clock: FakeClock) -> datetime:
+    """Ana is in Berlin, compiled; an hour later in Madrid, compiled (Madrid supersedes
+    Berlin). Returns the moment the store knew only Berlin."""
+    say(client, "m1", "I'm in Berlin this week.", 1)
+    compile_subject(client)
+    berlin_known = clock.now()
+    clock.advance(timedelta(hours=1))
+    say(client, "m2", "I'm in Madrid this week.", 5)
+    compile_subject(client)
+    return berlin_known
+
+
 def test_a_memory_reinstated_later_is_shown_superseded_as_of_a_moment_between(
     client: TestClient, clock: FakeClock, store: Store
 ) -> None:
@@ -106,12 +118,7 @@ def test_0015_starts_each_memorys_history_with_what_as_of_assumed_before(
 def test_the_inspector_lists_a_memorys_earlier_versions_apart_from_the_current_set(
     client: TestClient, clock: FakeClock
 ) -> None:
-    say(client, "m1", "I'm in Berlin this week.", 1)
-    compile_subject(client)
-    created = clock.now()
-    clock.advance(timedelta(hours=1))
-    say(client, "m2", "I'm in Madrid this week.", 5)
-    compile_subject(client)
+    created = berlin_then_madrid(client, clock)
 
     report = client.get("/v1/subjects/ana/inspect").json()
 
@@ -247,12 +254,7 @@ def test_the_inspector_as_of_a_moment_gives_the_report_it_gave_then(
 def test_the_inspector_as_of_and_valid_at_names_what_held_by_what_the_store_knew_then(
     client: TestClient, clock: FakeClock
 ) -> None:
-    say(client, "m1", "I'm in Berlin this week.", 1)
-    compile_subject(client)
-    then = clock.now()
-    clock.advance(timedelta(hours=1))
-    say(client, "m2", "I'm in Madrid this week.", 5)
-    compile_subject(client)
+    then = berlin_then_madrid(client, clock)
     valid_at = (API_NOW - timedelta(days=20)).isoformat()  # after both messages
 
     def held(report: dict[str, Any]) -> list[str]:
@@ -273,12 +275,7 @@ def test_the_inspector_as_of_and_valid_at_names_what_held_by_what_the_store_knew
 def test_memsync_inspect_takes_as_of_and_valid_at_as_the_api_does(
     client: TestClient, clock: FakeClock, store: Store, tmp_path: Path
 ) -> None:
-    say(client, "m1", "I'm in Berlin this week.", 1)
-    compile_subject(client)
-    then = clock.now()
-    clock.advance(timedelta(hours=1))
-    say(client, "m2", "I'm in Madrid this week.", 5)
-    compile_subject(client)
+    then = berlin_then_madrid(client, clock)
     config = tmp_path / "memsync.yaml"
     config.write_text(f"store: {store.engine.url.render_as_string(hide_password=False)}\n")
     valid_at = (API_NOW - timedelta(days=20)).isoformat()
