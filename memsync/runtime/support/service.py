@@ -25,7 +25,7 @@ from memsync.compile.support import (
     subject_sla,
 )
 from memsync.compile.tokenizer import RememberingCounter, TokenCounter, default_counter
-from memsync.compile.types import MemoryStatus
+from memsync.compile.types import MemoryStatus, StoredMemory
 from memsync.runtime.reading.bundles import BUNDLE_EPISODES, latest_change
 from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository
 from memsync.runtime.reading.memories import MemoryRepository
@@ -62,7 +62,8 @@ class SupportService:
     def health(self, tenant_id: str, subject_id: str) -> Health:
         """The subject's health score, state and factors; an unknown subject scores 100
         with no factors."""
-        return self._health(tenant_id, subject_id)[0]
+        active = self._memories.memories(tenant_id, subject_id)
+        return self._health(tenant_id, subject_id, active)[0]
 
     def sla(
         self,
@@ -89,7 +90,10 @@ class SupportService:
     ) -> Handoff:
         """The handoff brief of one session, within ``max_tokens``; a session with no
         episodes is briefed from the subject's memories and history alone."""
-        health, sessions, resolutions = self._health(tenant_id, subject_id)
+        # Read once, every status: the brief needs the losers too (what to withhold).
+        memories = self._memories.memories(tenant_id, subject_id, statuses=None)
+        active = [memory for memory in memories if memory.status is MemoryStatus.ACTIVE]
+        health, sessions, resolutions = self._health(tenant_id, subject_id, active)
         session = [e for e in sessions if e.session_id == session_id]
         recent = self._episodes.recent(tenant_id, subject_id, as_of=None, limit=BUNDLE_EPISODES)
         conflicts = self._memories.conflicts(tenant_id, subject_id)
@@ -97,7 +101,7 @@ class SupportService:
             subject_id,
             session_id,
             reason,
-            memories=self._memories.memories(tenant_id, subject_id, statuses=None),
+            memories=memories,
             open_conflicts=[record.conflict for record in conflicts],
             session=_messages(session),
             recent=[episode.view() for episode in recent],
@@ -109,7 +113,7 @@ class SupportService:
         )
 
     def _health(
-        self, tenant_id: str, subject_id: str
+        self, tenant_id: str, subject_id: str, active: list[StoredMemory]
     ) -> tuple[Health, list[EpisodeRecord], list[Resolution]]:
         sessions = self._session_episodes(tenant_id, subject_id)
         resolutions = self._resolutions.list(tenant_id, subject_id)
@@ -118,9 +122,7 @@ class SupportService:
             open_conflicts=len(self._memories.conflicts(tenant_id, subject_id)),
             resolutions=resolutions,
             issues=session_issues(_messages(sessions)),
-            memories=self._memories.memories(
-                tenant_id, subject_id, statuses=(MemoryStatus.ACTIVE,)
-            ),
+            memories=active,
             as_of=self._moment(tenant_id, subject_id, sessions, resolutions),
         )
         return health, sessions, resolutions
