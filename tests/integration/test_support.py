@@ -3,6 +3,9 @@ GET /v1/subjects/{id}/health and /sla, per tenant, on both databases."""
 
 from __future__ import annotations
 
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memsync.clock import FakeClock
+from memsync.compile.support import ResolutionStatus
 from memsync.runtime.storage import Store
+from memsync.runtime.support.resolutions import Resolutions
 from tests.helpers import API_NOW, LOOPBACK, build_app, compile_subject, say
 
 START = API_NOW
@@ -146,6 +151,22 @@ def test_any_sequence_of_upserts_leaves_one_record_per_session_with_the_last_sta
     last = dict(writes)
     assert {r["session_id"]: r["status"] for r in listed} == last
     assert len(listed) == len(last)
+
+
+def test_concurrent_writers_of_one_session_leave_one_record(store: Store) -> None:
+    resolutions = Resolutions(store, FakeClock(API_NOW))
+    statuses = [ResolutionStatus.OPEN, ResolutionStatus.RESOLVED, ResolutionStatus.UNRESOLVED] * 4
+    start = threading.Barrier(len(statuses))
+
+    def write(status: ResolutionStatus) -> uuid.UUID:
+        start.wait(timeout=30)
+        return resolutions.record("acme", "ana", "s1", status).id
+
+    with ThreadPoolExecutor(max_workers=len(statuses)) as pool:
+        ids = set(pool.map(write, statuses))
+
+    [stored] = resolutions.list("acme", "ana")
+    assert ids == {stored.id}
 
 
 def test_deleting_a_subject_deletes_its_resolutions(client: TestClient) -> None:
