@@ -209,18 +209,18 @@ def subject_health(
     open_conflicts: int,
     resolutions: Sequence[Resolution],
     issues: Mapping[str, str],
-    memories: Sequence[StoredMemory],
-    as_of: datetime,
+    stale_memories: int,
 ) -> Health:
     """The health of a subject from its signals (:data:`SIGNALS`).
 
-    ``issues`` are :func:`session_issues`; ``memories`` the active ones. A subject with
-    nothing (unknown) scores 100 with no factors, as Statewave answers.
+    ``issues`` are :func:`session_issues`; ``stale_memories`` counts the active
+    memories not asserted within :data:`STALE_AFTER` of the state's moment. A subject
+    with nothing (unknown) scores 100 with no factors, as Statewave answers.
     """
     by_status = {status: 0 for status in ResolutionStatus}
     for resolution in resolutions:
         by_status[resolution.status] += 1
-    stale = sum(1 for m in memories if m.status is MemoryStatus.ACTIVE and _stale(m, as_of))
+    stale = stale_memories
     counts = {
         OPEN_CONFLICTS: (
             open_conflicts,
@@ -250,10 +250,6 @@ def subject_health(
     ]
     score = max(0, 100 + sum(factor.impact for factor in factors))
     return Health(subject_id, score, _state(score), factors)
-
-
-def _stale(memory: StoredMemory, as_of: datetime) -> bool:
-    return as_of - memory.last_asserted >= STALE_AFTER
 
 
 def _repeated(issues: Mapping[str, str]) -> int:

@@ -213,6 +213,21 @@ def test_health_loses_points_per_signal_and_names_each_factor(client: TestClient
     assert (health["score"], health["state"]) == (45, "watch")
 
 
+def test_memories_nothing_asserted_for_180_days_count_as_stale(client: TestClient) -> None:
+    say(client, "old", "I prefer tea.", -300)  # 330 days before the sessions begin
+    message(client, "t1", "s1", "user", "I prefer green tea.", 0)
+    compile_subject(client)
+    fresh = get(client, "/v1/subjects/ana/health")
+
+    stale = [f for f in fresh["factors"] if f["signal"] == "stale_memories"]
+    assert len(stale) == 1
+    assert stale[0]["detail"].endswith("not asserted for 180 days")
+
+    say(client, "new", "I prefer tea.", 29, subject="bo")
+    compile_subject(client, "bo")
+    assert get(client, "/v1/subjects/bo/health")["factors"] == []
+
+
 def test_a_subject_id_with_a_slash_reaches_its_health(client: TestClient) -> None:
     message(client, "t1", "s1", "user", "hello", 0, subject="repo:acme/api")
     resolve_body = {"subject_id": "repo:acme/api", "session_id": "s1", "status": "unresolved"}

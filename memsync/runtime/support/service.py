@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from memsync.compile.support import (
+    STALE_AFTER,
     Handoff,
     Health,
     Resolution,
@@ -25,7 +26,6 @@ from memsync.compile.support import (
     subject_sla,
 )
 from memsync.compile.tokenizer import RememberingCounter, TokenCounter, default_counter
-from memsync.compile.types import MemoryStatus, StoredMemory
 from memsync.runtime.reading.bundles import BUNDLE_EPISODES, latest_change
 from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository
 from memsync.runtime.reading.memories import MemoryRepository
@@ -62,8 +62,7 @@ class SupportService:
     def health(self, tenant_id: str, subject_id: str) -> Health:
         """The subject's health score, state and factors; an unknown subject scores 100
         with no factors."""
-        active = self._memories.memories(tenant_id, subject_id)
-        return self._health(tenant_id, subject_id, active)[0]
+        return self._health(tenant_id, subject_id)[0]
 
     def sla(
         self,
@@ -90,10 +89,7 @@ class SupportService:
     ) -> Handoff:
         """The handoff brief of one session, within ``max_tokens``; a session with no
         episodes is briefed from the subject's memories and history alone."""
-        # Read once, every status: the brief needs the losers too (what to withhold).
-        memories = self._memories.memories(tenant_id, subject_id, statuses=None)
-        active = [memory for memory in memories if memory.status is MemoryStatus.ACTIVE]
-        health, sessions, resolutions = self._health(tenant_id, subject_id, active)
+        health, sessions, resolutions = self._health(tenant_id, subject_id)
         session = [e for e in sessions if e.session_id == session_id]
         recent = self._episodes.recent(tenant_id, subject_id, as_of=None, limit=BUNDLE_EPISODES)
         conflicts = self._memories.conflicts(tenant_id, subject_id)
@@ -101,7 +97,8 @@ class SupportService:
             subject_id,
             session_id,
             reason,
-            memories=memories,
+            # Every status: the brief must know the losers, to withhold their episodes.
+            memories=self._memories.memories(tenant_id, subject_id, statuses=None),
             open_conflicts=[record.conflict for record in conflicts],
             session=_messages(session),
             recent=[episode.view() for episode in recent],
@@ -113,17 +110,19 @@ class SupportService:
         )
 
     def _health(
-        self, tenant_id: str, subject_id: str, active: list[StoredMemory]
+        self, tenant_id: str, subject_id: str
     ) -> tuple[Health, list[EpisodeRecord], list[Resolution]]:
         sessions = self._session_episodes(tenant_id, subject_id)
         resolutions = self._resolutions.list(tenant_id, subject_id)
+        moment = self._moment(tenant_id, subject_id, sessions, resolutions)
         health = subject_health(
             subject_id,
             open_conflicts=len(self._memories.conflicts(tenant_id, subject_id)),
             resolutions=resolutions,
             issues=session_issues(_messages(sessions)),
-            memories=active,
-            as_of=self._moment(tenant_id, subject_id, sessions, resolutions),
+            stale_memories=self._memories.count_not_asserted_since(
+                tenant_id, subject_id, moment - STALE_AFTER
+            ),
         )
         return health, sessions, resolutions
 

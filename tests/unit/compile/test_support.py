@@ -28,7 +28,7 @@ from memsync.compile.types import (
     StoredMemory,
     SupersessionRule,
 )
-from tests.unit.compile.builders import NOW, SUBJECT, day, episode
+from tests.unit.compile.builders import SUBJECT, day, episode
 
 HEALTHY = Health(SUBJECT, 100, "healthy", [])
 
@@ -113,14 +113,12 @@ def test_the_first_message_role_or_a_role_field_says_who_spoke() -> None:
 
 
 def test_each_signal_costs_its_points_up_to_its_cap_and_the_score_picks_the_state() -> None:
-    facts = [memory(1, "a"), memory(2, "b"), memory(3, "old", on=-200)]
     health = subject_health(
         SUBJECT,
         open_conflicts=5,
         resolutions=[record(f"s{n}", ResolutionStatus.UNRESOLVED) for n in range(2)],
         issues={"s0": "invoice total wrong", "s1": "invoice total wrong again", "s2": "login"},
-        memories=facts,
-        as_of=day(101),
+        stale_memories=1,
     )
     assert {f.signal: f.impact for f in health.factors} == {
         "open_conflicts": -30,  # capped
@@ -128,9 +126,10 @@ def test_each_signal_costs_its_points_up_to_its_cap_and_the_score_picks_the_stat
         "repeated_issues": -10,
         "stale_memories": -2,
     }
+    assert [f.detail for f in health.factors][-1] == "1 memory not asserted for 180 days"
     assert (health.score, health.state) == (28, "at_risk")
     assert subject_health(
-        SUBJECT, open_conflicts=0, resolutions=[], issues={}, memories=[], as_of=NOW
+        SUBJECT, open_conflicts=0, resolutions=[], issues={}, stale_memories=0
     ) == Health(SUBJECT, 100, "healthy", [])
 
 
@@ -145,8 +144,7 @@ def test_the_score_stays_between_0_and_100_and_its_state_follows_the_thresholds(
         open_conflicts=conflicts,
         resolutions=resolutions,
         issues={},
-        memories=[],
-        as_of=NOW,
+        stale_memories=0,
     )
     assert 0 <= health.score <= 100
     assert health.score == 100 + sum(factor.impact for factor in health.factors)
