@@ -235,6 +235,15 @@ def test_a_subject_id_with_a_slash_reaches_its_health(client: TestClient) -> Non
     health = get(client, "/v1/subjects/repo:acme/api/health")
     assert health["subject_id"] == "repo:acme/api"
     assert health["score"] == 85
+    assert get(client, "/v1/subjects/health", subject_id="repo:acme/api") == health
+
+
+def test_the_query_forms_take_an_id_a_client_would_rewrite_in_a_path(client: TestClient) -> None:
+    odd = "a/../b"
+    message(client, "t1", "s1", "user", "hello", 0, subject=odd)
+    sla = get(client, "/v1/subjects/sla", subject_id=odd, resolution_threshold_hours=1)
+    assert (sla["subject_id"], sla["total_sessions"]) == (odd, 1)
+    assert get(client, "/v1/subjects/health", subject_id=odd)["subject_id"] == odd
 
 
 # -- SLA -------------------------------------------------------------------------------

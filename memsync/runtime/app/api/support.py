@@ -15,6 +15,7 @@ from pydantic import Field, TypeAdapter
 
 from memsync.compile.support import Handoff, Health, Resolution, ResolutionStatus, SlaSummary
 from memsync.episode import canonical_json
+from memsync.runtime.app.api.auth import Caller
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
 from memsync.runtime.app.api.memories import MAX_BUNDLE_TOKENS
 from memsync.runtime.app.api.openapi import error_responses
@@ -26,6 +27,7 @@ from memsync.runtime.app.api.schemas import (
     SubjectId,
     Text,
 )
+from memsync.runtime.app.services import Services
 
 __all__ = ["DEFAULT_FIRST_RESPONSE_MINUTES", "DEFAULT_RESOLUTION_HOURS", "router"]
 
@@ -115,6 +117,10 @@ def handoff(body: HandoffRequest, services: ServicesDep, caller: CallerDep) -> R
     return Response(canonical_json(answer), media_type="application/json")
 
 
+FirstResponseMinutes = Annotated[float, Query(gt=0, le=_MINUTES_PER_YEAR)]
+ResolutionHours = Annotated[float, Query(gt=0, le=_HOURS_PER_DECADE)]
+
+
 # 404 for a path no route matches (an id with a line break): the route is not reached.
 @router.get("/v1/subjects/{subject_id:path}/health", responses=error_responses(404))
 def subject_health(
@@ -122,7 +128,16 @@ def subject_health(
 ) -> Health:
     """The subject's health: ``score`` (0 to 100, from 100 minus each signal's
     points), ``state`` (``healthy`` from 70, ``watch`` from 40, ``at_risk`` below) and
-    the ``factors`` behind it. An unknown subject is healthy: 100, no factors."""
+    the ``factors`` behind it. An unknown subject is healthy: 100, no factors. The id
+    may contain ``/``; ``GET /v1/subjects/health?subject_id=`` takes any id."""
+    return services.support.health(caller.tenant_id, subject_id)
+
+
+@router.get("/v1/subjects/health")
+def subject_health_by_query(
+    subject_id: Annotated[SubjectId, Query()], services: ServicesDep, caller: CallerDep
+) -> Health:
+    """The health of any subject id, however it is spelt in a URL path."""
     return services.support.health(caller.tenant_id, subject_id)
 
 
@@ -131,18 +146,37 @@ def subject_sla(
     subject_id: Annotated[SubjectId, Path()],
     services: ServicesDep,
     caller: CallerDep,
-    first_response_threshold_minutes: Annotated[
-        float, Query(gt=0, le=_MINUTES_PER_YEAR)
-    ] = DEFAULT_FIRST_RESPONSE_MINUTES,
-    resolution_threshold_hours: Annotated[
-        float, Query(gt=0, le=_HOURS_PER_DECADE)
-    ] = DEFAULT_RESOLUTION_HOURS,
+    first_response_threshold_minutes: FirstResponseMinutes = DEFAULT_FIRST_RESPONSE_MINUTES,
+    resolution_threshold_hours: ResolutionHours = DEFAULT_RESOLUTION_HOURS,
 ) -> SlaSummary:
     """First-response and resolution times of each of the subject's sessions, their
-    averages and the breaches of the thresholds. An unknown subject has no sessions."""
+    averages and the breaches of the thresholds. An unknown subject has no sessions.
+    ``GET /v1/subjects/sla?subject_id=`` takes any id."""
+    return _sla(
+        services, caller, subject_id, first_response_threshold_minutes, resolution_threshold_hours
+    )
+
+
+@router.get("/v1/subjects/sla")
+def subject_sla_by_query(
+    subject_id: Annotated[SubjectId, Query()],
+    services: ServicesDep,
+    caller: CallerDep,
+    first_response_threshold_minutes: FirstResponseMinutes = DEFAULT_FIRST_RESPONSE_MINUTES,
+    resolution_threshold_hours: ResolutionHours = DEFAULT_RESOLUTION_HOURS,
+) -> SlaSummary:
+    """The SLA of any subject id, however it is spelt in a URL path."""
+    return _sla(
+        services, caller, subject_id, first_response_threshold_minutes, resolution_threshold_hours
+    )
+
+
+def _sla(
+    services: Services, caller: Caller, subject_id: str, minutes: float, hours: float
+) -> SlaSummary:
     return services.support.sla(
         caller.tenant_id,
         subject_id,
-        first_response_threshold=timedelta(minutes=first_response_threshold_minutes),
-        resolution_threshold=timedelta(hours=resolution_threshold_hours),
+        first_response_threshold=timedelta(minutes=minutes),
+        resolution_threshold=timedelta(hours=hours),
     )
