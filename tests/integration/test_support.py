@@ -337,3 +337,11 @@ def test_a_handoff_stays_within_its_token_budget(client: TestClient, max_tokens:
     assert brief["token_estimate"] <= max_tokens
     assert brief["attempted_steps"] == full["attempted_steps"][: len(brief["attempted_steps"])]
     assert all(step in brief["handoff_notes"] for step in brief["attempted_steps"])
+
+
+def test_a_handoff_of_an_unknown_subject_is_an_empty_brief(client: TestClient) -> None:
+    brief = client.post("/v1/handoff", json={"subject_id": "nobody", "session_id": "s1"}).json()
+
+    assert (brief["reason"], brief["active_issue"], brief["key_facts"]) == ("escalation", "", [])
+    assert (brief["health_score"], brief["generated_at"]) == (100, "1970-01-01T00:00:00+00:00")
+    assert brief["token_estimate"] > 0  # the header
