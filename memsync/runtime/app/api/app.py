@@ -21,6 +21,7 @@ from memsync.runtime.app.api import (
     memories,
     receipts,
     runs,
+    support,
 )
 from memsync.runtime.app.api.auth import LoopbackHostOnly
 from memsync.runtime.app.api.errors import (
@@ -67,6 +68,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(health.router)
     app.include_router(memories.router)
     app.include_router(receipts.router)
+    app.include_router(support.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
     app.include_router(connectors.router)
