@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -547,15 +547,24 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
         self, repo: RepoRef, since: datetime | None, until: datetime
     ) -> Iterator[GitHubReviewComment | Listing]:
         """Review comments updated in the window, oldest first (keyset pages, as
-        issues), then a listing of the comments created since ``since``.
+        issues), then, when the read reached the end of the list, a listing of the
+        comments created since ``since``.
 
-        The list is read to its end, past ``until`` (those comments are left for the next
-        run, but their keys are present): every comment created at or after ``since``
-        was updated then too, so the ``since`` list holds every one that still exists,
-        and one stored and absent was deleted. A read cut short yields no listing."""
+        Every comment created at or after ``since`` was updated then too, so the
+        ``since`` list holds every one that still exists, and one stored and absent was
+        deleted. Comments on the last page updated after ``until`` are left for the next
+        run, but they are present. A read that stopped at ``until`` with pages left (a
+        backfill slice) or was cut short lists nothing."""
         params: dict[str, Any] = {"sort": "updated", "direction": "asc"}
         present: set[str] = set()
-        for raw in self._updated_ascending(repo, "/pulls/comments", params, since, None):
+        pages = self._updated_ascending(repo, "/pulls/comments", params, since, until)
+        while True:
+            try:
+                raw = next(pages)
+            except StopIteration as stop:
+                if not stop.value:
+                    return
+                break
             comment = _review_comment(repo, raw)
             present.add(comment.key())
             if comment.updated_at <= until:
@@ -662,13 +671,14 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
         path: str,
         params: dict[str, Any],
         since: datetime | None,
-        until: datetime | None,
-    ) -> Iterator[JSONObject]:
+        until: datetime,
+    ) -> Generator[JSONObject, None, bool]:
         """Every item of a ``sort=updated&direction=asc`` list updated at or after
         ``since``, oldest first, each version of an item once (by ``id`` and
         ``updated_at``): an item updated while the list is read comes again later, as
         the newer version it is. It stops after the first page that reaches past
-        ``until`` (the caller stops at the first item past it); ``None``: at the end.
+        ``until`` (the caller stops at the first item past it), and returns whether
+        that page was the list's last.
 
         Keyset pagination: each next page is page 1 of ``since=<the latest updated_at
         seen>`` (inclusive; the items of that second seen before are dropped), never
@@ -685,10 +695,9 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
         while True:
             page, more = self._first_page(repo, path, params, floor)
             if not page:
-                return
+                return True
             top = max(updated for _, _, updated in page)
-            within = until is None or top <= until
-            if more and within and all(updated == top for _, _, updated in page):
+            if more and top <= until and all(updated == top for _, _, updated in page):
                 # A page of one second: the next ``since`` could not move past it.
                 for raw in self._one_second(repo, path, params, top):
                     if (_item_id(raw), top) not in seen_at_floor:
@@ -699,8 +708,8 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
                 if (ident, updated) not in seen_at_floor:
                     seen_at_floor.add((ident, updated))
                     yield raw
-            if not more or not within:
-                return
+            if not more or top > until:
+                return not more
             floor = top
             seen_at_floor = {(ident, updated) for ident, updated in seen_at_floor if updated == top}
 
