@@ -87,20 +87,9 @@ def github_rows(issues: int, comments: int) -> list[list[object]]:
                 f"Comment {index}: " + "details " * 10,
                 created_at=GITHUB_START + timedelta(days=1, seconds=index),
             )
-        config = GitHubConfig(
-            name="bench",
-            repo="acme/api",
-            token="t",
-            base_url=fake.base_url,
-            subject="repo:{repository}",
-            streams={"issues", "pull_requests", "reviews", "issue_comments", "issue_events"},
-        )
         label = f"GitHub: {issues:,} issues + {comments:,} comments"
-        return first_and_resync(
-            label,
-            lambda: GitHubConnector(config, sleeper=FakeSleeper(max_waits=0), clock=FakeClock()),
-            fake.request_count,
-        )
+        streams = {"issues", "pull_requests", "reviews", "issue_comments", "issue_events"}
+        return first_and_resync(label, github_reader(fake, streams), fake.request_count)
 
 
 def github_review_rows(pulls: int) -> list[list[object]]:
@@ -132,19 +121,24 @@ def github_review_rows(pulls: int) -> list[list[object]]:
                 fake.add_cross_reference(
                     "acme", "api", number, "acme", "api", number - 1, created_at=moment
                 )
-        config = GitHubConfig(
-            name="bench",
-            repo="acme/api",
-            token="t",
-            base_url=fake.base_url,
-            subject="repo:{repository}",
-            streams={"review_comments", "timeline"},
-        )
-        return first_and_resync(
-            f"GitHub: {pulls:,} PRs, review comments + timelines",
-            lambda: GitHubConnector(config, sleeper=FakeSleeper(max_waits=0), clock=FakeClock()),
-            fake.request_count,
-        )
+        label = f"GitHub: {pulls:,} PRs, review comments + timelines"
+        reader = github_reader(fake, {"review_comments", "timeline"})
+        return first_and_resync(label, reader, fake.request_count)
+
+
+def github_reader(fake: FakeGitHub, streams: set[str]) -> Callable[[], GitHubConnector]:
+    """A new GitHub connector on each call, reading ``streams`` of ``acme/api``."""
+    config = GitHubConfig.model_validate(
+        {
+            "name": "bench",
+            "repo": "acme/api",
+            "token": "t",
+            "base_url": fake.base_url,
+            "subject": "repo:{repository}",
+            "streams": sorted(streams),
+        }
+    )
+    return lambda: GitHubConnector(config, sleeper=FakeSleeper(max_waits=0), clock=FakeClock())
 
 
 def slack_rows(messages: int) -> list[list[object]]:

@@ -4,7 +4,7 @@ its configuration model and its declaration (see :mod:`memsync.connectors.declar
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -22,17 +22,7 @@ GitHubStream = Literal[
     "review_comments",
     "timeline",
 ]
-_ALL_STREAMS: frozenset[GitHubStream] = frozenset(
-    {
-        "issues",
-        "pull_requests",
-        "issue_comments",
-        "reviews",
-        "issue_events",
-        "review_comments",
-        "timeline",
-    }
-)
+_ALL_STREAMS: frozenset[GitHubStream] = frozenset(get_args(GitHubStream))
 
 #: Issue events that say something happened to the issue. ``subscribed``, ``mentioned``
 #: and ``referenced`` are left out: they are notifications, not changes.

@@ -699,9 +699,7 @@ class FakeGitHub(FakeHTTPServer):
     ) -> FakeReview:
         """Review a pull request; bumps the PR's ``updated_at``."""
         with self._lock:
-            issue = self._issue(owner, repo, number)
-            if not issue.is_pull_request:
-                raise ValueError(f"{owner}/{repo}#{number} is an issue, not a pull request")
+            issue = self._pull(owner, repo, number)
             when = self._time(submitted_at)
             review = FakeReview(
                 owner=owner,
@@ -736,9 +734,7 @@ class FakeGitHub(FakeHTTPServer):
         """Comment on line ``line`` of ``path`` in pull request ``number``'s diff; bumps
         the pull request's ``updated_at``."""
         with self._lock:
-            issue = self._issue(owner, repo, number)
-            if not issue.is_pull_request:
-                raise ValueError(f"{owner}/{repo}#{number} is an issue, not a pull request")
+            issue = self._pull(owner, repo, number)
             created = self._time(created_at)
             comment = FakeReviewComment(
                 owner=owner,
@@ -1044,6 +1040,12 @@ class FakeGitHub(FakeHTTPServer):
         issue = self._repo(owner, repo).issues.get(number)
         if issue is None:
             raise KeyError(f"{owner}/{repo} has no issue #{number}")
+        return issue
+
+    def _pull(self, owner: str, repo: str, number: int) -> FakeIssue:
+        issue = self._issue(owner, repo, number)
+        if not issue.is_pull_request:
+            raise ValueError(f"{owner}/{repo}#{number} is an issue, not a pull request")
         return issue
 
     # == rendering ===================================================================
