@@ -21,6 +21,10 @@ from memsync.runtime.reading import ContextReader, EpisodeRepository, MemoryRepo
 from memsync.runtime.storage import Store, tables
 from memsync.runtime.sync import RunRecord, RunStatus, SyncRepository, SyncRunner
 from memsync.stopping import FakeSleeper
+from tests.integration.test_sync_streams import (
+    assert_stored_once_with_progress,
+    sync_until_complete,
+)
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 LATER = datetime(2024, 6, 1, tzinfo=UTC)
@@ -311,3 +315,25 @@ def test_a_comment_deleted_while_a_long_timeline_is_read_shifts_no_item_out(
     assert run.status is RunStatus.SUCCEEDED
     assert live_keys(store) == {f"{PREFIX}:issue:1:commit:{c.sha}" for c in commits}
     assert run.created == len(commits)
+
+
+def test_review_comments_and_timelines_larger_than_the_budget_are_stored_once_by_successive_runs(
+    store: Store, clock: FakeClock
+) -> None:
+    with FakeGitHub(token="t", start=T0, rate_limit=6, enforce_rate_limit=True) as fake:
+        expected: set[str] = set()
+        for number in range(1, 21):
+            fake.add_issue("acme", "api", number, f"Change {number}", is_pull_request=True)
+            note = fake.add_review_comment("acme", "api", number, f"note {number}")
+            commit = fake.add_commit("acme", "api", number, f"step {number}")
+            expected |= {
+                f"{PREFIX}:pull:{number}:review_comment:{note.id}",
+                f"{PREFIX}:issue:{number}:commit:{commit.sha}",
+            }
+
+        def build() -> GitHubConnector:
+            return connector(fake, clock, per_page=5)
+
+        runs = sync_until_complete(store, clock, build, fake.reset_rate_limit)
+
+    assert_stored_once_with_progress(store, runs, expected)
