@@ -165,14 +165,25 @@ def test_an_edited_review_comment_is_a_revision_and_nothing_else_changes(
     assert payloads(store)[comment_key]["body"] == "The retry budget is six attempts."
 
 
-def test_a_full_refresh_creates_nothing(store: Store, fake: FakeGitHub, clock: FakeClock) -> None:
+def test_a_full_refresh_and_a_backfill_create_nothing(
+    store: Store, fake: FakeGitHub, clock: FakeClock
+) -> None:
     expected = script_repository(fake)
     sync(store, fake, clock)
 
     full = sync(store, fake, clock, full_refresh=True)
+    conn = connector(fake, clock, per_page=2)
+    runner = SyncRunner(SyncRepository(store), IngestService(store, clock), clock=clock)
+    # Slices of three minutes over the twenty in which the repository was scripted.
+    backfill = runner.backfill(
+        conn, since=T0, until=T0 + timedelta(minutes=20), slice_length=timedelta(minutes=3)
+    )
+    conn.close()
 
     assert full.status is RunStatus.SUCCEEDED
     assert counts(full) == (0, len(expected), 0, 0)
+    assert backfill.status is RunStatus.SUCCEEDED
+    assert (backfill.created, backfill.revised, backfill.tombstoned) == (0, 0, 0)
     assert episode_count(store) == len(expected)
 
 

@@ -593,8 +593,12 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
         self, issue: GitHubIssue
     ) -> Iterator[GitHubIssueEvent | GitHubCrossReference | GitHubCommit]:
         path = f"/issues/{issue.number}/timeline"
+        try:
+            timeline = self._whole_list(issue.repo, path)
+        except _Gone:
+            return  # deleted since the issues list named it: nothing to read
         seen: set[str] = set()
-        for raw in self._whole_list(issue.repo, path):
+        for raw in timeline:
             event = raw.get("event")
             if event not in TIMELINE_EVENTS:
                 continue

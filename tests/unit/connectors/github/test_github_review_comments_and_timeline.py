@@ -185,6 +185,16 @@ def test_only_issues_updated_in_the_window_have_their_timeline_read(fake: FakeGi
     assert fake.request_count("/repos/acme/api/issues/2/timeline") == 0
 
 
+def test_an_issue_gone_before_its_timeline_is_read_has_no_timeline(fake: FakeGitHub) -> None:
+    script_pull_request(fake)
+    fake.script_error(404, path="/issues/2/timeline")
+    conn = connector(fake, streams=["timeline"])
+
+    read = records(conn.fetch(Window(None, END), None))
+
+    assert [r.issue_number for r in read] == [1, 1, 1]
+
+
 def test_the_review_comment_listing_covers_what_was_created_since_the_window_start(
     fake: FakeGitHub,
 ) -> None:
