@@ -3,12 +3,16 @@ keys, payloads, order, what a listing covers, and the conformance kit."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memsync.connectors.base import Deletion, Listing, Window
+from memsync.connectors.fake_http import RecordedRequest
 from memsync.connectors.github import (
     GitHubCommit,
     GitHubConfig,
@@ -266,3 +270,76 @@ class TestReviewCommentsAndTimelineConformance(ConnectorConformanceSuite[GitHubR
         return DeletionScenario(
             read=lambda: connector(fake), remove=remove, window=Window(None, END)
         )
+
+
+# -- timelines paged while comments leave them, as a property ----------------------------------
+
+
+class DeletionsBetweenTimelinePages:
+    """The comments of the repository being read to delete after the n-th timeline page
+    request answered (next pages are asked for under ``/repositories/{id}/``)."""
+
+    def __init__(self, fake: FakeGitHub) -> None:
+        self.fake = fake
+        self.repo = ""
+        self.plan: dict[int, list[int]] = {}
+        self.answered = 0
+        fake.after_request(self.after)
+
+    def read(self, repo: str, plan: dict[int, list[int]]) -> None:
+        self.repo, self.plan, self.answered = repo, plan, 0
+
+    def after(self, request: RecordedRequest) -> None:
+        if not request.path.endswith("/issues/1/timeline"):
+            return
+        self.answered += 1
+        for comment_id in self.plan.get(self.answered, []):
+            self.fake.delete_comment("acme", self.repo, comment_id)
+
+
+@pytest.fixture(scope="module")
+def deleting() -> Iterator[DeletionsBetweenTimelinePages]:
+    with FakeGitHub(token="t", start=T0) as server:
+        yield DeletionsBetweenTimelinePages(server)
+
+
+_repos_made = itertools.count()
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    items=st.lists(st.booleans(), min_size=1, max_size=16),  # True: a commit, else a comment
+    per_page=st.integers(1, 4),
+    deletions=st.lists(st.tuples(st.integers(1, 8), st.integers(0, 15)), max_size=5),
+)
+def test_no_commit_is_shifted_out_of_a_timeline_by_comments_deleted_between_pages(
+    deleting: DeletionsBetweenTimelinePages,
+    items: list[bool],
+    per_page: int,
+    deletions: list[tuple[int, int]],
+) -> None:
+    """A pull request's timeline of comments and commits, comments deleted after some
+    page requests: every commit is read, each once."""
+    repo = f"t{next(_repos_made)}"
+    fake = deleting.fake
+    fake.add_issue("acme", repo, 1, "Busy", is_pull_request=True)
+    comments: list[int] = []
+    shas: set[str] = set()
+    for index, is_commit in enumerate(items):
+        if is_commit:
+            shas.add(fake.add_commit("acme", repo, 1, f"step {index}").sha)
+        else:
+            comments.append(fake.add_comment("acme", repo, 1, f"comment {index}").id)
+    plan: dict[int, list[int]] = {}
+    planned: set[int] = set()  # a comment is deleted once
+    for after_request, index in deletions:
+        if comments and (comment := comments[index % len(comments)]) not in planned:
+            planned.add(comment)
+            plan.setdefault(after_request, []).append(comment)
+    deleting.read(repo, plan)
+    conn = connector(fake, repo=f"acme/{repo}", streams=["timeline"], per_page=per_page)
+
+    read = records(conn.fetch(Window(None, END), None))
+
+    assert sorted(r.sha for r in read if isinstance(r, GitHubCommit)) == sorted(shas)
+    assert len(read) == len(shas)
