@@ -200,7 +200,7 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
             yield item
         if declared.absent_from_full_read and (declared.incremental is None or since is None):
             prefix = declared.absent_from_full_read.format(config=self.config)
-            yield Listing(KeyScope(prefix), frozenset(present))
+            yield Listing(KeyScope(f"{self.type}:{prefix}"), frozenset(present))
 
     def _since(self, stream: HttpStream, window: Window) -> datetime | None:
         """Where an incremental read starts: ``None`` for a read from the beginning."""
@@ -356,17 +356,15 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
         import httpx
 
         what = self._describe(stream, request)
-        url = f"{self.base_url}{request.path}"
+        # Parameters are added to a query the path already has (a declared
+        # ``?sort=updated_at``), where httpx's ``params=`` would replace it.
+        url = httpx.URL(f"{self.base_url}{request.path}").copy_merge_params(dict(request.params))
         try:
             if stream.graphql is None:
-                response = self.client.get(
-                    url, params=dict(request.params) or None, headers=self._auth_headers
-                )
+                response = self.client.get(url, headers=self._auth_headers)
             else:
                 query = {"query": stream.graphql, "variables": dict(request.variables)}
-                response = self.client.post(
-                    url, params=dict(request.params) or None, json=query, headers=self._auth_headers
-                )
+                response = self.client.post(url, json=query, headers=self._auth_headers)
         except httpx.TimeoutException as error:
             raise RetryableError(f"{what} timed out ({type(error).__name__})") from error
         except httpx.TransportError as error:

@@ -454,9 +454,9 @@ class HttpStream:
     parent's position, and are left out when the config's boolean ``enabled_by`` is
     false. ``ordered``: the source hands records out by non-decreasing ``incremental``
     field (see :class:`~memsync.connectors.base.Stream`), so the runner checkpoints
-    after every committed batch. ``absent_from_full_read``: a key prefix (template over
-    the config) under which a stored record that a full read (no start) did not yield
-    is gone.
+    after every committed batch. ``absent_from_full_read``: a key prefix (after
+    ``{type}:``, a template over the config) under which a stored record that a full
+    read (no start: a first run or a backfill without ``start``) did not yield is gone.
     """
 
     name: str

@@ -22,6 +22,7 @@ TICKETS = http.HttpStream(
     incremental=http.Incremental(field="updated_at", param="updated_since"),
     pagination=http.LinkHeader(),
     children=(NOTES,),
+    absent_from_full_read="{config.account}:",  # a backfill sees deleted tickets
     ordered=True,  # sorted by updated_at: the runner may checkpoint after every batch
 )
 DESK = ConnectorDeclaration(
@@ -31,7 +32,7 @@ DESK = ConnectorDeclaration(
     config_model=DeskConfig,
     example_key="desk:acme:ticket:7:note:3",
     implementation="memsync.connectors.http.example:DeskConnector",
-    deletions="A ticket whose notes answer 404 or 410 is deleted, with its notes.",
+    deletions="A ticket absent from a backfill, or whose notes answer 404, is deleted.",
 )
 
 
