@@ -342,7 +342,12 @@ def test_a_child_read_that_finds_its_parent_gone_tombstones_the_parent(
 
     assert items[:2] == [items[0], Tombstone("src:acme:item:1", with_children=True)]
     assert keys(items) == ["src:acme:item:1", "src:acme:item:2", "src:acme:item:2:comment:9"]
-    assert items[-1].subject_values() == {"item_id": 2}
+    assert items[-1].subject_values() == {
+        "stream": "comments",
+        "id": 9,
+        "parent_id": 2,
+        "item_id": 2,
+    }
     assert items[-1].position == START + timedelta(minutes=2)
 
 
