@@ -2,24 +2,9 @@
 model, for a source declared without Python.
 
 Field names are those of the dataclasses. A choice among declarations (``auth``,
-``pagination``) is a mapping of one key, the kind, to its fields::
-
-    base_url: "https://{config.values[account]}.desk.example"
-    auth: {bearer: {}}
-    streams:
-      - name: tickets
-        path: /v1/tickets?sort=updated_at
-        key: "desk:{config.values[account]}:ticket:{id}"
-        incremental: {field: updated_at, param: updated_since}
-        pagination: {link_header: {}}
-        ordered: true
-        children:
-          - name: notes
-            path: "/v1/tickets/{parent[id]}/notes"
-            key: "desk:{config.values[account]}:ticket:{parent[id]}:note:{id}"
-            occurred_at: created_at
-            pagination: {next_url: {url: next}}
-            on_not_found: parent_gone
+``pagination``) is a mapping of one key, the kind, to its fields (``auth: {bearer: {}}``,
+``pagination: {link_header: {}}``); docs/connectors.md ("The YAML form") has a whole
+source.
 
 Durations (``min_age``) are written as in the config (``1m``, ``2h``). Every mistake is
 reported, each naming the file and the field (``desk.http.yaml: streams.0.pagination:
