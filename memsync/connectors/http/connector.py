@@ -11,7 +11,8 @@ response                                  raised (through the :class:`Retrier`)
 ========================================  ===============================================
 429 (or a declared status), 403 with      :class:`RateLimited`, waited out per
 ``X-RateLimit-Remaining: 0``, a GraphQL   ``Retry-After`` / ``X-RateLimit-Reset``, then
-rate-limit error code                     :class:`RateLimitExhausted` (the run: partial)
+rate-limit error code; a success with     :class:`RateLimitExhausted` (the run: partial)
+``X-RateLimit-Remaining: 0`` and a reset  (the next request waits for the reset first)
 5xx, timeout, connection error            :class:`RetryableError`, retried with backoff
 401, 403                                  :class:`StopRun` with the source's auth hint
 404, 410                                  per the stream's ``on_not_found``
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from memsync.clock import Clock, SystemClock
@@ -147,6 +148,7 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
             {} if self.http_source.auth is None else self.http_source.auth.headers(config)
         )
         self.retrier = Retrier(config.retry.policy(), sleeper=self.sleeper, clock=clock)
+        self._spent_until: datetime | None = None
 
     def source_of(self, config: ConfigT) -> HttpSource:
         """The source an instance with ``config`` reads: the class's :attr:`source`. A
@@ -390,6 +392,12 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
         import httpx
 
         what = self._describe(stream, request)
+        if self._spent_until is not None:
+            # The last response said no request is left until its reset: wait for it
+            # (through the retrier, so within its caps) instead of sending one refused.
+            wait = max((self._spent_until - self._clock.now()).total_seconds(), 0.0)
+            self._spent_until = None
+            raise RateLimited(f"{what}: not sent, X-RateLimit-Remaining was 0", retry_after=wait)
         # Parameters are added to a query the path already has (a declared
         # ``?sort=updated_at``), where httpx's ``params=`` would replace it.
         url = httpx.URL(f"{self.base_url}{request.path}").copy_merge_params(dict(request.params))
@@ -414,8 +422,17 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
             )
         if stream.graphql is not None and body.get("errors"):
             raise StopRun(f"{what}: GraphQL errors: {_snippet(response)}")
+        self._note_spent_budget(response)
         next_link = response.links.get("next", {}).get("url")
         return body, next_link
+
+    def _note_spent_budget(self, response: httpx.Response) -> None:
+        """Remember when the budget comes back if this response spent its last request."""
+        if response.headers.get("x-ratelimit-remaining", "").strip() != "0":
+            return
+        wait = retry_after_from_headers(response.headers, self._clock.now())
+        if wait:
+            self._spent_until = self._clock.now() + timedelta(seconds=wait)
 
     def _raise_for_status(
         self, what: str, response: httpx.Response, body: dict[str, Any] | None
