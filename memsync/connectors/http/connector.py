@@ -76,8 +76,9 @@ class HttpRecord:
     """A record of a declared stream: its fields, and what the declaration made of them.
 
     Built by the connector, never by hand: ``record_key`` from the stream's key template,
-    ``position`` from its incremental field (a child's is its parent's), ``subject`` from
-    its ``subject_fields``. The payload is ``data`` without the stream's ``exclude``.
+    ``position`` from its incremental field (a child's is its parent's), ``subject`` its
+    ``stream``, ``id`` and ``parent_id`` and what its ``subject_fields`` name. The payload
+    is ``data`` without the stream's ``exclude``.
     """
 
     stream: str
@@ -119,8 +120,9 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
     keys make repeats free. A record that shows itself deleted (``deleted_when``) is a
     tombstone, reported again on every read that sees it (harmless). A full read of a
     stream with ``absent_from_full_read`` ends with a :class:`Listing` of every key it
-    yielded, only when it read every page. Conflicts: two records giving one key would
-    revise each other, so key templates are built from ids.
+    yielded, only when it read every page and left nothing for the next run.
+    Conflicts: two records giving one key would revise each other, so key templates are
+    built from ids.
     """
 
     #: The declared source; set by every subclass.
