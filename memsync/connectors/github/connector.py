@@ -56,6 +56,7 @@ from memsync.connectors._parsing import optional_int, optional_str, parse_iso_ti
 from memsync.connectors.base import (
     Cursor,
     Deletion,
+    Progress,
     RecordConnector,
     Stream,
     Window,
@@ -344,7 +345,9 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
         first), as ``streams`` selects. All are ordered."""
         return tuple(stream for stream, _ in self._stream_readers())
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[GitHubRecord | Deletion]:
+    def fetch(
+        self, window: Window, cursor: Cursor | None
+    ) -> Iterator[GitHubRecord | Deletion | Progress]:
         """Every stream of every repository in turn (see :meth:`fetch_stream`)."""
         return fetch_every_stream(self, window, cursor)
 

@@ -148,8 +148,10 @@ def retry_at(error: BaseException | None, now: datetime) -> datetime | None:
     return None
 
 
-def describe_error(error: BaseException) -> str:
-    """The run record's ``error`` text: the kind of failure, then the message."""
+def describe_error(error: BaseException, *, progress: str | None = None) -> str:
+    """The run record's ``error`` text: the kind of failure, then the message, then where
+    the stream it stopped in stands (``progress``, what its connector last said), so a
+    run cut short says how far it got and how the next one goes on."""
     if isinstance(error, RateLimitExhausted):
         kind = "rate limit exhausted"
     elif isinstance(error, StopRequested):
@@ -158,7 +160,8 @@ def describe_error(error: BaseException) -> str:
         kind = "stopped"
     else:
         kind = type(error).__name__
-    return f"{kind}: {error}"
+    described = f"{kind}: {error}"
+    return described if progress is None else f"{described} [{progress}]"
 
 
 def plan_slices(

@@ -36,6 +36,10 @@ class Tally:
     skipped: int = 0
     errors: int = 0
     skipped_reasons: list[str] = field(default_factory=list)
+    #: Where the stream being read stands, as its connector last said it (a
+    #: :class:`~memsync.connectors.Progress` note, after the stream's name); not stored
+    #: as a counter: the run record's error and the stream's checkpoint carry it.
+    progress: str | None = None
 
     @property
     def committed(self) -> int:
