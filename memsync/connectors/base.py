@@ -178,6 +178,9 @@ class Progress:
 
     token: str
     note: str | None = None
+    #: Whether the read got further than the token it started from; ``False`` when the
+    #: connector only says why it did not (then a run that stored nothing is ``failed``).
+    advanced: bool = True
 
 
 DEFAULT_STREAM = "records"

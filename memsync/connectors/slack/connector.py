@@ -380,7 +380,7 @@ class OverlapPass:
         return replace(self, current=False)
 
     def progress(self, end: datetime) -> Progress:
-        return Progress(self.token(), self.note(_to_micros(end)))
+        return Progress(self.token(), self.note(_to_micros(end)), advanced=not self.stalled)
 
     def note(self, end: int) -> str:
         """Where the pass stands, for people (``state show``, the run record)."""

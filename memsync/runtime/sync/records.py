@@ -40,6 +40,16 @@ class Tally:
     #: :class:`~memsync.connectors.Progress` note, after the stream's name); not stored
     #: as a counter: the run record's error and the stream's checkpoint carry it.
     progress: str | None = None
+    #: The streams in which a :class:`~memsync.connectors.Progress` that got further was
+    #: committed: a run cut short that stored no record but moved a read on is ``partial``.
+    progressed_streams: set[str] = field(default_factory=set)
+
+    @property
+    def progressed(self) -> bool:
+        return bool(self.progressed_streams)
+
+    def progressed_in(self, stream: str) -> bool:
+        return stream in self.progressed_streams
 
     @property
     def committed(self) -> int:

@@ -254,9 +254,8 @@ class SyncRunner:
                         on_batch=on_batch,
                     )
                 except BaseException:
-                    status = (
-                        StreamStatus.PARTIAL if tally.committed > committed else StreamStatus.FAILED
-                    )
+                    got_further = tally.committed > committed or tally.progressed_in(stream.name)
+                    status = StreamStatus.PARTIAL if got_further else StreamStatus.FAILED
                     reading.stopped_in = StreamOutcome(stream.name, run_id, now, status)
                     raise
                 end = checkpoint_position(
@@ -416,7 +415,7 @@ class SyncRunner:
             config.tenant,
             run_id,
             tally,
-            status=status_after(error, tally.committed),
+            status=status_after(error, tally.committed, progressed=tally.progressed),
             error=None
             if error is None
             else self._scrub(connector)(describe_error(error, progress=tally.progress)),
@@ -533,6 +532,8 @@ class SyncRunner:
                         None if record.note is None else f"{stream.name}: {record.note}"
                     )
                     commit()
+                    if record.advanced:
+                        tally.progressed_streams.add(stream.name)
                 continue
             tally.fetched += 1
             try:

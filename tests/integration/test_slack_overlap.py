@@ -1,0 +1,189 @@
+"""Slack's overlap re-read (the `lookback` walked before new messages) when it holds more
+than one run's budget can read, against a real store (SQLite or PostgreSQL): successive
+runs each get further, every history window they finish checkpointed, until one
+completes; every record is stored once and every edit is one revision."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from memsync.clock import FakeClock
+from memsync.connectors.slack import SlackConfig, SlackConnector
+from memsync.connectors.slack.connector import OverlapPass
+from memsync.connectors.slack.fake_api import FakeSlack
+from memsync.runtime.storage import Store, tables
+from memsync.runtime.sync import RunRecord, RunStatus, SyncRunner
+from tests.integration.test_sync_streams import never_waits, runner, stored_keys
+
+T0 = datetime(2023, 11, 14, tzinfo=UTC)
+BUDGET = 6  # calls a run may make; the week of history below takes about 20
+TEAM = "T12345678"
+
+
+def ts(moment: datetime) -> str:
+    return f"{int(moment.timestamp())}.000000"
+
+
+def key(message_ts: str) -> str:
+    return f"slack:{TEAM}:C1:{message_ts}"
+
+
+@dataclass
+class BusyChannel:
+    """A week of a busy channel, stored by one run with no budget, then changed: new
+    messages, edits of old ones and a reply to an old thread; the keys each change adds."""
+
+    fake: FakeSlack
+    clock: FakeClock
+    stored_first: set[str]
+    new: set[str]
+    edited: set[str]
+
+    def connector(self) -> SlackConnector:
+        config = SlackConfig(
+            name="sl",
+            token="xoxb-test",
+            channels=["C1"],
+            base_url=self.fake.base_url + "/api",
+            subject="slack:{channel}",
+            page_size=20,
+            overlap="1m",
+            start=T0,
+        )  # lookback: the default week
+        return SlackConnector(config, sleeper=never_waits(self.clock), clock=self.clock)
+
+    def sync(self, sync: SyncRunner) -> RunRecord:
+        connector = self.connector()
+        try:
+            return sync.sync(connector)
+        finally:
+            connector.close()
+
+
+@pytest.fixture
+def channel(store: Store) -> Iterator[BusyChannel]:
+    with FakeSlack(token="xoxb-test") as fake:
+        fake.add_channel("C1", "general", created=int(T0.timestamp()))
+        first: set[str] = set()
+        parents: list[str] = []
+        for i in range(7 * 48):  # every half hour for a week
+            message = fake.post_message("C1", f"m{i}", ts=ts(T0 + i * timedelta(minutes=30)))
+            first.add(key(message.ts))
+            if i % 24 == 5:
+                parents.append(message.ts)
+                at = T0 + i * timedelta(minutes=30) + timedelta(minutes=1)
+                reply = fake.post_reply("C1", message.ts, f"re {i}", ts=ts(at))
+                first.add(key(reply.ts))
+        clock = FakeClock(T0 + timedelta(days=7, minutes=10))
+        busy = BusyChannel(fake, clock, first, set(), set())
+        assert busy.sync(runner(store, clock, batch_size=50)).status is RunStatus.SUCCEEDED
+
+        clock.advance(timedelta(hours=1))
+        for i in range(5):
+            message = fake.post_message(
+                "C1", f"new {i}", ts=ts(clock.now() - timedelta(minutes=40 - i))
+            )
+            busy.new.add(key(message.ts))
+        for i in (40, 100, 200, 300):
+            old = ts(T0 + i * timedelta(minutes=30))
+            fake.edit_message(
+                "C1", old, f"m{i}, edited", edited_ts=ts(clock.now() - timedelta(minutes=30))
+            )
+            busy.edited.add(key(old))
+        reply = fake.post_reply(
+            "C1", parents[2], "late reply", ts=ts(clock.now() - timedelta(minutes=20))
+        )
+        busy.new.add(key(reply.ts))
+        yield busy
+
+
+def test_an_overlap_larger_than_a_runs_budget_is_re_read_by_successive_runs_each_checkpointed(
+    store: Store, channel: BusyChannel
+) -> None:
+    sync = runner(store, channel.clock, batch_size=50)
+    resume_points: list[int] = []
+    runs: list[RunRecord] = []
+    while not runs or runs[-1].status is not RunStatus.SUCCEEDED:
+        assert len(runs) < 20, "\n".join(f"{r.status.value} {r.error}" for r in runs)
+        channel.fake.limit_budget(BUDGET)
+        runs.append(channel.sync(sync))
+        channel.clock.advance(timedelta(hours=1))
+        walk = OverlapPass.from_token(stored_token(sync))
+        assert walk is not None
+        if walk.current:
+            assert walk.after is not None
+            resume_points.append(walk.after)
+
+    *partial, last = runs
+    assert len(partial) >= 2
+    # Each run got further and left the window it reached in the checkpoint.
+    assert resume_points == sorted(set(resume_points))
+    assert len(resume_points) == len(partial)
+    for run in partial:
+        assert run.status is RunStatus.PARTIAL
+        assert run.error is not None
+        assert "[C1: overlap re-read " in run.error
+        assert "resumes at ts " in run.error
+    assert last.status is RunStatus.SUCCEEDED
+    # Every new message and reply stored once, every edit one revision, nothing read twice.
+    assert sum(run.duplicates for run in runs) == 0
+    assert sorted(stored_keys(store)) == sorted(channel.stored_first | channel.new)
+    assert sum(run.created for run in runs) == len(channel.new)
+    assert sum(run.revised for run in runs) == len(channel.edited)
+    assert revised_keys(store) == channel.edited
+    # Checkpointed as a whole afterwards: the pass is over and says so.
+    done = sync.repository.cursor("default", "sl", "C1")
+    assert done is not None
+    assert done.note is not None
+    assert done.note.startswith("overlap re-read complete: ")
+
+
+def test_the_next_pass_finds_an_edit_made_behind_a_long_pass(
+    store: Store, channel: BusyChannel
+) -> None:
+    """An edit of a message the pass already read, made while later runs read on, is
+    handed out by the next pass although it is older than that pass's window start."""
+    sync = runner(store, channel.clock, batch_size=50)
+    channel.fake.limit_budget(BUDGET)
+    first = channel.sync(sync)
+    assert first.status is RunStatus.PARTIAL
+    early = ts(T0 + timedelta(days=1))
+    walk = OverlapPass.from_token(stored_token(sync))
+    assert walk is not None
+    assert walk.after is not None
+    assert walk.after > int(T0.timestamp() + 86_400) * 1_000_000  # the first run read it
+    channel.clock.advance(timedelta(hours=1))
+    channel.fake.edit_message(
+        "C1", early, "edited behind the pass", edited_ts=ts(channel.clock.now())
+    )
+    for _ in range(20):
+        channel.clock.advance(timedelta(hours=1))
+        channel.fake.limit_budget(BUDGET)
+        if channel.sync(sync).status is RunStatus.SUCCEEDED:
+            break
+    assert key(early) not in revised_keys(store)
+
+    channel.clock.advance(timedelta(hours=1))
+    channel.fake.limit_budget(None)
+    assert channel.sync(sync).status is RunStatus.SUCCEEDED
+
+    assert key(early) in revised_keys(store)
+
+
+def stored_token(sync: SyncRunner) -> str | None:
+    cursor = sync.repository.cursor("default", "sl", "C1")
+    return None if cursor is None else cursor.token
+
+
+def revised_keys(store: Store) -> set[str]:
+    episodes = tables.episodes
+    with store.read() as connection:
+        rows = connection.execute(
+            sa.select(episodes.c.idempotency_key).where(episodes.c.revision > 1)
+        )
+        return set(rows.scalars())
