@@ -7,58 +7,35 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
 from memsync.clock import FakeClock
-from memsync.connectors.slack import SlackConfig, SlackConnector
+from memsync.connectors.slack import SlackConnector
 from memsync.connectors.slack.connector import OverlapPass
 from memsync.connectors.slack.fake_api import FakeSlack
 from memsync.runtime.storage import Store, tables
 from memsync.runtime.sync import RunRecord, RunStatus, SyncRunner
 from tests.integration.test_sync_streams import never_waits, runner, stored_keys
+from tests.slack_week import FIRST_SYNC_AT, T0, BusyWeek, key, ts, week_config
 
-T0 = datetime(2023, 11, 14, tzinfo=UTC)
-BUDGET = 6  # calls a run may make; the week of history below takes about 20
-TEAM = "T12345678"
-
-
-def ts(moment: datetime) -> str:
-    return f"{int(moment.timestamp())}.000000"
-
-
-def key(message_ts: str) -> str:
-    return f"slack:{TEAM}:C1:{message_ts}"
+BUDGET = 6  # calls a run may make; the week of history takes about 20
 
 
 @dataclass
 class BusyChannel:
-    """A week of a busy channel, stored by one run with no budget, then changed: new
-    messages, edits of old ones and a reply to an old thread; the keys each change adds."""
+    """The busy week (:class:`BusyWeek`) stored by one run with no budget, then changed."""
 
     fake: FakeSlack
     clock: FakeClock
-    stored_first: set[str]
-    new: set[str]
-    edited: set[str]
-
-    def connector(self) -> SlackConnector:
-        config = SlackConfig(
-            name="sl",
-            token="xoxb-test",
-            channels=["C1"],
-            base_url=self.fake.base_url + "/api",
-            subject="slack:{channel}",
-            page_size=20,
-            overlap="1m",
-            start=T0,
-        )  # lookback: the default week
-        return SlackConnector(config, sleeper=never_waits(self.clock), clock=self.clock)
+    week: BusyWeek
 
     def sync(self, sync: SyncRunner) -> RunRecord:
-        connector = self.connector()
+        connector = SlackConnector(
+            week_config(self.fake.base_url), sleeper=never_waits(self.clock), clock=self.clock
+        )
         try:
             return sync.sync(connector)
         finally:
@@ -68,37 +45,11 @@ class BusyChannel:
 @pytest.fixture
 def channel(store: Store) -> Iterator[BusyChannel]:
     with FakeSlack(token="xoxb-test") as fake:
-        fake.add_channel("C1", "general", created=int(T0.timestamp()))
-        first: set[str] = set()
-        parents: list[str] = []
-        for i in range(7 * 48):  # every half hour for a week
-            message = fake.post_message("C1", f"m{i}", ts=ts(T0 + i * timedelta(minutes=30)))
-            first.add(key(message.ts))
-            if i % 24 == 5:
-                parents.append(message.ts)
-                at = T0 + i * timedelta(minutes=30) + timedelta(minutes=1)
-                reply = fake.post_reply("C1", message.ts, f"re {i}", ts=ts(at))
-                first.add(key(reply.ts))
-        clock = FakeClock(T0 + timedelta(days=7, minutes=10))
-        busy = BusyChannel(fake, clock, first, set(), set())
+        clock = FakeClock(FIRST_SYNC_AT)
+        busy = BusyChannel(fake, clock, BusyWeek.post(fake))
         assert busy.sync(runner(store, clock, batch_size=50)).status is RunStatus.SUCCEEDED
-
         clock.advance(timedelta(hours=1))
-        for i in range(5):
-            message = fake.post_message(
-                "C1", f"new {i}", ts=ts(clock.now() - timedelta(minutes=40 - i))
-            )
-            busy.new.add(key(message.ts))
-        for i in (40, 100, 200, 300):
-            old = ts(T0 + i * timedelta(minutes=30))
-            fake.edit_message(
-                "C1", old, f"m{i}, edited", edited_ts=ts(clock.now() - timedelta(minutes=30))
-            )
-            busy.edited.add(key(old))
-        reply = fake.post_reply(
-            "C1", parents[2], "late reply", ts=ts(clock.now() - timedelta(minutes=20))
-        )
-        busy.new.add(key(reply.ts))
+        busy.week.change(fake, clock.now())
         yield busy
 
 
@@ -132,10 +83,10 @@ def test_an_overlap_larger_than_a_runs_budget_is_re_read_by_successive_runs_each
     assert last.status is RunStatus.SUCCEEDED
     # Every new message and reply stored once, every edit one revision, nothing read twice.
     assert sum(run.duplicates for run in runs) == 0
-    assert sorted(stored_keys(store)) == sorted(channel.stored_first | channel.new)
-    assert sum(run.created for run in runs) == len(channel.new)
-    assert sum(run.revised for run in runs) == len(channel.edited)
-    assert revised_keys(store) == channel.edited
+    assert sorted(stored_keys(store)) == sorted(channel.week.posted | channel.week.new)
+    assert sum(run.created for run in runs) == len(channel.week.new)
+    assert sum(run.revised for run in runs) == len(channel.week.edited)
+    assert revised_keys(store) == channel.week.edited
     # Checkpointed as a whole afterwards: the pass is over and says so.
     done = sync.repository.cursor("default", "sl", "C1")
     assert done is not None
