@@ -49,16 +49,17 @@ class BusyWeek:
     edited: set[str] = field(default_factory=set)
 
     @classmethod
-    def post(cls, fake: FakeSlack) -> BusyWeek:
-        """336 messages over the week before ``FIRST_SYNC_AT``, 14 with a reply."""
+    def post(cls, fake: FakeSlack, start: datetime = T0) -> BusyWeek:
+        """336 messages over the week from ``start`` (by default the week before
+        ``FIRST_SYNC_AT``), 14 with a reply."""
         week = cls()
-        fake.add_channel("C1", "general", created=int(T0.timestamp()))
+        fake.add_channel("C1", "general", created=int(start.timestamp()))
         for i in range(7 * 48):
-            message = fake.post_message("C1", f"m{i}", ts=ts(T0 + i * HALF_HOUR))
+            message = fake.post_message("C1", f"m{i}", ts=ts(start + i * HALF_HOUR))
             week.posted.add(key(message.ts))
             if i % 24 == 5:
                 week.parents.append(message.ts)
-                at = T0 + i * HALF_HOUR + timedelta(minutes=1)
+                at = start + i * HALF_HOUR + timedelta(minutes=1)
                 week.posted.add(key(fake.post_reply("C1", message.ts, f"re {i}", ts=ts(at)).ts))
         return week
 
