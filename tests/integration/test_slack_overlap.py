@@ -138,3 +138,30 @@ def revised_keys(store: Store) -> set[str]:
             sa.select(episodes.c.idempotency_key).where(episodes.c.revision > 1)
         )
         return set(rows.scalars())
+
+
+def test_a_re_read_that_cannot_get_past_a_thread_says_so_and_what_to_set(store: Store) -> None:
+    """A thread of more replies than a run can read: no run gets further, and each says
+    why and what to change instead of failing the same way in silence."""
+    with FakeSlack(token="xoxb-test") as fake:
+        clock = FakeClock(FIRST_SYNC_AT)
+        busy = BusyChannel(fake, clock, BusyWeek.post(fake))
+        assert busy.sync(runner(store, clock)).status is RunStatus.SUCCEEDED
+        clock.advance(timedelta(hours=1))
+        for i in range(200):  # a thread of the first day, busy today
+            moment = clock.now() - timedelta(minutes=50) + i * timedelta(seconds=10)
+            fake.post_reply("C1", busy.week.parents[0], f"more {i}", ts=ts(moment))
+
+        sync = runner(store, clock)
+        runs = []
+        for _ in range(3):
+            fake.limit_budget(4)
+            runs.append(busy.sync(sync))
+            clock.advance(timedelta(hours=1))
+
+    assert RunStatus.SUCCEEDED not in [run.status for run in runs]
+    for run, stalled in zip(runs, ("1 run", "2 runs", "3 runs"), strict=True):
+        assert run.error is not None
+        assert f"overlap re-read made no progress in {stalled}" in run.error
+        assert "set include_threads: false" in run.error
+        assert "a smaller page_size (now 20)" in run.error

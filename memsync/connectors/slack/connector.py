@@ -399,9 +399,10 @@ class OverlapPass:
             return (
                 f"overlap re-read made no progress in {self.stalled} run"
                 f"{'s' if self.stalled != 1 else ''}: the history window from ts "
-                f"{_micros_to_ts(where)} with its threads costs more than one run can read; "
-                f"set a smaller page_size (now {self.page_size}) or include_threads: false, or "
-                "raise the retry caps so that a run waits its rate limit out"
+                f"{_micros_to_ts(where)} with its threads costs more requests than one run may "
+                "make; set include_threads: false (a thread is read from its first reply each "
+                f"time), a smaller page_size (now {self.page_size}), or retry caps that wait "
+                "the rate limit out"
             )
         total = ""
         if self.oldest is not None and self.after is not None and self.after > self.oldest:
