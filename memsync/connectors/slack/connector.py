@@ -39,6 +39,16 @@ read, in position order: a run cut short (a rate limit, a budget) keeps what wen
 the next resumes at the last committed position, and successive runs get through a
 channel of any size. Memory is a window's messages and the few pages kept.
 
+The overlap re-read: the history before the window (the lookback) hands few records out
+(only what changed), so the position alone cannot say how far a run got in it. A walk
+is therefore a pass (:class:`OverlapPass`) that yields a
+:class:`~memsync.connectors.base.Progress` after every window read with its threads;
+the runner stores its token with the checkpoint, and the next read continues the pass
+there instead of starting the lookback again, so a lookback holding more than a run's
+budget is re-read by successive runs. When a pass reaches a run's end, the cursor
+advances as before and the next run begins a new pass, handing out what changed since
+this one began (an edit made behind a long pass is found by the next).
+
 slack-sdk is configured with ``retry_handlers=[]``: its rate-limit handler would sleep
 ``Retry-After`` plus jitter itself, uncapped; here each call goes through the shared
 :class:`~memsync.connectors.retry.Retrier` (injected sleeper and clock, capped), per

@@ -24,7 +24,8 @@ class SlackConfig(ConnectorConfig):
     channels). ``channels`` are ids (``C024BE91L``) or names (``general``,
     ``#general``), names resolved through ``conversations.list``. ``lookback`` is how
     far back from now the history is scanned for edits and new thread replies (from
-    the window start when it lies further back); ``overlap`` re-reads the edge of the
+    the window start when it lies further back; a scan longer than a run's budget goes
+    on in the next runs from where it stopped); ``overlap`` re-reads the edge of the
     previous window as usual.
     """
 
