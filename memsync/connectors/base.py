@@ -165,15 +165,16 @@ class Progress:
     the stream given a :class:`Cursor` carrying ``token`` continues from here.
 
     It lets a stream whose read does not hand records out as it goes (a re-read that
-    looks for edits among old records) resume where it stopped: the runner commits what
-    was yielded before it (possibly nothing) and stores ``token`` and ``note`` with the
-    stream's checkpoint in the same transaction, and gives that cursor to the next
-    read. Repeats: a read yields as many as it likes; the latest committed one counts,
-    and the checkpoint's position still only moves forward. When a stream is read to
-    its end, the last one is stored with the checkpoint at the run start, so a token
-    may carry what the next read needs to know about this one. ``note`` says the same
-    for people (``state show``, the run record, a foreground ``sync``), e.g. "overlap
-    re-read 8,400 of about 20,160 messages, resumes after …". A backfill ignores both.
+    looks for edits among old records) resume where it stopped: the runner stores
+    ``token`` and ``note`` with the stream's checkpoint in the transaction that commits
+    what was yielded before it (at once when nothing waits to be stored, else with the
+    batch it joins), and gives that cursor to the next read. Repeats: a read yields as
+    many as it likes; the latest committed one counts, and the checkpoint's position
+    still only moves forward. When a stream is read to its end, the last one is stored
+    with the checkpoint at the run start, so a token may carry what the next read needs
+    to know about this one. ``note`` says the same for people (``state show``, the run
+    record, a foreground ``sync``), e.g. "overlap re-read 8,400/≈20,160 messages in 3
+    runs, resumes at ts …". A backfill ignores both.
     """
 
     token: str

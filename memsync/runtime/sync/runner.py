@@ -486,8 +486,9 @@ class SyncRunner:
         ``on_batch`` after each commit. Returns the last :class:`Progress` committed (or
         stored before), for the checkpoint at the end of the stream.
 
-        A :class:`Progress` commits what was read before it, with the stream's
-        checkpoint carrying it (without ``checkpoint``, a backfill, it is ignored).
+        A :class:`Progress` is stored with the stream's checkpoint: at once when no record
+        waits to be stored, else with the batch it joins (which holds everything read
+        before it); without ``checkpoint``, a backfill, it is ignored.
 
         An error from the connector ends the fetch; the records and deletions it
         yielded before are still committed (they are valid), then the error is raised.
@@ -531,7 +532,10 @@ class SyncRunner:
                     tally.progress = (
                         None if record.note is None else f"{stream.name}: {record.note}"
                     )
-                    commit()
+                    if not pending.drafts:
+                        # Nothing waits to be stored: where the read stands, at once. Else
+                        # it goes with the batch it joins, which stays full-sized.
+                        commit()
                     if record.advanced:
                         tally.progressed_streams.add(stream.name)
                 continue
