@@ -161,11 +161,14 @@ def memsync_server(
     *,
     wrapper: Sequence[str] = (),
     start_timeout: float = 30,
+    processes: int = 1,
 ) -> Iterator[tuple[str, int]]:
     """``memsync serve`` on a free loopback port, as a subprocess, against the store at
     ``url`` with the YAML ``config``; yield its base URL and pid once it answers.
     ``wrapper`` runs the server under another program (valgrind), which must keep its
-    pid; such a server may need a longer ``start_timeout`` (seconds)."""
+    pid; such a server may need a longer ``start_timeout`` (seconds). ``processes``:
+    its ``--processes`` (1 by default, so that the pid is the one serving process whose
+    CPU time a benchmark reads)."""
     port = free_port()
     path = Path(directory) / "memsync.yaml"
     path.write_text(config or "{}\n")
@@ -173,7 +176,7 @@ def memsync_server(
         [
             *wrapper,
             *(sys.executable, "-m", "memsync", "--config", str(path)),
-            *("serve", "--port", str(port)),
+            *("serve", "--port", str(port), "--processes", str(processes)),
         ],
         env={**os.environ, "MEMSYNC_STORE": url},
         # The access log goes nowhere (as to a log file), and stays off this process's

@@ -1,13 +1,16 @@
 """Connector throughput against the fake API servers, through the real client libraries.
 
 GitHub: 10,000 issues with 30,000 comments in one repository, read by the GitHub
-connector (PyGithub). Slack: 50,000 messages in one channel, read by the Slack connector
-(slack-sdk). Each is fetched twice over the same window: a first sync, then a re-sync.
-Every record goes through ``to_episode`` and the conformance kit's simulated ingest, so
-the table shows that the re-sync creates nothing. Prints a Markdown table; see
-docs/benchmarks.md ("Connectors").
+connector (PyGithub) with its issue, comment and event streams; and, on their own, its
+``review_comments`` and ``timeline`` streams over 1,000 pull requests with 5 review
+comments, 2 commits and a cross-reference each. Slack: 50,000 messages in one channel,
+read by the Slack connector (slack-sdk). Each is fetched twice over the same window: a
+first sync, then a re-sync. Every record goes through ``to_episode`` and the
+conformance kit's simulated ingest, so the table shows that the re-sync creates
+nothing. Prints a Markdown table; see docs/benchmarks.md ("Connectors").
 
     python -m bench.connectors [--issues 10000] [--comments 30000] [--messages 50000]
+        [--pulls 1000] [--sources github,github-reviews,slack]
 """
 
 from __future__ import annotations
@@ -84,19 +87,58 @@ def github_rows(issues: int, comments: int) -> list[list[object]]:
                 f"Comment {index}: " + "details " * 10,
                 created_at=GITHUB_START + timedelta(days=1, seconds=index),
             )
-        config = GitHubConfig(
-            name="bench",
-            repo="acme/api",
-            token="t",
-            base_url=fake.base_url,
-            subject="repo:{repository}",
-        )
         label = f"GitHub: {issues:,} issues + {comments:,} comments"
-        return first_and_resync(
-            label,
-            lambda: GitHubConnector(config, sleeper=FakeSleeper(max_waits=0), clock=FakeClock()),
-            fake.request_count,
-        )
+        streams = {"issues", "pull_requests", "reviews", "issue_comments", "issue_events"}
+        return first_and_resync(label, github_reader(fake, streams), fake.request_count)
+
+
+def github_review_rows(pulls: int) -> list[list[object]]:
+    """The ``review_comments`` and ``timeline`` streams: ``pulls`` pull requests, each
+    with 5 review comments, 2 commits and a mention from the pull request before it."""
+    with FakeGitHub(token="t", start=GITHUB_START) as fake:
+        moment = GITHUB_START
+        for number in range(1, pulls + 1):
+            moment += timedelta(seconds=10)
+            fake.add_issue(
+                "acme",
+                "api",
+                number,
+                f"Change {number}",
+                "Why: " * 8,
+                is_pull_request=True,
+                updated_at=moment,
+            )
+            for index in range(5):
+                moment += timedelta(seconds=1)
+                fake.add_review_comment(
+                    "acme", "api", number, f"Note {index}: " + "rename this " * 6, created_at=moment
+                )
+            for index in range(2):
+                moment += timedelta(seconds=1)
+                fake.add_commit("acme", "api", number, f"Step {index}", committed_at=moment)
+            if number > 1:
+                moment += timedelta(seconds=1)
+                fake.add_cross_reference(
+                    "acme", "api", number, "acme", "api", number - 1, created_at=moment
+                )
+        label = f"GitHub: {pulls:,} PRs, review comments + timelines"
+        reader = github_reader(fake, {"review_comments", "timeline"})
+        return first_and_resync(label, reader, fake.request_count)
+
+
+def github_reader(fake: FakeGitHub, streams: set[str]) -> Callable[[], GitHubConnector]:
+    """A new GitHub connector on each call, reading ``streams`` of ``acme/api``."""
+    config = GitHubConfig.model_validate(
+        {
+            "name": "bench",
+            "repo": "acme/api",
+            "token": "t",
+            "base_url": fake.base_url,
+            "subject": "repo:{repository}",
+            "streams": sorted(streams),
+        }
+    )
+    return lambda: GitHubConnector(config, sleeper=FakeSleeper(max_waits=0), clock=FakeClock())
 
 
 def slack_rows(messages: int) -> list[list[object]]:
@@ -137,8 +179,17 @@ def main() -> None:
     parser.add_argument("--issues", type=int, default=10_000)
     parser.add_argument("--comments", type=int, default=30_000)
     parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--pulls", type=int, default=1_000)
+    parser.add_argument("--sources", default="github,github-reviews,slack")
     args = parser.parse_args()
-    rows = github_rows(args.issues, args.comments) + slack_rows(args.messages)
+    sources = set(args.sources.split(","))
+    rows: list[list[object]] = []
+    if "github" in sources:
+        rows += github_rows(args.issues, args.comments)
+    if "github-reviews" in sources:
+        rows += github_review_rows(args.pulls)
+    if "slack" in sources:
+        rows += slack_rows(args.messages)
     print(f"Machine: {machine()}\n")
     print_table(
         [

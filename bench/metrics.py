@@ -118,7 +118,7 @@ def measure(backend: str, connectors: int, jobs: int, scrapes: int) -> dict[str,
         store.dispose()
         port = free_port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "memsync", "serve", "--port", str(port)],
+            [sys.executable, "-m", "memsync", "serve", "--port", str(port), "--processes", "1"],
             env={**os.environ, "MEMSYNC_STORE": url},
             stderr=subprocess.DEVNULL,
         )

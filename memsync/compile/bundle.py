@@ -73,6 +73,7 @@ __all__ = [
     "BundleJson",
     "BundleLayout",
     "BundleProvenanceJson",
+    "LineBudget",
     "MemoryJson",
     "RankedMemory",
     "RankedMemoryJson",
@@ -80,6 +81,7 @@ __all__ = [
     "assemble_bundle",
     "assemble_ranked",
     "dump_json",
+    "episode_text",
     "estimate_tokens",
     "stands",
     "withheld_episodes",
@@ -451,7 +453,7 @@ def assemble_ranked(
     )
     contested = {memory_id for conflict in conflicts for memory_id in conflict.memory_ids}
     text = _LAYOUTS[layout]
-    budget = _Budget(counter, max_tokens, text.header(subject_id, task), text.opening)
+    budget = LineBudget(counter, max_tokens, text.header(subject_id, task), text.opening)
 
     kept_conflicts = [c for c in conflicts if budget.take(_ABOUT, _abstention_line(c))]
     kept: list[RankedMemory] = []
@@ -549,7 +551,7 @@ def _abstention_line(conflict: OpenConflict) -> str:
     )
 
 
-def _episode_text(episode: EpisodeView) -> str:
+def episode_text(episode: EpisodeView) -> str:
     texts = [" ".join(passage.text.split()) for passage in passages(episode.payload)]
     text = " ".join(texts) or "(no text)"
     if len(text) > EPISODE_LINE_LENGTH:
@@ -600,7 +602,7 @@ def _memsync_memory_line(memory: StoredMemory) -> str:
 
 def _memsync_episode_line(episode: EpisodeView) -> str:
     return f"- {episode.occurred_at.isoformat()} {episode.source} {episode.type}: " + (
-        _episode_text(episode)
+        episode_text(episode)
     )
 
 
@@ -623,7 +625,7 @@ def _statewave_memory_line(memory: StoredMemory) -> str:
 
 
 def _statewave_episode_line(episode: EpisodeView) -> str:
-    return f"- [{episode.source}/{episode.type}] {_episode_text(episode)}"
+    return f"- [{episode.source}/{episode.type}] {episode_text(episode)}"
 
 
 def _statewave_render(subject_id: str, task: str, kept: _Kept) -> str:
@@ -658,9 +660,10 @@ _LAYOUTS = {
 }
 
 
-class _Budget:
+class LineBudget:
     """Tokens spent so far: the header, then each line taken (with its line break) and
-    the heading of each section when its first line goes in."""
+    the heading of each section when its first line goes in. Shared by every
+    token-bounded text (bundles, handoffs): one way of spending a budget."""
 
     def __init__(
         self, counter: TokenCounter, max_tokens: int, header: str, opening: dict[str, str]

@@ -4,10 +4,10 @@ or SIGTERM stops a foreground ``sync`` or ``backfill`` there too, recording the 
 ``partial``, and the next run reads on from what it committed.
 
 Each test runs memsync in a child process (``worker``, ``serve`` with its embedded
-worker, ``run``) syncing the real GitHub connector against the fake GitHub on
-loopback, whose eleventh page answers "rate limited, reset in a minute" (within the
-connector's retry cap, so the connector waits). Nothing sleeps: the test polls the
-process's log and the store with deadlines.
+worker in one API process and in two, ``run``) syncing the real GitHub connector against
+the fake GitHub on loopback, whose eleventh page answers "rate limited, reset in a
+minute" (within the connector's retry cap, so the connector waits). Nothing sleeps:
+the test polls the process's log and the store with deadlines.
 """
 
 from __future__ import annotations
@@ -50,7 +50,10 @@ Far below RESET_IN, so a process that waited the rate limit out cannot pass."""
 
 COMMANDS = {
     "worker": ("worker",),
-    "serve": ("serve", "--workers", "1"),
+    "serve": ("serve", "--workers", "1", "--processes", "1"),
+    # Two API processes with a worker each: the signal reaches the job through the
+    # parent, which stops every child.
+    "serve-processes": ("serve", "--workers", "1", "--processes", "2"),
     "run": ("run",),
 }
 

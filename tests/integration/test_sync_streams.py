@@ -99,6 +99,12 @@ def assert_stored_once_with_progress(
 # -- GitHub -----------------------------------------------------------------------------------
 
 
+#: The streams these tests are about (review comments and timelines: test_sync_github_streams).
+ISSUES_COMMENTS_EVENTS = frozenset(
+    {"issues", "pull_requests", "reviews", "issue_comments", "issue_events"}
+)
+
+
 @pytest.fixture
 def github() -> Iterator[FakeGitHub]:
     with FakeGitHub(token="t", start=T0, rate_limit=5, enforce_rate_limit=True) as fake:
@@ -140,6 +146,7 @@ def test_a_github_repository_larger_than_the_rate_limit_budget_is_stored_once_by
             subject="repo:{repository}",
             per_page=10,
             overlap="2m",
+            streams=ISSUES_COMMENTS_EVENTS,
         )
         return GitHubConnector(config, sleeper=never_waits(clock), clock=clock)
 
@@ -163,7 +170,13 @@ def test_the_first_partial_run_checkpoints_the_stream_it_stopped_in(
     script_github(github)
     clock = FakeClock(LATER)
     config = GitHubConfig(
-        name="gh", repo="acme/api", token="t", base_url=github.base_url, subject="r", per_page=10
+        name="gh",
+        repo="acme/api",
+        token="t",
+        base_url=github.base_url,
+        subject="r",
+        per_page=10,
+        streams=ISSUES_COMMENTS_EVENTS,
     )
     connector = GitHubConnector(config, sleeper=never_waits(clock), clock=clock)
 

@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
+from memsync.compile.support import ResolutionStatus
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import ApiKey, ApiSettings, Settings
 from memsync.runtime.app.services import Services
@@ -150,3 +151,20 @@ def test_without_keys_the_page_is_open_and_still_checks_form_tokens(store: Store
     assert "memsync_ui=" in page.headers["set-cookie"]
     assert refused.status_code == 403
     assert accepted.status_code == 303
+
+
+def test_a_subjects_page_shows_its_health_and_the_resolutions_behind_it(store: Store) -> None:
+    services = _keyed(store)
+    services.resolutions.record("acme", "ana", "s1", ResolutionStatus.UNRESOLVED)
+    services.resolutions.record("globex", "ana", "g1", ResolutionStatus.UNRESOLVED)
+    client = _signed_in(services)
+
+    page = client.get("/ui/subjects/ana").text
+
+    assert re.search(
+        r'id="health"><span class="status health-healthy">healthy</span> <strong>85</strong>', page
+    )
+    assert "unresolved_sessions" in page
+    assert "1 session ended unresolved" in page
+    assert "<code>s1</code>" in page
+    assert "g1" not in page  # another tenant's record

@@ -1,9 +1,12 @@
 from .connector import GitHubComment as GitHubComment
+from .connector import GitHubCommit as GitHubCommit
 from .connector import GitHubConnector as GitHubConnector
+from .connector import GitHubCrossReference as GitHubCrossReference
 from .connector import GitHubIssue as GitHubIssue
 from .connector import GitHubIssueEvent as GitHubIssueEvent
 from .connector import GitHubRecord as GitHubRecord
 from .connector import GitHubReview as GitHubReview
+from .connector import GitHubReviewComment as GitHubReviewComment
 from .connector import RepoRef as RepoRef
 from .declaration import DEFAULT_EVENT_TYPES as DEFAULT_EVENT_TYPES
 from .declaration import GITHUB as GITHUB

@@ -1,4 +1,5 @@
-"""The GitHub connector: issues, pull requests, comments, reviews and issue events.
+"""The GitHub connector: issues, pull requests, comments, reviews, issue events, pull
+request review comments and the cross-references of issue timelines.
 
 What is read, per configured repository and window (through PyGithub, one request at
 a time, every page followed through the ``Link`` header):
@@ -9,7 +10,12 @@ a time, every page followed through the ``Link`` header):
 - for each pull request in that list, ``GET /repos/{o}/{r}/pulls/{n}/reviews``;
 - ``GET /repos/{o}/{r}/issues/comments?sort=updated&direction=asc&since=<start>``;
 - ``GET /repos/{o}/{r}/issues/events`` (newest first, no ``since`` on GitHub's side):
-  read until the first event older than the window start.
+  read until the first event older than the window start;
+- ``GET /repos/{o}/{r}/pulls/comments?sort=updated&direction=asc&since=<start>``: review
+  comments (on lines of a diff), by keyset pages like the issues list, to its end;
+- ``GET /repos/{o}/{r}/issues/{n}/timeline`` for each issue and pull request updated in
+  the window (the issues list again, as a stream of its own): its ``cross-referenced``,
+  ``connected`` and ``committed`` items.
 
 Each list is a stream of its own (:meth:`GitHubConnector.streams`: a repository's
 issues with their reviews, its comments, its events), read one after the other, each
@@ -22,6 +28,8 @@ Deletions: GitHub lists none. An issue whose events in the window say it was
 ``transferred`` (or ``deleted``) is read again (``GET /repos/{o}/{r}/issues/{n}``): a
 404 or 410, or an answer from another repository (a transfer redirects), makes it a
 tombstone for the issue and everything below it; its events are then not handed out.
+A review comment stored and absent from a read of the review-comment list to its end
+(for those created since the window start) is gone: a listing reports it.
 
 PyGithub is configured so that the connector, not the library, decides about waits:
 no urllib3 retries and no throttling sleeps (``retry=None``,
@@ -45,7 +53,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -56,6 +64,7 @@ from memsync.connectors._parsing import optional_int, optional_str, parse_iso_ti
 from memsync.connectors.base import (
     Cursor,
     Deletion,
+    Listing,
     Progress,
     RecordConnector,
     Stream,
@@ -69,7 +78,7 @@ from memsync.connectors.github.declaration import (
     GitHubConfig,
 )
 from memsync.connectors.retry import Retrier, retry_after_from_headers
-from memsync.episode import JSONObject, Tombstone
+from memsync.episode import JSONObject, KeyScope, Tombstone
 from memsync.stopping import Sleeper
 
 if TYPE_CHECKING:
@@ -216,17 +225,21 @@ class GitHubIssueEvent(_GitHubItem):
     created_at: datetime
     actor: str | None
     data: JSONObject
+    read_at: datetime | None = None
 
     episode_type: ClassVar[str] = "github.issue_event"
 
     def key(self) -> str:
-        """``…:issue:{n}:event:{id}``; event ids are unique per repository."""
+        """``…:issue:{n}:event:{id}``; event ids are unique per repository, and an event
+        read from an issue's timeline (``connected``) has the id, key and payload it has
+        in the events list: read by both streams, it is one episode."""
         return f"{self.repo.issue_key_prefix(self.issue_number)}:event:{self.event_id}"
 
     @property
     def position(self) -> datetime:
-        # Events are listed by creation: they never change afterwards.
-        return self.created_at
+        # Events are listed by creation: they never change afterwards. One read from a
+        # timeline is where its issue was found (``read_at``: the issue's updated_at).
+        return self.read_at or self.created_at
 
     @property
     def occurred_at(self) -> datetime:
@@ -268,12 +281,114 @@ class GitHubReview(_GitHubItem):
         return self.repo.subject_values(self.pull_number, self.author, "review")
 
 
+@dataclass(frozen=True, slots=True)
+class GitHubReviewComment(_EditableItem):
+    """A pull request review comment: a comment on a line of the diff (GitHub's
+    ``/pulls/comments``), in its latest state."""
+
+    repo: RepoRef
+    pull_number: int
+    comment_id: int
+    created_at: datetime
+    updated_at: datetime
+    author: str | None
+    data: JSONObject
+
+    episode_type: ClassVar[str] = "github.review_comment"
+
+    def key(self) -> str:
+        """``…:pull:{n}:review_comment:{id}``: review comment ids are unique (GitHub
+        never reuses them) and a comment never moves to another pull request, so the id
+        names it; the number says where it is, beside its pull request's reviews."""
+        return f"{self.repo.key_prefix}:pull:{self.pull_number}:review_comment:{self.comment_id}"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return self.repo.subject_values(self.pull_number, self.author, "review_comment")
+
+
+class _TimelineItem(_GitHubItem):
+    """An item of an issue's timeline: read because its issue was updated, so its
+    position is the issue's ``updated_at`` (``read_at``)."""
+
+    __slots__ = ()
+    read_at: datetime
+
+    @property
+    def position(self) -> datetime:
+        return self.read_at
+
+
+@dataclass(frozen=True, slots=True)
+class GitHubCrossReference(_TimelineItem):
+    """A ``cross-referenced`` timeline item: another issue or pull request (``source``)
+    mentioned this one. It has no id."""
+
+    repo: RepoRef
+    issue_number: int
+    source: RepoRef
+    source_number: int
+    occurred_at: datetime
+    read_at: datetime
+    actor: str | None
+    data: JSONObject
+
+    episode_type: ClassVar[str] = "github.cross_reference"
+
+    def key(self) -> str:
+        """``…:issue:{n}:cross_reference:{source owner}:{source repo}:{source number}``.
+        GitHub gives the item no id; what it says is "that issue links to this one", so
+        the pair names it (the earliest mention is kept when one issue mentions this one
+        again): a re-read finds the same key, and a reference from another repository
+        never collides with one from this repository."""
+        source = f"{self.source.owner}:{self.source.name}:{self.source_number}"
+        return f"{self.repo.issue_key_prefix(self.issue_number)}:cross_reference:{source}"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        return self.repo.subject_values(self.issue_number, self.actor, "cross_reference")
+
+
+@dataclass(frozen=True, slots=True)
+class GitHubCommit(_TimelineItem):
+    """A ``committed`` timeline item: a commit of a pull request (or pushed to an issue's
+    linked branch). It has no id, and its author is a git identity, not a login."""
+
+    repo: RepoRef
+    issue_number: int
+    sha: str
+    occurred_at: datetime
+    read_at: datetime
+    data: JSONObject
+
+    episode_type: ClassVar[str] = "github.commit"
+
+    def key(self) -> str:
+        """``…:issue:{n}:commit:{sha}``: a sha names one commit forever, and the number
+        says which pull request it is part of (one commit may be part of two)."""
+        return f"{self.repo.issue_key_prefix(self.issue_number)}:commit:{self.sha}"
+
+    def subject_values(self) -> Mapping[str, SubjectTemplateField]:
+        # No login: a template naming {author} skips commits.
+        return self.repo.subject_values(self.issue_number, None, "commit")
+
+
 #: Every record the connector yields. Keys are built from ids only, repository
 #: lower-cased: an item re-read in any window, by any instance, gets the same key.
-GitHubRecord = GitHubIssue | GitHubComment | GitHubIssueEvent | GitHubReview
+GitHubRecord = (
+    GitHubIssue
+    | GitHubComment
+    | GitHubIssueEvent
+    | GitHubReview
+    | GitHubReviewComment
+    | GitHubCrossReference
+    | GitHubCommit
+)
+
+#: The timeline items read (``timeline`` stream); the rest of a timeline is read by the
+#: other streams (comments, events, reviews) or says nothing a memory needs.
+TIMELINE_EVENTS: frozenset[str] = frozenset({"cross-referenced", "connected", "committed"})
 
 # What reads one stream of one repository: (window start, window end) -> its items.
-_StreamReader = Callable[[datetime | None, datetime], Iterator[GitHubRecord | Tombstone]]
+_StreamReader = Callable[[datetime | None, datetime], Iterator[GitHubRecord | Deletion]]
 
 
 class _Gone(StopRun):
@@ -341,8 +456,10 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
     def streams(self) -> tuple[Stream, ...]:
         """Per repository, in this order: ``{owner}/{repo}:issues`` (issues, pull
         requests and their reviews, by ``updated_at`` ascending), ``…:comments`` (by
-        ``updated_at`` ascending) and ``…:events`` (read whole, then handed out oldest
-        first), as ``streams`` selects. All are ordered."""
+        ``updated_at`` ascending), ``…:events`` (read whole, then handed out oldest
+        first), ``…:review_comments`` (by ``updated_at`` ascending) and ``…:timeline``
+        (each updated issue's timeline items, at the issue's ``updated_at``), as
+        ``streams`` selects. All are ordered."""
         return tuple(stream for stream, _ in self._stream_readers())
 
     def fetch(
@@ -355,7 +472,8 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
         self, stream: Stream, window: Window, cursor: Cursor | None
     ) -> Iterator[GitHubRecord | Deletion]:
         """Yield the stream's items updated in the window, oldest position first (the
-        events stream: then a tombstone for each issue found gone). Items updated after
+        events stream: then a tombstone for each issue found gone; the review comments:
+        then a listing of those created since the window start). Items updated after
         ``window.end`` are left for the next run."""
         readers = {declared.name: read for declared, read in self._stream_readers()}
         if stream.name not in readers:
@@ -372,6 +490,12 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
                 yield Stream(f"{repo.full_name}:comments", ordered=True), comments
             if "issue_events" in wanted:
                 yield Stream(f"{repo.full_name}:events", ordered=True), partial(self._events, repo)
+            if "review_comments" in wanted:
+                review_comments = partial(self._review_comments, repo)
+                yield Stream(f"{repo.full_name}:review_comments", ordered=True), review_comments
+            if "timeline" in wanted:
+                timeline = partial(self._timeline, repo)
+                yield Stream(f"{repo.full_name}:timeline", ordered=True), timeline
 
     def _issues(
         self, repo: RepoRef, since: datetime | None, until: datetime
@@ -422,6 +546,96 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
                 return
             yield comment
 
+    def _review_comments(
+        self, repo: RepoRef, since: datetime | None, until: datetime
+    ) -> Iterator[GitHubReviewComment | Listing]:
+        """Review comments updated in the window, oldest first (keyset pages, as
+        issues), then, when the read reached the end of the list, a listing of the
+        comments created since ``since``.
+
+        Every comment created at or after ``since`` was updated then too, so the
+        ``since`` list holds every one that still exists, and one stored and absent was
+        deleted. Comments on the last page updated after ``until`` are left for the next
+        run, but they are present. A read that stopped at ``until`` with pages left (a
+        backfill slice) or was cut short lists nothing."""
+        params: dict[str, Any] = {"sort": "updated", "direction": "asc"}
+        present: set[str] = set()
+        pages = self._updated_ascending(repo, "/pulls/comments", params, since, until)
+        while True:
+            try:
+                raw = next(pages)
+            except StopIteration as stop:
+                if not stop.value:
+                    return
+                break
+            comment = _review_comment(repo, raw)
+            present.add(comment.key())
+            if comment.updated_at <= until:
+                yield comment
+        scope = KeyScope(
+            f"{repo.key_prefix}:pull:",
+            occurred_from=since,
+            episode_types=frozenset({GitHubReviewComment.episode_type}),
+        )
+        yield Listing(scope, frozenset(present))
+
+    def _timeline(
+        self, repo: RepoRef, since: datetime | None, until: datetime
+    ) -> Iterator[GitHubIssueEvent | GitHubCrossReference | GitHubCommit]:
+        """For each issue and pull request updated in the window (the issues list, by
+        keyset pages, oldest first), its timeline's ``cross-referenced``, ``connected``
+        and ``committed`` items, at the issue's ``updated_at``."""
+        params: dict[str, Any] = {"state": "all", "sort": "updated", "direction": "asc"}
+        for raw in self._updated_ascending(repo, "/issues", params, since, until):
+            issue = _issue(repo, raw)
+            if issue.updated_at > until:
+                return
+            yield from self._timeline_of(issue)
+
+    def _timeline_of(
+        self, issue: GitHubIssue
+    ) -> Iterator[GitHubIssueEvent | GitHubCrossReference | GitHubCommit]:
+        path = f"/issues/{issue.number}/timeline"
+        try:
+            timeline = self._whole_list(issue.repo, path)
+        except _Gone:
+            return  # deleted since the issues list named it: nothing to read
+        seen: set[str] = set()
+        for raw in timeline:
+            event = raw.get("event")
+            if event not in TIMELINE_EVENTS:
+                continue
+            record = _timeline_item(issue, raw)
+            # One issue mentioning this one twice is one cross-reference: the first.
+            if record.key() not in seen:
+                seen.add(record.key())
+                yield record
+
+    def _whole_list(self, repo: RepoRef, path: str) -> list[JSONObject]:
+        """Every item of a list that has no ``since`` and only ever loses items or gains
+        them at its end (an issue's timeline: a comment deleted leaves it).
+
+        One page is one answer, whole. A longer list is read by page numbers, so an item
+        leaving a page already read would slide the next page's first item onto it,
+        unseen: it is read again until a read holds every item of the read before it.
+        An item gone meanwhile shows as missing from the later read, and only an item
+        read before it left can shift another away, so a read whose items all remain in
+        the next missed nothing; items leave a list only so often, so the reads end."""
+        previous: list[JSONObject] | None = None
+        while True:
+            items: list[JSONObject] = []
+            more = False
+            for raw, has_next in self._pages(repo, path, {}):
+                items.append(raw)
+                more = more or has_next
+            if not more:
+                return items  # one page
+            if previous is not None and {_list_identity(r) for r in previous} <= {
+                _list_identity(r) for r in items
+            }:
+                return items
+            previous = items
+
     def _events(
         self, repo: RepoRef, since: datetime | None, until: datetime
     ) -> Iterator[GitHubIssueEvent | Tombstone]:
@@ -465,12 +679,13 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
         params: dict[str, Any],
         since: datetime | None,
         until: datetime,
-    ) -> Iterator[JSONObject]:
+    ) -> Generator[JSONObject, None, bool]:
         """Every item of a ``sort=updated&direction=asc`` list updated at or after
         ``since``, oldest first, each version of an item once (by ``id`` and
         ``updated_at``): an item updated while the list is read comes again later, as
         the newer version it is. It stops after the first page that reaches past
-        ``until`` (the caller stops at the first item past it).
+        ``until`` (the caller stops at the first item past it), and returns whether
+        that page was the list's last.
 
         Keyset pagination: each next page is page 1 of ``since=<the latest updated_at
         seen>`` (inclusive; the items of that second seen before are dropped), never
@@ -487,7 +702,7 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
         while True:
             page, more = self._first_page(repo, path, params, floor)
             if not page:
-                return
+                return True
             top = max(updated for _, _, updated in page)
             if more and top <= until and all(updated == top for _, _, updated in page):
                 # A page of one second: the next ``since`` could not move past it.
@@ -501,7 +716,7 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
                     seen_at_floor.add((ident, updated))
                     yield raw
             if not more or top > until:
-                return
+                return not more
             floor = top
             seen_at_floor = {(ident, updated) for ident, updated in seen_at_floor if updated == top}
 
@@ -709,9 +924,17 @@ def _comment(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubComment:
     )
 
 
-def _event(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubIssueEvent:
-    issue = raw.get("issue")
-    number = optional_int(issue.get("number")) if isinstance(issue, dict) else None
+def _event(
+    repo: RepoRef,
+    raw: Mapping[str, Any],
+    number: int | None = None,
+    read_at: datetime | None = None,
+) -> GitHubIssueEvent:
+    """An event of the repository's list (which embeds its ``issue``), or of the
+    timeline of issue ``number`` read at ``read_at``: the same key and payload."""
+    if number is None:
+        issue = raw.get("issue")
+        number = optional_int(issue.get("number")) if isinstance(issue, dict) else None
     if number is None:
         raise StopRun(f"{_SOURCE}: issue event {raw.get('id')!r} names no issue number")
     event = optional_str(raw.get("event")) or "unknown"
@@ -741,7 +964,134 @@ def _event(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubIssueEvent:
         created_at=parse_iso_time(raw.get("created_at"), "event created_at", source=_SOURCE),
         actor=actor,
         data=data,
+        read_at=read_at,
     )
+
+
+def _review_comment(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubReviewComment:
+    # The comment names its pull request only through pull_request_url (…/pulls/{n}).
+    pull_url = optional_str(raw.get("pull_request_url")) or ""
+    number = pull_url.rstrip("/").rsplit("/", 1)[-1]
+    if not number.isdigit():
+        raise StopRun(
+            f"{_SOURCE}: review comment {raw.get('id')!r} has no pull_request_url: {pull_url!r}"
+        )
+    author = _login(raw.get("user"))
+    # Where the comment sits in the current diff (position, line, side, commit_id) moves
+    # with every push, without an edit; the original_* fields and the hunk stay.
+    return GitHubReviewComment(
+        repo=repo,
+        pull_number=int(number),
+        comment_id=required_int(raw, "id", "review comment", source=_SOURCE),
+        created_at=parse_iso_time(
+            raw.get("created_at"), "review comment created_at", source=_SOURCE
+        ),
+        updated_at=parse_iso_time(
+            raw.get("updated_at"), "review comment updated_at", source=_SOURCE
+        ),
+        author=author,
+        data={
+            "id": raw.get("id"),
+            "pull_number": int(number),
+            "review_id": raw.get("pull_request_review_id"),
+            "in_reply_to_id": raw.get("in_reply_to_id"),
+            "body": raw.get("body"),
+            "author": author,
+            "path": raw.get("path"),
+            "diff_hunk": raw.get("diff_hunk"),
+            "original_line": raw.get("original_line"),
+            "original_start_line": raw.get("original_start_line"),
+            "original_commit_id": raw.get("original_commit_id"),
+            "created_at": raw.get("created_at"),
+            "html_url": raw.get("html_url"),
+        },
+    )
+
+
+def _timeline_item(
+    issue: GitHubIssue, raw: Mapping[str, Any]
+) -> GitHubIssueEvent | GitHubCrossReference | GitHubCommit:
+    """A ``cross-referenced``, ``connected`` or ``committed`` item of ``issue``'s
+    timeline (see :data:`TIMELINE_EVENTS`)."""
+    event = raw.get("event")
+    if event == "connected":
+        return _event(issue.repo, raw, issue.number, read_at=issue.updated_at)
+    if event == "committed":
+        sha = optional_str(raw.get("sha"))
+        if not sha:
+            raise StopRun(f"{_SOURCE}: a committed item of #{issue.number} has no sha")
+        author = _object(raw.get("author"))
+        committer = _object(raw.get("committer"))
+        when = committer.get("date") or author.get("date")
+        return GitHubCommit(
+            repo=issue.repo,
+            issue_number=issue.number,
+            sha=sha,
+            occurred_at=parse_iso_time(when, "commit date", source=_SOURCE),
+            read_at=issue.updated_at,
+            data={
+                "sha": sha,
+                "issue_number": issue.number,
+                "message": raw.get("message"),
+                "author_name": author.get("name"),
+                "authored_at": author.get("date"),
+                "committed_at": committer.get("date"),
+                "html_url": raw.get("html_url"),
+            },
+        )
+    return _cross_reference(issue, raw)
+
+
+def _cross_reference(issue: GitHubIssue, raw: Mapping[str, Any]) -> GitHubCrossReference:
+    source = raw.get("source")
+    referencing = source.get("issue") if isinstance(source, dict) else None
+    if not isinstance(referencing, dict):
+        raise StopRun(f"{_SOURCE}: a cross-reference of #{issue.number} names no source issue")
+    # repository_url is …/repos/{owner}/{repo}: a reference may come from elsewhere.
+    where = (optional_str(referencing.get("repository_url")) or "").rstrip("/").split("/")
+    if len(where) < 3 or where[-3] != "repos":
+        raise StopRun(
+            f"{_SOURCE}: the source of a cross-reference of #{issue.number} has no "
+            f"repository_url: {referencing.get('repository_url')!r}"
+        )
+    source_repo = RepoRef.parse(f"{where[-2]}/{where[-1]}")
+    number = required_int(referencing, "number", "cross-reference source", source=_SOURCE)
+    actor = _login(raw.get("actor"))
+    # The source's state and update time are left out: closing the referencing issue
+    # is not an edit of the reference (its title is what a reader needs to know).
+    return GitHubCrossReference(
+        repo=issue.repo,
+        issue_number=issue.number,
+        source=source_repo,
+        source_number=number,
+        occurred_at=parse_iso_time(
+            raw.get("created_at"), "cross-reference created_at", source=_SOURCE
+        ),
+        read_at=issue.updated_at,
+        actor=actor,
+        data={
+            "issue_number": issue.number,
+            "source_repository": source_repo.full_name,
+            "source_number": number,
+            "source_title": referencing.get("title"),
+            "source_is_pull_request": isinstance(referencing.get("pull_request"), dict),
+            "source_html_url": referencing.get("html_url"),
+            "actor": actor,
+            "created_at": raw.get("created_at"),
+        },
+    )
+
+
+def _list_identity(raw: Mapping[str, Any]) -> str:
+    """What names an item of a timeline whatever its kind: its id (or node id), a
+    commit's sha, a cross-reference's source and time."""
+    for field in ("id", "node_id", "sha"):
+        if raw.get(field) is not None:
+            return f"{field}:{raw[field]}"
+    source = raw.get("source")
+    referencing = source.get("issue") if isinstance(source, dict) else None
+    url = referencing.get("url") if isinstance(referencing, dict) else None
+    return f"{raw.get('event')}:{url}:{raw.get('created_at')}"
 
 
 def _item_id(raw: Mapping[str, Any]) -> int:
@@ -750,6 +1100,10 @@ def _item_id(raw: Mapping[str, Any]) -> int:
 
 def _item_updated(raw: Mapping[str, Any]) -> datetime:
     return parse_iso_time(raw.get("updated_at"), "list item updated_at", source=_SOURCE)
+
+
+def _object(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _login(user: object) -> str | None:

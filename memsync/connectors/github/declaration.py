@@ -4,7 +4,7 @@ its configuration model and its declaration (see :mod:`memsync.connectors.declar
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -13,10 +13,16 @@ from memsync.connectors.declaration import ConnectorDeclaration, KeyPolicy
 
 __all__ = ["DEFAULT_EVENT_TYPES", "GITHUB", "GitHubConfig", "GitHubStream"]
 
-GitHubStream = Literal["issues", "pull_requests", "issue_comments", "reviews", "issue_events"]
-_ALL_STREAMS: frozenset[GitHubStream] = frozenset(
-    {"issues", "pull_requests", "issue_comments", "reviews", "issue_events"}
-)
+GitHubStream = Literal[
+    "issues",
+    "pull_requests",
+    "issue_comments",
+    "reviews",
+    "issue_events",
+    "review_comments",
+    "timeline",
+]
+_ALL_STREAMS: frozenset[GitHubStream] = frozenset(get_args(GitHubStream))
 
 #: Issue events that say something happened to the issue. ``subscribed``, ``mentioned``
 #: and ``referenced`` are left out: they are notifications, not changes.
@@ -86,11 +92,13 @@ GITHUB = ConnectorDeclaration(
     type="github",
     key_policy=KeyPolicy.IDENTITY,
     key_rationale=(
-        "Issues, pull requests, comments, reviews and events have numbers and ids that "
-        "GitHub never reuses within a repository and that survive edits, so keys are built "
-        "from the (lower-cased) owner, repository and ids, never from text: an edited title "
-        "or body is a new revision of the same episode, a closed issue gets its close event "
-        "once, and re-reading an unchanged item stores nothing."
+        "Issues, pull requests, comments, review comments, reviews and events have numbers "
+        "and ids that GitHub never reuses within a repository and that survive edits, so "
+        "keys are built from the (lower-cased) owner, repository and ids, never from text: "
+        "an edited title or body is a new revision of the same episode, a closed issue gets "
+        "its close event once, and re-reading an unchanged item stores nothing. Timeline "
+        "items without an id are named by what they link: a commit by its sha on its pull "
+        "request, a cross-reference by the referencing issue on the referenced one."
     ),
     config_model=GitHubConfig,
     example_key="github:acme:api-server:issue:4471:opened",
@@ -99,7 +107,10 @@ GITHUB = ConnectorDeclaration(
     deletions=(
         "An issue whose events in the window say it was transferred or deleted, and "
         "that answers 404 or 410 (or from another repository) when read again, is "
-        "reported with its comments and events. GitHub lists no deletions otherwise: an "
-        "issue, comment or review deleted without such an event is not seen."
+        "reported with its comments and events. A pull request review comment absent from "
+        "a read of the review-comment list to its end is reported (for the comments that "
+        "read covers: created since its window start). GitHub lists no deletions "
+        "otherwise: an issue, comment, review or timeline item deleted without such an "
+        "event is not seen."
     ),
 )

@@ -53,6 +53,19 @@ strings; omitted ones come from the fake's clock, one minute per call after
   FakeIssue``: the issue and its comments move to the other repository under a new
   number (the next free one), the old repository lists a ``transferred`` event, and
   its ``/issues/{n}`` answers 301 to the new location, as GitHub does.
+- ``add_review_comment(owner, repo, number, body, *, path="file1.txt", line=2,
+  created_at=None, updated_at=None, user="octocat", in_reply_to=None, id=None) ->
+  FakeReviewComment`` (pull requests only; bumps the pull request),
+  ``edit_review_comment(owner, repo, comment_id, body, *, updated_at=None)`` (bumps the
+  comment) and ``delete_review_comment(owner, repo, comment_id)`` (it leaves the lists;
+  ``/pulls/comments/{id}`` answers 404).
+- ``add_cross_reference(owner, repo, number, source_owner, source_repo, source_number,
+  *, actor="octocat", created_at=None)`` (the source issue must exist) and
+  ``add_commit(owner, repo, number, message, *, sha=None, author_name=...,
+  committed_at=None)``: ``cross-referenced`` and ``committed`` items on ``number``'s
+  timeline; both bump ``number``'s ``updated_at``. ``add_event(..., "connected")`` is a
+  ``connected`` item there (and in the events lists). ``delete_comment(owner, repo,
+  comment_id)`` removes a comment from the lists and its issue's timeline.
 - ``after_request(action)``: ``action(request)`` runs after each request is answered
   and before the next one is (edit an issue between two page requests).
 - ``script_rate_limit(kind="primary" | "secondary", *, on_request_number=None,
@@ -86,8 +99,16 @@ Served (GET/HEAD), under ``/repos/{owner}/{repo}`` and ``/repositories/{id}``:
   ``/issues/{n}/comments`` (ascending, ``since``);
 - ``/issues/events`` (newest first, with the embedded ``issue``) and
   ``/issues/{n}/events`` (oldest first);
+- ``/issues/{n}/timeline`` (oldest first: the issue's comments as ``commented``, its
+  events, ``cross-referenced`` and ``committed`` items; shapes from
+  https://docs.github.com/en/rest/issues/timeline and the fixtures
+  ``issue_timeline.json``, ``issue_timeline_references.variant.json``);
 - ``/pulls`` (``state``, ``sort``, ``direction``), ``/pulls/{n}`` (the list-item
-  shape) and ``/pulls/{n}/reviews``; and ``/rate_limit`` (free).
+  shape) and ``/pulls/{n}/reviews``;
+- ``/pulls/comments`` (``sort`` created | updated | created_at, ``direction`` ignored
+  without ``sort``, ``since`` on ``updated_at``; without ``sort`` ascending by id, as
+  https://docs.github.com/en/rest/pulls/comments documents) and ``/pulls/comments/{id}``
+  (shape: ``pull_review_comments_list.json``); and ``/rate_limit`` (free).
 
 Lists paginate with ``per_page`` (default 30, max 100) and ``page`` and carry a
 ``Link`` header with ``prev``, ``next``, ``last``, ``first`` in GitHub's order; like
@@ -101,7 +122,9 @@ Budget: ``FakeGitHub(rate_limit=N, enforce_rate_limit=True)`` answers every requ
 after the first ``N`` charged ones with the primary-limit 403, as GitHub does when a
 token's hourly budget is spent, until ``reset_rate_limit()``.
 
-Not done: timeline, labels, milestones, assignees and ``labels=`` filters;
+Not done: timeline items other than comments, events, cross-references and commits
+(reviews, line comments), the timeline's ``exclude``, ``/pulls/{n}/comments``; labels,
+milestones, assignees and ``labels=`` filters;
 ``/pulls/{n}`` serves the list-item shape, not the full pull request; write endpoints;
 error bodies for 401, 403 (no access) and 5xx, and 404's ``documentation_url``, are
 written by hand (no fixture). No rate-limit accounting beyond the ``x-ratelimit-*``
@@ -160,11 +183,13 @@ import base64
 import bisect
 import copy
 import hashlib
+import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlencode
 
@@ -179,10 +204,13 @@ from memsync.connectors.fake_http import (
 
 __all__ = [
     "FakeComment",
+    "FakeCommit",
+    "FakeCrossReference",
     "FakeEvent",
     "FakeGitHub",
     "FakeIssue",
     "FakeReview",
+    "FakeReviewComment",
     "ScriptedRule",
 ]
 
@@ -296,6 +324,51 @@ class FakeReview:
 
 
 @dataclass
+class FakeReviewComment:
+    """A pull request review comment (a comment on a line of the diff)."""
+
+    owner: str
+    repo: str
+    pull_number: int
+    id: int
+    body: str
+    user: str
+    path: str
+    line: int
+    created_at: datetime
+    updated_at: datetime
+    in_reply_to_id: int | None = None
+    _cache: bytes | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class FakeCrossReference:
+    """A ``cross-referenced`` timeline item: ``source`` issue mentioned ``number``."""
+
+    owner: str
+    repo: str
+    number: int
+    source_owner: str
+    source_repo: str
+    source_number: int
+    actor: str
+    created_at: datetime
+
+
+@dataclass
+class FakeCommit:
+    """A ``committed`` timeline item of a pull request."""
+
+    owner: str
+    repo: str
+    number: int
+    sha: str
+    message: str
+    author_name: str
+    committed_at: datetime
+
+
+@dataclass
 class ScriptedRule:
     """A scripted error response; ``served`` counts how often it was sent."""
 
@@ -327,6 +400,9 @@ class _Repo:
     comments: dict[int, FakeComment] = field(default_factory=dict)
     events: list[FakeEvent] = field(default_factory=list)
     reviews: dict[int, list[FakeReview]] = field(default_factory=dict)
+    review_comments: dict[int, FakeReviewComment] = field(default_factory=dict)
+    cross_references: list[FakeCrossReference] = field(default_factory=list)
+    commits: list[FakeCommit] = field(default_factory=list)
     # number -> where a deleted (None) or transferred (the new API url) issue went
     gone: dict[int, str | None] = field(default_factory=dict)
     version: int = 0
@@ -405,6 +481,9 @@ class FakeGitHub(FakeHTTPServer):
             "issue_events": load_fixture("github", "issue_events_list_issue.variant.json"),
             "review": load_fixture("github", "pull_reviews_list.json")[0],
             "pull": load_fixture("github", "pulls_list.json")[0],
+            "review_comment": load_fixture("github", "pull_review_comments_list.json")[0],
+            "timeline": load_fixture("github", "issue_timeline.json"),
+            "timeline_references": load_fixture("github", "issue_timeline_references.variant.json"),
             "rate_limit": load_fixture("github", "rate_limit.json"),
             "primary_403": load_fixture("github", "error_primary_rate_limit.response.json"),
             "primary_429": load_fixture(
@@ -620,9 +699,7 @@ class FakeGitHub(FakeHTTPServer):
     ) -> FakeReview:
         """Review a pull request; bumps the PR's ``updated_at``."""
         with self._lock:
-            issue = self._issue(owner, repo, number)
-            if not issue.is_pull_request:
-                raise ValueError(f"{owner}/{repo}#{number} is an issue, not a pull request")
+            issue = self._pull(owner, repo, number)
             when = self._time(submitted_at)
             review = FakeReview(
                 owner=owner,
@@ -638,6 +715,128 @@ class FakeGitHub(FakeHTTPServer):
             self._repo(owner, repo).reviews.setdefault(number, []).append(review)
             self._touch(issue, when)
             return review
+
+    def add_review_comment(
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        body: str,
+        *,
+        path: str = "file1.txt",
+        line: int = 2,
+        created_at: Timestamp | None = None,
+        updated_at: Timestamp | None = None,
+        user: str = "octocat",
+        in_reply_to: int | None = None,
+        id: int | None = None,
+    ) -> FakeReviewComment:
+        """Comment on line ``line`` of ``path`` in pull request ``number``'s diff; bumps
+        the pull request's ``updated_at``."""
+        with self._lock:
+            issue = self._pull(owner, repo, number)
+            created = self._time(created_at)
+            comment = FakeReviewComment(
+                owner=owner,
+                repo=repo,
+                pull_number=number,
+                id=id if id is not None else self._new_id("review_comment"),
+                body=body,
+                user=user,
+                path=path,
+                line=line,
+                created_at=created,
+                updated_at=_to_datetime(updated_at) if updated_at is not None else created,
+                in_reply_to_id=in_reply_to,
+            )
+            self._repo(owner, repo).review_comments[comment.id] = comment
+            self._touch(issue, created)
+            return comment
+
+    def edit_review_comment(
+        self,
+        owner: str,
+        repo: str,
+        comment_id: int,
+        body: str,
+        *,
+        updated_at: Timestamp | None = None,
+    ) -> FakeReviewComment:
+        """Change a review comment's body and bump its ``updated_at``."""
+        with self._lock:
+            r = self._repo(owner, repo)
+            comment = r.review_comments[comment_id]
+            comment.body = body
+            comment.updated_at = self._time(updated_at)
+            comment._cache = None
+            r.version += 1
+            return comment
+
+    def delete_review_comment(self, owner: str, repo: str, comment_id: int) -> None:
+        """Delete a review comment: it leaves the lists and answers 404, as on GitHub
+        (which records no event for it)."""
+        with self._lock:
+            r = self._repo(owner, repo)
+            del r.review_comments[comment_id]
+            r.version += 1
+
+    def delete_comment(self, owner: str, repo: str, comment_id: int) -> None:
+        """Delete an issue comment: it leaves the comment lists and its issue's timeline
+        (the items after it move one place earlier)."""
+        with self._lock:
+            r = self._repo(owner, repo)
+            del r.comments[comment_id]
+            r.version += 1
+
+    def add_cross_reference(
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        source_owner: str,
+        source_repo: str,
+        source_number: int,
+        *,
+        actor: str = "octocat",
+        created_at: Timestamp | None = None,
+    ) -> FakeCrossReference:
+        """Issue ``source_owner/source_repo#source_number`` (which must exist) mentions
+        ``number``: a ``cross-referenced`` item on ``number``'s timeline. Bumps
+        ``number``'s ``updated_at``, so a reader of updated issues finds it."""
+        with self._lock:
+            issue = self._issue(owner, repo, number)
+            self._issue(source_owner, source_repo, source_number)
+            when = self._time(created_at)
+            reference = FakeCrossReference(
+                owner, repo, number, source_owner, source_repo, source_number, actor, when
+            )
+            self._repo(owner, repo).cross_references.append(reference)
+            self._touch(issue, when)
+            return reference
+
+    def add_commit(
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        message: str,
+        *,
+        sha: str | None = None,
+        author_name: str = "Monalisa Octocat",
+        committed_at: Timestamp | None = None,
+    ) -> FakeCommit:
+        """Push a commit to pull request ``number``: a ``committed`` item on its timeline;
+        bumps the pull request's ``updated_at``."""
+        with self._lock:
+            issue = self._issue(owner, repo, number)
+            when = self._time(committed_at)
+            digest = hashlib.sha1(f"{owner}/{repo}#{number}:{message}:{when}".encode())
+            commit = FakeCommit(
+                owner, repo, number, sha or digest.hexdigest(), message, author_name, when
+            )
+            self._repo(owner, repo).commits.append(commit)
+            self._touch(issue, when)
+            return commit
 
     def delete_issue(self, owner: str, repo: str, number: int) -> None:
         """Delete an issue (see the module docstring)."""
@@ -843,6 +1042,12 @@ class FakeGitHub(FakeHTTPServer):
             raise KeyError(f"{owner}/{repo} has no issue #{number}")
         return issue
 
+    def _pull(self, owner: str, repo: str, number: int) -> FakeIssue:
+        issue = self._issue(owner, repo, number)
+        if not issue.is_pull_request:
+            raise ValueError(f"{owner}/{repo}#{number} is an issue, not a pull request")
+        return issue
+
     # == rendering ===================================================================
 
     def _prepare_templates(self, r: _Repo) -> None:
@@ -857,7 +1062,16 @@ class FakeGitHub(FakeHTTPServer):
             ("git:github.com/octocat/Hello-World", f"git:github.com/{r.owner}/{r.name}"),
             ("git@github.com:octocat/Hello-World", f"git@github.com:{r.owner}/{r.name}"),
         ]
-        for key in ("issue", "comment", "repo_event", "review", "pull"):
+        for key in (
+            "issue",
+            "comment",
+            "repo_event",
+            "review",
+            "pull",
+            "review_comment",
+            "timeline",
+            "timeline_references",
+        ):
             r.templates[key] = _replace_strings(self._fixtures[key], replacements)
         r.templates["issue_events"] = _replace_strings(self._fixtures["issue_events"], replacements)
         repo_json = copy.deepcopy(r.templates["pull"]["base"]["repo"])
@@ -1015,6 +1229,88 @@ class FakeGitHub(FakeHTTPServer):
         )
         return data
 
+    def _review_comment_bytes(self, r: _Repo, c: FakeReviewComment) -> bytes:
+        if c._cache is None:
+            api = f"{self.base_url}/repos/{r.owner}/{r.name}"
+            html = f"{self.html_url}/{r.owner}/{r.name}/pull/{c.pull_number}#discussion_r{c.id}"
+            data = dict(r.templates["review_comment"])
+            data.update(
+                url=f"{api}/pulls/comments/{c.id}",
+                id=c.id,
+                node_id=_node_id("PullRequestReviewComment", c.id),
+                path=c.path,
+                in_reply_to_id=c.in_reply_to_id,
+                user=self._user(c.user),
+                body=c.body,
+                created_at=_iso(c.created_at),
+                updated_at=_iso(c.updated_at),
+                html_url=html,
+                pull_request_url=f"{api}/pulls/{c.pull_number}",
+                _links={
+                    "self": {"href": f"{api}/pulls/comments/{c.id}"},
+                    "html": {"href": html},
+                    "pull_request": {"href": f"{api}/pulls/{c.pull_number}"},
+                },
+                line=c.line,
+                original_line=c.line,
+                start_line=None,
+                original_start_line=None,
+            )
+            if c.in_reply_to_id is None:
+                data.pop("in_reply_to_id", None)  # the schema's field is optional
+            c._cache = compact_json(data)
+        return c._cache
+
+    def _commented_json(self, r: _Repo, c: FakeComment) -> Json:
+        template = next(t for t in r.templates["timeline"] if t["event"] == "commented")
+        data = dict(template)
+        comment = dict(_decode(self._comment_bytes(r, c)))
+        data.update({k: comment[k] for k in ("id", "node_id", "url", "html_url", "issue_url")})
+        data.update(
+            body=c.body,
+            user=self._user(c.user),
+            actor=self._user(c.user),
+            created_at=_iso(c.created_at),
+            updated_at=_iso(c.updated_at),
+        )
+        return data
+
+    def _cross_reference_json(self, r: _Repo, x: FakeCrossReference) -> Json:
+        template = next(
+            t for t in r.templates["timeline_references"] if t["event"] == "cross-referenced"
+        )
+        source_repo = self._repo(x.source_owner, x.source_repo)
+        source = source_repo.issues.get(x.source_number)
+        data = dict(template)
+        data.update(
+            actor=self._user(x.actor),
+            created_at=_iso(x.created_at),
+            updated_at=_iso(x.created_at),
+        )
+        if source is not None:  # a deleted source leaves the timeline with it
+            data["source"] = {"type": "issue", "issue": self._issue_json(source_repo, source)}
+        return data
+
+    def _commit_json(self, r: _Repo, m: FakeCommit) -> Json:
+        template = next(t for t in r.templates["timeline_references"] if t["event"] == "committed")
+        api = f"{self.base_url}/repos/{r.owner}/{r.name}"
+        person = {
+            "date": _iso(m.committed_at),
+            "name": m.author_name,
+            "email": "octocat@github.com",
+        }
+        data = dict(template)
+        data.update(
+            sha=m.sha,
+            node_id=_node_id("Commit", int(m.sha[:8], 16)),
+            url=f"{api}/git/commits/{m.sha}",
+            html_url=f"{self.html_url}/{r.owner}/{r.name}/commit/{m.sha}",
+            author=person,
+            committer=dict(person),
+            message=m.message,
+        )
+        return data
+
     def _pull_json(self, r: _Repo, issue: FakeIssue) -> Json:
         api = f"{self.base_url}/repos/{r.owner}/{r.name}"
         html = f"{self.html_url}/{r.owner}/{r.name}"
@@ -1168,6 +1464,19 @@ class FakeGitHub(FakeHTTPServer):
                     events,
                     lambda e: compact_json(self._event_json(r, e, with_issue=False)),
                 )
+            case ["issues", number, "timeline"] if number.isdigit():
+                return self._timeline(request, r, self._find_issue(r, int(number)))
+            case ["pulls", "comments"]:
+                return self._list_review_comments(request, r)
+            case ["pulls", "comments", ident] if ident.isdigit():
+                found = r.review_comments.get(int(ident))
+                if found is None:
+                    raise _HTTPError(
+                        404,
+                        "Not Found",
+                        "https://docs.github.com/rest/pulls/comments#get-a-review-comment-for-a-pull-request",
+                    )
+                return self._respond(request, self._review_comment_bytes(r, found), [])
             case ["pulls"]:
                 return self._list_pulls(request, r)
             case ["pulls", number] if number.isdigit():
@@ -1280,6 +1589,57 @@ class FakeGitHub(FakeHTTPServer):
             selected = selected[::-1]
         return self._paginate(request, r, selected, lambda c: self._comment_bytes(r, c))
 
+    def _list_review_comments(self, request: RecordedRequest, r: _Repo) -> FakeResponse:
+        """``/pulls/comments``: ``sort`` created | updated | created_at, ``direction``
+        (ignored without ``sort``), ``since`` on ``updated_at``; without ``sort``
+        ascending by id ("By default, review comments are in ascending order by ID")."""
+        since = self._since(request)
+        sort_given = request.param("sort") is not None
+        sort = self._choice(request, "sort", ("created", "updated", "created_at"), "created")
+        direction = (
+            self._choice(request, "direction", ("asc", "desc"), "desc") if sort_given else "asc"
+        )
+        if sort == "updated":
+            ordered, keys = self._sorted_view(
+                r,
+                "review_comments:updated",
+                r.review_comments.values,
+                lambda c: (c.updated_at, c.id),
+            )
+            start = bisect.bisect_left(keys, (since, -1)) if since is not None else 0
+            selected = ordered[start:]
+        else:
+            by = (lambda c: (c.created_at, c.id)) if sort_given else (lambda c: (c.id,))
+            ordered, _ = self._sorted_view(
+                r, f"review_comments:{sort}:{sort_given}", r.review_comments.values, by
+            )
+            selected = ordered if since is None else [c for c in ordered if c.updated_at >= since]
+        if direction == "desc":
+            selected = selected[::-1]
+        return self._paginate(request, r, selected, lambda c: self._review_comment_bytes(r, c))
+
+    def _timeline(self, request: RecordedRequest, r: _Repo, issue: FakeIssue) -> FakeResponse:
+        """``/issues/{n}/timeline``, oldest first: the issue's comments (``commented``),
+        its events, cross-references and commits."""
+        n = issue.number
+        items: list[tuple[datetime, int, Callable[[], Json]]] = []
+        for c in r.comments.values():
+            if c.issue_number == n:
+                items.append((c.created_at, c.id, partial(self._commented_json, r, c)))
+        for e in r.events:
+            if e.issue_number == n:
+                items.append(
+                    (e.created_at, e.id, partial(self._event_json, r, e, with_issue=False))
+                )
+        for x in r.cross_references:
+            if x.number == n:
+                items.append((x.created_at, 0, partial(self._cross_reference_json, r, x)))
+        for m in r.commits:
+            if m.number == n:
+                items.append((m.committed_at, 0, partial(self._commit_json, r, m)))
+        items.sort(key=lambda item: (item[0], item[1]))
+        return self._paginate(request, r, items, lambda item: compact_json(item[2]()))
+
     def _list_pulls(self, request: RecordedRequest, r: _Repo) -> FakeResponse:
         state = self._choice(request, "state", ("open", "closed", "all"), "open")
         sort = self._choice(
@@ -1384,6 +1744,10 @@ def _limit_response(
     pairs = [("Content-Type", "application/json; charset=utf-8")]
     pairs += [(k, v) for k, v in headers.items() if k != "content-type"]
     return FakeResponse(status, compact_json(body), pairs)
+
+
+def _decode(body: bytes) -> Json:
+    return json.loads(body)
 
 
 def _int_param(request: RecordedRequest, name: str, default: int) -> int:

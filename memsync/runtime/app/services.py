@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from memsync.runtime.reading.indexes import MemorySearch, SubjectIndexes
     from memsync.runtime.reading.memories import MemoryRepository
     from memsync.runtime.reading.receipts import Receipts
+    from memsync.runtime.support.resolutions import Resolutions
+    from memsync.runtime.support.service import SupportService
     from memsync.runtime.sync.records import RunRecord
     from memsync.runtime.sync.repository import ConnectorState, SyncRepository
     from memsync.runtime.sync.runner import BatchProgress, SliceProgress, SyncRunner
@@ -284,6 +286,20 @@ class Services:
         return MemorySearch(self._subject_indexes, self.memories)
 
     @cached_property
+    def resolutions(self) -> Resolutions:
+        """Resolution records of support sessions."""
+        from memsync.runtime.support.resolutions import Resolutions
+
+        return Resolutions(self.store, self.clock)
+
+    @cached_property
+    def support(self) -> SupportService:
+        """Subject health, SLA and handoff briefs."""
+        from memsync.runtime.support.service import SupportService
+
+        return SupportService(self.store, self.episodes, self.memories, self.resolutions)
+
+    @cached_property
     def authenticator(self) -> Authenticator:
         """API keys and tenants of the HTTP API."""
         from memsync.runtime.app.api.auth import Authenticator
@@ -504,17 +520,19 @@ class Services:
     def delete_subject(self, tenant_id: str, subject_id: str) -> SubjectDeletion:
         """Delete everything of one subject of one tenant, in one transaction: episodes
         and their revisions, memories with their provenance, supersession records,
-        conflicts and receipts. With :meth:`forget_connector`, the only way anything is
+        conflicts, receipts and resolutions. With :meth:`forget_connector`, the only way anything is
         deleted."""
         from memsync.runtime.compiling.memories import delete_subject_memories
         from memsync.runtime.ingest.statements import delete_subject_episodes
         from memsync.runtime.reading.receipts import delete_subject_receipts
+        from memsync.runtime.support.resolutions import delete_subject_resolutions
 
         with self.store.write() as connection:
             memories = delete_subject_memories(connection, tenant_id, subject_id)
             episodes = delete_subject_episodes(connection, tenant_id, subject_id)
             # A receipt holds the tasks asked about the subject: an erasure takes them too.
             delete_subject_receipts(connection, tenant_id, subject_id)
+            delete_subject_resolutions(connection, tenant_id, subject_id)
         return SubjectDeletion(subject_id, episodes, memories)
 
     def forget_connector(

@@ -41,7 +41,7 @@ from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository
 from memsync.runtime.reading.indexes import SubjectIndex, SubjectIndexes
 from memsync.runtime.reading.memories import MemoryRepository, MemoryVersion
 
-__all__ = ["BUNDLE_EPISODES", "EMPTY_STORE_AS_OF", "ContextReader"]
+__all__ = ["BUNDLE_EPISODES", "EMPTY_STORE_AS_OF", "ContextReader", "latest_change"]
 
 BUNDLE_EPISODES = 20
 """The most recent episodes a bundle considers."""
@@ -106,7 +106,7 @@ class ContextReader:
             # The moment the fast path would date the bundle; the history read as of it
             # is the current state, and a change committed meanwhile is later than it.
             recent = self._episodes.recent(tenant_id, subject_id, as_of=None, limit=BUNDLE_EPISODES)
-            as_of = _latest_change(self._memories.version(tenant_id, subject_id), recent)
+            as_of = latest_change(self._memories.version(tenant_id, subject_id), recent)
         if as_of is not None:
             return self._as_it_stood(
                 tenant_id,
@@ -119,7 +119,7 @@ class ContextReader:
             )
         index = self._indexes.current(tenant_id, subject_id)
         recent = self._episodes.recent(tenant_id, subject_id, as_of=None, limit=BUNDLE_EPISODES)
-        moment = _latest_change(index.inputs.version, recent)
+        moment = latest_change(index.inputs.version, recent)
         ranked = index.ranking.ranked(tokens(task), moment)
         return assemble_ranked(
             subject_id,
@@ -185,8 +185,15 @@ class ContextReader:
             size *= 2
 
 
-def _latest_change(version: MemoryVersion | None, recent: list[EpisodeRecord]) -> datetime:
+def latest_change(
+    version: MemoryVersion | None, recent: Iterable[EpisodeRecord], *more: datetime
+) -> datetime:
+    """The latest change a read reflects: the subject's last memory change, the newest
+    time (occurred, stored, revised) of the episodes it read, and ``more`` (other
+    records' times); :data:`EMPTY_STORE_AS_OF` when there is none. What a read is dated
+    by instead of the wall clock."""
     times = [version.changed_at] if version is not None else []
+    times.extend(more)
     for episode in recent:
         times.extend((episode.occurred_at, episode.created_at))
         if episode.revised_at is not None:

@@ -302,6 +302,18 @@ class MemoryRepository:
         with self._store.read() as connection:
             return {subject: count for subject, count in connection.execute(query)}
 
+    def count_not_asserted_since(self, tenant_id: str, subject_id: str, moment: datetime) -> int:
+        """The subject's active memories that nothing has asserted after ``moment`` (one
+        count over the index of active memories by assertion time)."""
+        query = sa.select(sa.func.count()).where(
+            _memories.c.tenant_id == tenant_id,
+            _memories.c.subject_id == subject_id,
+            _memories.c.status == MemoryStatus.ACTIVE.value,
+            _memories.c.asserted_at <= moment,
+        )
+        with self._store.read() as connection:
+            return int(connection.execute(query).scalar_one())
+
     def conflicts(
         self,
         tenant_id: str,

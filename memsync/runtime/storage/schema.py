@@ -32,6 +32,7 @@ __all__ = [
     "memory_versions",
     "metadata",
     "receipts",
+    "resolutions",
     "supersessions",
     "sync_runs",
     "sync_streams",
@@ -368,6 +369,33 @@ original). The bytes themselves are not kept: an exact replay builds the bundle 
 and compares hashes.
 """
 
+
+RESOLUTION_STATUSES = ("open", "resolved", "unresolved")
+
+resolutions = sa.Table(
+    "resolutions",
+    metadata,
+    sa.Column("tenant_id", identifier(TENANT_ID_LENGTH), primary_key=True),
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("subject_id", identifier(SUBJECT_ID_LENGTH), nullable=False),
+    sa.Column("session_id", identifier(LABEL_LENGTH), nullable=False),
+    sa.Column("status", identifier(16), nullable=False),
+    sa.Column("resolution_summary", sa.Text),
+    sa.Column("metadata", JSONDocument, nullable=False),
+    sa.Column("resolved_at", UTCDateTime),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    # The upsert's conflict target: one record per support session of a subject.
+    sa.UniqueConstraint("tenant_id", "subject_id", "session_id"),
+    # Listing reads one subject's records, most recently updated first.
+    sa.Index("ix_resolutions_subject_updated", "tenant_id", "subject_id", "updated_at", "id"),
+    sa.CheckConstraint("status IN ('open', 'resolved', 'unresolved')", name="status_known"),
+)
+"""How a support session of a subject ended, or that it has not: Statewave's
+resolution record. ``POST /v1/resolutions`` upserts it on (subject, session) in one
+statement; ``resolved_at`` is set when the status becomes ``resolved`` and kept while
+it stays so. Deleted with the subject.
+"""
 
 conflict_history = sa.Table(
     "conflict_history",

@@ -25,6 +25,7 @@ from memsync.connectors.fake_http import load_fixture
 from memsync.connectors.github.fake_api import FakeGitHub
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
+AUTH = {"Authorization": "token t"}
 
 
 def client(fake: FakeGitHub, *, per_page: int = 30, retry: Any = None) -> Github:
@@ -176,6 +177,70 @@ def test_comments_events_and_reviews_through_pygithub(fake_github: FakeGitHub) -
         ("APPROVED", "ship it", T0 + timedelta(5))
     ]
     assert repo.get_issue(8).updated_at == T0 + timedelta(5)  # a review bumps the PR
+
+
+def test_review_comments_through_pygithub_in_the_documented_shape(
+    fake_github: FakeGitHub,
+) -> None:
+    fake_github.add_issue("acme", "api", 8, "fix flake", updated_at=T0, is_pull_request=True)
+    first = fake_github.add_review_comment(
+        "acme", "api", 8, "rename this", created_at=T0 + timedelta(1)
+    )
+    second = fake_github.add_review_comment(
+        "acme", "api", 8, "and this", created_at=T0 + timedelta(2), in_reply_to=first.id
+    )
+    fake_github.edit_review_comment(
+        "acme", "api", first.id, "rename this, please", updated_at=T0 + timedelta(3)
+    )
+    repo = client(fake_github).get_repo("acme/api")
+
+    by_update = repo.get_pulls_comments(sort="updated", direction="asc", since=T0)
+    assert [(c.body, c.pull_request_url.rsplit("/", 1)[1]) for c in by_update] == [
+        ("and this", "8"),
+        ("rename this, please", "8"),
+    ]
+    assert [c.id for c in repo.get_pulls_comments()] == [first.id, second.id]  # by id
+    assert repo.get_issue(8).updated_at == T0 + timedelta(2)  # a review comment bumps it
+    fixture = load_fixture("github", "pull_review_comments_list.json")[0]
+    raw = requests.get(
+        f"{fake_github.base_url}/repos/acme/api/pulls/comments", headers=AUTH, timeout=5
+    )
+    assert set(raw.json()[0]) == set(fixture) - {"in_reply_to_id"}  # optional, absent
+    assert set(raw.json()[1]) == set(fixture)
+
+    fake_github.delete_review_comment("acme", "api", first.id)
+    assert [c.id for c in repo.get_pulls_comments()] == [second.id]
+    gone = requests.get(
+        f"{fake_github.base_url}/repos/acme/api/pulls/comments/{first.id}", headers=AUTH, timeout=5
+    )
+    assert gone.status_code == 404
+
+
+def test_a_timeline_through_pygithub_in_the_documented_shape(fake_github: FakeGitHub) -> None:
+    fake_github.add_issue("acme", "api", 7, "flaky test", updated_at=T0)
+    fake_github.add_issue("acme", "api", 8, "fix flake", updated_at=T0, is_pull_request=True)
+    fake_github.add_comment("acme", "api", 7, "me too", created_at=T0 + timedelta(1))
+    fake_github.add_cross_reference(
+        "acme", "api", 7, "acme", "api", 8, created_at=T0 + timedelta(2)
+    )
+    fake_github.add_event("acme", "api", 7, "connected", T0 + timedelta(3))
+    fake_github.add_commit("acme", "api", 8, "Fix #7", sha="b" * 40, committed_at=T0 + timedelta(4))
+    repo = client(fake_github).get_repo("acme/api")
+
+    timeline = list(repo.get_issue(7).get_timeline())
+    commits = list(repo.get_issue(8).get_timeline())
+
+    assert [item.event for item in timeline] == ["commented", "cross-referenced", "connected"]
+    assert timeline[1].source.issue.number == 8
+    assert [(item.event, item.raw_data["sha"]) for item in commits] == [("committed", "b" * 40)]
+    assert repo.get_issue(7).updated_at == T0 + timedelta(2)  # the reference bumped it
+    fixtures = {
+        item["event"]: item
+        for name in ("issue_timeline.json", "issue_timeline_references.variant.json")
+        for item in load_fixture("github", name)
+    }
+    for item in [*timeline, *commits]:
+        assert set(item.raw_data) == set(fixtures[item.event]), item.event
 
 
 def test_an_unknown_issue_is_a_404(fake_github: FakeGitHub) -> None:

@@ -7,8 +7,8 @@ tenant.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, ExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
@@ -21,6 +21,7 @@ from memsync.runtime.app.api import (
     memories,
     receipts,
     runs,
+    support,
 )
 from memsync.runtime.app.api.auth import LoopbackHostOnly
 from memsync.runtime.app.api.errors import (
@@ -36,14 +37,24 @@ from memsync.runtime.app.ui import install_ui
 __all__ = ["Services", "create_app"]
 
 
-def create_app(services: Services) -> FastAPI:
-    """Build the ASGI application around ``services``."""
+def create_app(
+    services: Services, *, beside: Callable[[], AbstractContextManager[object]] | None = None
+) -> FastAPI:
+    """Build the ASGI application around ``services``.
+
+    ``beside``: work the application runs for as long as it serves (the job workers of
+    a process of ``memsync serve --processes N``), entered at its lifespan startup and
+    left at its shutdown, once the requests in flight were answered.
+    """
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        yield
-        # The store's asyncio pool (single ingests) is closed on the loop that used it.
-        await services.store.dispose_async()
+        with ExitStack() as running:
+            if beside is not None:
+                running.enter_context(beside())
+            yield
+            # The store's asyncio pool (single ingests) is closed on the loop that used it.
+            await services.store.dispose_async()
 
     app = FastAPI(
         title="memsync",
@@ -67,6 +78,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(health.router)
     app.include_router(memories.router)
     app.include_router(receipts.router)
+    app.include_router(support.router)
     app.include_router(runs.router)
     app.include_router(jobs.router)
     app.include_router(connectors.router)

@@ -1,4 +1,6 @@
-"""Serving the API in the foreground until SIGTERM or SIGINT, then returning."""
+"""Serving the API in the foreground until SIGTERM or SIGINT, then returning: in this
+process (:func:`serve_until_stopped`) or in several behind one port
+(:func:`serve_in_processes`)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,13 @@ from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.types import ASGIApp
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors.multiprocess import Multiprocess
 
 from memsync.compile.tokenizer import default_counter
 
-__all__ = ["serve_until_stopped"]
+__all__ = ["prepare_serving_process", "serve_in_processes", "serve_until_stopped"]
 
 
 class _ReturningServer(uvicorn.Server):
@@ -55,16 +60,64 @@ def serve_until_stopped(
     ``on_signal`` is called as the signal arrives, before the graceful shutdown (the
     caller's workers stop at once instead of after the last request is answered).
 
-    Before serving, the tokenizer is loaded (not on the first bundle request) and the
-    objects of the started process are frozen out of the garbage collector's reach: a
-    full collection, which holds the GIL and so stalls every request, then traverses
-    only what requests and compiles allocate, not the imported libraries.
+    The process is made ready first (:func:`prepare_serving_process`).
     """
-    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
-    default_counter()
-    gc.collect()
-    gc.freeze()
+    prepare_serving_process()
     # uvicorn leaves logging to the process's one pipeline (log_config=None), and the
     # access log to memsync's middleware, which adds the route and the duration.
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False)
     _ReturningServer(config, on_signal).run()
+
+
+def prepare_serving_process() -> None:
+    """Make this process ready to serve requests: a short GIL switch interval (see
+    :data:`SWITCH_INTERVAL_SECONDS`), the tokenizer loaded (not on the first bundle
+    request), and the objects of the started process frozen out of the garbage
+    collector's reach: a full collection, which holds the GIL and so stalls every
+    request, then traverses only what requests and compiles allocate, not the imported
+    libraries."""
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+    default_counter()
+    gc.collect()
+    gc.freeze()
+
+
+class ServingProcessFailed(RuntimeError):
+    """A process of :func:`serve_in_processes` could not start (the store did not
+    answer, the configuration broke): every process would fail alike, so the server
+    stopped instead of restarting it."""
+
+
+def serve_in_processes(app: ASGIApp, host: str, port: int, processes: int) -> None:
+    """Serve ``app`` from ``processes`` child processes sharing one listening socket;
+    return after SIGTERM/SIGINT, once every child has shut down gracefully.
+
+    The supervisor is uvicorn's own (:class:`uvicorn.supervisors.multiprocess.
+    Multiprocess`), maintained with the server we already run: the parent binds the
+    socket once and starts the children (``spawn``: each imports what it needs afresh,
+    no state is shared by a fork); the kernel hands each connection to one of them.
+    The parent pings each child every half second and replaces one that died or hangs;
+    SIGTERM/SIGINT makes it send SIGTERM to every child, whose server finishes the
+    requests in flight and runs its lifespan shutdown (where ``app`` stops the work it
+    runs beside), and wait for them. SIGHUP replaces the children one by one; SIGTTIN
+    and SIGTTOU add and remove one.
+
+    ``app`` is pickled to every child (so it must be picklable, and build what it
+    serves on its first ASGI event, the lifespan startup, in the child). A child that
+    fails before it serves stops the server (raises :class:`ServingProcessFailed`).
+    """
+    # Logging and the access log as in serve_until_stopped.
+    config = uvicorn.Config(
+        app, host=host, port=port, workers=processes, log_config=None, access_log=False
+    )
+    listening = config.bind_socket()
+    supervisor = Multiprocess(config, sockets=[listening])
+    try:
+        supervisor.run()
+    finally:
+        listening.close()
+    failed = [child.pid for child in supervisor.processes if child.exitcode == STARTUP_FAILURE]
+    if failed:
+        raise ServingProcessFailed(
+            f"API process {failed[0]} failed to start (its log says why); the server stopped"
+        )

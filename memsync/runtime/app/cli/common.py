@@ -58,6 +58,7 @@ __all__ = [
     "described",
     "errors",
     "loaded_store_url",
+    "logging_options",
     "open_services",
     "parse_id",
     "parse_moment",
@@ -245,7 +246,13 @@ def start_logging() -> None:
     :func:`open_services`); one that only prints needs no log pipeline."""
     from memsync.runtime.app.observability import configure_logging
 
-    configure_logging(_options.log_format, _options.log_level)
+    configure_logging(*logging_options())
+
+
+def logging_options() -> tuple[LogFormat | None, int | None]:
+    """The log format and level the global options chose (``None``: the default), for
+    a child process to log as this one does."""
+    return _options.log_format, _options.log_level
 
 
 def usage_error(message: str) -> typer.Exit:

@@ -11,26 +11,34 @@ compile) is finished first. docs/operations.md says what each command does.
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from memsync.runtime.app.cli.common import (
+    EXIT_FAILED,
     EXIT_USAGE,
     app,
     errors,
+    logging_options,
     open_services,
     say_from_signal_handler,
     settings,
 )
 
 if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
     from memsync.runtime.app.config import Settings
+    from memsync.runtime.app.observability import LogFormat
     from memsync.runtime.app.services import Services
 
 __all__ = ["run", "scheduler", "serve", "worker"]
@@ -128,13 +136,127 @@ WorkersOption = Annotated[
 ]
 
 
+ProcessesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=64,
+        help="API processes sharing the port (default: the CPUs this process may use)",
+    ),
+]
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, which containers narrow), at
+    least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 @app.command()
-def serve(host: HostOption = None, port: PortOption = None, workers: WorkersOption = None) -> None:
+def serve(
+    host: HostOption = None,
+    port: PortOption = None,
+    workers: WorkersOption = None,
+    processes: ProcessesOption = None,
+) -> None:
     """Serve the HTTP API (Statewave v1 compatible) and run queued jobs beside it, until
-    SIGTERM/SIGINT, then exit 0. ``--workers 0`` leaves jobs to ``memsync worker``."""
+    SIGTERM/SIGINT, then exit 0. ``--workers 0`` leaves jobs to ``memsync worker``.
+
+    ``--processes N`` (default: one per usable CPU) serves from N processes sharing the
+    port, each with its own ``--workers`` job workers (jobs are leased, so none runs
+    twice); a process that dies is replaced; SIGTERM stops them all gracefully."""
     loaded = _serving_settings(host, port)
+    count = usable_cpus() if processes is None else processes
     with open_services(loaded) as services:
-        _serve(services, loaded, workers)
+        # Here once, before any process serves: the store answers and is migrated.
+        if count == 1:
+            _serve(services, loaded, workers)
+            return
+    _serve_in_processes(loaded, workers, count)
+
+
+def _serve_in_processes(settings: Settings, workers: int | None, count: int) -> None:
+    from memsync.runtime.app.api.server import ServingProcessFailed, serve_in_processes
+    from memsync.runtime.app.observability.metrics import shared_between_processes
+
+    log_format, log_level = logging_options()
+    each = ServingProcess(
+        settings,
+        settings.jobs.serve_workers if workers is None else workers,
+        log_format,
+        log_level,
+    )
+    errors.print(f"serving from {count} processes on {settings.api.host}:{settings.api.port}")
+    with shared_between_processes():
+        try:
+            serve_in_processes(each, settings.api.host, settings.api.port, count)
+        except ServingProcessFailed as failure:
+            errors.print(str(failure), markup=False)
+            raise typer.Exit(EXIT_FAILED) from None
+
+
+class ServingProcess:
+    """The application of one process of ``memsync serve --processes N``.
+
+    Pickled to each child by the supervisor, it builds everything there, at the first
+    ASGI event (the lifespan startup): the log pipeline, the child's own services (its
+    pools, its context cache), the API, and its job workers, which run until the
+    lifespan shutdown (after the requests in flight were answered) and then release or
+    finish the job in hand. A write answered by one process is read at once through
+    another: a cached read is checked against the store's memory version first
+    (:class:`~memsync.runtime.reading.indexes.SubjectIndexes`).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        workers: int,
+        log_format: LogFormat | None,
+        log_level: int | None,
+    ) -> None:
+        self._settings = settings
+        self._workers = workers
+        self._log_format = log_format
+        self._log_level = log_level
+        self._app: ASGIApp | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_app": None}  # what a child builds, it builds itself
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._app is None:
+            self._app = self._start()
+        await self._app(scope, receive, send)
+
+    def _start(self) -> ASGIApp:
+        from memsync.runtime.app.api.app import create_app
+        from memsync.runtime.app.api.server import prepare_serving_process
+        from memsync.runtime.app.observability import configure_logging
+        from memsync.runtime.app.services import Services
+        from memsync.scrub import scrub_every_log_record
+
+        configure_logging(self._log_format, self._log_level)
+        # memsync's middleware writes the access log (with the route and the duration);
+        # uvicorn's own, which its configuration turned off before this pipeline was
+        # set up, stays off.
+        logging.getLogger("uvicorn.access").propagate = False
+        services = Services.open(self._settings)
+        scrub_every_log_record(services.scrubber)
+        prepare_serving_process()
+        return create_app(services, beside=partial(_beside_the_api, services, self._workers))
+
+
+@contextmanager
+def _beside_the_api(services: Services, workers: int) -> Iterator[None]:
+    """``workers`` job workers for as long as the API serves, then the store closed."""
+    try:
+        with _workers_beside(services, workers):
+            yield
+    finally:
+        services.close()
 
 
 @app.command()

@@ -3,13 +3,14 @@
 :class:`ObservedRequests` is pure ASGI middleware (it never buffers a body): it times
 each request from its first byte in to its last byte out, records it under the
 *route template* (``/v1/runs/{run_id}``, never the raw path, so the number of series
-stays bounded), and writes one access log line with method, path, route, status and
-duration. uvicorn's own access log is off (see ``serve_until_stopped``).
+stays bounded), and writes one access log line with method, path, route, status,
+duration and the process id. uvicorn's own access log is off (see ``serve_until_stopped``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,6 +83,8 @@ class ObservedRequests:
                     "route": route,
                     "status": status,
                     "duration_ms": round(seconds * 1000, 3),
+                    # Which of the API processes answered (serve --processes N).
+                    "pid": os.getpid(),
                 },
             )
 

@@ -12,18 +12,29 @@ Two kinds, and the difference matters when several replicas run:
 Each :class:`Metrics` has its own ``CollectorRegistry`` (never the global one), so two
 applications in one process (tests, ``memsync run``) never mix their numbers. Every
 metric is listed in docs/operations.md with example alerts.
+
+``memsync serve --processes N`` runs N API processes behind one port, and a scrape
+reaches any one of them: there the counters and histograms are prometheus-client's
+multiprocess ones (:func:`shared_between_processes`), kept in files of one directory
+that every process's ``/metrics`` reads and sums, so any scrape reports the server as a
+whole.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from memsync.connectors import RequestObserver, RequestOutcome
@@ -37,7 +48,18 @@ if TYPE_CHECKING:
     from memsync.runtime.compiling.service import CompileSummary
     from memsync.runtime.sync.records import RunRecord
 
-__all__ = ["DEPTH_STATUSES", "RECORD_OUTCOMES", "Metrics", "StoreGauges"]
+__all__ = [
+    "DEPTH_STATUSES",
+    "MULTIPROCESS_DIRECTORY",
+    "RECORD_OUTCOMES",
+    "Metrics",
+    "StoreGauges",
+    "shared_between_processes",
+]
+
+MULTIPROCESS_DIRECTORY = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus-client's variable: set when the process starts (before the library is
+imported), its counters live in files of that directory, for any process to sum."""
 
 #: ``memsync_sync_records_total`` outcomes and the run record counter each one reads.
 RECORD_OUTCOMES: Mapping[str, str] = {
@@ -84,6 +106,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._watched: list[Collector] = []
         registry = self.registry
         self.sync_runs = Counter(
             "memsync_sync_runs",
@@ -202,10 +225,45 @@ class Metrics:
     def watch(self, collector: Collector) -> None:
         """Add a collector read at every scrape (the store's gauges)."""
         self.registry.register(collector)
+        self._watched.append(collector)
 
     def exposition(self) -> bytes:
-        """Every metric in the Prometheus text format (reads the store's gauges now)."""
-        return generate_latest(self.registry)
+        """Every metric in the Prometheus text format (reads the store's gauges now).
+
+        Among processes sharing their counters (:func:`shared_between_processes`): the
+        sums over every process that served since the server started, and the store's
+        gauges once (every process reads the same store)."""
+        if not os.environ.get(MULTIPROCESS_DIRECTORY):
+            return generate_latest(self.registry)
+        merged = CollectorRegistry()
+        MultiProcessCollector(merged)  # type: ignore[no-untyped-call]
+        for collector in self._watched:
+            merged.register(collector)
+        return generate_latest(merged)
+
+
+@contextmanager
+def shared_between_processes() -> Iterator[Path]:
+    """For the block, the processes started from this one count into files of one
+    directory (prometheus-client's multiprocess mode), so that ``/metrics`` in any of
+    them reports them all; yields the directory.
+
+    ``$PROMETHEUS_MULTIPROC_DIR`` if set (emptied first: files left by an earlier run
+    would be counted again), else a temporary directory removed after the block.
+    """
+    given = os.environ.get(MULTIPROCESS_DIRECTORY)
+    if given:
+        directory = Path(given)
+        for stale in directory.glob("*.db"):
+            stale.unlink()
+        yield directory
+        return
+    with tempfile.TemporaryDirectory(prefix="memsync-metrics-") as made:
+        os.environ[MULTIPROCESS_DIRECTORY] = made
+        try:
+            yield Path(made)
+        finally:
+            del os.environ[MULTIPROCESS_DIRECTORY]
 
 
 JobDepth = Callable[[], Mapping[tuple[str, JobStatus], int]]

@@ -479,6 +479,8 @@ def subject_page(
         request,
         "subject.html",
         report=report,
+        health=ui.services.support.health(tenant, subject_id),
+        resolutions=ui.services.resolutions.list(tenant, subject_id, limit=PAGE),
         payloads={episode_id: record.payload for episode_id, record in stored.items()},
         revisions=revisions,
         bundle=bundle,

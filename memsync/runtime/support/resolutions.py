@@ -1,0 +1,136 @@
+"""Resolution records: how each support session of a subject stands, and their SQL.
+
+One record per (tenant, subject, session), which the database enforces (a unique
+constraint): ``POST /v1/resolutions`` is one ``INSERT … ON CONFLICT DO UPDATE``, so
+two writers of the same session at once leave one record, the later write's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from memsync.clock import Clock
+from memsync.compile.support import Resolution, ResolutionStatus
+from memsync.runtime.storage import tables
+from memsync.runtime.storage.engine import Store
+
+__all__ = ["Resolutions", "delete_subject_resolutions"]
+
+_resolutions = tables.resolutions
+
+
+class Resolutions:
+    """Tenant-scoped resolution records: upsert, list, and the subject's whole set."""
+
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    def record(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        session_id: str,
+        status: ResolutionStatus,
+        *,
+        resolution_summary: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Resolution:
+        """Create the session's record, or update it: the one record of (subject,
+        session) keeps its ``id`` and ``created_at``.
+
+        Repeats and conflicts: a repeat changes only ``updated_at``; a summary or
+        metadata left out (``None``) keeps what is stored; ``resolved_at`` is set when
+        the status becomes ``resolved`` and kept while it stays so (cleared when it
+        leaves). Concurrent writers of one session leave one record, the last write's.
+        """
+        now = self._clock.now()
+        resolved_now = now if status is ResolutionStatus.RESOLVED else None
+        insert = tables.upsert(_resolutions, postgresql=self._store.is_postgresql).values(
+            tenant_id=tenant_id,
+            id=uuid.uuid4(),
+            subject_id=subject_id,
+            session_id=session_id,
+            status=status.value,
+            resolution_summary=resolution_summary,
+            metadata=dict(metadata or {}),
+            resolved_at=resolved_now,
+            created_at=now,
+            updated_at=now,
+        )
+        stored = _resolutions.c
+        changes: dict[str, Any] = {
+            "status": insert.excluded.status,
+            "updated_at": insert.excluded.updated_at,
+            # Still resolved: the first resolution's time stays.
+            "resolved_at": sa.case(
+                (
+                    insert.excluded.status == ResolutionStatus.RESOLVED.value,
+                    sa.func.coalesce(stored.resolved_at, insert.excluded.resolved_at),
+                ),
+                else_=sa.null(),
+            ),
+        }
+        if resolution_summary is not None:
+            changes["resolution_summary"] = insert.excluded.resolution_summary
+        if metadata is not None:
+            changes["metadata"] = insert.excluded.metadata
+        statement = insert.on_conflict_do_update(
+            index_elements=[stored.tenant_id, stored.subject_id, stored.session_id],
+            set_=changes,
+        ).returning(*_resolutions.c)
+        with self._store.write_one_statement() as connection:
+            row = connection.execute(statement).one()
+        return _resolution(row)
+
+    def list(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        status: ResolutionStatus | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Resolution]:
+        """The subject's records (in ``status``, if given), most recently updated first."""
+        query = (
+            sa.select(_resolutions)
+            .where(_resolutions.c.tenant_id == tenant_id, _resolutions.c.subject_id == subject_id)
+            .order_by(_resolutions.c.updated_at.desc(), _resolutions.c.id)
+            .offset(offset)
+        )
+        if status is not None:
+            query = query.where(_resolutions.c.status == status.value)
+        if limit is not None:
+            query = query.limit(limit)
+        with self._store.read() as connection:
+            return [_resolution(row) for row in connection.execute(query)]
+
+
+def delete_subject_resolutions(connection: Connection, tenant_id: str, subject_id: str) -> int:
+    """Delete the subject's records (with the subject: nothing else deletes them)."""
+    result = connection.execute(
+        _resolutions.delete().where(
+            _resolutions.c.tenant_id == tenant_id, _resolutions.c.subject_id == subject_id
+        )
+    )
+    return result.rowcount
+
+
+def _resolution(row: sa.Row[Any]) -> Resolution:
+    return Resolution(
+        id=row.id,
+        subject_id=row.subject_id,
+        session_id=row.session_id,
+        status=ResolutionStatus(row.status),
+        resolution_summary=row.resolution_summary,
+        resolved_at=row.resolved_at,
+        metadata=row.metadata,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
