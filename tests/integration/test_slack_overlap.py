@@ -53,15 +53,16 @@ def channel(store: Store) -> Iterator[BusyChannel]:
         yield busy
 
 
+@pytest.mark.parametrize("budget", [4, BUDGET, 9])
 def test_an_overlap_larger_than_a_runs_budget_is_re_read_by_successive_runs_each_checkpointed(
-    store: Store, channel: BusyChannel
+    store: Store, channel: BusyChannel, budget: int
 ) -> None:
     sync = runner(store, channel.clock, batch_size=50)
     resume_points: list[int] = []
     runs: list[RunRecord] = []
     while not runs or runs[-1].status is not RunStatus.SUCCEEDED:
-        assert len(runs) < 20, "\n".join(f"{r.status.value} {r.error}" for r in runs)
-        channel.fake.limit_budget(BUDGET)
+        assert len(runs) < 40, "\n".join(f"{r.status.value} {r.error}" for r in runs)
+        channel.fake.limit_budget(budget)
         runs.append(channel.sync(sync))
         channel.clock.advance(timedelta(hours=1))
         walk = OverlapPass.from_token(stored_token(sync))
