@@ -166,3 +166,25 @@ def test_a_re_read_that_cannot_get_past_a_thread_says_so_and_what_to_set(store: 
         assert f"overlap re-read made no progress in {stalled}" in run.error
         assert "set include_threads: false" in run.error
         assert "a smaller page_size (now 20)" in run.error
+
+
+def test_a_run_cut_short_tombstones_what_was_deleted_in_the_windows_it_finished(
+    store: Store, channel: BusyChannel
+) -> None:
+    early, late = ts(T0 + timedelta(days=1)), ts(T0 + timedelta(days=6))
+    channel.fake.delete_message("C1", early)
+    channel.fake.delete_message("C1", late)
+    sync = runner(store, channel.clock, batch_size=50)
+    channel.fake.limit_budget(BUDGET)
+
+    first = channel.sync(sync)
+
+    assert first.status is RunStatus.PARTIAL
+    assert first.tombstoned == 1  # the early one: the late one lies past where it stopped
+    runs = [first]
+    while runs[-1].status is not RunStatus.SUCCEEDED:
+        assert len(runs) < 20
+        channel.clock.advance(timedelta(hours=1))
+        channel.fake.limit_budget(BUDGET)
+        runs.append(channel.sync(sync))
+    assert sum(run.tombstoned for run in runs) == 2
