@@ -57,7 +57,8 @@ SLACK = ConnectorDeclaration(
     subject_fields=frozenset({"team", "channel", "channel_name", "user", "thread_ts"}),
     deletions=(
         "A top-level message absent from a complete re-read of the channel's history over "
-        "the window and the lookback before it that held it before, and messages the "
+        "the window and the lookback before it that held it before (or of the windows of "
+        "that re-read a run finished, when it takes several runs), and messages the "
         "history shows as 'message_deleted' or 'tombstone'. A deleted reply is seen only "
         "as a 'message_deleted' item, and nothing older than the lookback is re-checked."
     ),
