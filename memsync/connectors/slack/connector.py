@@ -406,10 +406,15 @@ class OverlapPass:
         where = self.resume_micros
         resumes = f"resumes at ts {_micros_to_ts(where)} ({_iso(where)})"
         if self.stalled:
+            window = (
+                "the first history window"
+                if self.from_creation
+                else (f"the history window from ts {_micros_to_ts(where)}")
+            )
             return (
                 f"overlap re-read made no progress in {self.stalled} run"
-                f"{'s' if self.stalled != 1 else ''}: the history window from ts "
-                f"{_micros_to_ts(where)} with its threads costs more requests than one run may "
+                f"{'s' if self.stalled != 1 else ''}: {window} "
+                "with its threads costs more requests than one run may "
                 "make; set include_threads: false (a thread is read from its first reply each "
                 f"time), a smaller page_size (now {self.page_size}), or retry caps that wait "
                 "the rate limit out"
@@ -450,6 +455,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         self._client: WebClient | None = None
         self._team_id: str | None = None
         self._resolved: dict[str, _Channel] | None = None
+        self._answered = 0  # calls the source answered, to tell a stall from a spent budget
 
     @property
     def client(self) -> WebClient:
@@ -524,6 +530,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         first = walk.resume_micros
         read_to: int | None = None  # the end of the last window read, threads included
         handed_out = False
+        answered = self._answered
         history = self._history_oldest_first(
             channel, first, _to_micros(end), from_creation=walk.from_creation
         )
@@ -555,7 +562,9 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
             # What was read completely is listed; a pass that got nowhere says why.
             if read_to is not None:
                 yield self._listing(team, channel, first, read_to, present)
-            elif not handed_out:
+            elif not handed_out and self._answered > answered:
+                # It read and still got through no window (a budget spent before this
+                # channel is no stall).
                 yield walk.made_no_progress().progress(end)
             raise
         # Every window of the range was read: what it no longer holds was deleted.
@@ -750,6 +759,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
             data = response.data
             if not isinstance(data, dict):
                 raise StopRun(f"{what}: the response is not a JSON object; is base_url Slack's?")
+            self._answered += 1
             return data
 
         return self.retrier.call(attempt, what=what)
