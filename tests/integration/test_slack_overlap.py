@@ -141,31 +141,50 @@ def revised_keys(store: Store) -> set[str]:
         return set(rows.scalars())
 
 
-def test_a_re_read_that_cannot_get_past_a_thread_says_so_and_what_to_set(store: Store) -> None:
-    """A thread of more replies than a run can read: no run gets further, and each says
-    why and what to change instead of failing the same way in silence."""
+def test_a_thread_of_more_replies_than_a_run_reads_is_read_on_by_the_next_runs(
+    store: Store,
+) -> None:
+    """A thread of the first day, busy today: each run reads on after the last page of
+    replies the previous one committed; every reply is stored once."""
     with FakeSlack(token="xoxb-test") as fake:
         clock = FakeClock(FIRST_SYNC_AT)
         busy = BusyChannel(fake, clock, BusyWeek.post(fake))
         assert busy.sync(runner(store, clock)).status is RunStatus.SUCCEEDED
         clock.advance(timedelta(hours=1))
-        for i in range(200):  # a thread of the first day, busy today
+        replies = set()
+        for i in range(200):
             moment = clock.now() - timedelta(minutes=50) + i * timedelta(seconds=10)
-            fake.post_reply("C1", busy.week.parents[0], f"more {i}", ts=ts(moment))
+            replies.add(key(fake.post_reply("C1", busy.week.parents[0], f"{i}", ts=ts(moment)).ts))
 
         sync = runner(store, clock)
-        runs = []
-        for _ in range(3):
+        runs: list[RunRecord] = []
+        while not runs or runs[-1].status is not RunStatus.SUCCEEDED:
+            assert len(runs) < 20, "\n".join(f"{r.status.value} {r.error}" for r in runs)
             fake.limit_budget(4)
             runs.append(busy.sync(sync))
             clock.advance(timedelta(hours=1))
 
-    assert RunStatus.SUCCEEDED not in [run.status for run in runs]
+    assert len(runs) >= 3
+    assert sum(run.created for run in runs) == len(replies)
+    assert set(stored_keys(store)) == busy.week.posted | replies
+
+
+def test_a_re_read_that_cannot_get_past_its_first_window_says_so_and_what_to_set(
+    store: Store, channel: BusyChannel
+) -> None:
+    """Two requests a run: the token check and one history page, never a whole window."""
+    sync = runner(store, channel.clock)
+    runs = []
+    for _ in range(3):
+        channel.fake.limit_budget(2)
+        runs.append(channel.sync(sync))
+        channel.clock.advance(timedelta(hours=1))
+
+    assert [run.status for run in runs] == [RunStatus.FAILED] * 3
     for run, stalled in zip(runs, ("1 run", "2 runs", "3 runs"), strict=True):
         assert run.error is not None
-        assert f"overlap re-read made no progress in {stalled}" in run.error
-        assert "set include_threads: false" in run.error
-        assert "a smaller page_size (now 20)" in run.error
+        assert f"overlap re-read made no progress in {stalled}: the history window" in run.error
+        assert "set a smaller page_size (now 20) or retry caps" in run.error
 
 
 def test_a_run_cut_short_tombstones_what_was_deleted_in_the_windows_it_finished(

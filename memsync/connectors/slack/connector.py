@@ -230,6 +230,16 @@ def _ts_to_micros(ts: str) -> int:
     return _to_micros(slack_ts_to_datetime(ts))
 
 
+def _checked_ts(value: object) -> str | None:
+    """A Slack ts read back from a token (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"not a Slack ts: {value!r}")
+    slack_ts_to_datetime(value)
+    return value
+
+
 def _to_micros_delta(duration: timedelta) -> int:
     return duration // timedelta(microseconds=1)
 
@@ -288,6 +298,8 @@ class OverlapPass:
     current: bool = True
     page_size: int = 0
     floor: int | None = None
+    thread: str | None = None
+    thread_after: str | None = None
 
     @classmethod
     def begin(
@@ -333,6 +345,8 @@ class OverlapPass:
                 current=bool(data["current"]),
                 page_size=int(data["page_size"]),
                 floor=_ts_to_micros(data["floor"]) if data["floor"] else None,
+                thread=_checked_ts(data["thread"]),
+                thread_after=_checked_ts(data["thread_after"]),
             )
         except (ValueError, KeyError, TypeError, StopRun):
             return None
@@ -352,6 +366,8 @@ class OverlapPass:
             "current": self.current,
             "page_size": self.page_size,
             "floor": ts(self.floor),
+            "thread": self.thread,
+            "thread_after": self.thread_after,
         }
         return json.dumps({"overlap_pass": data}, separators=(",", ":"))
 
@@ -381,7 +397,21 @@ class OverlapPass:
         return resumed
 
     def window_read(self, through: int, messages: int) -> OverlapPass:
-        return replace(self, after=through, read=self.read + messages, stalled=0)
+        return replace(
+            self,
+            after=through,
+            read=self.read + messages,
+            stalled=0,
+            thread=None,
+            thread_after=None,
+        )
+
+    def thread_read(self, parent: str, reply: str) -> OverlapPass:
+        """Inside a window: everything before the thread of ``parent`` was read, and the
+        thread up to ``reply``; the next run goes on there (a thread of any length)."""
+        before_parent = _ts_to_micros(parent) - 1
+        after = before_parent if self.after is None else max(self.after, before_parent)
+        return replace(self, after=after, stalled=0, thread=parent, thread_after=reply)
 
     def made_no_progress(self) -> OverlapPass:
         return replace(self, stalled=self.stalled + 1)
@@ -413,14 +443,17 @@ class OverlapPass:
             )
             return (
                 f"overlap re-read made no progress in {self.stalled} run"
-                f"{'s' if self.stalled != 1 else ''}: {window} "
-                "with its threads costs more requests than one run may "
-                "make; set include_threads: false (a thread is read from its first reply each "
-                f"time), a smaller page_size (now {self.page_size}), or retry caps that wait "
-                "the rate limit out"
+                f"{'s' if self.stalled != 1 else ''}: {window} costs more requests than one "
+                f"run may make (a page of its history or of a thread); set a smaller page_size "
+                f"(now {self.page_size}) or retry caps that wait the rate limit out"
             )
         total = ""
-        if self.oldest is not None and self.after is not None and self.after > self.oldest:
+        if (
+            self.read
+            and self.oldest is not None
+            and self.after is not None
+            and self.after > self.oldest
+        ):
             estimate = self.read * (end - self.oldest) // (self.after - self.oldest)
             total = f"/≈{max(estimate, self.read):,}"
         return f"overlap re-read {self.read:,}{total} messages in {runs}, {resumes}"
@@ -529,7 +562,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         present: set[str] = set()
         first = walk.resume_micros
         read_to: int | None = None  # the end of the last window read, threads included
-        handed_out = False
+        got_further = False
         answered = self._answered
         history = self._history_oldest_first(
             channel, first, _to_micros(end), from_creation=walk.from_creation
@@ -544,7 +577,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
                     else:
                         present.add(message.key())
                         if _changed_since(message, since):
-                            handed_out = True
+                            got_further = True
                             yield message
                     latest_reply = optional_str(raw.get("latest_reply"))
                     if (
@@ -553,8 +586,19 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
                         and latest_reply is not None
                         and (since is None or slack_ts_to_datetime(latest_reply) >= since)
                     ):
-                        # Right after their parent: their position is the parent's.
-                        yield from self._replies(team, channel, message.ts, since, end)
+                        # Right after their parent: their position is the parent's. A
+                        # thread a run stopped in goes on after its last reply read.
+                        resumed = walk.thread_after if walk.thread == message.ts else None
+                        replies = self._replies(
+                            team, channel, message.ts, since, end, after=resumed
+                        )
+                        for reply in replies:
+                            if isinstance(reply, _ThreadRead):
+                                walk = walk.thread_read(message.ts, reply.ts)
+                                got_further = True  # a thread page: no stall
+                                yield walk.progress(end)
+                            else:
+                                yield reply
                 read_to = through
                 walk = walk.window_read(through, len(messages))
                 yield walk.progress(end)
@@ -562,7 +606,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
             # What was read completely is listed; a pass that got nowhere says why.
             if read_to is not None:
                 yield self._listing(team, channel, first, read_to, present)
-            elif not handed_out and self._answered > answered:
+            elif not got_further and self._answered > answered:
                 # It read and still got through no window (a budget spent before this
                 # channel is no stall).
                 yield walk.made_no_progress().progress(end)
@@ -666,8 +710,18 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         return 0 if created is None else max(0, created) * 1_000_000
 
     def _replies(
-        self, team: str, channel: _Channel, parent_ts: str, start: datetime | None, end: datetime
-    ) -> Iterator[SlackMessage]:
+        self,
+        team: str,
+        channel: _Channel,
+        parent_ts: str,
+        start: datetime | None,
+        end: datetime,
+        *,
+        after: str | None = None,
+    ) -> Iterator[SlackMessage | _ThreadRead]:
+        """The thread's replies posted or edited since ``start`` (from the one at
+        ``after`` on, when given: a thread a run stopped in), and after each page but the
+        last a :class:`_ThreadRead`: the thread is read up to the page's last reply."""
         params: dict[str, Any] = {
             "channel": channel.id,
             "ts": parent_ts,
@@ -675,12 +729,20 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
             "inclusive": True,
             "limit": self.config.page_size,
         }
+        if after is not None:
+            params["oldest"] = after
         try:
-            for raw in self._pages("conversations.replies", params, "messages"):
-                reply = _message(team, channel, raw)
-                # The parent comes first in every thread; history already handled it.
-                if reply.is_reply and _changed_since(reply, start):
-                    yield reply
+            for items, more in self._page_lists("conversations.replies", params, "messages"):
+                last: str | None = None
+                for raw in items:
+                    reply = _message(team, channel, raw)
+                    # The parent comes first in every thread; history already handled it.
+                    if reply.is_reply:
+                        last = reply.ts
+                        if _changed_since(reply, start):
+                            yield reply
+                if more and last is not None:
+                    yield _ThreadRead(last)
         except _ThreadGone:
             return  # the parent was deleted while we read: no replies to keep
 
@@ -726,6 +788,13 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         self, method: str, params: Mapping[str, Any], items_key: str
     ) -> Iterator[dict[str, Any]]:
         """Items of every page of a cursor-paginated method; each page retried alone."""
+        for items, _ in self._page_lists(method, params, items_key):
+            yield from items
+
+    def _page_lists(
+        self, method: str, params: Mapping[str, Any], items_key: str
+    ) -> Iterator[tuple[list[dict[str, Any]], bool]]:
+        """Each page's items, and whether another page follows."""
         page_params = dict(params)
         seen: set[str] = set()
         while True:
@@ -733,9 +802,10 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
             items = data.get(items_key)
             if not isinstance(items, list):
                 raise StopRun(f"slack '{self.name}': {method} returned no '{items_key}' list")
-            yield from (item for item in items if isinstance(item, dict))
             metadata = data.get("response_metadata")
             next_cursor = metadata.get("next_cursor") if isinstance(metadata, dict) else None
+            more = isinstance(next_cursor, str) and bool(next_cursor)
+            yield [item for item in items if isinstance(item, dict)], more
             if not isinstance(next_cursor, str) or not next_cursor:
                 return
             if next_cursor in seen:
@@ -779,6 +849,13 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         if status >= 500 or code in _TRANSIENT_ERRORS:
             return RetryableError(f"{what}: {code or f'HTTP {status}'}", retry_after=wait)
         return StopRun(f"{what}: {code or f'HTTP {status}'}")
+
+
+@dataclass(frozen=True, slots=True)
+class _ThreadRead:
+    """A thread is read up to its reply ``ts``; more pages follow."""
+
+    ts: str
 
 
 class _ThreadGone(StopRun):

@@ -89,10 +89,20 @@ def test_a_pass_that_got_nowhere_says_what_to_set() -> None:
     walk = OverlapPass(began=T0, oldest=T0, since=T0, after=T0, page_size=200).made_no_progress()
     note = walk.note(T0 + DAY)
     assert note.startswith("overlap re-read made no progress in 1 run: ")
-    assert "include_threads: false" in note
-    assert "page_size (now 200)" in note
+    assert "set a smaller page_size (now 200) or retry caps" in note
     assert not walk.progress(at(T0 + DAY)).advanced
 
 
 def at(moment: int) -> datetime:
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=moment)
+
+
+def test_a_pass_stopped_inside_a_thread_goes_on_at_its_parent_after_its_last_reply_read() -> None:
+    walk = OverlapPass(began=T0, oldest=T0 - 7 * DAY, since=T0 - DAY, after=T0 - 3 * DAY)
+    inside = walk.thread_read("1699900000.000000", "1699990000.000100")
+    assert OverlapPass.from_token(inside.token()) == inside
+    assert inside.resume_micros == 1_699_900_000 * 1_000_000
+    assert (inside.thread, inside.thread_after) == ("1699900000.000000", "1699990000.000100")
+    # The window read to its end: the thread is behind it.
+    done = inside.window_read(T0 - 2 * DAY, 20)
+    assert (done.thread, done.thread_after) == (None, None)
