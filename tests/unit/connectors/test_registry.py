@@ -329,6 +329,7 @@ def test_public_surface_is_what_we_meant() -> None:
             "KeyPolicy",
             "KeyScope",
             "Listing",
+            "Progress",
             "RateLimitExhausted",
             "RateLimited",
             "RecordConnector",
