@@ -37,6 +37,7 @@ from memsync.connectors.base import (
     Deletion,
     KeyScope,
     Listing,
+    Progress,
     RecordConnector,
     SourceRecordT,
     Stream,
@@ -202,13 +203,15 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
         """The source's top-level streams; children are read within their parent's."""
         return tuple(Stream(s.name, ordered=s.ordered) for s in self.http_source.streams)
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[SourceRecordT | Deletion]:
+    def fetch(
+        self, window: Window, cursor: Cursor | None
+    ) -> Iterator[SourceRecordT | Deletion | Progress]:
         """Every stream in turn (see :meth:`fetch_stream`)."""
         return fetch_every_stream(self, window, cursor)
 
     def fetch_stream(
         self, stream: Stream, window: Window, cursor: Cursor | None
-    ) -> Iterator[SourceRecordT | Deletion]:
+    ) -> Iterator[SourceRecordT | Deletion | Progress]:
         """Every record of ``stream`` updated in ``window`` (those updated after its end
         are left for the next run), each followed by its children, and the deletions
         seen; a :class:`Listing` last when the read was full and the stream declares
