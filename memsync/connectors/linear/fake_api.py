@@ -49,8 +49,8 @@ Scripting:
   without a trace, as a deleted comment is);
 - ``script_rate_limit(times=1, *, status=400, retry_after=None)``: the next ``times``
   requests are rate limited; ``limit_budget(requests, *, reset_in=3600)``: after
-  ``requests`` more requests every request is rate limited (a storm) until the budget is
-  set again (``None``: no budget);
+  ``requests`` more requests every request is rate limited (a storm; ``status=429`` for
+  HTTP 429) until the budget is set again (``None``: no budget);
 - ``between_pages(after, action)``: run ``action()`` (a mutation) just before the list
   request numbered ``after + 1`` is answered: a record edited while a sync pages;
 - inspection: ``list_requests()`` (the list pages served), ``requests`` (every request).
@@ -182,6 +182,7 @@ class FakeLinear(FakeHTTPServer):
         self._rules: list[_RateLimitRule] = []
         self._budget: int | None = None
         self._budget_reset_in = 3600
+        self._budget_status = 400
         self._list_requests = 0
         self._between: dict[int, Callable[[], None]] = {}
         self._cache: dict[str, tuple[list[tuple[int, str]], list[bytes]]] = {}
@@ -296,12 +297,16 @@ class FakeLinear(FakeHTTPServer):
         with self._lock:
             self._rules.append(_RateLimitRule(times, status, retry_after))
 
-    def limit_budget(self, requests: int | None, *, reset_in: int = 3600) -> None:
+    def limit_budget(
+        self, requests: int | None, *, reset_in: int = 3600, status: int = 400
+    ) -> None:
         """After ``requests`` more requests, rate limit every request (reset ``reset_in``
-        seconds ahead) until called again; ``None`` lifts the budget."""
+        seconds ahead; HTTP ``status``, 400 or 429) until called again; ``None`` lifts
+        the budget."""
         with self._lock:
             self._budget = requests
             self._budget_reset_in = reset_in
+            self._budget_status = status
 
     def between_pages(self, after: int, action: Callable[[], None]) -> None:
         """Run ``action`` just before list request number ``after + 1`` (counted from
@@ -361,7 +366,7 @@ class FakeLinear(FakeHTTPServer):
                 return self._limited(rule.status, rule.retry_after, 60)
             if self._budget is not None:
                 if self._budget <= 0:
-                    return self._limited(400, None, self._budget_reset_in)
+                    return self._limited(self._budget_status, None, self._budget_reset_in)
                 self._budget -= 1
         return None
 
