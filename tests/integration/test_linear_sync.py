@@ -175,15 +175,28 @@ def test_an_archived_issue_is_tombstoned_with_its_comments_and_leaves_the_bundle
     assert DECISION not in reader.bundle("default", "team:ENG", "database?", 4000).assembled_context
 
 
+def unstored_updates(store: Store, fake: FakeLinear) -> list[datetime]:
+    """When each ENG issue not stored yet was last updated."""
+    stored = set(live_keys(store))
+    prefix = f"linear:{fake.workspace_id}:issue:"
+    return [
+        issue.updated_at
+        for issue in fake.issues.values()
+        if issue.team.key == "ENG" and f"{prefix}{issue.id}" not in stored
+    ]
+
+
 @pytest.mark.parametrize("status", [400, 429], ids=["RATELIMITED-400", "HTTP-429"])
 def test_a_rate_limit_storm_ends_the_run_partial_and_the_next_run_completes_it_once(
     store: Store, fake: FakeLinear, clock: FakeClock, status: int
 ) -> None:
-    # The organization and two pages of issues, then every request is refused.
-    fake.limit_budget(3, status=status)
+    # The organization, the archived issues, and two pages of issues; then every request
+    # is refused.
+    fake.limit_budget(4, status=status)
     cut_short = sync(store, fake, clock)
     stored_by_the_first = set(live_keys(store))
-    checkpoints_after_first = checkpoints(store)
+    checkpoint = checkpoints(store)["issues"]
+    unstored = unstored_updates(store, fake)
     fake.limit_budget(None)
     clock.advance(timedelta(hours=1))
     completed = sync(store, fake, clock)
@@ -192,12 +205,38 @@ def test_a_rate_limit_storm_ends_the_run_partial_and_the_next_run_completes_it_o
     assert cut_short.error is not None
     assert cut_short.error.startswith("rate limit exhausted")
     assert cut_short.created == 8  # two pages of four issues, committed batch by batch
-    # Read newest first, so nothing before the window's end is known to be complete:
-    # neither checkpoint moved.
-    assert checkpoints_after_first == {"issues": None, "comments": None}
+    # The checkpoint is not past anything the run did not store.
+    assert checkpoint is not None
+    assert unstored
+    assert checkpoint.position <= min(unstored)
     assert completed.status is RunStatus.SUCCEEDED, completed.error
-    assert counts(completed) == (EVERY_RECORD - 8, 8, 0, 0)
+    assert (completed.created, completed.revised) == (EVERY_RECORD - 8, 0)
     assert stored_by_the_first <= set(live_keys(store))
+    assert len(live_keys(store)) == EVERY_RECORD
+
+
+def test_a_workspace_larger_than_one_runs_budget_is_stored_once_by_successive_runs(
+    store: Store, fake: FakeLinear, clock: FakeClock
+) -> None:
+    runs: list[RunRecord] = []
+    positions: list[datetime] = []
+    while not runs or runs[-1].status is not RunStatus.SUCCEEDED:
+        assert len(runs) < 20, [(r.status.value, r.created, r.error) for r in runs]
+        fake.limit_budget(9)  # an hour's budget: nine requests
+        runs.append(sync(store, fake, clock))
+        issues = checkpoints(store)["issues"]
+        if issues is not None and runs[-1].status is RunStatus.PARTIAL:
+            positions.append(issues.position)
+            if unstored_updates(store, fake):
+                assert issues.position <= min(unstored_updates(store, fake))
+        clock.advance(timedelta(hours=1))
+
+    *partial, _completed = runs
+    assert len(partial) >= 2
+    assert all(run.status is RunStatus.PARTIAL and run.created > 0 for run in partial)
+    assert positions == sorted(positions)
+    assert sum(run.created for run in runs) == EVERY_RECORD
+    assert all(run.revised == 0 for run in runs)
     assert len(live_keys(store)) == EVERY_RECORD
 
 
@@ -209,7 +248,8 @@ def test_a_storm_after_a_complete_run_leaves_the_checkpoints_where_they_were(
     clock.advance(timedelta(minutes=15))
     for number in range(6):
         fake.add_issue("ENG", f"New {number}", at=clock.now() - timedelta(minutes=number))
-    fake.limit_budget(2)
+    # The organization, the archived issues and one page of the new ones, then nothing.
+    fake.limit_budget(3)
     clock.advance(timedelta(minutes=15))
     cut_short = sync(store, fake, clock)
 

@@ -6,22 +6,24 @@ Every request is ``POST {base_url}/graphql`` with the API key in ``Authorization
 
 - ``organization { id name urlKey }`` once per instance: the workspace's UUID is the
   second segment of every key;
-- ``issues`` (stream ``issues``) and ``comments`` (stream ``comments``), each with
-  ``filter`` ``updatedAt`` (or ``archivedAt``) ``gte`` the window start and ``lte`` its
-  end, limited to the configured team keys, ``includeArchived: true`` (so that archived
-  and trashed records come back and become tombstones), ``orderBy: updatedAt``, paged
-  with ``first`` / ``after: pageInfo.endCursor`` until ``hasNextPage`` is false
-  (https://linear.app/developers/pagination, https://linear.app/developers/filtering).
+- ``issues`` (stream ``issues``) and ``comments`` (stream ``comments``), limited to the
+  configured team keys, with ``includeArchived: true`` (archived and trashed records
+  come back, and become tombstones) and ``orderBy: updatedAt``, paged with ``first`` /
+  ``after: pageInfo.endCursor`` (https://linear.app/developers/pagination,
+  https://linear.app/developers/filtering): first those whose ``archivedAt`` lies in
+  the window (archiving need not move ``updatedAt``), paged to the end; then those whose
+  ``updatedAt`` lies in it, walked oldest sub-window first (:mod:`.walk`).
 
-Both streams are *unordered*: ``orderBy: updatedAt`` hands out the newest first, so a
-run cut short has read the end of its window, not its beginning. The runner therefore
-moves a stream's checkpoint only when it was read to its end; a run cut short keeps
-what it stored (every batch commits) and the next run reads the same window again,
-where what is stored is a duplicate. Paging is by cursor (the last node read), not by
-offset, so a record updated while the list is paged leaves its place for the head of
-the list without shifting any other record out of it; its new ``updatedAt`` lies after
-the window's end and the next window (which starts ``overlap`` before this one's end)
-reads it.
+``orderBy: updatedAt`` hands out the newest first, so paging a window from its top
+reads its end first, and a run cut short there could move no checkpoint. The walk asks
+for sub-windows from the bottom instead (the whole window first: one request when it
+fits a page), and each record's position is where the walk stood when its page was read
+(everything before it had been read): the streams are *ordered* by that position, the
+runner checkpoints after every committed batch, and a run cut short resumes at the
+oldest sub-window it had not finished. A record updated while the list is read moves
+after the window's end (filtered out: the next window, which starts ``overlap`` before
+this one's end, reads it) and shifts nothing else, since pages follow a cursor, not an
+offset.
 
 Rate limits (https://linear.app/developers/rate-limiting): an HTTP 429, or a GraphQL
 error whose ``extensions.code`` is ``RATELIMITED`` (``extensions.type`` ``ratelimited``
@@ -33,9 +35,10 @@ milliseconds, as the SDK's ``RatelimitedLinearError`` reads them).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from memsync.clock import Clock, SystemClock
@@ -51,6 +54,7 @@ from memsync.connectors.base import (
 from memsync.connectors.config import SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, StopRun
 from memsync.connectors.linear.declaration import LINEAR, LinearConfig
+from memsync.connectors.linear.walk import SubWindow, WindowWalk
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject, Tombstone
 from memsync.stopping import Sleeper
@@ -136,6 +140,9 @@ class LinearIssue:
     """An issue in its latest state."""
 
     issue: IssueRef
+    #: Where a read finds it: the walk's position when its page was read (see
+    #: :mod:`.walk`), never after its ``updatedAt``.
+    position: datetime
     updated_at: datetime
     data: JSONObject
 
@@ -143,10 +150,6 @@ class LinearIssue:
 
     def key(self) -> str:
         return self.issue.key
-
-    @property
-    def position(self) -> datetime:
-        return self.updated_at
 
     @property
     def occurred_at(self) -> datetime:
@@ -166,6 +169,8 @@ class LinearComment:
 
     issue: IssueRef
     comment_id: str
+    #: As :attr:`LinearIssue.position`.
+    position: datetime
     created_at: datetime
     updated_at: datetime
     data: JSONObject
@@ -174,10 +179,6 @@ class LinearComment:
 
     def key(self) -> str:
         return f"{self.issue.key}:comment:{self.comment_id}"
-
-    @property
-    def position(self) -> datetime:
-        return self.updated_at
 
     @property
     def occurred_at(self) -> datetime:
@@ -258,8 +259,9 @@ class LinearConnector(RecordConnector[LinearConfig, LinearRecord], declaration=L
     # --- reading --------------------------------------------------------------------------
 
     def streams(self) -> tuple[Stream, ...]:
-        """``issues`` then ``comments``, both unordered (newest first: see the module)."""
-        return tuple(Stream(name, ordered=False) for name in _LISTS)
+        """``issues`` then ``comments``, both ordered by the walk's position (see the
+        module)."""
+        return tuple(Stream(name, ordered=True) for name in _LISTS)
 
     def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[LinearRecord | Deletion]:
         return fetch_every_stream(self, window, cursor)
@@ -267,15 +269,57 @@ class LinearConnector(RecordConnector[LinearConfig, LinearRecord], declaration=L
     def fetch_stream(
         self, stream: Stream, window: Window, cursor: Cursor | None
     ) -> Iterator[LinearRecord | Deletion]:
-        """Every issue (or comment) updated or archived in the window, newest first, or
-        its tombstone when it is archived or trashed."""
+        """The tombstones of the issues (or comments) archived in the window, then every
+        one updated in it, oldest sub-window first (see :mod:`.walk`), each record at the
+        walk's position when its page was read."""
         query = _LISTS[stream.name]
         workspace = self.workspace()
-        for node in self._nodes(query, self._filter(query, window)):
+        start = window.start or self.config.start or _EPOCH
+        # Archives first, so that a run cut short in the walk has seen those of its
+        # whole window: the next run's window starts later.
+        archived = self._where(query, "archivedAt", SubWindow(start, window.end))
+        for node in self._pages(query, archived):
+            yield from self._records(query, workspace, [node], start)
+        walk = WindowWalk.over(start, window.end, self.config.page_size)
+        # Sub-windows share their boundary instants (both ends are included): what was
+        # handed out at one is not handed out again when the walk reaches it (a few
+        # records per sub-window are remembered, those at its ends).
+        at_boundaries: set[tuple[object, object]] = set()
+        while not walk.done:
+            position = walk.position
+            asked = walk.next()
+            where = self._where(query, "updatedAt", asked)
+            nodes, end_cursor = self._page(query, where, None)
+            fresh = [n for n in nodes if (n.get("id"), n.get("updatedAt")) not in at_boundaries]
+            yield from self._records(query, workspace, fresh, position)
+            at_boundaries |= {
+                (node.get("id"), node.get("updatedAt"))
+                for node in nodes
+                if _updated_at(node) in (asked.start, asked.end, _updated_at(nodes[-1]))
+            }
+            if end_cursor is None:
+                walk.read_to_end(len(nodes))
+                continue
+            if _newest_first(nodes) and walk.page_overflowed(_updated_at(nodes[-1])):
+                continue
+            # One instant holds a whole page, or the answer is not newest first: this
+            # sub-window is paged to its end instead.
+            for node in self._pages(query, where, end_cursor):
+                yield from self._records(query, workspace, [node], position)
+            walk.read_to_end(self.config.page_size)
+
+    def _records(
+        self,
+        query: _ListQuery,
+        workspace: str,
+        nodes: Sequence[Mapping[str, Any]],
+        position: datetime,
+    ) -> Iterator[LinearRecord | Tombstone]:
+        for node in nodes:
             if query is _ISSUES:
-                yield self._issue(workspace, node)
+                yield self._issue(workspace, node, position)
             else:
-                yield from self._comment(workspace, node)
+                yield from self._comment(workspace, node, position)
 
     def workspace(self) -> str:
         """The workspace's UUID (``organization.id``), asked once per instance."""
@@ -293,37 +337,48 @@ class LinearConnector(RecordConnector[LinearConfig, LinearRecord], declaration=L
         del now
         return f"reached workspace {self.workspace()}"
 
-    def _filter(self, query: _ListQuery, window: Window) -> JSONObject:
-        start = window.start or self.config.start or _EPOCH
-        span = {"gte": _iso(start), "lte": _iso(window.end)}
-        # Archiving is looked for on its own: a record archived in the window is found
-        # whether or not archiving moved its updatedAt.
-        changed: JSONObject = {"or": [{"updatedAt": span}, {"archivedAt": span}]}
+    def _where(self, query: _ListQuery, field: str, span: SubWindow) -> JSONObject:
+        """``field`` (``updatedAt`` or ``archivedAt``) within ``span``, of the configured
+        teams."""
+        within: JSONObject = {field: {"gte": _iso(span.start), "lte": _iso(span.end)}}
         if self.config.teams is None:
-            return changed
+            return within
         team: JSONObject = {"team": {"key": {"in": list(self.config.teams)}}}
-        scope = team if query is _ISSUES else {"issue": team}
-        return {"and": [changed, scope]}
+        return {"and": [within, team if query is _ISSUES else {"issue": team}]}
 
-    def _nodes(self, query: _ListQuery, where: JSONObject) -> Iterator[dict[str, Any]]:
-        after: str | None = None
+    def _page(
+        self, query: _ListQuery, where: JSONObject, after: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page: its nodes and, when there is a next page, the cursor to it."""
+        variables: JSONObject = {"filter": where, "first": self.config.page_size}
+        if after is not None:
+            variables["after"] = after
+        connection = self._post(query.document, variables).get(query.root)
+        if not isinstance(connection, dict) or not isinstance(connection.get("nodes"), list):
+            raise StopRun(self._malformed(query.root, "no nodes list"))
+        nodes = [node for node in connection["nodes"] if isinstance(node, dict)]
+        page_info = connection.get("pageInfo")
+        if not isinstance(page_info, dict) or page_info.get("hasNextPage") is not True:
+            return nodes, None
+        end_cursor = page_info.get("endCursor")
+        if not isinstance(end_cursor, str) or not end_cursor or end_cursor == after:
+            raise StopRun(self._malformed(query.root, "hasNextPage without a new endCursor"))
+        return nodes, end_cursor
+
+    def _pages(
+        self, query: _ListQuery, where: JSONObject, after: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every node from the page after ``after`` to the end of the list."""
         while True:
-            variables: JSONObject = {"filter": where, "first": self.config.page_size}
-            if after is not None:
-                variables["after"] = after
-            connection = self._post(query.document, variables).get(query.root)
-            if not isinstance(connection, dict) or not isinstance(connection.get("nodes"), list):
-                raise StopRun(self._malformed(query.root, "no nodes list"))
-            yield from (node for node in connection["nodes"] if isinstance(node, dict))
-            page_info = connection.get("pageInfo")
-            if not isinstance(page_info, dict) or page_info.get("hasNextPage") is not True:
+            nodes, after_this = self._page(query, where, after)
+            yield from nodes
+            if after_this is None:
                 return
-            end_cursor = page_info.get("endCursor")
-            if not isinstance(end_cursor, str) or not end_cursor or end_cursor == after:
-                raise StopRun(self._malformed(query.root, "hasNextPage without a new endCursor"))
-            after = end_cursor
+            after = after_this
 
-    def _issue(self, workspace: str, node: Mapping[str, Any]) -> LinearIssue | Tombstone:
+    def _issue(
+        self, workspace: str, node: Mapping[str, Any], position: datetime
+    ) -> LinearIssue | Tombstone:
         ref = _issue_ref(workspace, node)
         if _gone(node):
             # An archived or trashed issue takes its comments with it (keys below its own).
@@ -360,12 +415,13 @@ class LinearConnector(RecordConnector[LinearConfig, LinearRecord], declaration=L
         # updatedAt stays out: it moves without an edit a reader would see (a new comment).
         return LinearIssue(
             issue=ref,
+            position=position,
             updated_at=_time(node.get("updatedAt"), "issue updatedAt"),
             data=data,
         )
 
     def _comment(
-        self, workspace: str, node: Mapping[str, Any]
+        self, workspace: str, node: Mapping[str, Any], position: datetime
     ) -> Iterator[LinearComment | Tombstone]:
         issue = node.get("issue")
         if not isinstance(issue, dict):
@@ -382,6 +438,7 @@ class LinearConnector(RecordConnector[LinearConfig, LinearRecord], declaration=L
         yield LinearComment(
             issue=ref,
             comment_id=comment_id,
+            position=position,
             created_at=_time(node.get("createdAt"), "comment createdAt"),
             updated_at=_time(node.get("updatedAt"), "comment updatedAt"),
             data={
@@ -470,6 +527,17 @@ def _required_id(node: Mapping[str, Any], what: str) -> str:
     if value is None:
         raise StopRun(f"{_SOURCE}: {what} has no id: {node.get('id')!r}")
     return value
+
+
+def _updated_at(node: Mapping[str, Any]) -> datetime:
+    return _time(node.get("updatedAt"), "updatedAt")
+
+
+def _newest_first(nodes: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a page is ordered newest first, as ``orderBy: updatedAt`` answers: only
+    then does a full page hold the newest part of what was asked, completely."""
+    times = [_updated_at(node) for node in nodes]
+    return bool(times) and all(a >= b for a, b in pairwise(times))
 
 
 def _gone(node: Mapping[str, Any]) -> bool:

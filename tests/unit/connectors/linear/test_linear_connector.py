@@ -275,32 +275,52 @@ def test_only_the_configured_teams_are_read(fake: FakeLinear) -> None:
     assert len(items) == 2
 
 
-def test_the_window_is_sent_as_an_updated_at_or_archived_at_filter(
+def test_the_window_is_sent_as_an_archived_at_filter_then_an_updated_at_filter(
     fake: FakeLinear, clock: FakeClock
 ) -> None:
-    old = fake.add_issue("ENG", "old")
+    fake.add_issue("ENG", "old")
     clock.advance(timedelta(hours=3))
     new = fake.add_issue("ENG", "new")
     window = Window(clock.now() - timedelta(hours=1), clock.now())
     items = read(fake, window)
+
     assert [item.issue.id for item in items if not isinstance(item, Tombstone)] == [new.id]
-    body = json.loads(fake.requests[-1].body)
     span = {"gte": "2026-02-28T14:00:00Z", "lte": "2026-02-28T15:00:00Z"}
-    assert body["variables"]["filter"] == {"or": [{"updatedAt": span}, {"archivedAt": span}]}
-    assert "includeArchived: true" in body["query"]
+    issues = [json.loads(r.body) for r in fake.requests if b"MemsyncIssues" in r.body]
+    assert [body["variables"]["filter"] for body in issues] == [
+        {"archivedAt": span},
+        {"updatedAt": span},
+    ]
+    assert all("includeArchived: true" in body["query"] for body in issues)
     assert fake.requests[-1].headers["authorization"] == TOKEN
-    del old
 
 
-def test_every_page_is_read_by_its_end_cursor(fake: FakeLinear, clock: FakeClock) -> None:
-    for number in range(7):
-        clock.advance(timedelta(seconds=1))
-        fake.add_issue("ENG", f"issue {number}")
-    items = read(fake, page_size=3)
-    assert len(items) == 7
-    assert len({item.issue.id for item in items if not isinstance(item, Tombstone)}) == 7
-    # Issues: three pages; comments: one empty page.
+def test_a_window_that_fits_one_page_costs_one_request_per_stream(fake: FakeLinear) -> None:
+    issue = fake.add_issue("ENG", "Checkout")
+    fake.add_comment(issue.id, "Reproduced.")
+    read(fake, page_size=3)
+    # For each stream, the archived ones, then the window in one page.
     assert fake.list_requests() == 4
+
+
+def test_a_window_larger_than_a_page_is_walked_oldest_first_reading_each_issue_once(
+    fake: FakeLinear, clock: FakeClock
+) -> None:
+    for number in range(20):
+        clock.advance(timedelta(minutes=7 * number))
+        fake.add_issue("ENG", f"issue {number}")
+    reader = connector(fake, page_size=3, start="2026-02-20")
+    items = list(reader.fetch(EVERYTHING, None))
+    issues = [item for item in items if not isinstance(item, Tombstone)]
+
+    assert len(issues) == 20
+    assert len({item.issue.id for item in issues}) == 20
+    positions = [item.position for item in issues]
+    assert positions == sorted(positions)
+    # Nothing was handed out before a position it lies before: a read from any record's
+    # position finds every record not handed out yet.
+    for index, item in enumerate(issues):
+        assert all(later.updated_at >= item.position for later in issues[index:])
 
 
 def test_an_issue_edited_while_pages_are_read_shifts_no_other_issue_out_and_comes_next_run(
@@ -453,8 +473,9 @@ def test_a_rate_limit_storm_ends_the_read_after_the_caps_keeping_what_was_yielde
     for number in range(5):
         clock.advance(timedelta(seconds=1))
         fake.add_issue("ENG", f"issue {number}")
-    # The organization and one page of two issues, then every request is refused.
-    fake.limit_budget(2)
+    # The organization, the archived issues, one page of two issues; then every
+    # request is refused.
+    fake.limit_budget(3)
     yielded: list[object] = []
     with pytest.raises(RateLimitExhausted, match="rate limited"):
         yielded.extend(connector(fake, page_size=2).fetch(EVERYTHING, None))
