@@ -31,14 +31,15 @@ class LinearConfig(ConnectorConfig):
     header; a ``SecretStr``, so it never appears in reprs, logs or messages. ``teams``
     lists team keys (``ENG``); absent, every team the key can see is read. ``base_url``
     defaults to ``https://api.linear.app`` (requests go to ``{base_url}/graphql``).
-    ``page_size`` is the ``first`` of every page (Linear allows up to 250).
+    ``page_size`` is the ``first`` of every page: Linear's own default, 50, unless set
+    (Linear allows up to 250, but charges a query's complexity by it: see the docs).
     """
 
     type: Literal["linear"] = "linear"
     subject: SubjectTemplateValue = SubjectTemplate("team:{team_key}")
     token: SecretStr
     teams: list[str] | None = None
-    page_size: int = Field(default=100, ge=1, le=250)
+    page_size: int = Field(default=50, ge=1, le=250)
     timeout: Duration = timedelta(seconds=30)
 
     @field_validator("teams", mode="before")

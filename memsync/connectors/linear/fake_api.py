@@ -143,6 +143,42 @@ class _RateLimitRule:
     retry_after: int | None
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """A record as a list holds it: its sort key (newest first: ``(-micros, id)``), its
+    rendered node, and the fields filters read (times parsed)."""
+
+    key: tuple[int, str]
+    body: bytes
+    fields: dict[str, Any]
+    archived: bool
+
+    @classmethod
+    def of(cls, record: FakeIssue | FakeComment, node: Json, order: str) -> _Entry:
+        moment = record.updated_at if order == "updatedAt" else record.created_at
+        fields: dict[str, Any] = {
+            "updatedAt": record.updated_at,
+            "createdAt": record.created_at,
+            "archivedAt": record.archived_at,
+            "team": node.get("team"),
+        }
+        if isinstance(record, FakeComment):
+            fields["issue"] = {"team": node["issue"]["team"]}
+        archived = node.get("archivedAt") is not None or node.get("trashed") is True
+        return cls((-_micros(moment), record.id), compact_json(node), fields, archived)
+
+    def __lt__(self, other: object) -> bool:
+        # Compared with entries and with bare keys (bisect on a key).
+        mine = self.key
+        theirs = other.key if isinstance(other, _Entry) else other
+        return mine < theirs  # type: ignore[operator]
+
+    def __gt__(self, other: object) -> bool:
+        mine = self.key
+        theirs = other.key if isinstance(other, _Entry) else other
+        return mine > theirs  # type: ignore[operator]
+
+
 class _Invalid(Exception):
     """A request the fake cannot answer: a GraphQL validation error (HTTP 400)."""
 
@@ -185,7 +221,8 @@ class FakeLinear(FakeHTTPServer):
         self._budget_status = 400
         self._list_requests = 0
         self._between: dict[int, Callable[[], None]] = {}
-        self._cache: dict[str, tuple[list[tuple[int, str]], list[bytes]]] = {}
+        self._cache: dict[str, list[_Entry]] = {}
+        self._indexes: dict[tuple[str, str], list[_Entry]] = {}
 
     # -- scripting -------------------------------------------------------------
 
@@ -335,6 +372,7 @@ class FakeLinear(FakeHTTPServer):
 
     def _changed(self) -> None:
         self._cache.clear()
+        self._indexes.clear()
 
     def handle(self, request: RecordedRequest) -> FakeResponse:
         if request.method != "POST" or request.path != "/graphql":
@@ -415,53 +453,64 @@ class FakeLinear(FakeHTTPServer):
         where = variables.get("filter") or {}
         with self._lock:
             cache_key = json.dumps([root, order, include_archived, where], sort_keys=True)
-            cached = self._cache.get(cache_key)
-            if cached is None:
-                cached = self._sorted(root, order, include_archived, where)
-                self._cache[cache_key] = cached
-        keys, rendered = cached
+            chosen = self._cache.get(cache_key)
+            if chosen is None:
+                chosen = self._select(root, order, include_archived, where)
+                self._cache[cache_key] = chosen
         after = variables.get("after")
-        start = 0 if after is None else bisect.bisect_right(keys, _decode_cursor(after))
-        chunk = rendered[start : start + first]
-        has_next = start + first < len(keys)
-        end_cursor = _encode_cursor(keys[start + len(chunk) - 1]) if chunk else None
+        start = 0 if after is None else bisect.bisect_right(chosen, _decode_cursor(after))
+        chunk = chosen[start : start + first]
+        has_next = start + first < len(chosen)
+        end_cursor = _encode_cursor(chunk[-1].key) if chunk else None
         page_info = compact_json({"hasNextPage": has_next, "endCursor": end_cursor})
         return b"".join(
             [
                 b'{"data":{"',
                 root.encode(),
                 b'":{"nodes":[',
-                b",".join(chunk),
+                b",".join(entry.body for entry in chunk),
                 b'],"pageInfo":',
                 page_info,
                 b"}}}",
             ]
         )
 
-    def _sorted(
-        self, root: str, order: str, include_archived: bool, where: Json
-    ) -> tuple[list[tuple[int, str]], list[bytes]]:
-        records: list[FakeIssue] | list[FakeComment]
-        records = list(self.issues.values()) if root == "issues" else list(self.comments.values())
-        chosen: list[tuple[tuple[int, str], bytes]] = []
-        for record in records:
-            node = (
-                self._issue_node(record)
-                if isinstance(record, FakeIssue)
-                else (self._comment_node(record))
+    def _select(self, root: str, order: str, include_archived: bool, where: Json) -> list[_Entry]:
+        """The entries of ``root`` that pass the filter, in the list's order."""
+        entries = self._indexed(root, order)
+        if order == "updatedAt":
+            # The walk's filters bound updatedAt: only that slice of the index is tested.
+            low, high = _bounds(where, "updatedAt")
+            if high is not None:
+                entries = entries[bisect.bisect_left(entries, (-_micros(high), "")) :]
+            if low is not None:
+                entries = entries[: bisect.bisect_right(entries, (-_micros(low), "\uffff"))]
+        passes = _compile(where)
+        return [
+            entry
+            for entry in entries
+            if (include_archived or not entry.archived) and passes(entry.fields)
+        ]
+
+    def _indexed(self, root: str, order: str) -> list[_Entry]:
+        """Every record of ``root``, rendered once, sorted newest first by ``order``
+        (ties by id); rebuilt after a mutation."""
+        index = self._indexes.get((root, order))
+        if index is None:
+            records: list[FakeIssue] | list[FakeComment]
+            records = (
+                list(self.issues.values()) if root == "issues" else list(self.comments.values())
             )
-            if not include_archived and (
-                node.get("archivedAt") is not None or node.get("trashed") is True
-            ):
-                continue
-            if not _matches(node, where):
-                continue
-            moment = record.updated_at if order == "updatedAt" else record.created_at
-            # Newest first, ties by id: an ascending sort on (-time, id).
-            sort_key = (-int(moment.timestamp() * 1_000_000), record.id)
-            chosen.append((sort_key, compact_json(node)))
-        chosen.sort(key=lambda item: item[0])
-        return [key for key, _ in chosen], [node for _, node in chosen]
+            index = sorted(_Entry.of(record, self._node(record), order) for record in records)
+            self._indexes[(root, order)] = index
+        return index
+
+    def _node(self, record: FakeIssue | FakeComment) -> Json:
+        return (
+            self._issue_node(record)
+            if isinstance(record, FakeIssue)
+            else self._comment_node(record)
+        )
 
     def _issue_node(self, issue: FakeIssue) -> Json:
         node = copy.deepcopy(self._issue_shape)
@@ -523,46 +572,71 @@ def _decode_cursor(cursor: object) -> tuple[int, str]:
         raise _Invalid(f"invalid cursor {cursor!r}") from error
 
 
-def _matches(node: Json, where: Json) -> bool:
-    """Whether ``node`` passes ``where``: the subset of Linear's filters the connector
-    uses. Anything else is refused (a validation error), never ignored."""
+def _micros(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000)
+
+
+def _bounds(where: Json, name: str) -> tuple[datetime | None, datetime | None]:
+    """The ``gte`` / ``lte`` bounds a filter puts on ``name`` at its top level (directly
+    or in a top-level ``and``): a range the whole filter lies within."""
+    parts = [where, *where.get("and", [])] if isinstance(where, dict) else []
+    for part in parts:
+        condition = part.get(name) if isinstance(part, dict) else None
+        if isinstance(condition, dict):
+            low, high = condition.get("gte"), condition.get("lte")
+            return (
+                None if low is None else _parse_time(low),
+                None if high is None else _parse_time(high),
+            )
+    return None, None
+
+
+Test = Callable[[dict[str, Any]], bool]
+
+
+def _compile(where: Json) -> Test:
+    """``where`` as a test of a record's fields: the subset of Linear's filters the
+    connector uses. Anything else is refused (a validation error), never ignored."""
     if not isinstance(where, dict):
         raise _Invalid(f"filter must be an object, got {where!r}")
-    for name, condition in where.items():
-        if name == "and":
-            passed = all(_matches(node, part) for part in condition)
-        elif name == "or":
-            passed = any(_matches(node, part) for part in condition)
-        elif name in ("updatedAt", "createdAt", "archivedAt"):
-            passed = _compare_time(node.get(name), condition)
-        elif name == "team":
-            passed = _compare_key(node.get("team"), condition)
-        elif name == "issue":
-            passed = _matches(node.get("issue") or {}, condition)
-        else:
-            raise _Invalid(f"FakeLinear does not filter on {name!r}")
-        if not passed:
-            return False
-    return True
+    tests = [_condition(name, condition) for name, condition in where.items()]
+    return lambda fields: all(test(fields) for test in tests)
 
 
-def _compare_time(value: str | None, condition: Json) -> bool:
-    if value is None:
-        return False
-    moment = _parse_time(value)
-    checks = {
-        "gte": lambda bound: moment >= bound,
-        "gt": lambda bound: moment > bound,
-        "lte": lambda bound: moment <= bound,
-        "lt": lambda bound: moment < bound,
-        "eq": lambda bound: moment == bound,
+def _condition(name: str, condition: Json) -> Test:
+    if name in ("and", "or"):
+        parts = [_compile(part) for part in condition]
+        combine = all if name == "and" else any
+        return lambda fields: combine(part(fields) for part in parts)
+    if name in ("updatedAt", "createdAt", "archivedAt"):
+        return _time_test(name, condition)
+    if name == "team":
+        return lambda fields: _compare_key(fields.get("team"), condition)
+    if name == "issue":
+        nested = _compile(condition)
+        return lambda fields: nested(fields.get("issue") or {})
+    raise _Invalid(f"FakeLinear does not filter on {name!r}")
+
+
+def _time_test(name: str, condition: Json) -> Callable[[dict[str, Any]], bool]:
+    checks: dict[str, Callable[[datetime, datetime], bool]] = {
+        "gte": lambda moment, bound: moment >= bound,
+        "gt": lambda moment, bound: moment > bound,
+        "lte": lambda moment, bound: moment <= bound,
+        "lt": lambda moment, bound: moment < bound,
+        "eq": lambda moment, bound: moment == bound,
     }
+    bounds = []
     for operator, bound in condition.items():
         if operator not in checks:
             raise _Invalid(f"DateComparator has no {operator!r} here")
-        if not checks[operator](_parse_time(bound)):
-            return False
-    return True
+        bounds.append((checks[operator], _parse_time(bound)))
+
+    def test(fields: dict[str, Any]) -> bool:
+        moment = fields.get(name)
+        return moment is not None and all(check(moment, bound) for check, bound in bounds)
+
+    return test
 
 
 def _compare_key(team: Json, condition: Json) -> bool:
