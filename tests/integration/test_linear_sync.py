@@ -190,9 +190,8 @@ def unstored_updates(store: Store, fake: FakeLinear) -> list[datetime]:
 def test_a_rate_limit_storm_ends_the_run_partial_and_the_next_run_completes_it_once(
     store: Store, fake: FakeLinear, clock: FakeClock, status: int
 ) -> None:
-    # The organization, the archived issues, and two pages of issues; then every request
-    # is refused.
-    fake.limit_budget(4, status=status)
+    # The archived issues and two pages of issues; then every request is refused.
+    fake.limit_budget(3, status=status)
     cut_short = sync(store, fake, clock)
     stored_by_the_first = set(live_keys(store))
     checkpoint = checkpoints(store)["issues"]
@@ -248,8 +247,8 @@ def test_a_storm_after_a_complete_run_leaves_the_checkpoints_where_they_were(
     clock.advance(timedelta(minutes=15))
     for number in range(6):
         fake.add_issue("ENG", f"New {number}", at=clock.now() - timedelta(minutes=number))
-    # The organization, the archived issues and one page of the new ones, then nothing.
-    fake.limit_budget(3)
+    # The archived issues and one page of the new ones, then nothing.
+    fake.limit_budget(2)
     clock.advance(timedelta(minutes=15))
     cut_short = sync(store, fake, clock)
 

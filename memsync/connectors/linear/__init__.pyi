@@ -1,7 +1,6 @@
-from .connector import IssueRef as IssueRef
-from .connector import LinearComment as LinearComment
+from .connector import COMMENTS_QUERY as COMMENTS_QUERY
+from .connector import ISSUES_QUERY as ISSUES_QUERY
+from .connector import LINEAR_SOURCE as LINEAR_SOURCE
 from .connector import LinearConnector as LinearConnector
-from .connector import LinearIssue as LinearIssue
-from .connector import LinearRecord as LinearRecord
 from .declaration import LINEAR as LINEAR
 from .declaration import LinearConfig as LinearConfig

@@ -428,7 +428,9 @@ class FakeLinear(FakeHTTPServer):
         query = body.get("query") if isinstance(body, dict) else None
         if not isinstance(query, str):
             raise _Invalid("no query")
-        roots = [root for root in _ROOTS if re.search(rf"\b{root}\s*[({{]", query)]
+        # The document's root field: the first field of its selection set.
+        found = re.match(r"\s*(?:query\b[^{]*)?\{\s*(\w+)", query)
+        roots = [found.group(1)] if found and found.group(1) in _ROOTS else []
         if len(roots) != 1:
             raise AssertionError(f"FakeLinear serves one of {_ROOTS} per document: {query!r}")
         if roots[0] == "organization":
@@ -512,9 +514,13 @@ class FakeLinear(FakeHTTPServer):
             else self._comment_node(record)
         )
 
+    def _team_node(self, team: FakeTeam) -> Json:
+        organization = {"id": self.workspace_id}
+        return {"id": team.id, "key": team.key, "name": team.name, "organization": organization}
+
     def _issue_node(self, issue: FakeIssue) -> Json:
         node = copy.deepcopy(self._issue_shape)
-        team = {"id": issue.team.id, "key": issue.team.key, "name": issue.team.name}
+        team = self._team_node(issue.team)
         node.update(
             id=issue.id,
             identifier=issue.identifier,
@@ -538,6 +544,7 @@ class FakeLinear(FakeHTTPServer):
         issue = comment.issue
         node.update(
             id=comment.id,
+            issueId=issue.id,
             body=comment.body,
             createdAt=_iso(comment.created_at),
             updatedAt=_iso(comment.updated_at),
@@ -548,7 +555,7 @@ class FakeLinear(FakeHTTPServer):
                 "identifier": issue.identifier,
                 "archivedAt": None if issue.archived_at is None else _iso(issue.archived_at),
                 "trashed": issue.trashed,
-                "team": {"id": issue.team.id, "key": issue.team.key},
+                "team": self._team_node(issue.team),
                 "project": None if issue.project_id is None else {"id": issue.project_id},
             },
         )
