@@ -100,6 +100,22 @@ def _subject_fields(issue: str) -> dict[str, str]:
     }
 
 
+def _list(name: str, document: str, **declared: Any) -> HttpStream:
+    """A root list of the GraphQL API (``issues``, ``comments``) as a stream: posted to
+    ``/graphql``, nodes at ``data.{name}.nodes``, Relay paging, positioned by
+    ``updatedAt`` and ordered (by the walk: see the module)."""
+    return HttpStream(
+        name=name,
+        path="/graphql",
+        graphql=document,
+        records=f"data.{name}.nodes",
+        pagination=GraphQLPageInfo(f"data.{name}.pageInfo"),
+        incremental=Incremental(field="updatedAt"),
+        ordered=True,
+        **declared,
+    )
+
+
 LINEAR_SOURCE = HttpSource(
     base_url="https://api.linear.app",
     vendor="Linear",
@@ -110,13 +126,9 @@ LINEAR_SOURCE = HttpSource(
     ),
     not_found_hint="check base_url {base_url} (requests go to {base_url}/graphql)",
     streams=(
-        HttpStream(
-            name="issues",
-            path="/graphql",
-            graphql=ISSUES_QUERY,
-            records="data.issues.nodes",
-            pagination=GraphQLPageInfo("data.issues.pageInfo"),
-            incremental=Incremental(field="updatedAt"),
+        _list(
+            "issues",
+            ISSUES_QUERY,
             # UUIDs only: ENG-12 changes when the issue moves to another team.
             key="{team[organization][id]}:issue:{id}",
             episode_type="linear.issue",
@@ -124,15 +136,10 @@ LINEAR_SOURCE = HttpSource(
             # updatedAt moves without an edit a reader would see (a new comment).
             exclude=frozenset({"updatedAt"}),
             deleted_when=DeletedWhen("archivedAt", with_children=True),
-            ordered=True,
         ),
-        HttpStream(
-            name="comments",
-            path="/graphql",
-            graphql=COMMENTS_QUERY,
-            records="data.comments.nodes",
-            pagination=GraphQLPageInfo("data.comments.pageInfo"),
-            incremental=Incremental(field="updatedAt"),
+        _list(
+            "comments",
+            COMMENTS_QUERY,
             # Under its issue's key, so that the issue's tombstone covers it.
             key="{issue[team][organization][id]}:issue:{issue[id]}:comment:{id}",
             episode_type="linear.comment",
@@ -142,7 +149,6 @@ LINEAR_SOURCE = HttpSource(
             # of the comment (issueId stays).
             exclude=frozenset({"updatedAt", "issue"}),
             deleted_when=DeletedWhen("archivedAt", with_children=False),
-            ordered=True,
         ),
     ),
 )
