@@ -81,13 +81,12 @@ def read(
 ) -> list[HttpRecord | Tombstone]:
     items = list(connector(fake, **fields).fetch(window, None))
     assert all(not isinstance(item, dict) for item in items)
-    return items  # type: ignore[return-value]
+    return items
 
 
 def keys(items: Sequence[object], reader: LinearConnector) -> list[str]:
     return [
-        item.key if isinstance(item, Tombstone) else reader.idempotency_key(item)  # type: ignore[arg-type]
-        for item in items
+        item.key if isinstance(item, Tombstone) else reader.idempotency_key(item) for item in items
     ]
 
 
@@ -233,7 +232,7 @@ def test_an_issue_moved_to_another_team_keeps_its_key_and_moves_subject(
     # Both are revisions that move them: the issue's identifier, team and subject
     # changed, and the comment, read again, follows its issue to the new subject.
     assert outcomes == {"revised": 2}
-    drafts = [connector(fake).to_episode(item) for item in moved]  # type: ignore[arg-type]
+    drafts = [connector(fake).to_episode(item) for item in moved]
     assert {draft.subject_id for draft in drafts} == {"team:OPS"}
     assert drafts[0].payload["identifier"] == "OPS-1"
     assert drafts[0].idempotency_key == f"linear:{fake.workspace_id}:issue:{issue.id}"
@@ -245,8 +244,8 @@ def test_the_subject_may_name_the_issue_identifier_or_the_project(fake: FakeLine
     by_issue = connector(fake, subject="issue:{issue_identifier}")
     by_project = connector(fake, subject="project:{project_id}")
     records = list(by_issue.fetch(EVERYTHING, None))
-    assert {by_issue.to_episode(r).subject_id for r in records} == {"issue:ENG-1"}  # type: ignore[arg-type]
-    assert {by_project.to_episode(r).subject_id for r in records} == {"project:p-1"}  # type: ignore[arg-type]
+    assert {by_issue.to_episode(r).subject_id for r in records} == {"issue:ENG-1"}
+    assert {by_project.to_episode(r).subject_id for r in records} == {"project:p-1"}
 
 
 def test_payloads_leave_out_what_moves_without_an_edit(fake: FakeLinear) -> None:
