@@ -116,6 +116,7 @@ ISSUE_CONFIGURATION = """
 def test_the_configuration_block_of_the_issue_parses_as_written() -> None:
     [parsed] = registry().parse_configs(yaml.safe_load(ISSUE_CONFIGURATION))
     assert isinstance(parsed, LinearConfig)
+    assert isinstance(registry().build(parsed), LinearConnector)
     assert parsed.teams == ["ENG"]
     assert parsed.subject.text == "team:{team_key}"
     assert parsed.overlap == timedelta(hours=2)
@@ -341,12 +342,14 @@ def test_an_issue_edited_while_pages_are_read_shifts_no_other_issue_out_and_come
         clock.advance(timedelta(seconds=1))
         issues.append(fake.add_issue("ENG", f"issue {number}"))
     end = clock.now()
-    # Newest first: the first page holds issues 8, 7, 6. Before the second page, issue 5
-    # (the second page's first) is edited after the run's start: it leaves its place.
+    # After the archived issues (none) and the walk's first page (the newest: issues 8,
+    # 7, 6), issue 5 is edited after the run's start: it leaves its place for the head
+    # of the list, past the window's end.
     fake.between_pages(
-        1, lambda: fake.edit_issue(issues[5].id, title="edited", at=end + timedelta(seconds=5))
+        2, lambda: fake.edit_issue(issues[5].id, title="edited", at=end + timedelta(seconds=5))
     )
     first = read(fake, Window(None, end), page_size=3)
+    assert fake.issues[issues[5].id].title == "edited"
     second = read(fake, Window(end - timedelta(hours=2), end + timedelta(minutes=1)), page_size=3)
 
     read_first = {item.data["id"] for item in first if not isinstance(item, Tombstone)}
