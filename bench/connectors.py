@@ -8,14 +8,17 @@ read by the Slack connector (slack-sdk). Zendesk: 2,000 tickets, each with one c
 and one status change, read by the Zendesk connector (declared on the HTTP base) over an
 in-process ``httpx.MockTransport``; with ``--zendesk-baseline REV`` also by the
 hand-written connector of git revision ``REV`` (loaded from ``git show``), in the same
-run. Each is fetched twice over the same window: a first sync, then a re-sync. Every
-record goes through ``to_episode`` and the conformance kit's simulated ingest, so the
-table shows that the re-sync creates nothing. Prints a Markdown table; see
-docs/benchmarks.md ("Connectors").
+run. Linear: 5,000 issues with 15,000 comments in one team, read by the Linear connector
+(httpx, GraphQL) from FakeLinear. Each is fetched twice over the same window: a first
+sync, then a re-sync. Every record goes through ``to_episode`` and the conformance kit's
+simulated ingest, so the table shows that the re-sync creates nothing. Prints a Markdown
+table; see docs/benchmarks.md ("Connectors").
 
     python -m bench.connectors [--issues 10000] [--comments 30000] [--messages 50000]
         [--pulls 1000] [--tickets 2000] [--zendesk-baseline 09f198f]
-        [--sources github,github-reviews,slack,zendesk]
+        [--linear-issues 5000] [--linear-comments 15000]
+        [--sources github,github-reviews,slack,zendesk,linear]
+    python -m bench.connectors --walk   # the Linear walk's requests over shapes of history
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import random
 import subprocess
 import sys
 import time
@@ -39,6 +43,9 @@ from memsync.clock import FakeClock
 from memsync.connectors.base import Connector, Window
 from memsync.connectors.github import GitHubConfig, GitHubConnector
 from memsync.connectors.github.fake_api import FakeGitHub
+from memsync.connectors.linear import LinearConfig, LinearConnector
+from memsync.connectors.linear.fake_api import FakeLinear
+from memsync.connectors.linear.walk import WindowWalk
 from memsync.connectors.slack import SlackConfig, SlackConnector
 from memsync.connectors.slack.fake_api import FakeSlack
 from memsync.connectors.testing import SimulatedIngest
@@ -174,6 +181,85 @@ def slack_rows(messages: int) -> list[list[object]]:
         )
 
 
+def linear_rows(issues: int, comments: int) -> list[list[object]]:
+    """Issues a minute apart over ``issues`` minutes, comments spread over them; read
+    with Linear's default page size (50) through the oldest-first walk."""
+    with FakeLinear(token="lin_api_bench") as fake:
+        fake.add_team("ENG")
+        made = [
+            fake.add_issue(
+                "ENG",
+                f"Issue {number}",
+                description="Steps to reproduce: " * 8,
+                at=GITHUB_START + timedelta(minutes=number),
+            )
+            for number in range(issues)
+        ]
+        for index in range(comments):
+            fake.add_comment(
+                made[index % issues].id,
+                f"Comment {index}: " + "details " * 10,
+                at=GITHUB_START + timedelta(minutes=index % issues, seconds=1 + index // issues),
+            )
+        config = LinearConfig(
+            name="bench",
+            token="lin_api_bench",
+            base_url=fake.base_url,
+            start=GITHUB_START,
+        )
+        label = f"Linear: {issues:,} issues + {comments:,} comments"
+        return first_and_resync(
+            label,
+            lambda: LinearConnector(config, sleeper=FakeSleeper(max_waits=0), clock=FakeClock()),
+            fake.request_count,
+        )
+
+
+def walk_requests(times: list[datetime], start: datetime, end: datetime, page_size: int) -> int:
+    """Requests the Linear connector's walk makes over a list answering newest first,
+    simulated (no server): one per sub-window asked, plus the pages of an instant that
+    holds more than a page."""
+    newest_first = sorted(times, reverse=True)
+    walk = WindowWalk.over(start, end, page_size)
+    requests = 0
+    while not walk.done:
+        asked = walk.next()
+        requests += 1
+        matching = [moment for moment in newest_first if asked.start <= moment <= asked.end]
+        if len(matching) <= page_size:
+            walk.read_to_end(len(matching))
+        elif not walk.page_overflowed(matching[page_size - 1]):
+            requests += -(-(len(matching) - page_size) // page_size)
+            walk.read_to_end(page_size)
+    return requests
+
+
+def walk_rows(records: int = 5_000, page_size: int = 100, days: int = 60) -> list[list[object]]:
+    """The walk's requests against the minimum (one per page) for three shapes of a
+    history of ``records`` over ``days``: spread evenly, mostly recent, weekly bursts."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    end = start + timedelta(days=days)
+    chance = random.Random(1)
+    shapes = {
+        "spread evenly": lambda: start + timedelta(seconds=chance.uniform(0, days * 86_400)),
+        "mostly recent (mean age 5 days)": lambda: (
+            end - timedelta(seconds=min(chance.expovariate(1 / (5 * 86_400)), days * 86_400))
+        ),
+        "weekly bursts of an hour": lambda: (
+            start
+            + timedelta(days=chance.choice(range(0, days, 7)), seconds=chance.uniform(0, 3_600))
+        ),
+    }
+    rows: list[list[object]] = []
+    for shape, draw in shapes.items():
+        times = [draw() for _ in range(records)]
+        minimum = -(-records // page_size)
+        requests = walk_requests(times, start, end, page_size)
+        rows.append(
+            [shape, f"{records:,}", page_size, minimum, requests, f"{requests / minimum:.2f}"]
+        )
+
+
 ZENDESK_FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "zendesk"
 ZENDESK_EXPORT_PAGE = 1000  # the incremental export's page size
 
@@ -285,8 +371,17 @@ def main() -> None:
     parser.add_argument("--pulls", type=int, default=1_000)
     parser.add_argument("--tickets", type=int, default=2_000)
     parser.add_argument("--zendesk-baseline", metavar="REV", default=None)
-    parser.add_argument("--sources", default="github,github-reviews,slack,zendesk")
+    parser.add_argument("--linear-issues", type=int, default=5_000)
+    parser.add_argument("--linear-comments", type=int, default=15_000)
+    parser.add_argument("--sources", default="github,github-reviews,slack,zendesk,linear")
+    parser.add_argument("--walk", action="store_true", help="simulate the Linear walk only")
     args = parser.parse_args()
+    if args.walk:
+        print_table(
+            ["history", "records", "page size", "pages", "walk requests", "ratio"],
+            walk_rows(),
+        )
+        return
     sources = set(args.sources.split(","))
     rows: list[list[object]] = []
     if "github" in sources:
@@ -297,6 +392,8 @@ def main() -> None:
         rows += slack_rows(args.messages)
     if "zendesk" in sources:
         rows += zendesk_rows(args.tickets, args.zendesk_baseline)
+    if "linear" in sources:
+        rows += linear_rows(args.linear_issues, args.linear_comments)
     print(f"Machine: {machine()}\n")
     print_table(
         [

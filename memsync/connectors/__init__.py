@@ -2,8 +2,8 @@
 
 Connectors know nothing of SQL or of the scheduler; the runtime owns windows,
 cursors, batching and run records. This module is the public surface for runner and
-connector authors; built-in connectors live in subpackages (``github``, ``slack``, ``tickets``,
-``workspace``)
+connector authors; built-in connectors live in subpackages (``github``, ``linear``, ``slack``,
+``tickets``, ``workspace``)
 and in ``fake``, and are found through the ``memsync.connectors`` entry-point group.
 
 What this package offers is listed in ``__init__.pyi`` and imported on first use:

@@ -90,6 +90,11 @@ T = TypeVar("T")
 # Epoch-second values beyond this are absolute timestamps, not deltas: ten years of
 # seconds is larger than any sane "wait this long", and smaller than any current epoch.
 _ABSOLUTE_EPOCH_THRESHOLD = 10 * 365 * 86_400
+# Epoch values beyond this are in milliseconds (about the year 5138 in seconds).
+_ABSOLUTE_EPOCH_MILLIS_THRESHOLD = 10**11
+# Budgets a source counts apart, each with its own remaining and reset headers (Linear:
+# requests and query complexity).
+_BUDGETS = ("requests", "complexity")
 
 
 def retry_after_from_headers(headers: Mapping[str, str], now: datetime) -> float | None:
@@ -98,8 +103,10 @@ def retry_after_from_headers(headers: Mapping[str, str], now: datetime) -> float
     Reads ``Retry-After`` (delta seconds or an HTTP date), then the rate-limit reset
     headers: ``ratelimit-reset`` (delta seconds, IETF draft and Zendesk), and
     ``x-ratelimit-reset`` / ``x-rate-limit-reset`` (epoch seconds as GitHub sends, or
-    delta seconds). Negative results (a reset already past) become 0. Header names are
-    matched case-insensitively.
+    delta seconds), then a per-budget reset (``x-ratelimit-requests-reset``,
+    ``x-ratelimit-complexity-reset``: Linear's, in epoch milliseconds) of a budget whose
+    ``…-remaining`` is 0, the latest if both ran out. Negative results (a reset already
+    past) become 0. Header names are matched case-insensitively.
     """
     lowered = {name.lower(): value.strip() for name, value in headers.items()}
     retry_after = lowered.get("retry-after")
@@ -118,7 +125,22 @@ def retry_after_from_headers(headers: Mapping[str, str], now: datetime) -> float
         if number > _ABSOLUTE_EPOCH_THRESHOLD:
             number -= now.timestamp()
         return max(number, 0.0)
-    return None
+    return _budget_reset(lowered, now)
+
+
+def _budget_reset(lowered: Mapping[str, str], now: datetime) -> float | None:
+    waits = []
+    for budget in _BUDGETS:
+        reset = lowered.get(f"x-ratelimit-{budget}-reset")
+        if reset is None or lowered.get(f"x-ratelimit-{budget}-remaining") not in ("0", "0.0"):
+            continue
+        try:
+            number = float(reset)
+        except ValueError:
+            continue
+        seconds = number / 1000 if number > _ABSOLUTE_EPOCH_MILLIS_THRESHOLD else number
+        waits.append(max(seconds - now.timestamp(), 0.0))
+    return max(waits) if waits else None
 
 
 def _seconds_or_date(value: str, now: datetime) -> float | None:

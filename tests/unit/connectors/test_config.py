@@ -16,7 +16,7 @@ from memsync.connectors import (
     parse_schedule,
 )
 
-KNOWN_TYPES = "fake, github, http, slack, workspace, zendesk"
+KNOWN_TYPES = "fake, github, http, linear, slack, workspace, zendesk"
 """The built-in connector types, as an error message lists them."""
 
 

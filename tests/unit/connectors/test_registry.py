@@ -75,7 +75,7 @@ class LateConnector(FakeConnector, declaration=LATE):
     """Its attributes come from its declaration."""
 
 
-BUILT_IN_TYPES = ["fake", "github", "http", "slack", "workspace", "zendesk"]
+BUILT_IN_TYPES = ["fake", "github", "http", "linear", "slack", "workspace", "zendesk"]
 """The connector types memsync's own distribution registers, in the registry's order."""
 
 
@@ -91,6 +91,7 @@ def test_built_in_connectors_are_registered_through_entry_points() -> None:
         "fake": KeyPolicy.IDENTITY,
         "github": KeyPolicy.IDENTITY,
         "http": KeyPolicy.IDENTITY,
+        "linear": KeyPolicy.IDENTITY,
         "slack": KeyPolicy.IDENTITY,
         "workspace": KeyPolicy.CONTENT,
         "zendesk": KeyPolicy.IDENTITY,
