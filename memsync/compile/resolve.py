@@ -1163,18 +1163,22 @@ def withdraw_unsupported(
     *,
     asserted_at: Mapping[uuid.UUID, Mapping[uuid.UUID, datetime]] | None = None,
 ) -> ChangeSet:
-    """Retire the active memories that no source episode supports any more.
+    """Retire the memories that no source episode supports any more: active ones, and
+    ones superseded by a contest (rule in ``CONTESTED``: their evidence is gone too, and
+    a later assertion must not be merged with it).
 
     ``standings[memory.id][episode_id]`` says where each source of a memory stands; a
     source it does not name supports the memory. A memory with at least one source
     that ``SUPPORTS`` it stays. Otherwise, when every source moved away or was
     deleted, the memory is ``tombstoned`` (rule ``source_moved`` when every source
-    moved, else ``source_deleted``): it leaves the read path of its subject. When some
-    source is still there but no longer asserts it, the memory is ``superseded`` (rule
-    ``source_revised``). Each retirement writes a record whose loser episodes are the
-    memory's sources and whose winner is ``None``; any later evidence brings the memory
-    back (see :func:`resolve`). Memories of several subjects may be passed: each record
-    is filed under its memory's subject.
+    moved, else ``source_deleted``): it leaves the read path of its subject, and no
+    longer holds at any valid time. When some source is still there but no longer
+    asserts it, the memory is ``superseded`` (rule ``source_revised``). An active memory
+    ends now (``valid_to``); a superseded one keeps the end it had. Each retirement
+    writes a record whose loser episodes are the memory's sources and whose winner is
+    ``None``; any later evidence brings the memory back, dated by that evidence alone
+    (see :func:`resolve`). Memories of several subjects may be passed: each record is
+    filed under its memory's subject.
 
     ``asserted_at[memory.id][episode_id]``, when given, is when the revision of each
     supporting source that asserted the memory occurred. An active or superseded memory
@@ -1203,8 +1207,8 @@ def withdraw_unsupported(
                 if narrowing is not None:
                     narrowed.append(narrowing)
             continue
-        if memory.status is not MemoryStatus.ACTIVE:
-            continue
+        if memory.status is not MemoryStatus.ACTIVE and memory.status_rule not in CONTESTED:
+            continue  # retired already, by its sources or by a person
         if where == {SourceStanding.MOVED}:
             status, rule = MemoryStatus.TOMBSTONED, SupersessionRule.SOURCE_MOVED
         elif where <= {SourceStanding.MOVED, SourceStanding.DELETED}:
@@ -1215,9 +1219,10 @@ def withdraw_unsupported(
             StatusChange(
                 memory.id,
                 memory.memory_key,
-                MemoryStatus.ACTIVE,
+                memory.status,
                 status,
-                max(memory.valid_from, now),
+                # An active memory held until now; a loser ended when it lost.
+                max(memory.valid_from, now) if memory.valid_to is None else memory.valid_to,
                 rule,
             )
         )

@@ -156,6 +156,15 @@ def test_two_episodes_of_one_moment_saying_one_thing_are_one_assertion(store: St
     ]
 
 
+def active_times(store: Store, tenant: str) -> dict[str, Any]:
+    """The subject's active memories and their validity and latest assertion (what the
+    sources date; the store's provenance lists also keep the sources that went away)."""
+    return {
+        m.memory_key: (m.valid_from, m.valid_to, m.last_asserted)
+        for m in MemoryRepository(store).memories(tenant, SUBJECT)
+    }
+
+
 @PROPERTY
 @given(
     st.permutations(range(4)),
@@ -182,15 +191,7 @@ def test_deleting_the_winners_source_brings_back_what_the_other_sources_support(
     compiles.compiler(10).compile(tenant, SUBJECT)
     remaining = compiles.at_once([episodes[0], episodes[2]])
 
-    active = {
-        m.memory_key: (m.valid_from, m.valid_to, m.last_asserted)
-        for m in MemoryRepository(store).memories(tenant, SUBJECT)
-    }
-    expected = {
-        m.memory_key: (m.valid_from, m.valid_to, m.last_asserted)
-        for m in MemoryRepository(store).memories(remaining, SUBJECT)
-    }
-    assert active == expected
+    assert active_times(store, tenant) == active_times(store, remaining)
     berlin = next(
         m
         for m in MemoryRepository(store).memories(tenant, SUBJECT)
@@ -374,3 +375,37 @@ def test_a_summary_moved_away_and_asserted_again_later_is_dated_by_the_later_sou
     # What e3 derives (its summary and "lives in Porto"), each valid from day 1.
     valid_from = {memory[2] for memory in scheduled["memories"].values()}
     assert valid_from == {episodes[3].occurred_at}
+
+
+def test_a_loser_whose_sources_were_deleted_is_dated_by_a_later_assertion_alone(
+    store: Store,
+) -> None:
+    # Berlin (day 0) loses to Madrid (day 1); Berlin's message is deleted, so the loser
+    # is retired (tombstoned, source_deleted) and holds at no valid time; Berlin said
+    # again on day 2 wins, valid from day 2 as one compile of what is left has it (a
+    # compile of a later episode decides nothing again: only the resolver's rule).
+    compiles = Compiles(store)
+    berlin, madrid, again = (
+        said(number, f"I'm in {city} this week.", number)
+        for number, city in enumerate(["Berlin", "Madrid", "Berlin"])
+    )
+    tenant = compiles.incrementally([[berlin, madrid]])
+    compiles.ingest.tombstone(tenant, [Tombstone("e0")])
+    compiles.clock.advance(timedelta(seconds=1))
+    compiles.compiler(10).compile(tenant, SUBJECT)
+    [retired] = [
+        m
+        for m in MemoryRepository(store).memories(tenant, SUBJECT, statuses=None)
+        if m.claim_key == "location.current" and "Berlin" in m.content
+    ]
+    assert (retired.status, retired.status_rule) == (
+        MemoryStatus.TOMBSTONED,
+        SupersessionRule.SOURCE_DELETED,
+    )
+
+    compiles.ingest.ingest(tenant, [again])
+    compiles.clock.advance(timedelta(seconds=1))
+    compiles.compiler(10).compile(tenant, SUBJECT)
+
+    what_is_left = compiles.at_once([madrid, again])
+    assert active_times(store, tenant) == active_times(store, what_is_left)

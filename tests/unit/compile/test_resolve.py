@@ -592,6 +592,34 @@ def test_a_returning_memory_that_loses_is_superseded_by_the_winner() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("gone", "status", "rule"),
+    [
+        (MOVED, MemoryStatus.TOMBSTONED, SupersessionRule.SOURCE_MOVED),
+        (DELETED, MemoryStatus.TOMBSTONED, SupersessionRule.SOURCE_DELETED),
+        (REVISED_AWAY, MemoryStatus.SUPERSEDED, SupersessionRule.SOURCE_REVISED),
+    ],
+)
+def test_a_loser_whose_sources_went_away_is_retired_and_keeps_its_end(
+    gone: SourceStanding, status: MemoryStatus, rule: SupersessionRule
+) -> None:
+    _, store = run(
+        [
+            claim("location.current", "Berlin", 1, source=1),
+            claim("location.current", "Madrid", 2, source=2),
+        ]
+    )
+    berlin = by_content(store, "location.current = Berlin")
+
+    changes = withdraw_unsupported(store, {berlin.id: {episode(1): gone}}, "j", NOW)
+    store = apply_changes(store, changes)
+
+    retired = by_content(store, "location.current = Berlin")
+    assert (retired.status, retired.status_rule, retired.valid_to) == (status, rule, day(2))
+    assert [record.rule for record in changes.supersessions] == [rule]
+    assert withdraw_unsupported(store, {berlin.id: {episode(1): gone}}, "j", NOW).is_empty
+
+
 @pytest.mark.parametrize("gone", [MOVED, DELETED, REVISED_AWAY])
 def test_a_withdrawn_memory_asserted_again_is_dated_by_the_new_evidence_alone(
     gone: SourceStanding,
