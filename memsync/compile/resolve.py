@@ -16,8 +16,10 @@ Each candidate, in order of ``(valid_from, memory_key)``:
    latest ``asserted_at``). A superseded memory that gains newer evidence is contested
    again and reinstated if it now wins; a manually superseded one is not. A memory
    retired because its evidence went away (rules ``source_revised``, ``source_moved``,
-   ``source_deleted``: see :func:`withdraw_unsupported`) is contested again on any
-   evidence, even from an episode it already cites: that episode came back.
+   ``source_deleted``: see :func:`withdraw_unsupported`) is not merged with: it comes
+   back on any evidence, even from an episode it already cites (that episode came
+   back), dated and sourced by that evidence alone, as a new memory would be (its
+   identity, wording and history stay), and is contested as in 3.
 2. Same single-valued claim and value as an active memory of another kind → merge into
    it and record ``claim_duplicate``.
 3. Otherwise a new memory, contested against the active ones:
@@ -462,8 +464,15 @@ class _Resolution:
                 self._put(merged)
                 self._record(SupersessionRule.CLAIM_DUPLICATE, merged, candidate, None, None)
             return
+        self._arrive(candidate, self.taken_out.get(candidate.memory_key))
+
+    def _arrive(self, candidate: CandidateMemory, earlier: StoredMemory | None) -> None:
+        """``candidate`` as a new memory, contested against the active ones. ``earlier``,
+        when given, is the stored memory of its statement whose evidence is not taken
+        into account (taken out to be decided again, or withdrawn): the newcomer keeps
+        its identity, wording and history, but is dated and sourced by ``candidate``
+        alone, as a memory first derived from it would be."""
         newcomer = _from_candidate(candidate, self.now)
-        earlier = self.taken_out.get(candidate.memory_key)
         if earlier is not None:
             newcomer = evolve(
                 earlier,
@@ -473,29 +482,33 @@ class _Resolution:
                 valid_to=None,
                 asserted_at=newcomer.asserted_at,
                 source_episode_ids=newcomer.source_episode_ids,
+                explicit_change=newcomer.explicit_change,
             )
         decision = self._contest(newcomer, candidate.valid_from)
         self._apply(newcomer, decision, candidate.valid_from)
 
     def _reassert(self, stored: StoredMemory, candidate: CandidateMemory) -> None:
-        # Retired because its evidence went away: this candidate is evidence again, even
-        # from an episode already among its sources (a re-created or moved-back record).
-        withdrawn = stored.status is not MemoryStatus.ACTIVE and stored.status_rule in WITHDRAWN
-        if stored.status is MemoryStatus.TOMBSTONED and not withdrawn:
+        if stored.status is not MemoryStatus.ACTIVE and stored.status_rule in WITHDRAWN:
+            # Retired because its evidence went away: this candidate is evidence again,
+            # even from an episode already among its sources (a re-created or moved-back
+            # record). What the memory was dated by is gone, so it is not merged with:
+            # the memory comes back as a new one would, dated by this evidence alone.
+            self._arrive(candidate, stored)
+            return
+        if stored.status is MemoryStatus.TOMBSTONED:
             return  # removed by a person, not by its sources; evidence does not undo that
         merged = _merge(stored, candidate)
-        if merged == stored and not withdrawn:
+        if merged == stored:
             return  # nothing new: this is what keeps a second compile empty
         self._put(merged)
         if merged.status is MemoryStatus.ACTIVE or stored.status_rule is SupersessionRule.MANUAL:
             return
         # New evidence for a superseded statement: it may win now ("moved back"). It is
-        # contested as of its latest assertion, the same rank recency compares.
+        # contested as of its latest assertion, the same rank recency compares; one that
+        # loses again stays as it was.
         reopened = evolve(merged, valid_to=None, status=MemoryStatus.ACTIVE, status_rule=None)
         decision = self._contest(reopened, merged.last_asserted)
-        if decision.loss is None or withdrawn:
-            # A returning memory that loses is superseded by the winner, as a new one
-            # would be; one that lost a contest before stays as it was.
+        if decision.loss is None:
             self._apply(reopened, decision, merged.last_asserted)
 
     def reconsider(self, contenders: Sequence[StoredMemory], evidence: SourceEvidence) -> None:
@@ -1150,18 +1163,22 @@ def withdraw_unsupported(
     *,
     asserted_at: Mapping[uuid.UUID, Mapping[uuid.UUID, datetime]] | None = None,
 ) -> ChangeSet:
-    """Retire the active memories that no source episode supports any more.
+    """Retire the memories that no source episode supports any more: active ones, and
+    ones superseded by a contest (rule in ``CONTESTED``: their evidence is gone too, and
+    a later assertion must not be merged with it).
 
     ``standings[memory.id][episode_id]`` says where each source of a memory stands; a
     source it does not name supports the memory. A memory with at least one source
     that ``SUPPORTS`` it stays. Otherwise, when every source moved away or was
     deleted, the memory is ``tombstoned`` (rule ``source_moved`` when every source
-    moved, else ``source_deleted``): it leaves the read path of its subject. When some
-    source is still there but no longer asserts it, the memory is ``superseded`` (rule
-    ``source_revised``). Each retirement writes a record whose loser episodes are the
-    memory's sources and whose winner is ``None``; any later evidence brings the memory
-    back (see :func:`resolve`). Memories of several subjects may be passed: each record
-    is filed under its memory's subject.
+    moved, else ``source_deleted``): it leaves the read path of its subject, and no
+    longer holds at any valid time. When some source is still there but no longer
+    asserts it, the memory is ``superseded`` (rule ``source_revised``). An active memory
+    ends now (``valid_to``); a superseded one keeps the end it had. Each retirement
+    writes a record whose loser episodes are the memory's sources and whose winner is
+    ``None``; any later evidence brings the memory back, dated by that evidence alone
+    (see :func:`resolve`). Memories of several subjects may be passed: each record is
+    filed under its memory's subject.
 
     ``asserted_at[memory.id][episode_id]``, when given, is when the revision of each
     supporting source that asserted the memory occurred. An active or superseded memory
@@ -1190,8 +1207,8 @@ def withdraw_unsupported(
                 if narrowing is not None:
                     narrowed.append(narrowing)
             continue
-        if memory.status is not MemoryStatus.ACTIVE:
-            continue
+        if memory.status is not MemoryStatus.ACTIVE and memory.status_rule not in CONTESTED:
+            continue  # retired already, by its sources or by a person
         if where == {SourceStanding.MOVED}:
             status, rule = MemoryStatus.TOMBSTONED, SupersessionRule.SOURCE_MOVED
         elif where <= {SourceStanding.MOVED, SourceStanding.DELETED}:
@@ -1202,9 +1219,10 @@ def withdraw_unsupported(
             StatusChange(
                 memory.id,
                 memory.memory_key,
-                MemoryStatus.ACTIVE,
+                memory.status,
                 status,
-                max(memory.valid_from, now),
+                # An active memory held until now; a loser ended when it lost.
+                max(memory.valid_from, now) if memory.valid_to is None else memory.valid_to,
                 rule,
             )
         )

@@ -592,6 +592,56 @@ def test_a_returning_memory_that_loses_is_superseded_by_the_winner() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("gone", "status", "rule"),
+    [
+        (MOVED, MemoryStatus.TOMBSTONED, SupersessionRule.SOURCE_MOVED),
+        (DELETED, MemoryStatus.TOMBSTONED, SupersessionRule.SOURCE_DELETED),
+        (REVISED_AWAY, MemoryStatus.SUPERSEDED, SupersessionRule.SOURCE_REVISED),
+    ],
+)
+def test_a_loser_whose_sources_went_away_is_retired_and_keeps_its_end(
+    gone: SourceStanding, status: MemoryStatus, rule: SupersessionRule
+) -> None:
+    _, store = run(
+        [
+            claim("location.current", "Berlin", 1, source=1),
+            claim("location.current", "Madrid", 2, source=2),
+        ]
+    )
+    berlin = by_content(store, "location.current = Berlin")
+
+    changes = withdraw_unsupported(store, {berlin.id: {episode(1): gone}}, "j", NOW)
+    store = apply_changes(store, changes)
+
+    retired = by_content(store, "location.current = Berlin")
+    assert (retired.status, retired.status_rule, retired.valid_to) == (status, rule, day(2))
+    assert [record.rule for record in changes.supersessions] == [rule]
+    assert withdraw_unsupported(store, {berlin.id: {episode(1): gone}}, "j", NOW).is_empty
+
+
+@pytest.mark.parametrize("gone", [MOVED, DELETED, REVISED_AWAY])
+def test_a_withdrawn_memory_asserted_again_is_dated_by_the_new_evidence_alone(
+    gone: SourceStanding,
+) -> None:
+    # Day 1's source went away (a wording it had as an explicit change with it); day 4
+    # says the same thing plainly: the memory is what day 4 alone derives, not a merge
+    # with evidence that no longer exists.
+    _, store = run([claim("location.home_city", "Porto", 1, source=1, explicit=True)])
+    store = apply_changes(
+        store, withdraw_unsupported(store, _standing_of_episode_1(store, gone), "j", NOW)
+    )
+
+    changes, store = run([claim("location.home_city", "Porto", 4, source=2)], store)
+
+    (porto,) = store
+    assert (porto.status, porto.status_rule, porto.valid_to) == (MemoryStatus.ACTIVE, None, None)
+    assert (porto.valid_from, porto.last_asserted, porto.explicit_change) == (day(4), day(4), False)
+    assert set(porto.source_episode_ids) == {episode(1), episode(2)}  # the store only appends
+    (revised,) = changes.provenance_to_add
+    assert (revised.valid_from, revised.asserted_at) == (day(4), day(4))
+
+
 def test_a_memory_tombstoned_by_a_person_is_not_brought_back_by_evidence() -> None:
     _, store = run([statement(STRIPE_OLD, 1, source=1)])
     removed = [replace(memory, status=MemoryStatus.TOMBSTONED) for memory in store]
