@@ -34,6 +34,7 @@ from memsync.connectors import (
     Cursor,
     Listing,
     SkipRecord,
+    StopRun,
     Stream,
     Tombstone,
     Window,
@@ -58,6 +59,7 @@ from memsync.runtime.sync.policy import (
     needs_attention,
     retry_at,
     status_after,
+    unusable_start,
 )
 from memsync.runtime.sync.records import RunInterrupted, RunRecord, Tally
 from memsync.runtime.sync.repository import (
@@ -220,16 +222,26 @@ class SyncRunner:
         streams = list(connector.streams())
         checkpoints: dict[str, Cursor | None] = {}
 
+        unusable: str | None = None
+
         def window_of(stream: Stream) -> Window:
             return incremental_window(checkpoints[stream.name], config.overlap, config.start, now)
 
         def plan(connection: Connection) -> RunPlan:
+            nonlocal unusable
             names = [stream.name for stream in streams]
             stored = self.repository.checkpoints_in(connection, config.tenant, config.name, names)
             checkpoints.update(dict.fromkeys(stored) if full_refresh else stored)
+            unusable = unusable_start(checkpoints, config.start, config.overlap, now)
+            if unusable is not None:
+                # No window can be computed from here: the run is recorded, and fails.
+                return RunPlan(Window(None, now))
             return RunPlan(Window(earliest_start([window_of(s) for s in streams]), now))
 
         def read(run_id: uuid.UUID, decided: RunPlan, tally: Tally, reading: _Reading) -> None:
+            if unusable is not None:
+                # Only a person can move it: the job is not retried (needs attention).
+                raise StopRun(unusable)
             for stream in streams:
                 window, cursor = window_of(stream), checkpoints[stream.name]
                 committed = tally.committed

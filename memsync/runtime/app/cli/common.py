@@ -22,7 +22,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, date, datetime, time
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -328,6 +328,7 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
     from memsync.runtime.app.config import ConfigError, MissingVariables
     from memsync.runtime.app.services import Services, UnknownConnector, UnknownStream
     from memsync.scrub import scrub_every_log_record
+    from memsync.timerange import TimeOutOfRange
 
     configuration = loaded or settings()
     start_logging()
@@ -338,7 +339,7 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
         errors.print(f"migrated: {note}")
     try:
         yield services
-    except (MissingVariables, UnknownConnector, UnknownStream) as error:
+    except (MissingVariables, UnknownConnector, UnknownStream, TimeOutOfRange) as error:
         raise usage_error(str(error)) from None
     except ConfigError as error:
         raise usage_error(f"configuration error\n{error}") from None
@@ -453,14 +454,11 @@ def parse_id(value: str, what: str) -> uuid.UUID:
 
 
 def parse_moment(text: str, option: str) -> datetime:
-    """A date (midnight UTC) or an ISO 8601 datetime (naive: UTC); exit 2 otherwise."""
-    value = text.strip()
+    """A date (midnight UTC) or an ISO 8601 datetime (naive: UTC); exit 2 otherwise,
+    also for a time UTC cannot hold (see :func:`memsync.timerange.parse_time`)."""
+    from memsync.timerange import parse_time
+
     try:
-        if len(value) == 10:
-            return datetime.combine(date.fromisoformat(value), time(0), tzinfo=UTC)
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise usage_error(
-            f"{option} '{text}' is not a date (e.g. 2026-01-31 or 2026-01-31T12:00:00Z)"
-        ) from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+        return parse_time(text, option)
+    except ValueError as error:
+        raise usage_error(str(error)) from None
