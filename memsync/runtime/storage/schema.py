@@ -489,7 +489,7 @@ sync_runs = sa.Table(
         where="status = 'running'",
     ),
     sa.Index("ix_sync_runs_connector_started", "tenant_id", "connector", "started_at"),
-    sa.CheckConstraint("kind IN ('incremental', 'backfill')", name="kind_known"),
+    sa.CheckConstraint("kind IN ('incremental', 'full_refresh', 'backfill')", name="kind_known"),
     sa.CheckConstraint(
         "status IN ('running', 'succeeded', 'partial', 'failed')", name="status_known"
     ),

@@ -35,9 +35,12 @@ __all__ = [
 
 
 class RunKind(enum.StrEnum):
-    """An ``incremental`` run reads from the cursor; a ``backfill`` re-reads a range."""
+    """How a run read (its mode): ``incremental`` from each stream's checkpoint,
+    ``full_refresh`` from the configured ``start`` whatever the checkpoints say (they
+    still only move forward), ``backfill`` a range in slices."""
 
     INCREMENTAL = "incremental"
+    FULL_REFRESH = "full_refresh"
     BACKFILL = "backfill"
 
 

@@ -278,7 +278,8 @@ class SyncRunner:
                     ),
                 )
 
-        return self._run(connector, RunKind.INCREMENTAL, now, plan, read)
+        kind = RunKind.FULL_REFRESH if full_refresh else RunKind.INCREMENTAL
+        return self._run(connector, kind, now, plan, read)
 
     def backfill(
         self,

@@ -59,7 +59,6 @@ __all__ = [
     "errors",
     "loaded_store_url",
     "open_services",
-    "parse_id",
     "parse_moment",
     "print_table",
     "progress",
@@ -367,15 +366,37 @@ def print_table(
     lines: bool = False,
     out: Console = console,
 ) -> None:
-    """A table for people: long cells fold instead of being cut."""
+    """A table for people: long cells fold instead of being cut. When the table is wider
+    than the console (a pipe is 80 columns), each row is a block instead, one
+    ``column: value`` line per cell (:func:`described`), so no column is squeezed to a
+    few characters a line; ``--json`` is there for machines."""
+    listed = [list(row) for row in rows]
+    if _natural_width(columns, listed) > made_console(out).width:
+        blocks = [
+            described(f"{columns[0]} {row[0]}", list(zip(columns[1:], row[1:], strict=True)))
+            for row in listed
+        ]
+        out.print("\n\n".join([f"{title}:", *blocks]), markup=False, highlight=False)
+        return
     from rich.table import Table
 
     table = Table(title=title, show_lines=lines)
     for column in columns:
         table.add_column(column, overflow="fold")
-    for row in rows:
+    for row in listed:
         table.add_row(*row)
     out.print(table)
+
+
+def _natural_width(columns: Sequence[str], rows: list[list[str]]) -> int:
+    """How wide a rich table of these cells is with no cell folded: each column as wide
+    as its widest line, plus the borders and one space of padding either side."""
+    widest = [len(column) for column in columns]
+    for row in rows:
+        for position, cell in enumerate(row):
+            longest = max((len(line) for line in cell.splitlines()), default=0)
+            widest[position] = max(widest[position], longest)
+    return sum(widest) + 3 * len(columns) + 1
 
 
 def described(title: str, fields: Sequence[tuple[str, str]]) -> str:
@@ -443,14 +464,6 @@ def resolve_id(value: str, what: str, starting_with: Callable[[str], list[uuid.U
     if len(found) > 1:
         raise usage_error(f"{value!r} starts more than one {what} id: give more of it")
     return found[0]
-
-
-def parse_id(value: str, what: str) -> uuid.UUID:
-    """A UUID given on the command line; exit 2 saying what was expected."""
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise usage_error(f"{value!r} is not a {what} id (a UUID)") from None
 
 
 def parse_moment(text: str, option: str) -> datetime:
