@@ -21,19 +21,7 @@ from memsync.runtime.app.config import Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunKind
-from tests.helpers import API_NOW, LOOPBACK, compile_subject, say
-
-
-def config_file(tmp_path: Path, store_url: str) -> Path:
-    root = tmp_path / "workspace"
-    root.mkdir()
-    (root / "NOTES.md").write_text("We decided to use Postgres for the queue.\n")
-    path = tmp_path / "memsync.yaml"
-    path.write_text(
-        f"store: {store_url}\nconnectors:\n  - name: notes\n    type: workspace\n"
-        f"    subject: 'ws:notes'\n    root: {root}\n"
-    )
-    return path
+from tests.helpers import API_NOW, LOOPBACK, compile_subject, notes_config, say
 
 
 def cli(config: Path, *args: str) -> Result:
@@ -44,7 +32,7 @@ def cli(config: Path, *args: str) -> Result:
 def test_each_run_records_its_mode_and_the_api_and_cli_show_it(
     tmp_path: Path, store_url: str, store: Store
 ) -> None:
-    config = config_file(tmp_path, store_url)
+    config = notes_config(tmp_path, store_url)
     settings = Settings.model_validate({"store": store_url, **_connectors(config)})
     clock = FakeClock(API_NOW)
     services = Services(settings, store, clock)
@@ -70,7 +58,7 @@ def _connectors(config: Path) -> dict[str, object]:
 def test_runs_list_at_80_columns_is_a_block_per_run_with_nothing_squeezed(
     tmp_path: Path, store_url: str
 ) -> None:
-    config = config_file(tmp_path, store_url)
+    config = notes_config(tmp_path, store_url)
     synced = json.loads(cli(config, "sync", "notes", "--json").stdout)
 
     narrow = cli(config, "runs", "list")
@@ -92,7 +80,7 @@ def test_runs_list_at_80_columns_is_a_block_per_run_with_nothing_squeezed(
 def test_conflicts_resolve_takes_unique_prefixes_of_the_conflict_and_the_memory(
     tmp_path: Path, store_url: str, store: Store
 ) -> None:
-    config = config_file(tmp_path, store_url)
+    config = notes_config(tmp_path, store_url)
     client = TestClient(create_app(Services(Settings(store=store_url), store)), base_url=LOOPBACK)
     say(client, "r1", "Stripe charges 3.5% + 35¢ per card payment.", 1)
     say(client, "r2", "Stripe charges 2.9% + 30¢ per card payment.", 5)

@@ -26,7 +26,7 @@ from memsync.runtime.jobs.worker import NeedsAttention
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunStatus
 from memsync.timerange import SOURCE_FLOOR
-from tests.helpers import LOOPBACK
+from tests.helpers import LOOPBACK, notes_config
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 THE_ISSUES_TIMES = [
@@ -59,17 +59,6 @@ def services(store: Store, tmp_path: Path) -> Services:
 @pytest.fixture
 def client(services: Services) -> TestClient:
     return TestClient(create_app(services), base_url=LOOPBACK)
-
-
-def config_file(tmp_path: Path, store_url: str, **extra: str) -> Path:
-    root = workspace(tmp_path)
-    lines = "".join(f"    {key}: '{value}'\n" for key, value in extra.items())
-    path = tmp_path / "memsync.yaml"
-    path.write_text(
-        f"store: {store_url}\nconnectors:\n  - name: notes\n    type: workspace\n"
-        f"    subject: 'ws:notes'\n    root: {root}\n{lines}"
-    )
-    return path
 
 
 def cli(config: Path, *args: str) -> Result:
@@ -126,7 +115,7 @@ def test_a_stored_checkpoint_no_window_can_start_from_fails_the_run_once_with_a_
 
 
 def test_the_cli_refuses_the_issues_times_in_one_line(tmp_path: Path, store_url: str) -> None:
-    config = config_file(tmp_path, store_url)
+    config = notes_config(tmp_path, store_url)
 
     reset = one_line_refusal(cli(config, "state", "reset", "notes", "--to", THE_ISSUES_TIMES[1]))
     ancient = one_line_refusal(cli(config, "state", "reset", "notes", "--to", "0001-01-01"))
@@ -152,7 +141,7 @@ def test_the_cli_refuses_the_issues_times_in_one_line(tmp_path: Path, store_url:
 def test_config_validate_refuses_a_start_out_of_range(
     tmp_path: Path, store_url: str, start: str, says: str
 ) -> None:
-    result = cli(config_file(tmp_path, store_url, start=start), "config", "validate")
+    result = cli(notes_config(tmp_path, store_url, start=start), "config", "validate")
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     assert says in result.output
@@ -200,7 +189,7 @@ def given_times(draw: st.DrawFn) -> str:
 def test_any_given_time_is_accepted_or_refused_cleanly_everywhere(
     given_time: str, client: TestClient, services: Services, tmp_path: Path, store_url: str
 ) -> None:
-    config = config_file(tmp_path, store_url)
+    config = notes_config(tmp_path, store_url)
     reset = client.post("/v1/connectors/notes/state/reset", json={"to": given_time})
     context = client.post(
         "/v1/context",
