@@ -542,6 +542,8 @@ backfill_slices = sa.Table(
     sa.Column("slice_end", UTCDateTime, nullable=False),
     sa.Column("done_at", UTCDateTime),
     sa.Column("run_id", sa.Uuid),
+    # How far the slice got before it was done (SliceProgress.to_json); null: not begun.
+    sa.Column("progress", JSONDocument),
     sa.ForeignKeyConstraint(
         ["tenant_id", "backfill_id"],
         ["backfills.tenant_id", "backfills.id"],

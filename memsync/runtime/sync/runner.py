@@ -66,6 +66,7 @@ from memsync.runtime.sync.repository import (
     BackfillPlan,
     RunOwner,
     RunPlan,
+    SliceReach,
     SliceRef,
     StreamOutcome,
     SyncRepository,
@@ -115,6 +116,14 @@ class _WindowProgress:
     """The highest record position committed so far in the current window."""
 
     high: datetime | None = None
+
+
+@dataclass(slots=True)
+class _SlicePlace:
+    """The backfill slice a read is in, and how far it got as last committed."""
+
+    piece: SliceRef
+    progress: SliceReach
 
 
 @dataclass(slots=True)
@@ -450,24 +459,45 @@ class SyncRunner:
         tally: Tally,
         on_batch: BatchProgress | None,
     ) -> None:
-        window = Window(start=piece.start, end=piece.end)
+        """Read every stream of the connector over the slice, recording after each
+        committed batch how far the slice got (its page checkpoint): a slice an earlier
+        run stopped in skips the streams it read completely and reads the stream it
+        stopped in from its last committed position, less the overlap."""
+        config = connector.config
+        place = _SlicePlace(piece, piece.progress)
         for stream in connector.streams():
+            if stream.name in place.progress.streams_done:
+                continue
+            start = piece.start
+            if place.progress.stream == stream.name and place.progress.position is not None:
+                # Bounded: positions and overlaps are checked (memsync.timerange).
+                start = max(piece.start, place.progress.position - config.overlap)
             self._read_window(
                 connector,
                 stream,
-                window,
+                Window(start=start, end=piece.end),
                 None,
                 run_id,
                 tally,
                 checkpoint=False,
+                in_slice=place,
                 on_batch=on_batch,
             )
+            place.progress = place.progress.finished(stream.name)
+            self.repository.record_progress(
+                config.tenant,
+                run_id,
+                tally,
+                self._clock.now(),
+                connector=config.name,
+                slice_progress=(piece, place.progress),
+            )
         self.repository.record_progress(
-            connector.config.tenant,
+            config.tenant,
             run_id,
             tally,
             self._clock.now(),
-            connector=connector.config.name,
+            connector=config.name,
             slice_done=piece,
         )
 
@@ -481,11 +511,13 @@ class SyncRunner:
         tally: Tally,
         *,
         checkpoint: bool,
+        in_slice: _SlicePlace | None = None,
         on_batch: BatchProgress | None = None,
     ) -> None:
         """Fetch one stream over the window and ingest it in batches, with the deletions
-        it reports; with ``checkpoint``, an ordered stream's checkpoint moves with them;
-        ``on_batch`` after each commit.
+        it reports; with ``checkpoint``, an ordered stream's checkpoint moves with them,
+        and ``in_slice``, how far the backfill slice got; ``on_batch`` after each
+        commit.
 
         An error from the connector ends the fetch; the records and deletions it
         yielded before are still committed (they are valid), then the error is raised.
@@ -501,7 +533,9 @@ class SyncRunner:
         cut_short: Exception | None = None
 
         def commit() -> None:
-            self._commit(connector, stream, window, run_id, tally, pending, progress, checkpoint)
+            self._commit(
+                connector, stream, window, run_id, tally, pending, progress, checkpoint, in_slice
+            )
             if on_batch is not None:
                 on_batch(tally)
 
@@ -571,6 +605,7 @@ class SyncRunner:
         pending: _Pending,
         progress: _WindowProgress,
         checkpoint: bool,
+        in_slice: _SlicePlace | None,
     ) -> None:
         config = connector.config
         high = progress.high
@@ -583,19 +618,32 @@ class SyncRunner:
                 ordered=stream.ordered,
                 complete=False,
             )
-            if checkpoint
+            if checkpoint or in_slice is not None
             else None
         )
 
-        cursor = None if position is None else Cursor(position=position)
+        cursor = None if position is None or not checkpoint else Cursor(position=position)
+        reached = (
+            None
+            if position is None or in_slice is None
+            else (in_slice.piece, in_slice.progress.reached(stream.name, position))
+        )
         tenant = config.tenant
         if pending.drafts:
-            # The cursor moves with the last write of the batch: its tombstones, if any.
-            moves = None if pending.tombstones else cursor
+            # The cursor (or the slice's place) moves with the last write of the batch:
+            # its tombstones, if any.
+            last = not pending.tombstones
             outcomes = self._ingest.ingest(
                 tenant,
                 pending.drafts,
-                before_commit=self._recorder(config, run_id, tally, stream.name, moves),
+                before_commit=self._recorder(
+                    config,
+                    run_id,
+                    tally,
+                    stream.name,
+                    cursor if last else None,
+                    reached if last else None,
+                ),
             )
             # Committed: the counts now stand for what is stored.
             tally.add(IngestSummary.of(outcomes))
@@ -603,9 +651,11 @@ class SyncRunner:
             outcomes = self._ingest.tombstone(
                 tenant,
                 pending.tombstones,
-                before_commit=self._recorder(config, run_id, tally, stream.name, cursor),
+                before_commit=self._recorder(config, run_id, tally, stream.name, cursor, reached),
             )
             tally.add(IngestSummary.of(outcomes))
+        if reached is not None and in_slice is not None:
+            in_slice.progress = reached[1]
         pending.clear()
         progress.high = high
 
@@ -616,10 +666,11 @@ class SyncRunner:
         tally: Tally,
         stream: str,
         cursor: Cursor | None,
+        reached: tuple[SliceRef, SliceReach] | None = None,
     ) -> BeforeCommit:
         """What an ingest transaction writes before it commits: the run's counts with its
-        outcomes added, and ``stream``'s checkpoint ``cursor`` when it moves; both commit
-        or roll back with it."""
+        outcomes added, ``stream``'s checkpoint ``cursor`` when it moves, and how far
+        a backfill slice got (``reached``); all commit or roll back with it."""
 
         def record(connection: Connection, outcomes: list[IngestOutcome]) -> None:
             counted = replace(tally, skipped_reasons=list(tally.skipped_reasons))
@@ -632,6 +683,7 @@ class SyncRunner:
                 connector=config.name,
                 stream=stream,
                 cursor=cursor,
+                slice_progress=reached,
                 connection=connection,
             )
 
