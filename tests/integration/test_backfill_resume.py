@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from memsync.clock import FakeClock
@@ -15,7 +16,8 @@ from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
 from memsync.runtime.app.cli import app as cli_app
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.storage import Store
-from memsync.runtime.sync import RunStatus, SyncRepository, SyncRunner
+from memsync.runtime.sync import RunInterrupted, RunStatus, SyncRepository, SyncRunner
+from memsync.stopping import FakeSleeper
 from tests.helpers import notes_config
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -108,3 +110,25 @@ def test_runs_show_says_how_far_each_slice_got(
     assert (dumped["slices_total"], dumped["slices_done"]) == (3, 0)
     assert dumped["slices_not_done"][0]["streams_done"] == ["a"]
     assert dumped["slices_not_done"][0]["position"] == "2026-03-01T00:19:00+00:00"
+
+
+def test_a_stop_between_empty_slices_ends_the_backfill_at_the_next_slice(store: Store) -> None:
+    clock = FakeClock(T0 + timedelta(days=400))
+    sleeper = FakeSleeper(clock)
+    empty = FakeConnector(connector(["records"], 0).config, [], sleeper=sleeper)
+    sync = runner(store, clock)
+
+    def stop_at_the_third(done: int, _total: int) -> None:
+        if done == 3:
+            sleeper.request_stop()
+
+    with pytest.raises(RunInterrupted) as interrupted:
+        sync.backfill(empty, since=T0, on_slice=stop_at_the_third)
+
+    record = interrupted.value.record
+    assert record.status is RunStatus.PARTIAL
+    assert record.error == (
+        "interrupted: fake 'src': stopped before slice 2026-03-04T00:00:00+00:00 "
+        "(3 of 400 slices done); the process is stopping"
+    )
+    assert len(empty.fetches) == 3

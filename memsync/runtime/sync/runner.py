@@ -346,6 +346,15 @@ class SyncRunner:
             if on_slice is not None:
                 on_slice(done, backfill.total_slices)
             for piece in backfill.pending:
+                if connector.sleeper.stop_requested:
+                    # A safe point: every slice before this one is done and recorded.
+                    # Empty slices commit no batch, so without this a backfill over
+                    # years of nothing would run on for minutes after the signal.
+                    raise StopRequested(
+                        f"{connector.type} '{config.name}': stopped before slice "
+                        f"{piece.start.isoformat()} ({done:,} of {backfill.total_slices:,} "
+                        "slices done); the process is stopping"
+                    )
                 self._read_slice(connector, piece, run_id, tally, on_batch)
                 done += 1
                 log.info(
