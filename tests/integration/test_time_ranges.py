@@ -136,7 +136,11 @@ def test_the_cli_refuses_the_issues_times_in_one_line(tmp_path: Path, store_url:
 
 @pytest.mark.parametrize(
     ("start", "says"),
-    [("0001-01-01T00:00:00+14:00", "outside the years 1 to 9999"), ("1970-01-01", "before 1990")],
+    [
+        ("0001-01-01T00:00:00+14:00", "outside the years 1 to 9999"),
+        ("1970-01-01", "before 1990"),
+        ("2999-01-01", "start 2999-01-01T00:00:00+00:00 is in the future"),
+    ],
 )
 def test_config_validate_refuses_a_start_out_of_range(
     tmp_path: Path, store_url: str, start: str, says: str
@@ -205,12 +209,15 @@ def test_any_given_time_is_accepted_or_refused_cleanly_everywhere(
     cli_reset = cli(config, "state", "reset", "notes", "--to", given_time)
     cli_inspect = cli(config, "inspect", "ws:notes", "--as-of", given_time, "--json")
     cli_backfill = cli(config, "backfill", "notes", "--since", given_time, "--slice", "366d")
+    elsewhere = tmp_path / "with-start"
+    elsewhere.mkdir(exist_ok=True)
+    validated = cli(notes_config(elsewhere, store_url, start=given_time), "config", "validate")
 
     assert reset.status_code in (200, 422), reset.text
     assert context.status_code in (200, 422), context.text
     assert search.status_code in (200, 422), search.text
     assert inspector.status_code in (200, 404, 422), inspector.text
-    for result in (cli_reset, cli_inspect, cli_backfill):
+    for result in (cli_reset, cli_inspect, cli_backfill, validated):
         assert result.exit_code in (0, 2), result.output
         assert "Traceback" not in result.output
     # Whatever was given, both connectors can still sync.
