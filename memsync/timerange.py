@@ -41,7 +41,9 @@ SOURCE_FLOOR = datetime(1990, 1, 1, tzinfo=UTC)
 """The earliest time a sync may begin at: before any source memsync reads holds data."""
 MAX_OVERLAP = timedelta(days=366)
 """The longest overlap: a window reaching back more than a year re-reads a year."""
-MAX_SLICE = timedelta(days=366)
+MAX_SLICE = timedelta(days=36_525)
+"""The longest backfill slice: a century, so one slice may cover the whole range from
+the floor to now, and its end (start + slice) never leaves the calendar."""
 MAX_STEP = timedelta(days=366)
 """The longest ``every <duration>`` interval (a longer one never fires in practice)."""
 MAX_BACKFILL_SLICES = 20_000

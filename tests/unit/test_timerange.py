@@ -84,3 +84,12 @@ def test_an_interval_schedule_is_refused_or_fires_without_overflow(seconds: int)
         return
     spec = parse_schedule(f"every {seconds}s")
     assert spec.trigger().get_next_fire_time(None, NOW) is not None
+
+
+def test_one_slice_may_cover_the_whole_range_but_not_leave_the_calendar() -> None:
+    assert check_backfill(SOURCE_FLOOR, None, timedelta(days=3650), now=NOW) == (
+        SOURCE_FLOOR,
+        None,
+    )
+    with pytest.raises(TimeOutOfRange, match="--slice must be longer than 0s and at most"):
+        check_backfill(SOURCE_FLOOR, None, timedelta(days=10**6), now=NOW)

@@ -109,6 +109,8 @@ def unusable_start(
                     f"{now.isoformat(timespec='seconds')}): change start in the configuration"
                 )
             continue
+        # Checked against itself as "now": only the floor and the overlap can make a
+        # stored checkpoint unusable (ahead of now it is clamped, see above).
         problem = source_time_problem(cursor.position, now=cursor.position, overlap=overlap)
         if problem is not None:
             return (
