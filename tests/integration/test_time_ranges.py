@@ -207,7 +207,9 @@ def test_any_given_time_is_accepted_or_refused_cleanly_everywhere(
         "/v1/subjects/ws:notes/inspect", params={"as_of": given_time, "valid_at": given_time}
     )
     cli_reset = cli(config, "state", "reset", "notes", "--to", given_time)
-    cli_inspect = cli(config, "inspect", "ws:notes", "--as-of", given_time, "--json")
+    cli_inspect = cli(
+        config, "inspect", "ws:notes", "--as-of", given_time, "--valid-at", given_time, "--json"
+    )
     cli_backfill = cli(config, "backfill", "notes", "--since", given_time, "--slice", "366d")
     elsewhere = tmp_path / "with-start"
     elsewhere.mkdir(exist_ok=True)
