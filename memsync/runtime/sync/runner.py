@@ -493,21 +493,29 @@ class SyncRunner:
                 on_batch=on_batch,
             )
             place.progress = place.progress.finished(stream.name)
-            self.repository.record_progress(
-                config.tenant,
-                run_id,
-                tally,
-                self._clock.now(),
-                connector=config.name,
-                slice_progress=(piece, place.progress),
-            )
+            self._record_slice(config, run_id, tally, piece, reach=place.progress)
+        self._record_slice(config, run_id, tally, piece, done=True)
+
+    def _record_slice(
+        self,
+        config: ConnectorConfig,
+        run_id: uuid.UUID,
+        tally: Tally,
+        piece: SliceRef,
+        *,
+        reach: SliceReach | None = None,
+        done: bool = False,
+    ) -> None:
+        """Record, with the run's counts, how far the slice got (``reach``) or that it
+        is done."""
         self.repository.record_progress(
             config.tenant,
             run_id,
             tally,
             self._clock.now(),
             connector=config.name,
-            slice_done=piece,
+            slice_progress=None if reach is None else (piece, reach),
+            slice_done=piece if done else None,
         )
 
     def _read_window(
