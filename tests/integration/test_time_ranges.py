@@ -127,7 +127,7 @@ def test_the_cli_refuses_the_issues_times_in_one_line(tmp_path: Path, store_url:
     as_of = one_line_refusal(cli(config, "inspect", "ws:notes", "--as-of", THE_ISSUES_TIMES[0]))
 
     assert reset.startswith("--to 0001-01-01T00:00:00+14:00 lies outside the years 1 to 9999")
-    assert ancient.startswith("to 0001-01-01T00:00:00+00:00 is before 1990-01-01")
+    assert ancient.startswith("--to 0001-01-01T00:00:00+00:00 is before 1990-01-01")
     assert backfill.startswith("--since 0001-01-01T00:00:00+14:00 lies outside")
     assert too_many.startswith("--since 0001-01-01T00:00:00+00:00 is before 1990-01-01")
     assert "slices (at most 20,000): give a longer --slice" in hourly

@@ -52,7 +52,8 @@ class ConnectorsResponse(BaseModel):
 
 class ResetRequest(RequestBody):
     """``stream``: the one stream to reset (absent: every stream of the connector).
-    ``to``: the new checkpoint (backwards too); absent: remove it (read from start)."""
+    ``to``: the new checkpoint (backwards too), from 1990-01-01T00:00:00Z to now;
+    absent: remove it (read from start)."""
 
     stream: str | None = Field(default=None, min_length=1, max_length=STREAM_NAME_LENGTH)
     to: Moment | None = None
