@@ -1,20 +1,23 @@
-"""The times memsync can compute with, and the one check every given time passes.
+"""The times memsync can compute with, and the checks every given time passes.
 
 A person or a client gives times in many places: a checkpoint (``state reset --to``,
 ``POST /v1/connectors/{name}/state/reset``), a backfill's ``--since``/``--until``, a
-connector's ``start``, a schedule's interval, an overlap, a slice. (The ``as_of`` and
-``valid_at`` of a read need only be moments UTC can hold: the API's ``Moment`` and
-:func:`parse_time` see to that, and the read path does no arithmetic on them.)
-Each is checked here, against the range the code derives from it
-(a window starts at ``checkpoint - overlap``; a slice ends at ``start + slice``), so a
-bad value is refused where it is given, naming the field and the range, instead of
-overflowing later in a run, a job or a request (see docs/operations.md).
+connector's ``start``, a schedule's interval, an overlap, a slice. Their ranges are
+defined here, against what the code derives from them (a window starts at
+``checkpoint - overlap``; a slice ends at ``start + slice``), with the checks the API,
+the CLI and the runner share, so a bad value is refused where it is given, naming the
+field and the range, instead of overflowing later in a run, a job or a request (see
+docs/sync.md, "The times a sync may begin at"). The ``as_of`` and ``valid_at`` of a
+read need only be moments UTC can hold (the API's ``Moment``, :func:`parse_time`): the
+read path does no arithmetic on them.
 
 Where a sync may begin (a checkpoint, a backfill, a ``start``) lies in
-``[SOURCE_FLOOR, now]``: no source memsync reads holds data from before 1990 (Slack's
-timestamps, GitHub's and Zendesk's ids all begin decades later), and a time in the
-future would give empty windows until it arrives. Such a time is refused, never
-clamped: a clamp would quietly read something the person did not ask for.
+``[SOURCE_FLOOR, now]``: no service memsync reads holds data from before 1990 (Slack,
+GitHub and Zendesk all began after 2005), and a time in the future would give empty
+windows until it arrives. Such a time is refused, never clamped: a clamp would quietly
+read something the person did not ask for. (A file can be stamped older, as
+reproducible builds stamp 1980: a first sync without ``start`` reads a workspace from
+the beginning anyway.)
 
 Nothing here reads the clock: ``now`` is an argument.
 """
