@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
 
+from memsync.timerange import MAX_STEP
+
 if TYPE_CHECKING:
     from apscheduler.triggers.base import BaseTrigger
 
@@ -98,8 +100,10 @@ def parse_schedule(text: str) -> ScheduleSpec:
         return ScheduleSpec(kind="manual", expression=lowered)
     if lowered.startswith("every "):
         interval = parse_duration(lowered.removeprefix("every "), field="schedule interval")
-        if interval <= timedelta(0):
-            raise ValueError(f"schedule '{text}' must be a positive interval")
+        if not timedelta(0) < interval <= MAX_STEP:
+            raise ValueError(
+                f"schedule '{text}' must be a positive interval of at most {MAX_STEP.days} days"
+            )
         return ScheduleSpec(kind="interval", expression=expression, interval=interval)
     if len(lowered.split(" ")) != 5:
         raise ValueError(

@@ -25,6 +25,9 @@ import sqlalchemy as sa
 
 from memsync.runtime.storage import Store, metadata, upgrade
 
+# Every run ends with the list of skipped tests and their reasons (tests/skip_report.py).
+pytest_plugins = ["tests.skip_report"]
+
 DEFAULT_POSTGRES_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 DEFAULT_CITUS_URL = "postgresql+psycopg://postgres@127.0.0.1:9700/memsync"
 

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -203,3 +204,18 @@ def _pump(source: socket.socket, target: socket.socket) -> None:
         for end in (source, target):
             with suppress(OSError):
                 end.close()
+
+
+def notes_config(tmp_path: Path, store_url: str, **extra: str) -> Path:
+    """A configuration file with one workspace connector, ``notes`` (subject
+    ``ws:notes``), over a workspace holding one note; ``extra`` adds connector fields."""
+    root = tmp_path / "workspace"
+    root.mkdir(exist_ok=True)
+    (root / "NOTES.md").write_text("We decided to use Postgres for the queue.\n")
+    fields = "".join(f"    {key}: '{value}'\n" for key, value in extra.items())
+    path = tmp_path / "memsync.yaml"
+    path.write_text(
+        f"store: {store_url}\nconnectors:\n  - name: notes\n    type: workspace\n"
+        f"    subject: 'ws:notes'\n    root: {root}\n{fields}"
+    )
+    return path

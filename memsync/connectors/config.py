@@ -29,6 +29,7 @@ from pydantic_core import PydanticCustomError
 from memsync.clock import utc
 from memsync.retry import RetryPolicy
 from memsync.schedule import ScheduleSpec, format_duration, parse_duration, parse_schedule
+from memsync.timerange import MAX_OVERLAP, SOURCE_FLOOR
 
 __all__ = [
     "ConnectorConfig",
@@ -257,8 +258,33 @@ class ConnectorConfig(BaseModel):
 
     @field_validator("start")
     @classmethod
-    def _start_aware(cls, value: datetime | None) -> datetime | None:
-        return None if value is None else utc(value)
+    def _start_in_range(cls, value: datetime | None) -> datetime | None:
+        # Whether it is in the future is decided when a run reads from it (nothing
+        # here reads the clock); the floor and the calendar are decided now.
+        if value is None:
+            return None
+        try:
+            moment = utc(value)
+        except OverflowError:
+            raise ValueError(
+                f"start '{value.isoformat()}' lies outside the years 1 to 9999 in UTC"
+            ) from None
+        if moment < SOURCE_FLOOR:
+            raise ValueError(
+                f"start '{moment.isoformat()}' is before {SOURCE_FLOOR.date().isoformat()}, "
+                "earlier than any source holds data"
+            )
+        return moment
+
+    @field_validator("overlap")
+    @classmethod
+    def _overlap_in_range(cls, value: timedelta) -> timedelta:
+        # A window starts at checkpoint - overlap: bounded, it never leaves the calendar.
+        if value > MAX_OVERLAP:
+            raise ValueError(
+                f"overlap '{format_duration(value)}' is longer than {MAX_OVERLAP.days} days"
+            )
+        return value
 
     @field_validator("base_url")
     @classmethod

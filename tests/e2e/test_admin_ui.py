@@ -24,16 +24,14 @@ from memsync.runtime.app.config import ApiKey, ApiSettings, Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.storage import Store
 from tests.helpers import live_server
+from tests.skip_report import skip_unless_ci
 
 pytestmark = pytest.mark.slow
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 if CHROMIUM is None or CHROMEDRIVER is None:
-    pytest.skip(
-        "needs Debian's chromium and chromium-driver (.ci/run installs them)",
-        allow_module_level=True,
-    )
+    skip_unless_ci("needs Debian's chromium and chromium-driver (.ci/run installs them)")
 
 from selenium import webdriver  # noqa: E402 - only once the browser is known to exist
 from selenium.common.exceptions import (  # noqa: E402

@@ -31,6 +31,7 @@ from memsync.runtime.app.config import ConfigError, JobsSettings, MissingVariabl
 from memsync.runtime.storage import Store, upgrade
 from memsync.scrub import Scrubber, secret_values
 from memsync.stopping import StopEvent
+from memsync.timerange import check_backfill, check_source_time
 
 if TYPE_CHECKING:
     from memsync.connectors.base import Connector
@@ -430,7 +431,13 @@ class Services:
         on_slice: SliceProgress | None = None,
         on_batch: BatchProgress | None = None,
     ) -> RunRecord:
-        """A backfill of a configured connector (see :meth:`SyncRunner.backfill`)."""
+        """A backfill of a configured connector (see :meth:`SyncRunner.backfill`).
+
+        Raises :class:`~memsync.timerange.TimeOutOfRange` before anything is planned
+        when ``since`` or ``until`` lies outside ``[SOURCE_FLOOR, now]``, the range is
+        empty, or it makes more than ``MAX_BACKFILL_SLICES`` slices: refused, never
+        clamped."""
+        since, until = check_backfill(since, until, slice_length, now=self.clock.now())
         with self.connector_instance(config) as connector:
             return self._counted(
                 lambda: self.sync_runner().backfill(
@@ -482,8 +489,12 @@ class Services:
         to ``to``, backwards too, or remove it (``to`` ``None``: read from ``start``).
 
         Raises :class:`UnknownStream` for a stream the connector neither reads nor has a
-        checkpoint of, and ``RunInProgress`` while a run of the connector is going.
+        checkpoint of, :class:`~memsync.timerange.TimeOutOfRange` for a ``to`` outside
+        ``[SOURCE_FLOOR, now]`` (a checkpoint no run could read from), and
+        ``RunInProgress`` while a run of the connector is going.
         """
+        if to is not None:
+            to = check_source_time("to", to, now=self.clock.now(), overlap=config.overlap)
         if stream is not None:
             known = [state.stream for state in self.connector_state(config).streams]
             if stream not in known:

@@ -7,7 +7,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import pairwise
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
 from pydantic import Field
@@ -349,6 +349,16 @@ class MemoryRepository:
         with self._store.read() as connection:
             row = connection.execute(query).first()
         return conflict_record(row) if row is not None else None
+
+    def ids_starting_with(
+        self, tenant_id: str, what: Literal["memory", "conflict"], prefix: str
+    ) -> list[uuid.UUID]:
+        """Ids of the tenant's memories or conflicts that start with ``prefix`` (two at
+        most: enough to tell one from several), for shortened ids; ``ValueError`` when
+        ``prefix`` is not hex."""
+        table = _memories if what == "memory" else _conflicts
+        with self._store.read() as connection:
+            return tables.ids_starting_with(connection, table, tenant_id, prefix)
 
     def earlier_versions(
         self, tenant_id: str, subject_id: str, *, as_of: datetime | None = None

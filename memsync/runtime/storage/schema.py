@@ -517,7 +517,7 @@ sync_runs = sa.Table(
         where="status = 'running'",
     ),
     sa.Index("ix_sync_runs_connector_started", "tenant_id", "connector", "started_at"),
-    sa.CheckConstraint("kind IN ('incremental', 'backfill')", name="kind_known"),
+    sa.CheckConstraint("kind IN ('incremental', 'full_refresh', 'backfill')", name="kind_known"),
     sa.CheckConstraint(
         "status IN ('running', 'succeeded', 'partial', 'failed')", name="status_known"
     ),
@@ -570,6 +570,8 @@ backfill_slices = sa.Table(
     sa.Column("slice_end", UTCDateTime, nullable=False),
     sa.Column("done_at", UTCDateTime),
     sa.Column("run_id", sa.Uuid),
+    # How far the slice got before it was done (SliceProgress.to_json); null: not begun.
+    sa.Column("progress", JSONDocument),
     sa.ForeignKeyConstraint(
         ["tenant_id", "backfill_id"],
         ["backfills.tenant_id", "backfills.id"],

@@ -7,12 +7,13 @@ cursor and the counts in, so every rule is tested without a store or a sleep.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from memsync.connectors import Cursor, RateLimitExhausted, StopRun, Window
 from memsync.stopping import StopRequested
+from memsync.timerange import source_time_problem
 
 __all__ = [
     "BackfillStatus",
@@ -29,13 +30,17 @@ __all__ = [
     "plan_slices",
     "retry_at",
     "status_after",
+    "unusable_start",
 ]
 
 
 class RunKind(enum.StrEnum):
-    """An ``incremental`` run reads from the cursor; a ``backfill`` re-reads a range."""
+    """How a run read (its mode): ``incremental`` from each stream's checkpoint,
+    ``full_refresh`` from the configured ``start`` whatever the checkpoints say (they
+    still only move forward), ``backfill`` a range in slices."""
 
     INCREMENTAL = "incremental"
+    FULL_REFRESH = "full_refresh"
     BACKFILL = "backfill"
 
 
@@ -80,6 +85,39 @@ def incremental_window(
     if start is not None and start > now:
         start = now
     return Window(start=start, end=now)
+
+
+def unusable_start(
+    checkpoints: Mapping[str, Cursor | None],
+    configured_start: datetime | None,
+    overlap: timedelta,
+    now: datetime,
+) -> str | None:
+    """Why a run cannot read from where its streams stand, in one line, or ``None``.
+
+    A checkpoint before :data:`~memsync.timerange.SOURCE_FLOOR` (written before such
+    times were refused, or by hand in the database) would give a window that leaves
+    the calendar; a stream without one reads from ``configured_start``, which must
+    not be in the future. A checkpoint ahead of ``now`` is not refused: another host's
+    clock may run ahead, and :func:`incremental_window` clamps it.
+    """
+    for stream, cursor in checkpoints.items():
+        if cursor is None:
+            if configured_start is not None and configured_start > now:
+                return (
+                    f"start {configured_start.isoformat()} is in the future (now is "
+                    f"{now.isoformat(timespec='seconds')}): change start in the configuration"
+                )
+            continue
+        # Checked against itself as "now": only the floor and the overlap can make a
+        # stored checkpoint unusable (ahead of now it is clamped, see above).
+        problem = source_time_problem(cursor.position, now=cursor.position, overlap=overlap)
+        if problem is not None:
+            return (
+                f"the checkpoint of stream {stream!r}, {cursor.position.isoformat()}, {problem}: "
+                "move it with `memsync state reset --to` or remove it"
+            )
+    return None
 
 
 def earliest_start(windows: list[Window]) -> datetime | None:

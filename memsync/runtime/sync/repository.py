@@ -40,7 +40,9 @@ __all__ = [
     "RunLost",
     "RunOwner",
     "RunPlan",
+    "SliceReach",
     "SliceRef",
+    "SliceState",
     "StreamOutcome",
     "StreamState",
     "SyncRepository",
@@ -142,12 +144,59 @@ class ConnectorState:
 
 
 @dataclass(frozen=True, slots=True)
+class SliceReach:
+    """How far a backfill slice got: the streams it read completely, and in ``stream``,
+    the one it was reading, the highest position committed (an ordered stream's page
+    checkpoint; ``None``: nothing committed there yet). A resumed slice skips the
+    streams done and reads ``stream`` from ``position`` less the overlap."""
+
+    streams_done: tuple[str, ...] = ()
+    stream: str | None = None
+    position: datetime | None = None
+
+    def reached(self, stream: str, position: datetime) -> SliceReach:
+        return SliceReach(self.streams_done, stream, position)
+
+    def finished(self, stream: str) -> SliceReach:
+        return SliceReach((*self.streams_done, stream))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "streams_done": list(self.streams_done),
+            "stream": self.stream,
+            "position": None if self.position is None else self.position.isoformat(),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> SliceReach:
+        if not data:
+            return cls()
+        position = data.get("position")
+        return cls(
+            tuple(data.get("streams_done") or ()),
+            data.get("stream"),
+            None if position is None else datetime.fromisoformat(position),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SliceRef:
-    """One backfill slice still to read."""
+    """One backfill slice still to read, and how far an earlier run got in it."""
 
     backfill_id: uuid.UUID
     start: datetime
     end: datetime
+    progress: SliceReach = SliceReach()
+
+
+@dataclass(frozen=True, slots=True)
+class SliceState:
+    """One slice of a backfill as ``runs show`` reports it."""
+
+    start: datetime
+    end: datetime
+    done_at: datetime | None
+    progress: SliceReach
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,10 +342,12 @@ class SyncRepository:
         cursor: Cursor | None = None,
         stream_outcome: StreamOutcome | None = None,
         slice_done: SliceRef | None = None,
+        slice_progress: tuple[SliceRef, SliceReach] | None = None,
         connection: Connection | None = None,
     ) -> None:
         """After a committed batch (or slice, or stream): counters, heartbeat, and the
-        checkpoint of ``stream`` (``cursor``) or the slice, and how the run ended for a
+        checkpoint of ``stream`` (``cursor``) or the slice (done, or how far it got:
+        ``slice_progress``, replacing what it said), and how the run ended for a
         stream (``stream_outcome``).
 
         One transaction, so a checkpoint is never ahead of the run record; given a
@@ -316,6 +367,7 @@ class SyncRepository:
                     cursor=cursor,
                     stream_outcome=stream_outcome,
                     slice_done=slice_done,
+                    slice_progress=slice_progress,
                     connection=own,
                 )
             return
@@ -325,14 +377,11 @@ class SyncRepository:
         if stream_outcome is not None:
             self._record_stream_outcome(connection, tenant_id, connector, stream_outcome)
         if slice_done is not None:
+            connection.execute(_of_slice(tenant_id, slice_done).values(done_at=now, run_id=run_id))
+        if slice_progress is not None:
+            piece, progress = slice_progress
             connection.execute(
-                _slices.update()
-                .where(
-                    _slices.c.tenant_id == tenant_id,
-                    _slices.c.backfill_id == slice_done.backfill_id,
-                    _slices.c.slice_start == slice_done.start,
-                )
-                .values(done_at=now, run_id=run_id)
+                _of_slice(tenant_id, piece).values(progress=progress.to_json(), run_id=run_id)
             )
 
     def finish_run(
@@ -754,7 +803,9 @@ class SyncRepository:
                 ],
             )
         rows = connection.execute(
-            sa.select(_slices.c.slice_start, _slices.c.slice_end, _slices.c.done_at)
+            sa.select(
+                _slices.c.slice_start, _slices.c.slice_end, _slices.c.done_at, _slices.c.progress
+            )
             .where(_slices.c.tenant_id == tenant_id, _slices.c.backfill_id == backfill_id)
             .order_by(_slices.c.slice_start)
         ).all()
@@ -765,13 +816,36 @@ class SyncRepository:
             resumed=resumed,
             total_slices=len(rows),
             pending=[
-                SliceRef(backfill_id, row.slice_start, row.slice_end)
+                SliceRef(
+                    backfill_id,
+                    row.slice_start,
+                    row.slice_end,
+                    SliceReach.from_json(row.progress),
+                )
                 for row in rows
                 if row.done_at is None
             ],
         )
 
     # -- reading run records -----------------------------------------------------------
+
+    def backfill_slices(self, tenant_id: str, backfill_id: uuid.UUID) -> list[SliceState]:
+        """Every slice of a backfill, in order, with how far each got."""
+        query = (
+            sa.select(_slices)
+            .where(_slices.c.tenant_id == tenant_id, _slices.c.backfill_id == backfill_id)
+            .order_by(_slices.c.slice_start)
+        )
+        with self._store.read() as connection:
+            return [
+                SliceState(
+                    row.slice_start,
+                    row.slice_end,
+                    row.done_at,
+                    SliceReach.from_json(row.progress),
+                )
+                for row in connection.execute(query)
+            ]
 
     def get_run(self, tenant_id: str, run_id: uuid.UUID) -> RunRecord | None:
         """One run of the tenant, or ``None``."""
@@ -855,6 +929,14 @@ def _stream_state(name: str, row: Any, now: datetime, *, declared: bool) -> Stre
         last_success_at=done,
         last_success_run_id=row.completed_run_id,
         lag_seconds=(now - done).total_seconds() if done is not None else None,
+    )
+
+
+def _of_slice(tenant_id: str, piece: SliceRef) -> sa.Update:
+    return _slices.update().where(
+        _slices.c.tenant_id == tenant_id,
+        _slices.c.backfill_id == piece.backfill_id,
+        _slices.c.slice_start == piece.start,
     )
 
 

@@ -35,6 +35,7 @@ from memsync.connectors import (
     Listing,
     Progress,
     SkipRecord,
+    StopRun,
     Stream,
     Tombstone,
     Window,
@@ -59,12 +60,14 @@ from memsync.runtime.sync.policy import (
     needs_attention,
     retry_at,
     status_after,
+    unusable_start,
 )
 from memsync.runtime.sync.records import RunInterrupted, RunRecord, Tally
 from memsync.runtime.sync.repository import (
     BackfillPlan,
     RunOwner,
     RunPlan,
+    SliceReach,
     SliceRef,
     StreamOutcome,
     SyncRepository,
@@ -120,6 +123,14 @@ class _WindowProgress:
     high: datetime | None = None
     said: Progress | None = None
     floor: datetime | None = None
+
+
+@dataclass(slots=True)
+class _SlicePlace:
+    """The backfill slice a read is in, and how far it got as last committed."""
+
+    piece: SliceRef
+    progress: SliceReach
 
 
 @dataclass(slots=True)
@@ -228,16 +239,26 @@ class SyncRunner:
         streams = list(connector.streams())
         checkpoints: dict[str, Cursor | None] = {}
 
+        unusable: str | None = None
+
         def window_of(stream: Stream) -> Window:
             return incremental_window(checkpoints[stream.name], config.overlap, config.start, now)
 
         def plan(connection: Connection) -> RunPlan:
+            nonlocal unusable
             names = [stream.name for stream in streams]
             stored = self.repository.checkpoints_in(connection, config.tenant, config.name, names)
             checkpoints.update(dict.fromkeys(stored) if full_refresh else stored)
+            unusable = unusable_start(checkpoints, config.start, config.overlap, now)
+            if unusable is not None:
+                # No window can be computed from here: the run is recorded, and fails.
+                return RunPlan(Window(None, now))
             return RunPlan(Window(earliest_start([window_of(s) for s in streams]), now))
 
         def read(run_id: uuid.UUID, decided: RunPlan, tally: Tally, reading: _Reading) -> None:
+            if unusable is not None:
+                # Only a person can move it: the job is not retried (needs attention).
+                raise StopRun(unusable)
             for stream in streams:
                 window, cursor = window_of(stream), checkpoints[stream.name]
                 committed = tally.committed
@@ -275,7 +296,8 @@ class SyncRunner:
                     ),
                 )
 
-        return self._run(connector, RunKind.INCREMENTAL, now, plan, read)
+        kind = RunKind.FULL_REFRESH if full_refresh else RunKind.INCREMENTAL
+        return self._run(connector, kind, now, plan, read)
 
     def backfill(
         self,
@@ -333,6 +355,15 @@ class SyncRunner:
             if on_slice is not None:
                 on_slice(done, backfill.total_slices)
             for piece in backfill.pending:
+                if connector.sleeper.stop_requested:
+                    # A safe point: every slice before this one is done and recorded.
+                    # Empty slices commit no batch, so without this a backfill over
+                    # years of nothing would run on for minutes after the signal.
+                    raise StopRequested(
+                        f"{connector.type} '{config.name}': stopped before slice "
+                        f"{piece.start.isoformat()} ({done:,} of {backfill.total_slices:,} "
+                        "slices done); the process is stopping"
+                    )
                 self._read_slice(connector, piece, run_id, tally, on_batch)
                 done += 1
                 log.info(
@@ -448,25 +479,54 @@ class SyncRunner:
         tally: Tally,
         on_batch: BatchProgress | None,
     ) -> None:
-        window = Window(start=piece.start, end=piece.end)
+        """Read every stream of the connector over the slice, recording after each
+        committed batch how far the slice got (its page checkpoint): a slice an earlier
+        run stopped in skips the streams it read completely and reads the stream it
+        stopped in from its last committed position, less the overlap."""
+        config = connector.config
+        place = _SlicePlace(piece, piece.progress)
         for stream in connector.streams():
+            if stream.name in place.progress.streams_done:
+                continue
+            start = piece.start
+            if place.progress.stream == stream.name and place.progress.position is not None:
+                # Bounded: positions and overlaps are checked (memsync.timerange).
+                start = max(piece.start, place.progress.position - config.overlap)
             self._read_window(
                 connector,
                 stream,
-                window,
+                Window(start=start, end=piece.end),
                 None,
                 run_id,
                 tally,
                 checkpoint=False,
+                in_slice=place,
                 on_batch=on_batch,
             )
+            place.progress = place.progress.finished(stream.name)
+            self._record_slice(config, run_id, tally, piece, reach=place.progress)
+        self._record_slice(config, run_id, tally, piece, done=True)
+
+    def _record_slice(
+        self,
+        config: ConnectorConfig,
+        run_id: uuid.UUID,
+        tally: Tally,
+        piece: SliceRef,
+        *,
+        reach: SliceReach | None = None,
+        done: bool = False,
+    ) -> None:
+        """Record, with the run's counts, how far the slice got (``reach``) or that it
+        is done."""
         self.repository.record_progress(
-            connector.config.tenant,
+            config.tenant,
             run_id,
             tally,
             self._clock.now(),
-            connector=connector.config.name,
-            slice_done=piece,
+            connector=config.name,
+            slice_progress=None if reach is None else (piece, reach),
+            slice_done=piece if done else None,
         )
 
     def _read_window(
@@ -479,12 +539,14 @@ class SyncRunner:
         tally: Tally,
         *,
         checkpoint: bool,
+        in_slice: _SlicePlace | None = None,
         on_batch: BatchProgress | None = None,
     ) -> Progress | None:
         """Fetch one stream over the window and ingest it in batches, with the deletions
-        it reports; with ``checkpoint``, an ordered stream's checkpoint moves with them;
-        ``on_batch`` after each commit. Returns the last :class:`Progress` committed (or
-        stored before), for the checkpoint at the end of the stream.
+        it reports; with ``checkpoint``, an ordered stream's checkpoint moves with them,
+        and ``in_slice``, how far the backfill slice got; ``on_batch`` after each commit.
+        Returns the last :class:`Progress` committed (or stored before), for the
+        checkpoint at the end of the stream.
 
         A :class:`Progress` is stored with the stream's checkpoint: at once when no record
         waits to be stored, else with the batch it joins (which holds everything read
@@ -508,7 +570,9 @@ class SyncRunner:
         cut_short: Exception | None = None
 
         def commit() -> None:
-            self._commit(connector, stream, window, run_id, tally, pending, progress, checkpoint)
+            self._commit(
+                connector, stream, window, run_id, tally, pending, progress, checkpoint, in_slice
+            )
             if on_batch is not None:
                 on_batch(tally)
 
@@ -592,6 +656,7 @@ class SyncRunner:
         pending: _Pending,
         progress: _WindowProgress,
         checkpoint: bool,
+        in_slice: _SlicePlace | None,
     ) -> None:
         config = connector.config
         high = progress.high
@@ -604,7 +669,7 @@ class SyncRunner:
                 ordered=stream.ordered,
                 complete=False,
             )
-            if checkpoint
+            if checkpoint or in_slice is not None
             else None
         )
         said = pending.said or progress.said
@@ -612,15 +677,28 @@ class SyncRunner:
             # What the read said must be kept even where no record moved the position
             # (a re-read of old records hands few out): at the stored position then.
             position = progress.floor if position is None else max(position, progress.floor)
-        cursor = None if position is None else _cursor_at(position, said)
+        cursor = None if position is None or not checkpoint else _cursor_at(position, said)
+        reached = (
+            None
+            if position is None or in_slice is None
+            else (in_slice.piece, in_slice.progress.reached(stream.name, position))
+        )
         tenant = config.tenant
         if pending.drafts:
-            # The cursor moves with the last write of the batch: its tombstones, if any.
-            moves = None if pending.tombstones else cursor
+            # The cursor (or the slice's place) moves with the last write of the batch:
+            # its tombstones, if any.
+            last = not pending.tombstones
             outcomes = self._ingest.ingest(
                 tenant,
                 pending.drafts,
-                before_commit=self._recorder(config, run_id, tally, stream.name, moves),
+                before_commit=self._recorder(
+                    config,
+                    run_id,
+                    tally,
+                    stream.name,
+                    cursor if last else None,
+                    reached if last else None,
+                ),
             )
             # Committed: the counts now stand for what is stored.
             tally.add(IngestSummary.of(outcomes))
@@ -628,7 +706,7 @@ class SyncRunner:
             outcomes = self._ingest.tombstone(
                 tenant,
                 pending.tombstones,
-                before_commit=self._recorder(config, run_id, tally, stream.name, cursor),
+                before_commit=self._recorder(config, run_id, tally, stream.name, cursor, reached),
             )
             tally.add(IngestSummary.of(outcomes))
         if pending.said is not None and not (pending.drafts or pending.tombstones):
@@ -643,6 +721,8 @@ class SyncRunner:
                 cursor=cursor,
             )
         progress.said = said
+        if reached is not None and in_slice is not None:
+            in_slice.progress = reached[1]
         pending.clear()
         progress.high = high
 
@@ -653,10 +733,11 @@ class SyncRunner:
         tally: Tally,
         stream: str,
         cursor: Cursor | None,
+        reached: tuple[SliceRef, SliceReach] | None = None,
     ) -> BeforeCommit:
         """What an ingest transaction writes before it commits: the run's counts with its
-        outcomes added, and ``stream``'s checkpoint ``cursor`` when it moves; both commit
-        or roll back with it."""
+        outcomes added, ``stream``'s checkpoint ``cursor`` when it moves, and how far
+        a backfill slice got (``reached``); all commit or roll back with it."""
 
         def record(connection: Connection, outcomes: list[IngestOutcome]) -> None:
             counted = replace(tally, skipped_reasons=list(tally.skipped_reasons))
@@ -669,6 +750,7 @@ class SyncRunner:
                 connector=config.name,
                 stream=stream,
                 cursor=cursor,
+                slice_progress=reached,
                 connection=connection,
             )
 

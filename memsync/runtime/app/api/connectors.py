@@ -17,7 +17,7 @@ from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError
 from memsync.runtime.app.api.openapi import error_responses
-from memsync.runtime.app.api.schemas import RequestBody
+from memsync.runtime.app.api.schemas import Moment, RequestBody
 from memsync.runtime.app.handlers import SYNC_JOB
 from memsync.runtime.app.services import (
     ConnectorForgotten,
@@ -52,10 +52,11 @@ class ConnectorsResponse(BaseModel):
 
 class ResetRequest(RequestBody):
     """``stream``: the one stream to reset (absent: every stream of the connector).
-    ``to``: the new checkpoint (backwards too); absent: remove it (read from start)."""
+    ``to``: the new checkpoint (backwards too), from 1990-01-01T00:00:00Z to now;
+    absent: remove it (read from start)."""
 
     stream: str | None = Field(default=None, min_length=1, max_length=STREAM_NAME_LENGTH)
-    to: datetime | None = None
+    to: Moment | None = None
 
 
 class SyncAccepted(BaseModel):
@@ -114,12 +115,13 @@ def connector_state(name: str, services: ServicesDep, caller: CallerDep) -> Conn
     return services.connector_state(config)
 
 
-@router.post("/{name}/state/reset", responses=error_responses(404, 409))
+@router.post("/{name}/state/reset", responses=error_responses(404, 409, 422))
 def reset_state(
     name: str, body: ResetRequest, services: ServicesDep, caller: CallerDep
 ) -> ConnectorState:
     """Move the checkpoint of one stream or of every stream (backwards too), or remove
-    it; 404 for a stream the connector does not have, 409 while a run is going."""
+    it; 404 for a stream the connector does not have, 409 while a run is going, 422
+    for a ``to`` before 1990-01-01 or in the future (no run could read from there)."""
     config = _configured(services, caller.tenant_id, name)
     try:
         return services.reset_connector_state(

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memsync.runtime.app.api.request_ids import REQUEST_ID_HEADER, current_request_id
 from memsync.runtime.storage.engine import is_store_unavailable, lost_a_node
+from memsync.timerange import TimeOutOfRange
 
 __all__ = [
     "VALIDATION_FAILED",
@@ -138,6 +139,13 @@ def install_error_handlers(app: FastAPI) -> None:
         response = error_response(503, "store_unavailable", message)
         response.headers["Retry-After"] = str(STORE_RETRY_AFTER_SECONDS)
         return response
+
+    @app.exception_handler(TimeOutOfRange)
+    async def _out_of_range(_request: Request, error: TimeOutOfRange) -> JSONResponse:
+        # A time a service refused (a checkpoint before any source holds data, a
+        # backfill in the future): the client's to correct, named as a body field is.
+        refused = validation_error(error.field, str(error))
+        return error_response(refused.status, refused.code, refused.message, refused.details)
 
     @app.exception_handler(RecursionError)
     async def _too_deep(_request: Request, _error: RecursionError) -> JSONResponse:

@@ -22,7 +22,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, date, datetime, time
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -60,7 +60,6 @@ __all__ = [
     "loaded_store_url",
     "logging_options",
     "open_services",
-    "parse_id",
     "parse_moment",
     "print_table",
     "progress",
@@ -335,6 +334,7 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
     from memsync.runtime.app.config import ConfigError, MissingVariables
     from memsync.runtime.app.services import Services, UnknownConnector, UnknownStream
     from memsync.scrub import scrub_every_log_record
+    from memsync.timerange import TimeOutOfRange
 
     configuration = loaded or settings()
     start_logging()
@@ -345,7 +345,7 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
         errors.print(f"migrated: {note}")
     try:
         yield services
-    except (MissingVariables, UnknownConnector, UnknownStream) as error:
+    except (MissingVariables, UnknownConnector, UnknownStream, TimeOutOfRange) as error:
         raise usage_error(str(error)) from None
     except ConfigError as error:
         raise usage_error(f"configuration error\n{error}") from None
@@ -373,15 +373,37 @@ def print_table(
     lines: bool = False,
     out: Console = console,
 ) -> None:
-    """A table for people: long cells fold instead of being cut."""
+    """A table for people: long cells fold instead of being cut. When the table is wider
+    than the console (a pipe is 80 columns), each row is a block instead, one
+    ``column: value`` line per cell (:func:`described`), so no column is squeezed to a
+    few characters a line; ``--json`` is there for machines."""
+    listed = [list(row) for row in rows]
+    if _natural_width(columns, listed) > made_console(out).width:
+        blocks = [
+            described(f"{columns[0]} {row[0]}", list(zip(columns[1:], row[1:], strict=True)))
+            for row in listed
+        ]
+        out.print("\n\n".join([f"{title}:", *blocks]), markup=False, highlight=False)
+        return
     from rich.table import Table
 
     table = Table(title=title, show_lines=lines)
     for column in columns:
         table.add_column(column, overflow="fold")
-    for row in rows:
+    for row in listed:
         table.add_row(*row)
     out.print(table)
+
+
+def _natural_width(columns: Sequence[str], rows: list[list[str]]) -> int:
+    """How wide a rich table of these cells is with no cell folded: each column as wide
+    as its widest line, plus the borders and one space of padding either side."""
+    widest = [len(column) for column in columns]
+    for row in rows:
+        for position, cell in enumerate(row):
+            longest = max((len(line) for line in cell.splitlines()), default=0)
+            widest[position] = max(widest[position], longest)
+    return sum(widest) + 3 * len(columns) + 1
 
 
 def described(title: str, fields: Sequence[tuple[str, str]]) -> str:
@@ -451,23 +473,12 @@ def resolve_id(value: str, what: str, starting_with: Callable[[str], list[uuid.U
     return found[0]
 
 
-def parse_id(value: str, what: str) -> uuid.UUID:
-    """A UUID given on the command line; exit 2 saying what was expected."""
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise usage_error(f"{value!r} is not a {what} id (a UUID)") from None
-
-
 def parse_moment(text: str, option: str) -> datetime:
-    """A date (midnight UTC) or an ISO 8601 datetime (naive: UTC); exit 2 otherwise."""
-    value = text.strip()
+    """A date (midnight UTC) or an ISO 8601 datetime (naive: UTC); exit 2 otherwise,
+    also for a time UTC cannot hold (see :func:`memsync.timerange.parse_time`)."""
+    from memsync.timerange import parse_time
+
     try:
-        if len(value) == 10:
-            return datetime.combine(date.fromisoformat(value), time(0), tzinfo=UTC)
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise usage_error(
-            f"{option} '{text}' is not a date (e.g. 2026-01-31 or 2026-01-31T12:00:00Z)"
-        ) from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+        return parse_time(text, option)
+    except ValueError as error:
+        raise usage_error(str(error)) from None

@@ -15,10 +15,10 @@ from memsync.runtime.app.cli.common import (
     console,
     errors,
     open_services,
-    parse_id,
     parse_moment,
     print_table,
     progress,
+    resolve_id,
     usage_error,
 )
 
@@ -158,15 +158,27 @@ def conflicts_list(
 
 @conflicts_app.command("resolve")
 def conflicts_resolve(
-    conflict_id: Annotated[str, typer.Argument(help="conflict id")],
-    keep: Annotated[str, typer.Option(help="id of the memory to keep active")],
+    conflict_id: Annotated[
+        str, typer.Argument(help="conflict id (from `conflicts list`), or its unique first digits")
+    ],
+    keep: Annotated[
+        str, typer.Option(help="id of the memory to keep active, or its unique first digits")
+    ],
     tenant: TenantOption = "default",
 ) -> None:
     """Keep one memory of a conflict; the other is superseded with rule 'manual'."""
     from memsync.runtime.compiling import ConflictNotFound
 
-    conflict, kept = parse_id(conflict_id, "conflict"), parse_id(keep, "memory")
     with open_services() as services:
+        memories = services.memories
+        conflict = resolve_id(
+            conflict_id,
+            "conflict",
+            lambda start: memories.ids_starting_with(tenant, "conflict", start),
+        )
+        kept = resolve_id(
+            keep, "memory", lambda start: memories.ids_starting_with(tenant, "memory", start)
+        )
         try:
             resolution = services.compile_service.resolve_conflict(tenant, conflict, kept)
         except (ConflictNotFound, ValueError) as error:

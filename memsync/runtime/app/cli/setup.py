@@ -73,16 +73,25 @@ def _validated(*, strict: bool = False) -> Settings:
     connector's syncs fail where it is not set; everything else works), or with
     ``strict`` a problem like any other.
     """
+    from memsync.clock import SystemClock
     from memsync.connectors import ConnectorConfigError, load_registry
 
     def connector_problems(
         raw: list[Any], label: str, unknown: Mapping[int, Collection[str]]
     ) -> list[str]:
         try:
-            load_registry().parse_configs(raw, source=label, unknown=unknown)
+            parsed = load_registry().parse_configs(raw, source=label, unknown=unknown)
         except ConnectorConfigError as error:
             return error.problems
-        return []
+        # The one check of a start that needs the clock: a first run would read from
+        # the future (a run refuses it too; validating says so before any run).
+        now = SystemClock().now()
+        return [
+            f"connector '{config.name}' in {label}: start {config.start.isoformat()} is in "
+            f"the future (now is {now.isoformat(timespec='seconds')})"
+            for config in parsed
+            if config.start is not None and config.start > now
+        ]
 
     loaded = settings(check_connectors=connector_problems, strict_environment=strict)
     for missing in loaded.missing_variables().values():

@@ -110,8 +110,15 @@ def state_reset(
     from memsync.runtime.sync import RunInProgress
 
     moment = None if to is None else parse_moment(to, "--to")
+    from memsync.timerange import check_source_time
+
     with open_services() as services:
         config = services.connector(name)
+        if moment is not None:
+            # The check the service makes too, here to name the option as typed.
+            moment = check_source_time(
+                "--to", moment, now=services.clock.now(), overlap=config.overlap
+            )
         try:
             services.reset_connector_state(config, stream=stream, to=moment)
         except RunInProgress as error:

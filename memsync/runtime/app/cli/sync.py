@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from memsync.connectors.config import ConnectorConfig
     from memsync.runtime.app.services import Services
     from memsync.runtime.sync import RunRecord, RunStatus, Tally
+    from memsync.runtime.sync.repository import SliceState
 
 __all__ = ["connectors_app", "exit_code", "print_run", "runs_app"]
 
@@ -306,15 +307,72 @@ def runs_show(
     tenant: TenantOption = "default",
     as_json: JsonOption = False,
 ) -> None:
-    """One run record."""
+    """One run record; for a backfill, how far each slice of it got."""
     with open_services() as services:
         runs = services.runs
         parsed = resolve_id(run_id, "run", lambda start: runs.run_ids_starting_with(tenant, start))
         record = runs.get_run(tenant, parsed)
+        slices = (
+            runs.backfill_slices(tenant, record.backfill_id)
+            if record is not None and record.backfill_id is not None
+            else []
+        )
     if record is None:
         errors.print(f"no run {run_id} for tenant '{tenant}'", markup=False)
         raise typer.Exit(EXIT_FAILED)
-    print_run(record, as_json=as_json)
+    if as_json:
+        typer.echo(json.dumps({**record.to_json(), **_slices_json(slices)}, indent=2))
+        return
+    print_run(record)
+    for line in _slices_said(slices):
+        console.print(line, markup=False, highlight=False)
+
+
+def _slices_json(slices: list[SliceState]) -> dict[str, Any]:
+    """Where a backfill's slices stand, for ``--json`` (nothing for another run): the
+    counts, and each slice not done with how far it got."""
+    if not slices:
+        return {}
+    return {
+        "slices_total": len(slices),
+        "slices_done": sum(piece.done_at is not None for piece in slices),
+        "slices_not_done": [
+            {"start": piece.start.isoformat(), "end": piece.end.isoformat()}
+            | piece.progress.to_json()
+            for piece in slices
+            if piece.done_at is None
+        ],
+    }
+
+
+def _slices_said(slices: list[SliceState]) -> list[str]:
+    """Where a backfill's slices stand, for people: how many are done, and each slice
+    begun but not done with the streams it read and how far it got in the next."""
+    if not slices:
+        return []
+    done = sum(piece.done_at is not None for piece in slices)
+    lines = [f"  slices: {done:,} of {len(slices):,} done"]
+    begun = [
+        piece
+        for piece in slices
+        if piece.done_at is None
+        and (piece.progress.streams_done or piece.progress.position is not None)
+    ]
+    for piece in begun:
+        reach = piece.progress
+        parts = [f"read completely: {', '.join(reach.streams_done)}"] if reach.streams_done else []
+        if reach.stream is not None and reach.position is not None:
+            parts.append(
+                f"{reach.stream!r} committed up to {reach.position.isoformat()} "
+                "(resumes there, less the overlap)"
+            )
+        lines.append(
+            f"  slice {piece.start.isoformat()} .. {piece.end.isoformat()}: {'; '.join(parts)}"
+        )
+    not_begun = len(slices) - done - len(begun)
+    if not_begun:
+        lines.append(f"  {not_begun:,} not begun")
+    return lines
 
 
 @connectors_app.command("list")
