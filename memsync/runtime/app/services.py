@@ -250,7 +250,11 @@ class Services:
         from memsync.runtime.compiling.service import CompileService
 
         return CompileService.from_settings(
-            self.store, self.settings.compile, self.clock, on_compiled=self.metrics.compiled
+            self.store,
+            self.settings.compile,
+            self.clock,
+            on_compiled=self.metrics.compiled,
+            llm_observer=self.metrics.model,
         )
 
     @cached_property

@@ -27,6 +27,38 @@ class LLMSettings(_Settings):
     api_key: SecretStr = Field(description="e.g. ${OPENAI_API_KEY}")
     batch_size: int = Field(default=8, ge=1, le=64)
     timeout_seconds: float = Field(default=60.0, gt=0, le=600)
+    max_concurrency: int = Field(
+        default=4, ge=1, le=256, description="requests in flight at once, per process"
+    )
+    requests_per_minute: int | None = Field(
+        default=None, ge=1, description="per process; divide the account's limit by processes"
+    )
+    tokens_per_minute: int | None = Field(default=None, ge=1, description="per process")
+    max_attempts: int = Field(
+        default=5, ge=1, le=20, description="tries per request on 429 and 5xx, the first included"
+    )
+    max_tokens_per_job: int | None = Field(
+        default=None, ge=1, description="a compile stops partial once its requests used this many"
+    )
+    prompt_price_per_million: float | None = Field(
+        default=None, ge=0, description="price of a million prompt tokens, for estimated_cost"
+    )
+    completion_price_per_million: float | None = Field(
+        default=None, ge=0, description="price of a million completion tokens"
+    )
+
+    def estimated_cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """What those tokens cost at the configured prices (``None`` without prices)."""
+        if self.prompt_price_per_million is None or self.completion_price_per_million is None:
+            return None
+        return round(
+            (
+                prompt_tokens * self.prompt_price_per_million
+                + completion_tokens * self.completion_price_per_million
+            )
+            / 1_000_000,
+            6,
+        )
 
 
 class CompileSettings(_Settings):
