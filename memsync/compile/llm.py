@@ -45,6 +45,7 @@ __all__ = [
     "SYSTEM_PROMPT",
     "EpisodeExtraction",
     "ExtractedMemory",
+    "ExtractionRecord",
     "ExtractionRecorder",
     "ExtractionResponse",
     "InMemoryExtractionRecorder",
@@ -142,6 +143,42 @@ class ExtractionResponse(BaseModel):
 def extraction_key(content_hash: str, model: str, prompt_version: str = PROMPT_VERSION) -> str:
     """The record key: what was read (content), by whom (model) and how (prompt)."""
     return f"{prompt_version}:{model}:{content_hash}"
+
+
+class ExtractionRecord(BaseModel):
+    """One recorded extraction as it travels between stores (``memsync llm export``, one
+    JSON line each): keyed by the prompt version, the model and the content hash of the
+    episode read, and holding only what the model extracted. No tenant, subject or
+    episode id and no episode text: a record applies to any episode with that content,
+    in any store."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prompt_version: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    content_hash: str = Field(pattern=r"^[0-9a-f]{16,128}$")
+    memories: list[ExtractedMemory]
+
+    @classmethod
+    def of(cls, key: str, extraction_json: str) -> ExtractionRecord:
+        """The record stored under ``key`` (see :func:`extraction_key`)."""
+        prompt_version, rest = key.split(":", 1)
+        # A model name may hold colons (``llama3:8b``); a prompt version and a hash do not.
+        model, content_hash = rest.rsplit(":", 1)
+        return cls(
+            prompt_version=prompt_version,
+            model=model,
+            content_hash=content_hash,
+            memories=_Memories.model_validate_json(extraction_json).memories,
+        )
+
+    @property
+    def key(self) -> str:
+        return extraction_key(self.content_hash, self.model, self.prompt_version)
+
+    def extraction_json(self) -> str:
+        """What a recorder stores under :attr:`key`."""
+        return _Memories(memories=self.memories).model_dump_json()
 
 
 class ExtractionRecorder(Protocol):

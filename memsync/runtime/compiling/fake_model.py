@@ -7,7 +7,8 @@ Speaks the wire format of OpenAI's chat completions
 (https://platform.openai.com/docs/guides/rate-limits): HTTP 429 with ``Retry-After``.
 
 It extracts one memory per episode it is asked about, "Works at Acme" on the claim
-``employment.current_employer``, and reports deterministic usage: ``100 + episodes``
+``employment.current_employer`` (and with ``echo``, a fact stating the episode's first
+passage), and reports deterministic usage: ``100 + episodes``
 prompt tokens and ``20 * episodes`` completion tokens. It can answer after a fixed
 ``latency`` (in its own request threads) and answer 429 to the next *n* requests
 (:meth:`FakeModel.rate_limit`). It logs when each request arrived (monotonic seconds)
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any
 
 from memsync.connectors.fake_http import (
     FakeHTTPServer,
@@ -31,24 +33,26 @@ from memsync.connectors.fake_http import (
 __all__ = ["FakeModel", "completion_tokens_for", "extraction_answer", "prompt_tokens_for"]
 
 
-def extraction_answer(asked: list[dict[str, object]]) -> str:
+def extraction_answer(asked: list[dict[str, Any]], *, echo: bool = False) -> str:
     """The fake's message content for the episodes ``asked`` (the user message's JSON):
-    one employer claim ("Works at Acme") per episode."""
-    episodes = [
-        {
-            "episode_id": item["episode_id"],
-            "memories": [
-                {
-                    "kind": "profile_fact",
-                    "content": "Works at Acme",
-                    "claim_key": "employment.current_employer",
-                    "claim_value": "Acme",
-                    "confidence": 0.9,
-                }
-            ],
-        }
-        for item in asked
-    ]
+    one employer claim ("Works at Acme") per episode and, with ``echo``, a ``fact``
+    stating the episode's first passage (so that different episodes give different
+    memories)."""
+    episodes = []
+    for item in asked:
+        memories: list[dict[str, Any]] = [
+            {
+                "kind": "profile_fact",
+                "content": "Works at Acme",
+                "claim_key": "employment.current_employer",
+                "claim_value": "Acme",
+                "confidence": 0.9,
+            }
+        ]
+        if echo and item["passages"]:
+            text = str(item["passages"][0]["text"])[:500]
+            memories.append({"kind": "fact", "content": text, "confidence": 0.6})
+        episodes.append({"episode_id": item["episode_id"], "memories": memories})
     return json.dumps({"episodes": episodes})
 
 
@@ -65,9 +69,10 @@ def completion_tokens_for(episodes: int) -> int:
 class FakeModel(FakeHTTPServer):
     """A chat-completions model that answers every batch it can parse (see the module)."""
 
-    def __init__(self, *, latency: float = 0.0) -> None:
+    def __init__(self, *, latency: float = 0.0, echo: bool = False) -> None:
         super().__init__()
         self.latency = latency
+        self.echo = echo
         self._lock = threading.Lock()
         self._refuse = 0
         self._retry_after = "0"
@@ -110,6 +115,7 @@ class FakeModel(FakeHTTPServer):
 
     def _answer(self, request: RecordedRequest) -> FakeResponse:
         asked = json.loads(json.loads(request.body)["messages"][1]["content"])
+        content = extraction_answer(asked, echo=self.echo)
         prompt, completion = prompt_tokens_for(len(asked)), completion_tokens_for(len(asked))
         body = {
             "id": f"chatcmpl-{request.number}",
@@ -118,7 +124,7 @@ class FakeModel(FakeHTTPServer):
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": extraction_answer(asked)},
+                    "message": {"role": "assistant", "content": content},
                     "finish_reason": "stop",
                 }
             ],

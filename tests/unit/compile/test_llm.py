@@ -9,9 +9,12 @@ from typing import Any
 import httpx
 import pytest
 import respx
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memsync.compile.llm import (
     PROMPT_VERSION,
+    ExtractionRecord,
     InMemoryExtractionRecorder,
     LLMCompiler,
     LLMExtractionError,
@@ -206,3 +209,20 @@ def test_the_recorder_keeps_the_first_record_for_a_key() -> None:
 
     assert recorder.get("k") == '{"memories": []}'
     assert recorder.get("other") is None
+
+
+@given(
+    model=st.text(st.characters(codec="ascii", exclude_characters="\n"), min_size=1, max_size=30),
+    digest=st.text("0123456789abcdef", min_size=64, max_size=64),
+)
+def test_an_exported_record_keeps_its_key_whatever_colons_the_model_name_holds(
+    model: str, digest: str
+) -> None:
+    key = extraction_key(digest, model)
+    extraction = '{"memories":[{"kind":"fact","content":"Uses Rust"}]}'
+
+    record = ExtractionRecord.of(key, extraction)
+
+    assert record.key == key
+    assert ExtractionRecord.model_validate_json(record.model_dump_json()) == record
+    assert json.loads(record.extraction_json())["memories"][0]["content"] == "Uses Rust"
