@@ -1,4 +1,5 @@
-"""The LLM compiler: extraction by an OpenAI-compatible chat-completions model.
+"""The LLM compiler: extraction by a model that speaks OpenAI-compatible chat
+completions or Anthropic's Messages API.
 
 The only module of ``memsync.compile`` that talks HTTP, and only through the
 ``httpx.Client`` it is given (tests pass one with a respx mock; production passes one
@@ -28,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -228,7 +229,10 @@ class _Memories(BaseModel):
 
 
 class LLMCompiler:
-    """``Compiler`` backed by a chat-completions model, with recorded extractions.
+    """``Compiler`` backed by a model, with recorded extractions. ``protocol`` is what
+    the endpoint speaks: ``openai`` (chat completions at ``{base_url}/chat/completions``)
+    or ``anthropic`` (the Messages API at ``{base_url}/v1/messages``, ``base_url`` the
+    API root); the prompt, the validation of the answer and the records are the same.
 
     Repeats: an episode already recorded under the current model and prompt version is
     replayed with zero HTTP calls, so re-compiling yields equal candidates. Conflicts:
@@ -255,11 +259,16 @@ class LLMCompiler:
         retrier: Retrier | None = None,
         max_tokens: int | None = None,
         replay_only: bool = False,
+        protocol: Literal["openai", "anthropic"] = "openai",
+        max_output_tokens: int = 4096,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self._client = client
-        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._protocol: _ChatCompletions | _AnthropicMessages = (
+            _AnthropicMessages(max_output_tokens) if protocol == "anthropic" else _ChatCompletions()
+        )
+        self._url = self._protocol.url(base_url)
         self._model = model
         self._api_key = api_key
         self._recorder = recorder
@@ -385,15 +394,7 @@ class LLMCompiler:
 
     def _ask(self, batch: Sequence[EpisodeView]) -> ExtractionResponse:
         user = json.dumps(list(_describe(batch)))
-        request = {
-            "model": self._model,
-            "temperature": 0,
-            "response_format": {"type": "json_object"},
-            "messages": [
-                {"role": "system", "content": self._prompt},
-                {"role": "user", "content": user},
-            ],
-        }
+        request = self._protocol.body(self._model, self._prompt, user)
         # About four characters a token: the estimate the budget counts until the
         # model says what the request really cost.
         estimate = (len(self._prompt) + len(user)) // 4
@@ -410,10 +411,10 @@ class LLMCompiler:
         except RetryableError as error:
             raise LLMExtractionError(f"model endpoint {self._url} failed: {error}") from error
         try:
-            content = body["choices"][0]["message"]["content"]
+            content = self._protocol.content(body)
         except (KeyError, IndexError, TypeError) as error:
             raise LLMExtractionError(
-                f"model endpoint {self._url} did not return a chat-completions response"
+                f"model endpoint {self._url} did not return a {self._protocol.answer} response"
             ) from error
         if not isinstance(content, str):
             raise LLMExtractionError(f"model {self._model!r} returned no message content")
@@ -432,7 +433,7 @@ class LLMCompiler:
         with self._budget.slot(estimate) as reservation:
             try:
                 reply = self._client.post(
-                    self._url, json=request, headers={"Authorization": f"Bearer {self._api_key}"}
+                    self._url, json=request, headers=self._protocol.headers(self._api_key)
                 )
             except httpx.TransportError as error:
                 raise RetryableError(f"unreachable: {error}") from error
@@ -446,17 +447,16 @@ class LLMCompiler:
                 f"model endpoint {self._url} answered HTTP {reply.status_code}; "
                 "check base_url, model and api key"
             )
+        not_an_answer = LLMExtractionError(
+            f"model endpoint {self._url} did not return a {self._protocol.answer} response"
+        )
         try:
             body = reply.json()
         except ValueError as error:
-            raise LLMExtractionError(
-                f"model endpoint {self._url} did not return a chat-completions response"
-            ) from error
+            raise not_an_answer from error
         if not isinstance(body, dict):
-            raise LLMExtractionError(
-                f"model endpoint {self._url} did not return a chat-completions response"
-            )
-        used = _usage(body)
+            raise not_an_answer
+        used = self._protocol.usage(body)
         self._budget.settle(reservation, used.total_tokens or estimate)
         with self._usage_lock:
             self._usage += used
@@ -487,17 +487,86 @@ class LLMCompiler:
             )
 
 
-def _usage(body: dict[str, Any]) -> TokenUsage:
-    """The tokens a chat-completions answer reports in ``usage`` (0 when it does not)."""
-    usage = body.get("usage")
+def _counted(usage: object, prompt_field: str, completion_field: str) -> TokenUsage:
+    """One answered request and the tokens its ``usage`` object reports (0 if absent)."""
     if not isinstance(usage, dict):
         return TokenUsage(requests=1)
-    prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    prompt, completion = usage.get(prompt_field, 0), usage.get(completion_field, 0)
     return TokenUsage(
         1,
         prompt if isinstance(prompt, int) else 0,
         completion if isinstance(completion, int) else 0,
     )
+
+
+class _ChatCompletions:
+    """OpenAI's chat completions, which OpenAI, Azure OpenAI, vLLM, Ollama and most
+    gateways speak (https://platform.openai.com/docs/api-reference/chat/create):
+    ``POST {base_url}/chat/completions``, the answer in ``choices[0].message.content``."""
+
+    answer = "chat-completions"
+
+    def url(self, base_url: str) -> str:
+        return base_url.rstrip("/") + "/chat/completions"
+
+    def headers(self, api_key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"}
+
+    def body(self, model: str, system: str, user: str) -> dict[str, object]:
+        return {
+            "model": model,
+            "temperature": 0,
+            "response_format": {"type": "json_object"},
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ],
+        }
+
+    def content(self, body: dict[str, Any]) -> object:
+        return body["choices"][0]["message"]["content"]
+
+    def usage(self, body: dict[str, Any]) -> TokenUsage:
+        return _counted(body.get("usage"), "prompt_tokens", "completion_tokens")
+
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+class _AnthropicMessages:
+    """Anthropic's Messages API (https://docs.anthropic.com/en/api/messages):
+    ``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``, the
+    system prompt beside the messages, the answer in the ``text`` blocks of ``content``
+    and the tokens in ``usage.input_tokens`` / ``output_tokens``. ``max_tokens`` is
+    required: ``max_output_tokens``."""
+
+    answer = "Messages API"
+
+    def __init__(self, max_output_tokens: int) -> None:
+        self._max_output_tokens = max_output_tokens
+
+    def url(self, base_url: str) -> str:
+        return base_url.rstrip("/") + "/v1/messages"
+
+    def headers(self, api_key: str) -> dict[str, str]:
+        return {"x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION}
+
+    def body(self, model: str, system: str, user: str) -> dict[str, object]:
+        return {
+            "model": model,
+            "max_tokens": self._max_output_tokens,
+            "temperature": 0,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+        }
+
+    def content(self, body: dict[str, Any]) -> object:
+        blocks = body["content"]
+        texts = [block["text"] for block in blocks if block["type"] == "text"]
+        return "".join(texts) if texts else None
+
+    def usage(self, body: dict[str, Any]) -> TokenUsage:
+        return _counted(body.get("usage"), "input_tokens", "output_tokens")
 
 
 def _describe(batch: Sequence[EpisodeView]) -> Iterator[dict[str, object]]:

@@ -1,5 +1,6 @@
-"""The LLM compiler at scale, against a fake chat-completions model on loopback:
-concurrent requests, 429 storms, the token ceiling, token and cost accounting."""
+"""The LLM compiler at scale, against a fake model on loopback, in both protocols
+(OpenAI chat completions, Anthropic Messages): concurrent requests, 429 storms, the
+token ceiling, token and cost accounting."""
 
 from __future__ import annotations
 
@@ -23,9 +24,15 @@ from memsync.runtime.compiling.fake_model import (
 )
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.jobs import JobOutcome, JobQueue, Worker
+from memsync.runtime.reading import MemoryRepository
 from memsync.runtime.storage import Store
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def protocol(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture
@@ -34,10 +41,11 @@ def fake_model() -> Iterator[FakeModel]:
         yield model
 
 
-def llm_services(store: Store, model: FakeModel, **limits: object) -> Services:
+def llm_services(store: Store, model: FakeModel, protocol: str, **limits: object) -> Services:
     llm = LLMSettings.model_validate(
         {
-            "base_url": model.api_base,
+            "protocol": protocol,
+            "base_url": model.base_url_for(protocol),
             "model": "extractor-1",
             "api_key": SecretStr("sk-test"),
             "batch_size": 1,
@@ -64,25 +72,26 @@ def notes(subject: str, count: int) -> list[EpisodeDraft]:
 
 
 def test_requests_run_concurrently_up_to_the_limit_and_each_episode_is_asked_once(
-    store: Store, fake_model: FakeModel
+    store: Store, fake_model: FakeModel, protocol: str
 ) -> None:
     IngestService(store).ingest("t1", notes("ana", 40))
-    services = llm_services(store, fake_model, max_concurrency=4)
+    services = llm_services(store, fake_model, protocol, max_concurrency=4)
     result = services.compile_service.compile("t1", "ana")
     assert result.episodes_compiled == 40
-    assert fake_model.request_count("/v1/chat/completions") == 40
+    assert fake_model.request_count() == 40
     assert fake_model.most_in_flight <= 4
     assert services.compile_service.compile("t1", "ana").episodes_compiled == 0
-    assert fake_model.request_count("/v1/chat/completions") == 40
+    assert fake_model.request_count() == 40
 
 
 def test_tokens_and_cost_are_what_the_model_reported_in_the_job_and_metrics(
-    store: Store, fake_model: FakeModel
+    store: Store, fake_model: FakeModel, protocol: str
 ) -> None:
     IngestService(store).ingest("t1", notes("ana", 6))
     services = llm_services(
         store,
         fake_model,
+        protocol,
         max_concurrency=2,
         prompt_price_per_million=2.5,
         completion_price_per_million=10.0,
@@ -118,29 +127,29 @@ def test_tokens_and_cost_are_what_the_model_reported_in_the_job_and_metrics(
 
 
 def test_a_compile_stops_partial_at_its_token_ceiling_and_a_rerun_asks_only_for_the_rest(
-    store: Store, fake_model: FakeModel
+    store: Store, fake_model: FakeModel, protocol: str
 ) -> None:
     IngestService(store).ingest("t1", notes("ana", 5))
     # One request (one episode) reports 121 tokens: the ceiling stops the next.
-    capped = llm_services(store, fake_model, max_concurrency=1, max_tokens_per_job=100)
+    capped = llm_services(store, fake_model, protocol, max_concurrency=1, max_tokens_per_job=100)
     stopped = capped.compile_service.compile("t1", "ana")
     assert stopped.stopped == "max_tokens_per_job"
     assert stopped.llm is not None
     assert stopped.llm.requests == 1
-    assert fake_model.request_count("/v1/chat/completions") == 1
+    assert fake_model.request_count() == 1
 
-    rerun = llm_services(store, fake_model).compile_service.compile("t1", "ana")
+    rerun = llm_services(store, fake_model, protocol).compile_service.compile("t1", "ana")
     assert rerun.stopped is None
     assert rerun.episodes_compiled == 5
-    assert fake_model.request_count("/v1/chat/completions") == 5  # 1 + the 4 missing
+    assert fake_model.request_count() == 5  # 1 + the 4 missing
 
 
 def test_a_429_storm_ends_the_compile_partial_and_loses_no_extraction(
-    store: Store, fake_model: FakeModel
+    store: Store, fake_model: FakeModel, protocol: str
 ) -> None:
     IngestService(store).ingest("t1", notes("ana", 4))
     fake_model.rate_limit(1_000)
-    services = llm_services(store, fake_model, max_concurrency=2)
+    services = llm_services(store, fake_model, protocol, max_concurrency=2)
     stopped = services.compile_service.compile("t1", "ana")
     assert stopped.stopped == "rate_limited"
     assert stopped.episodes_compiled == 0
@@ -152,19 +161,22 @@ def test_a_429_storm_ends_the_compile_partial_and_loses_no_extraction(
 
 
 def test_429s_within_the_retry_caps_are_retried_after_retry_after(
-    store: Store, fake_model: FakeModel
+    store: Store, fake_model: FakeModel, protocol: str
 ) -> None:
     IngestService(store).ingest("t1", notes("ana", 3))
     fake_model.rate_limit(2, retry_after="0")
-    result = llm_services(store, fake_model, max_concurrency=1).compile_service.compile("t1", "ana")
+    services = llm_services(store, fake_model, protocol, max_concurrency=1)
+    result = services.compile_service.compile("t1", "ana")
     assert result.stopped is None
     assert result.episodes_compiled == 3
     assert fake_model.refused == 2
 
 
-def test_a_job_stopped_at_its_ceiling_ends_partial(store: Store, fake_model: FakeModel) -> None:
+def test_a_job_stopped_at_its_ceiling_ends_partial(
+    store: Store, fake_model: FakeModel, protocol: str
+) -> None:
     IngestService(store).ingest("t1", notes("ana", 3))
-    services = llm_services(store, fake_model, max_concurrency=1, max_tokens_per_job=100)
+    services = llm_services(store, fake_model, protocol, max_concurrency=1, max_tokens_per_job=100)
     queue = JobQueue(store)
     job, _ = queue.enqueue("t1", COMPILE_JOB, "ana", now=NOW)
     Worker(
@@ -179,3 +191,22 @@ def test_a_job_stopped_at_its_ceiling_ends_partial(store: Store, fake_model: Fak
     assert done.outcome is JobOutcome.PARTIAL
     assert done.result is not None
     assert done.result["stopped"] == "max_tokens_per_job"
+
+
+def test_both_protocols_give_the_same_memories_for_the_same_answers(
+    store: Store, fake_model: FakeModel
+) -> None:
+    """Each protocol compiles its own tenant (records are per tenant, so the second
+    really asks): the memories are equal but for their ids."""
+    for tenant, protocol in (("t-openai", "openai"), ("t-anthropic", "anthropic")):
+        IngestService(store).ingest(tenant, notes("ana", 5))
+        llm_services(store, fake_model, protocol).compile_service.compile(tenant, "ana")
+    assert fake_model.request_count() == 10
+
+    def memories(tenant: str) -> list[tuple[object, ...]]:
+        return sorted(
+            (m.kind, m.content, m.status, m.claim_key, m.claim_value, m.confidence, m.valid_from)
+            for m in MemoryRepository(store).memories(tenant, "ana", statuses=None)
+        )
+
+    assert memories("t-openai") == memories("t-anthropic") != []

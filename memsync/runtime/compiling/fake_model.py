@@ -1,10 +1,19 @@
-"""A fake chat-completions model on 127.0.0.1, for tests and benchmarks of the LLM compiler.
+"""A fake model on 127.0.0.1, for tests and benchmarks of the LLM compiler.
 
-Speaks the wire format of OpenAI's chat completions
-(https://platform.openai.com/docs/api-reference/chat/create): a ``POST
-/v1/chat/completions`` answered with ``choices[0].message.content`` and ``usage``
-(``prompt_tokens``, ``completion_tokens``, ``total_tokens``), and its rate limits
-(https://platform.openai.com/docs/guides/rate-limits): HTTP 429 with ``Retry-After``.
+Speaks two wire formats:
+
+- OpenAI's chat completions
+  (https://platform.openai.com/docs/api-reference/chat/create): ``POST
+  /v1/chat/completions`` answered with ``choices[0].message.content`` and ``usage``
+  (``prompt_tokens``, ``completion_tokens``, ``total_tokens``); configure
+  :attr:`FakeModel.api_base` as ``base_url``;
+- Anthropic's Messages API (https://docs.anthropic.com/en/api/messages): ``POST
+  /v1/messages`` with ``x-api-key`` and ``anthropic-version``, answered with
+  ``content: [{"type": "text", "text": ...}]`` and ``usage`` (``input_tokens``,
+  ``output_tokens``); configure :attr:`FakeModel.base_url` (the API root).
+
+Both rate limit as their vendors document (https://platform.openai.com/docs/guides/rate-limits,
+https://docs.anthropic.com/en/api/rate-limits): HTTP 429 with ``Retry-After``.
 
 It extracts one memory per episode it is asked about, "Works at Acme" on the claim
 ``employment.current_employer`` (and with ``echo``, a fact stating the episode's first
@@ -29,6 +38,9 @@ from memsync.connectors.fake_http import (
     compact_json,
     json_headers,
 )
+
+CHAT_COMPLETIONS = "/v1/chat/completions"
+MESSAGES = "/v1/messages"
 
 __all__ = ["FakeModel", "completion_tokens_for", "extraction_answer", "prompt_tokens_for"]
 
@@ -88,13 +100,17 @@ class FakeModel(FakeHTTPServer):
         """The ``base_url`` to configure: ``http://127.0.0.1:<port>/v1``."""
         return f"{self.base_url}/v1"
 
+    def base_url_for(self, protocol: str) -> str:
+        """The ``base_url`` of ``compile.llm`` for ``protocol`` (openai or anthropic)."""
+        return self.base_url if protocol == "anthropic" else self.api_base
+
     def rate_limit(self, requests: int, *, retry_after: str = "0") -> None:
         """Answer the next ``requests`` requests with 429 and ``Retry-After``."""
         with self._lock:
             self._refuse, self._retry_after = requests, retry_after
 
     def handle(self, request: RecordedRequest) -> FakeResponse:
-        if request.method != "POST" or request.path != "/v1/chat/completions":
+        if request.method != "POST" or request.path not in (CHAT_COMPLETIONS, MESSAGES):
             return FakeResponse(404, b'{"error":{"message":"not found"}}', json_headers())
         with self._lock:
             if self._refuse > 0:
@@ -114,24 +130,41 @@ class FakeModel(FakeHTTPServer):
                 self._in_flight -= 1
 
     def _answer(self, request: RecordedRequest) -> FakeResponse:
-        asked = json.loads(json.loads(request.body)["messages"][1]["content"])
+        sent = json.loads(request.body)
+        if request.path == MESSAGES:
+            if not request.headers.get("x-api-key") or not request.headers.get("anthropic-version"):
+                return FakeResponse(401, b'{"type":"error"}', json_headers())
+            asked = json.loads(sent["messages"][0]["content"])
+        else:
+            asked = json.loads(sent["messages"][1]["content"])
         content = extraction_answer(asked, echo=self.echo)
         prompt, completion = prompt_tokens_for(len(asked)), completion_tokens_for(len(asked))
-        body = {
-            "id": f"chatcmpl-{request.number}",
-            "object": "chat.completion",
-            "model": json.loads(request.body)["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "total_tokens": prompt + completion,
-            },
-        }
+        if request.path == MESSAGES:
+            body: dict[str, Any] = {
+                "id": f"msg_{request.number}",
+                "type": "message",
+                "role": "assistant",
+                "model": sent["model"],
+                "content": [{"type": "text", "text": content}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": prompt, "output_tokens": completion},
+            }
+        else:
+            body = {
+                "id": f"chatcmpl-{request.number}",
+                "object": "chat.completion",
+                "model": sent["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
+            }
         return FakeResponse(200, compact_json(body), json_headers())

@@ -610,6 +610,8 @@ class CompileService:
                 retrier=self._retrier,
                 max_tokens=self._llm.max_tokens_per_job,
                 replay_only=replay_only,
+                protocol=self._llm.protocol,
+                max_output_tokens=self._llm.max_output_tokens,
             )
         if replay_only:
             raise ValueError("--replay-only needs compile.compiler: llm (it replays extractions)")

@@ -20,13 +20,22 @@ class _Settings(BaseModel):
 
 
 class LLMSettings(_Settings):
-    """An OpenAI-compatible chat-completions endpoint for ``compile.compiler: llm``."""
+    """The model endpoint for ``compile.compiler: llm``: OpenAI-compatible chat
+    completions (``protocol: openai``) or Anthropic's Messages API (``anthropic``)."""
 
-    base_url: str = Field(min_length=1, description="e.g. https://api.openai.com/v1")
+    protocol: Literal["openai", "anthropic"] = "openai"
+    base_url: str = Field(
+        min_length=1,
+        description="openai: e.g. https://api.openai.com/v1; anthropic: the API root, "
+        "e.g. https://api.anthropic.com",
+    )
     model: str = Field(min_length=1)
     api_key: SecretStr = Field(description="e.g. ${OPENAI_API_KEY}")
     batch_size: int = Field(default=8, ge=1, le=64)
     timeout_seconds: float = Field(default=60.0, gt=0, le=600)
+    max_output_tokens: int = Field(
+        default=4096, ge=1, description="anthropic: the answer's max_tokens (required there)"
+    )
     max_concurrency: int = Field(
         default=4, ge=1, le=256, description="requests in flight at once, per process"
     )
