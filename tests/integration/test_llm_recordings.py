@@ -15,6 +15,8 @@ from typer.testing import CliRunner, Result
 
 from memsync.episode import EpisodeDraft
 from memsync.runtime.app.cli import app as cli_app
+from memsync.runtime.app.config import load_settings
+from memsync.runtime.app.services import Services
 from memsync.runtime.compiling.fake_model import FakeModel
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import MemoryRepository
@@ -138,3 +140,45 @@ def test_replay_only_fails_fast_naming_the_episodes_without_a_record(
     assert str(episode.episode_id) in replayed.output
     assert fake_model.request_count() == 0
     assert MemoryRepository(store).memories("default", "ana") == []
+
+
+def test_a_compile_at_its_token_ceiling_exits_3_and_its_job_shows_the_tokens(
+    store: Store, store_url: str, tmp_path: Path, fake_model: FakeModel
+) -> None:
+    IngestService(store).ingest("default", drafts(3))
+    config = configured(tmp_path, "capped", store_url, fake_model)
+    config.write_text(
+        config.read_text().replace("max_concurrency: 4", "max_concurrency: 1")
+        + "    batch_size: 1\n    max_tokens_per_job: 100\n"
+    )
+    memsync = cli(config)
+
+    capped = memsync("compile", "ana", "--json")
+    enqueued = memsync("compile", "ana", "--async")
+    job_id = enqueued.stdout.strip()
+    queued = memsync("jobs", "list", "--json")
+    ran = run_one_job(config)
+    shown = memsync("jobs", "show", job_id, "--json")
+    waited = memsync("jobs", "wait", job_id, "--timeout", "0")
+
+    assert capped.exit_code == 3, capped.output
+    assert json.loads(capped.stdout)[0]["stopped"] == "max_tokens_per_job"
+    assert "stopped early" in capped.output
+    assert json.loads(queued.stdout)[0]["status"] == "pending"
+    assert ran
+    job = json.loads(shown.stdout)
+    assert job["outcome"] == "partial"
+    assert job["result"]["stopped"] == "max_tokens_per_job"
+    assert job["result"]["llm"]["requests"] == 1
+    assert job["result"]["llm"]["prompt_tokens"] == 101
+    assert job["result"]["llm"]["completion_tokens"] == 20
+    assert waited.exit_code == 3
+
+
+def run_one_job(config: Path) -> bool:
+    """Run the next queued job in this process, as ``memsync worker`` would."""
+    services = Services.open(load_settings(config))
+    try:
+        return services.worker().run_once() is not None
+    finally:
+        services.close()

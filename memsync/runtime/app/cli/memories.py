@@ -58,6 +58,10 @@ def compile_command(
     if (subject is None) == (not all_subjects):
         raise usage_error("name one SUBJECT or pass --all")
     with open_services() as services:
+        if replay_only and services.settings.compile.compiler != "llm":
+            raise usage_error(
+                "--replay-only replays recorded LLM extractions: it needs compile.compiler: llm"
+            )
         compile_service = services.compile_service
         subjects = (
             compile_service.subjects_with_uncompiled(tenant) if all_subjects else [subject or ""]
