@@ -338,7 +338,7 @@ class LLMCompiler:
                 )
             try:
                 self._extract(batch)
-            except (LLMExtractionError, httpx.HTTPError, RetryableError) as error:
+            except Exception as error:  # raised below, once the batches in flight are done
                 stopping.set()
                 return error
             return None

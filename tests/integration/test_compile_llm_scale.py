@@ -210,3 +210,23 @@ def test_both_protocols_give_the_same_memories_for_the_same_answers(
         )
 
     assert memories("t-openai") == memories("t-anthropic") != []
+
+
+def test_a_compile_cut_short_keeps_every_answer_and_a_rerun_asks_only_for_the_rest(
+    store: Store, fake_model: FakeModel, protocol: str
+) -> None:
+    IngestService(store).ingest("t1", notes("ana", 5))
+    fake_model.rate_limit(1_000, after=2)  # two answers, then a storm past the retries
+    services = llm_services(store, fake_model, protocol, max_concurrency=1)
+
+    stopped = services.compile_service.compile("t1", "ana")
+    answered = len(fake_model.arrivals)
+    fake_model.rate_limit(0)
+    rerun = services.compile_service.compile("t1", "ana")
+
+    assert stopped.stopped == "rate_limited"
+    assert answered == 2
+    assert stopped.llm is not None
+    assert stopped.llm.requests == 2
+    assert rerun.episodes_compiled == 5
+    assert len(fake_model.arrivals) == 5  # the two answers were replayed, not asked again

@@ -255,6 +255,7 @@ class Services:
             self.clock,
             on_compiled=self.metrics.compiled,
             llm_observer=self.metrics.model,
+            sleeper=self.stop,
         )
 
     @cached_property

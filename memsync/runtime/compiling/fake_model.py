@@ -88,6 +88,7 @@ class FakeModel(FakeHTTPServer):
         self._lock = threading.Lock()
         self._refuse = 0
         self._retry_after = "0"
+        self._refuse_from = 0
         self._in_flight = 0
         self.most_in_flight = 0
         self.arrivals: list[float] = []
@@ -104,16 +105,18 @@ class FakeModel(FakeHTTPServer):
         """The ``base_url`` of ``compile.llm`` for ``protocol`` (openai or anthropic)."""
         return self.base_url if protocol == "anthropic" else self.api_base
 
-    def rate_limit(self, requests: int, *, retry_after: str = "0") -> None:
-        """Answer the next ``requests`` requests with 429 and ``Retry-After``."""
+    def rate_limit(self, requests: int, *, retry_after: str = "0", after: int = 0) -> None:
+        """Answer ``requests`` requests with 429 and ``Retry-After``, once ``after``
+        more have been answered."""
         with self._lock:
             self._refuse, self._retry_after = requests, retry_after
+            self._refuse_from = len(self.arrivals) + after
 
     def handle(self, request: RecordedRequest) -> FakeResponse:
         if request.method != "POST" or request.path not in (CHAT_COMPLETIONS, MESSAGES):
             return FakeResponse(404, b'{"error":{"message":"not found"}}', json_headers())
         with self._lock:
-            if self._refuse > 0:
+            if self._refuse > 0 and len(self.arrivals) >= self._refuse_from:
                 self._refuse -= 1
                 self.refused += 1
                 body = b'{"error":{"message":"Rate limit reached","type":"requests"}}'

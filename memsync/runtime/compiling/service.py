@@ -97,6 +97,7 @@ from memsync.runtime.compiling.settings import (
 )
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.statistics import StatisticsRefresher
+from memsync.stopping import Sleeper
 
 __all__ = [
     "ChunkCommitting",
@@ -580,10 +581,16 @@ class CompileService:
         clock: Clock | None = None,
         on_compiled: Callable[[CompileResult], None] | None = None,
         llm_observer: Callable[[str], RequestObserver] | None = None,
+        sleeper: Sleeper | None = None,
     ) -> CompileService:
         """The service the configuration file describes; ``llm_observer`` gives the
-        request observer of a model (the process's metrics)."""
+        request observer of a model (the process's metrics); ``sleeper`` is what waits
+        between retries of a model request (the process's stop event, so a stopping
+        worker is not held by a ``Retry-After``)."""
         llm = settings.llm if settings.compiler == "llm" else None
+        retrier = None
+        if llm is not None:
+            retrier = Retrier(RetryPolicy(max_attempts=llm.max_attempts), sleeper=sleeper)
         return cls(
             store,
             rules=CompileRules.from_settings(settings),
@@ -591,6 +598,7 @@ class CompileService:
             llm=llm,
             chunk_episodes=settings.chunk_episodes,
             on_compiled=on_compiled,
+            retrier=retrier,
             llm_observer=llm_observer(llm.model) if llm and llm_observer else None,
         )
 
