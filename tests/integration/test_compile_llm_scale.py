@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -230,3 +231,19 @@ def test_a_compile_cut_short_keeps_every_answer_and_a_rerun_asks_only_for_the_re
     assert stopped.llm.requests == 2
     assert rerun.episodes_compiled == 5
     assert len(fake_model.arrivals) == 5  # the two answers were replayed, not asked again
+
+
+def test_compiles_on_several_threads_share_the_process_budget(
+    store: Store, fake_model: FakeModel, protocol: str
+) -> None:
+    subjects = ["ana", "bob", "cy", "dee"]
+    for subject in subjects:
+        IngestService(store).ingest("t1", notes(subject, 6))
+    service = llm_services(store, fake_model, protocol, max_concurrency=2).compile_service
+
+    with ThreadPoolExecutor(len(subjects)) as pool:
+        results = list(pool.map(lambda subject: service.compile("t1", subject), subjects))
+
+    assert [result.episodes_compiled for result in results] == [6] * len(subjects)
+    assert fake_model.request_count() == 6 * len(subjects)
+    assert fake_model.most_in_flight <= 2
