@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextvars
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -241,8 +241,9 @@ class LLMCompiler:
     Requests go out through ``budget`` (the process's concurrency and rate limits;
     without one, one request at a time and no limit), each retried by ``retrier`` on
     429 and 5xx (after ``Retry-After``, else backoff). ``usage`` sums what the model
-    reported over this compiler's life (one compile); ``max_tokens`` stops asking once
-    it is reached (:class:`LLMStopped`), the requests already in flight included.
+    reported over this compiler's life (one compile), and ``on_usage`` is told each
+    answered request's (the metrics); ``max_tokens`` stops asking once it is reached
+    (:class:`LLMStopped`), the requests already in flight included.
     """
 
     def __init__(
@@ -261,6 +262,7 @@ class LLMCompiler:
         replay_only: bool = False,
         protocol: Literal["openai", "anthropic"] = "openai",
         max_output_tokens: int = 4096,
+        on_usage: Callable[[TokenUsage], None] | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -280,6 +282,7 @@ class LLMCompiler:
         self._replay_only = replay_only
         self._usage = TokenUsage()
         self._usage_lock = threading.Lock()
+        self._on_usage = on_usage
         self._prompt = SYSTEM_PROMPT.replace(
             "{claim_keys}", ", ".join(key.name for key in self._registry)
         )
@@ -460,6 +463,8 @@ class LLMCompiler:
         self._budget.settle(reservation, used.total_tokens or estimate)
         with self._usage_lock:
             self._usage += used
+        if self._on_usage is not None:
+            self._on_usage(used)
         return body
 
     def _candidates(

@@ -231,6 +231,11 @@ def test_a_compile_cut_short_keeps_every_answer_and_a_rerun_asks_only_for_the_re
     assert stopped.llm.requests == 2
     assert rerun.episodes_compiled == 5
     assert len(fake_model.arrivals) == 5  # the two answers were replayed, not asked again
+    exposition = services.metrics.exposition().decode()
+    prompt = 5 * prompt_tokens_for(1)  # 2 answers in the stopped compile, 3 in the rerun
+    assert f'memsync_llm_tokens_total{{kind="prompt",model="extractor-1"}} {prompt}.0' in (
+        exposition
+    )
 
 
 def test_compiles_on_several_threads_share_the_process_budget(

@@ -256,6 +256,7 @@ class Services:
             on_compiled=self.metrics.compiled,
             llm_observer=self.metrics.model,
             sleeper=self.stop,
+            on_llm_usage=self.metrics.llm_spent,
         )
 
     @cached_property

@@ -533,6 +533,7 @@ class CompileService:
         llm_budget: RequestBudget | None = None,
         retrier: Retrier | None = None,
         llm_observer: RequestObserver | None = None,
+        on_llm_usage: Callable[[LLMSpend], None] | None = None,
     ) -> None:
         """``compiler`` overrides everything; else ``llm`` selects the LLM compiler (its
         extractions recorded per tenant in the store); else the heuristic compiler.
@@ -541,7 +542,8 @@ class CompileService:
         ``llm_budget`` is the process's limit on requests to the model, shared by every
         compile of this service (default: from ``llm``'s limits); ``retrier`` retries
         a request on 429 and 5xx (default: ``llm.max_attempts``, backoff from 1 s);
-        ``llm_observer`` is told how each request attempt ended (the metrics)."""
+        ``llm_observer`` is told how each request attempt ended, ``on_llm_usage`` what
+        each answered request cost, as it is answered (both: the metrics)."""
         if chunk_episodes < 1:
             raise ValueError(f"chunk_episodes must be at least 1, not {chunk_episodes}")
         self._store = store
@@ -570,6 +572,7 @@ class CompileService:
             )
         self._retrier = retrier
         self._llm_observer = llm_observer
+        self._on_llm_usage = on_llm_usage
         if self._llm is not None and retrier is None:
             self._retrier = Retrier(RetryPolicy(max_attempts=self._llm.max_attempts))
 
@@ -582,9 +585,11 @@ class CompileService:
         on_compiled: Callable[[CompileResult], None] | None = None,
         llm_observer: Callable[[str], RequestObserver] | None = None,
         sleeper: Sleeper | None = None,
+        on_llm_usage: Callable[[LLMSpend], None] | None = None,
     ) -> CompileService:
         """The service the configuration file describes; ``llm_observer`` gives the
-        request observer of a model (the process's metrics); ``sleeper`` is what waits
+        request observer of a model and ``on_llm_usage`` is told each answered request's
+        tokens (the process's metrics); ``sleeper`` is what waits
         between retries of a model request (the process's stop event, so a stopping
         worker is not held by a ``Retry-After``)."""
         llm = settings.llm if settings.compiler == "llm" else None
@@ -600,6 +605,7 @@ class CompileService:
             on_compiled=on_compiled,
             retrier=retrier,
             llm_observer=llm_observer(llm.model) if llm and llm_observer else None,
+            on_llm_usage=on_llm_usage,
         )
 
     def _compiler_for(self, tenant_id: str, *, replay_only: bool = False) -> Compiler:
@@ -620,22 +626,32 @@ class CompileService:
                 replay_only=replay_only,
                 protocol=self._llm.protocol,
                 max_output_tokens=self._llm.max_output_tokens,
+                on_usage=self._told_usage,
             )
         if replay_only:
             raise ValueError("--replay-only needs compile.compiler: llm (it replays extractions)")
         return HeuristicCompiler(self._rules.registry)
 
     def _spend(self, compiler: Compiler) -> LLMSpend | None:
-        if not isinstance(compiler, LLMCompiler) or self._llm is None:
+        if not isinstance(compiler, LLMCompiler):
             return None
-        usage: TokenUsage = compiler.usage
+        return self._spent(compiler.usage)
+
+    def _spent(self, usage: TokenUsage) -> LLMSpend | None:
+        if self._llm is None:
+            return None
         return LLMSpend(
-            model=compiler.model,
+            model=self._llm.model,
             requests=usage.requests,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             estimated_cost=self._llm.estimated_cost(usage.prompt_tokens, usage.completion_tokens),
         )
+
+    def _told_usage(self, usage: TokenUsage) -> None:
+        spend = self._spent(usage)
+        if self._on_llm_usage is not None and spend is not None:
+            self._on_llm_usage(spend)
 
     def compile(
         self,

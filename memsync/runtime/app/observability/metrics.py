@@ -45,7 +45,7 @@ from memsync.stopping import StopRequested
 
 if TYPE_CHECKING:
     # Annotations only: a process that counts a sync never imports the compiler.
-    from memsync.runtime.compiling.service import CompileSummary
+    from memsync.runtime.compiling.service import CompileSummary, LLMSpend
     from memsync.runtime.sync.records import RunRecord
 
 __all__ = [
@@ -253,14 +253,14 @@ class Metrics:
         self.memories_superseded.inc(result.memories_superseded)
         self.memories_tombstoned.inc(result.memories_tombstoned)
         self.conflicts_opened.inc(result.conflicts_opened)
-        spend = getattr(result, "llm", None)  # a CompileResult's; a summary has none
-        if spend is not None:
-            self.llm_tokens.labels(model=spend.model, kind="prompt").inc(spend.prompt_tokens)
-            self.llm_tokens.labels(model=spend.model, kind="completion").inc(
-                spend.completion_tokens
-            )
-            if spend.estimated_cost is not None:
-                self.llm_cost.labels(model=spend.model).inc(spend.estimated_cost)
+
+    def llm_spent(self, spend: LLMSpend) -> None:
+        """Count what a model reported for one answered request (told as it is
+        answered, so a compile that fails later is counted too)."""
+        self.llm_tokens.labels(model=spend.model, kind="prompt").inc(spend.prompt_tokens)
+        self.llm_tokens.labels(model=spend.model, kind="completion").inc(spend.completion_tokens)
+        if spend.estimated_cost is not None:
+            self.llm_cost.labels(model=spend.model).inc(spend.estimated_cost)
 
     def model(self, model: str) -> RequestObserver:
         """The request observer of the compiles asking ``model``."""
