@@ -438,8 +438,14 @@ class LLMCompiler:
                 reply = self._client.post(
                     self._url, json=request, headers=self._protocol.headers(self._api_key)
                 )
-            except httpx.TransportError as error:
-                raise RetryableError(f"unreachable: {error}") from error
+            except httpx.ConnectError as error:
+                # Nothing listens there (a wrong base_url, a server down): say so now
+                # rather than after the retries' backoff.
+                raise LLMExtractionError(
+                    f"model endpoint {self._url} unreachable: {error}"
+                ) from error
+            except httpx.TransportError as error:  # a timeout, a dropped connection
+                raise RetryableError(f"no answer: {error}") from error
         if reply.status_code == 429 or reply.status_code >= 500:
             wait = retry_after_from_headers(reply.headers, datetime.now(UTC))
             if reply.status_code == 429:
