@@ -4,6 +4,7 @@ from .base import Cursor as Cursor
 from .base import Deletion as Deletion
 from .base import KeyScope as KeyScope
 from .base import Listing as Listing
+from .base import Progress as Progress
 from .base import RecordConnector as RecordConnector
 from .base import SourceRecord as SourceRecord
 from .base import Stream as Stream

@@ -46,6 +46,7 @@ __all__ = [
     "KeyPolicy",
     "KeyScope",
     "Listing",
+    "Progress",
     "RecordConnector",
     "RecordT",
     "SourceRecord",
@@ -101,22 +102,30 @@ class Cursor:
 
     position: datetime
     token: str | None = None
+    #: Where the stream stands within its read, for people (``state show``), as the
+    #: connector last said it with a :class:`Progress`; ``None`` when it said nothing.
+    note: str | None = None
 
     def __post_init__(self) -> None:
         _require_aware(self.position, "Cursor.position")
 
     def to_json(self) -> dict[str, str | None]:
         """A JSON-serialisable form; :meth:`from_json` reverses it exactly."""
-        return {"position": self.position.isoformat(), "token": self.token}
+        stored = {"position": self.position.isoformat(), "token": self.token}
+        # Only when there is one: cursors stored before notes existed stay as they were.
+        return stored if self.note is None else {**stored, "note": self.note}
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> Cursor:
         """Rebuild a cursor stored with :meth:`to_json`; raises ``ValueError`` if malformed."""
-        position = data.get("position")
-        token = data.get("token")
-        if not isinstance(position, str) or not (token is None or isinstance(token, str)):
+        position, token, note = data.get("position"), data.get("token"), data.get("note")
+        if not (
+            isinstance(position, str)
+            and (token is None or isinstance(token, str))
+            and (note is None or isinstance(note, str))
+        ):
             raise ValueError(f"not a stored cursor: {dict(data)!r}")
-        return cls(position=datetime.fromisoformat(position), token=token)
+        return cls(position=datetime.fromisoformat(position), token=token, note=note)
 
     def advanced_to(self, position: datetime, token: str | None = None) -> Cursor:
         """Return a cursor at ``position``, or this one if it would move backwards."""
@@ -147,6 +156,33 @@ class Listing:
 
 Deletion = Tombstone | Listing
 """What a fetch may yield besides records: what it saw deleted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A fetch's statement of where its read stands, yielded between records: every
+    record and deletion of the read before this point has been yielded, and a read of
+    the stream given a :class:`Cursor` carrying ``token`` continues from here.
+
+    It lets a stream whose read does not hand records out as it goes (a re-read that
+    looks for edits among old records) resume where it stopped: the runner stores
+    ``token`` and ``note`` with the stream's checkpoint in the transaction that commits
+    what was yielded before it (at once when nothing waits to be stored, else with the
+    batch it joins), and gives that cursor to the next read. Repeats: a read yields as
+    many as it likes; the latest committed one counts, and the checkpoint's position
+    still only moves forward. When a stream is read to its end, the last one is stored
+    with the checkpoint at the run start, so a token may carry what the next read needs
+    to know about this one. ``note`` says the same for people (``state show``, the run
+    record, a foreground ``sync``), e.g. "overlap re-read 8,400/≈20,160 messages in 3
+    runs, resumes at ts …". A backfill ignores both.
+    """
+
+    token: str
+    note: str | None = None
+    #: Whether the read got further than the token it started from; ``False`` when the
+    #: connector only says why it did not (then a run that stored nothing is ``failed``).
+    advanced: bool = True
+
 
 DEFAULT_STREAM = "records"
 """The name of the one stream of a connector that does not declare streams."""
@@ -269,7 +305,9 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
     # --- what a connector implements ----------------------------------------------------
 
     @abc.abstractmethod
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[RecordT | Deletion]:
+    def fetch(
+        self, window: Window, cursor: Cursor | None
+    ) -> Iterator[RecordT | Deletion | Progress]:
         """Yield every record updated in ``window``, paginating to the end, and the
         deletions it saw (a connector with :attr:`deletions` only).
 
@@ -280,7 +318,8 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
         :class:`~memsync.connectors.errors.RetryableError`. Fatal conditions raise
         :class:`~memsync.connectors.errors.StopRun`. Records already yielded stay valid
         when a later page fails. ``cursor`` is the last committed checkpoint; the
-        window was already derived from it, so connectors may ignore it.
+        window was already derived from it, so connectors may ignore it, unless they
+        yield :class:`Progress` and resume from its ``token``.
         """
 
     def streams(self) -> Sequence[Stream]:
@@ -295,7 +334,7 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
 
     def fetch_stream(
         self, stream: Stream, window: Window, cursor: Cursor | None
-    ) -> Iterator[RecordT | Deletion]:
+    ) -> Iterator[RecordT | Deletion | Progress]:
         """Yield what ``stream`` (one of :meth:`streams`) holds updated in ``window``, and
         the deletions seen in it, as :meth:`fetch` does for the whole source.
 
@@ -360,7 +399,7 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
         """
         records = self.fetch(Window(start=now - timedelta(minutes=1), end=now), None)
         try:
-            first = next(iter(records), None)
+            first = next((item for item in records if not isinstance(item, Progress)), None)
         finally:
             close = getattr(records, "close", None)
             if close is not None:
@@ -406,7 +445,7 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
 
 def fetch_every_stream(
     connector: Connector[Any, RecordT], window: Window, cursor: Cursor | None
-) -> Iterator[RecordT | Deletion]:
+) -> Iterator[RecordT | Deletion | Progress]:
     """Every stream of ``connector`` in turn over one window: :meth:`Connector.fetch` of
     a connector that reads its source as several streams."""
     for stream in connector.streams():

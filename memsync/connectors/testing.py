@@ -24,6 +24,7 @@ from memsync.connectors.base import (
     Connector,
     KeyPolicy,
     Listing,
+    Progress,
     RecordT,
     Window,
     validate_connector_class,
@@ -131,6 +132,8 @@ class SimulatedIngest:
                 outcomes[IngestStatus.TOMBSTONED] += len(self.tombstone(item))
             elif isinstance(item, Listing):
                 listings.append(item)
+            elif isinstance(item, Progress):
+                continue  # where the read stands: the runner's to keep, nothing to store
             else:
                 try:
                     outcomes[self.ingest(connector.to_episode(item))] += 1

@@ -63,7 +63,7 @@ def sync_until_complete(
     sync = runner(store, clock)
     runs: list[RunRecord] = []
     while not runs or runs[-1].status is not RunStatus.SUCCEEDED:
-        assert len(runs) < 30, [(r.status.value, r.created, r.revised, r.error) for r in runs]
+        assert len(runs) < 30, "\n".join(f"{r.status.value} {r.created} {r.error}" for r in runs)
         if runs:
             refill()
             clock.advance(timedelta(hours=1))

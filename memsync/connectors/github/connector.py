@@ -65,6 +65,7 @@ from memsync.connectors.base import (
     Cursor,
     Deletion,
     Listing,
+    Progress,
     RecordConnector,
     Stream,
     Window,
@@ -461,7 +462,9 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
         ``streams`` selects. All are ordered."""
         return tuple(stream for stream, _ in self._stream_readers())
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[GitHubRecord | Deletion]:
+    def fetch(
+        self, window: Window, cursor: Cursor | None
+    ) -> Iterator[GitHubRecord | Deletion | Progress]:
         """Every stream of every repository in turn (see :meth:`fetch_stream`)."""
         return fetch_every_stream(self, window, cursor)
 

@@ -39,6 +39,16 @@ read, in position order: a run cut short (a rate limit, a budget) keeps what wen
 the next resumes at the last committed position, and successive runs get through a
 channel of any size. Memory is a window's messages and the few pages kept.
 
+The overlap re-read: the history before the window (the lookback) hands few records out
+(only what changed), so the position alone cannot say how far a run got in it. A walk
+is therefore a pass (:class:`OverlapPass`) that yields a
+:class:`~memsync.connectors.base.Progress` after every window read with its threads;
+the runner stores its token with the checkpoint, and the next read continues the pass
+there instead of starting the lookback again, so a lookback holding more than a run's
+budget is re-read by successive runs. When a pass reaches a run's end, the cursor
+advances as before and the next run begins a new pass, handing out what changed since
+this one began (an edit made behind a long pass is found by the next).
+
 slack-sdk is configured with ``retry_handlers=[]``: its rate-limit handler would sleep
 ``Retry-After`` plus jitter itself, uncapped; here each call goes through the shared
 :class:`~memsync.connectors.retry.Retrier` (injected sleeper and clock, capped), per
@@ -47,9 +57,10 @@ method, resuming from the page's cursor.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -59,6 +70,7 @@ from memsync.connectors.base import (
     Cursor,
     Deletion,
     Listing,
+    Progress,
     RecordConnector,
     Stream,
     Window,
@@ -210,6 +222,32 @@ def _micros_to_ts(micros: int) -> str:
     return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
 
 
+def _micros_to_datetime(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def _ts_to_micros(ts: str) -> int:
+    return _to_micros(slack_ts_to_datetime(ts))
+
+
+def _checked_ts(value: object) -> str | None:
+    """A Slack ts read back from a token (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"not a Slack ts: {value!r}")
+    slack_ts_to_datetime(value)
+    return value
+
+
+def _to_micros_delta(duration: timedelta) -> int:
+    return duration // timedelta(microseconds=1)
+
+
+def _iso(micros: int) -> str:
+    return _micros_to_datetime(micros).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 def _ts_micros(raw: Mapping[str, Any]) -> int:
     return _to_micros(slack_ts_to_datetime(optional_str(raw.get("ts")) or ""))
 
@@ -227,6 +265,198 @@ def _history_items(data: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
     if not isinstance(items, list):
         raise StopRun(f"slack '{name}': conversations.history returned no 'messages' list")
     return [item for item in items if isinstance(item, dict)]
+
+
+@dataclass(frozen=True, slots=True)
+class OverlapPass:
+    """One walk of a channel's history over the lookback and the window after it: the
+    *overlap re-read*, which a read resumes from the stream's checkpoint token instead
+    of starting again, so that a lookback holding more than a run's budget can read is
+    re-read by successive runs, each getting further, and then the cursor advances as
+    usual. Times are microseconds since the epoch.
+
+    ``began``: the end of the run that began the pass (edits are looked for from
+    ``since``); ``oldest``: where the walk began (``None``: the channel's creation);
+    ``after``: the end of the last history window read with its threads (``None``:
+    none yet); ``read``: top-level messages read so far, over ``runs`` runs;
+    ``stalled``: runs in a row that got nowhere; ``floor``: the stream's checkpoint when
+    the pass began (a checkpoint past it was moved by this pass: every record before it
+    was handed out, its thread read, so the walk goes on from there even inside a
+    window it did not finish). ``current`` is false once the
+    walk reached a run's end: then the token only says when that pass began, so the
+    next pass hands out what changed since then (minus the overlap): an edit made while
+    a long pass read past its message is found by the next pass.
+    """
+
+    began: int
+    oldest: int | None
+    since: int | None
+    after: int | None = None
+    read: int = 0
+    runs: int = 0
+    stalled: int = 0
+    current: bool = True
+    page_size: int = 0
+    floor: int | None = None
+    thread: str | None = None
+    thread_after: str | None = None
+
+    @classmethod
+    def begin(
+        cls,
+        *,
+        began: datetime,
+        oldest: datetime | None,
+        since: datetime | None,
+        previous: OverlapPass | None,
+        overlap: timedelta,
+        page_size: int,
+        checkpoint: Cursor | None,
+    ) -> OverlapPass:
+        """A new pass over ``[oldest, …]`` handing out what changed since ``since``, or
+        since the previous pass began (minus ``overlap``) when that is earlier."""
+        from_micros = None if since is None else _to_micros(since)
+        if from_micros is not None and previous is not None:
+            from_micros = min(from_micros, previous.began - _to_micros_delta(overlap))
+        return cls(
+            began=_to_micros(began),
+            oldest=None if oldest is None else _to_micros(oldest),
+            since=from_micros,
+            page_size=page_size,
+            floor=None if checkpoint is None else _to_micros(checkpoint.position),
+        )
+
+    @classmethod
+    def from_token(cls, token: str | None) -> OverlapPass | None:
+        """The pass a checkpoint token holds; ``None`` for none (or one not written by
+        this connector: a fresh pass is always correct, only slower)."""
+        if not token:
+            return None
+        try:
+            data = json.loads(token)["overlap_pass"]
+            return cls(
+                began=_ts_to_micros(data["began"]),
+                oldest=_ts_to_micros(data["oldest"]) if data["oldest"] else None,
+                since=_ts_to_micros(data["since"]) if data["since"] else None,
+                after=_ts_to_micros(data["after"]) if data["after"] else None,
+                read=int(data["read"]),
+                runs=int(data["runs"]),
+                stalled=int(data["stalled"]),
+                current=bool(data["current"]),
+                page_size=int(data["page_size"]),
+                floor=_ts_to_micros(data["floor"]) if data["floor"] else None,
+                thread=_checked_ts(data["thread"]),
+                thread_after=_checked_ts(data["thread_after"]),
+            )
+        except (ValueError, KeyError, TypeError, StopRun):
+            return None
+
+    def token(self) -> str:
+        def ts(micros: int | None) -> str | None:
+            return None if micros is None else _micros_to_ts(micros)
+
+        data = {
+            "began": ts(self.began),
+            "oldest": ts(self.oldest),
+            "since": ts(self.since),
+            "after": ts(self.after),
+            "read": self.read,
+            "runs": self.runs,
+            "stalled": self.stalled,
+            "current": self.current,
+            "page_size": self.page_size,
+            "floor": ts(self.floor),
+            "thread": self.thread,
+            "thread_after": self.thread_after,
+        }
+        return json.dumps({"overlap_pass": data}, separators=(",", ":"))
+
+    @property
+    def since_datetime(self) -> datetime | None:
+        return None if self.since is None else _micros_to_datetime(self.since)
+
+    @property
+    def resume_micros(self) -> int:
+        """Where the walk goes on: right after the last window read."""
+        return self.after + 1 if self.after is not None else (self.oldest or 0)
+
+    @property
+    def from_creation(self) -> bool:
+        return self.after is None and self.oldest is None
+
+    def next_run(self, checkpoint: Cursor | None) -> OverlapPass:
+        """The pass as a new run takes it up, at ``checkpoint`` if this pass moved it past
+        the last window it finished."""
+        resumed = replace(self, runs=self.runs + 1)
+        if checkpoint is None:
+            return resumed
+        position = _to_micros(checkpoint.position)
+        moved = self.floor is None or position > self.floor
+        if moved and position > resumed.resume_micros:
+            return replace(resumed, after=position - 1)
+        return resumed
+
+    def window_read(self, through: int, messages: int) -> OverlapPass:
+        return replace(
+            self,
+            after=through,
+            read=self.read + messages,
+            stalled=0,
+            thread=None,
+            thread_after=None,
+        )
+
+    def thread_read(self, parent: str, reply: str) -> OverlapPass:
+        """Inside a window: everything before the thread of ``parent`` was read, and the
+        thread up to ``reply``; the next run goes on there (a thread of any length)."""
+        before_parent = _ts_to_micros(parent) - 1
+        after = before_parent if self.after is None else max(self.after, before_parent)
+        return replace(self, after=after, stalled=0, thread=parent, thread_after=reply)
+
+    def made_no_progress(self) -> OverlapPass:
+        return replace(self, stalled=self.stalled + 1)
+
+    def finished(self) -> OverlapPass:
+        return replace(self, current=False)
+
+    def progress(self, end: datetime) -> Progress:
+        return Progress(self.token(), self.note(_to_micros(end)), advanced=not self.stalled)
+
+    def note(self, end: int) -> str:
+        """Where the pass stands, for people (``state show``, the run record)."""
+        runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        if not self.current:
+            done = f"overlap re-read complete: {self.read:,} messages in {runs}"
+            if self.runs > 1:
+                done += (
+                    f"; edits and replies before the checkpoint are found up to {self.runs} "
+                    "runs late (a shorter lookback shortens the re-read)"
+                )
+            return done
+        where = self.resume_micros
+        resumes = f"resumes at ts {_micros_to_ts(where)} ({_iso(where)})"
+        if self.stalled:
+            window = (
+                "the first history window"
+                if self.from_creation
+                else (f"the history window from ts {_micros_to_ts(where)}")
+            )
+            return (
+                f"overlap re-read made no progress in {self.stalled} run"
+                f"{'s' if self.stalled != 1 else ''}: {window} costs more requests than one "
+                f"run may make (a page of its history or of a thread); set a smaller page_size "
+                f"(now {self.page_size}) or retry caps that wait the rate limit out"
+            )
+        total = ""
+        if (
+            self.read
+            and self.oldest is not None
+            and self.after is not None
+            and self.after > self.oldest
+        ):
+            estimate = self.read * (end - self.oldest) // (self.after - self.oldest)
+            total = f"/≈{max(estimate, self.read):,}"
+        return f"overlap re-read {self.read:,}{total} messages in {runs}, {resumes}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +488,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         self._client: WebClient | None = None
         self._team_id: str | None = None
         self._resolved: dict[str, _Channel] | None = None
+        self._answered = 0  # calls the source answered, to tell a stall from a spent budget
 
     @property
     def client(self) -> WebClient:
@@ -282,69 +513,125 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         name without ``#``), in the configured order."""
         return tuple(Stream(name, ordered=True) for name in self._channel_names())
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[SlackMessage | Deletion]:
+    def fetch(
+        self, window: Window, cursor: Cursor | None
+    ) -> Iterator[SlackMessage | Deletion | Progress]:
         """Every channel in turn (see :meth:`fetch_stream`)."""
         return fetch_every_stream(self, window, cursor)
 
     def fetch_stream(
         self, stream: Stream, window: Window, cursor: Cursor | None
-    ) -> Iterator[SlackMessage | Deletion]:
+    ) -> Iterator[SlackMessage | Deletion | Progress]:
         """Yield the channel's messages and replies posted or edited in the window, in
         position order (a message at its post, its replies right after it), and the
-        deletions seen: tombstones as they are read, the listing of the range at the
-        end. A read from the last position handed out finds every record not handed
-        out yet again, so a run cut short resumes there (see the module docstring)."""
+        deletions seen: tombstones as they are read, the listing of the range read at
+        the end. After each window of the history walk (its threads included), a
+        :class:`Progress`: a read given a cursor carrying it continues the pass there,
+        so a lookback larger than a run's budget is re-read by successive runs instead
+        of from its start by each (see :class:`OverlapPass`). A read from the last
+        position handed out finds every record not handed out yet again, so a run cut
+        short resumes there (see the module docstring)."""
         if stream.name not in self._channel_names():
             raise ValueError(f"slack '{self.name}' reads no channel {stream.name!r}")
         team = self._team()
         channel = self._channels()[stream.name]
-        return self._channel_records(team, channel, window.start or self.config.start, window.end)
+        start = window.start or self.config.start
+        stored = OverlapPass.from_token(cursor.token if cursor is not None else None)
+        if stored is not None and stored.current:
+            walk = stored
+        else:
+            # ``lookback`` before the run's end, or from the window start when that is
+            # earlier: a run catching up (a window far behind, after runs cut short)
+            # does not read a lookback's worth of history again before every window.
+            oldest = None if start is None else min(start, window.end - self.config.lookback)
+            walk = OverlapPass.begin(
+                began=window.end,
+                oldest=oldest,
+                since=start,
+                previous=stored,
+                overlap=self.config.overlap,
+                page_size=self.config.page_size,
+                checkpoint=cursor,
+            )
+        return self._channel_records(team, channel, walk.next_run(cursor), window.end)
 
     def _channel_records(
-        self, team: str, channel: _Channel, start: datetime | None, end: datetime
-    ) -> Iterator[SlackMessage | Deletion]:
-        # ``lookback`` before the run's end, or from the window start when that is
-        # earlier: a run catching up (a window far behind, after runs cut short) does
-        # not read a lookback's worth of history again before every window.
-        oldest = None if start is None else min(start, end - self.config.lookback)
+        self, team: str, channel: _Channel, walk: OverlapPass, end: datetime
+    ) -> Iterator[SlackMessage | Deletion | Progress]:
+        since = walk.since_datetime
         present: set[str] = set()
-        first = 0 if oldest is None else _to_micros(oldest)
-        walk = self._history_oldest_first(
-            channel, first, _to_micros(end), from_creation=oldest is None
+        first = walk.resume_micros
+        read_to: int | None = None  # the end of the last window read, threads included
+        got_further = False
+        answered = self._answered
+        history = self._history_oldest_first(
+            channel, first, _to_micros(end), from_creation=walk.from_creation
         )
-        for messages in walk:
-            for raw in messages:
-                message = _message(team, channel, raw)
-                if message.subtype in _DELETED_SUBTYPES:
-                    gone = optional_str(raw.get("deleted_ts")) or message.ts
-                    yield Tombstone(_key(team, channel.id, gone))
-                else:
-                    present.add(message.key())
-                    if _changed_since(message, start):
-                        yield message
-                latest_reply = optional_str(raw.get("latest_reply"))
-                if (
-                    self.config.include_threads
-                    and raw.get("reply_count")
-                    and latest_reply is not None
-                    and (start is None or slack_ts_to_datetime(latest_reply) >= start)
-                ):
-                    # Right after their parent: their position is the parent's.
-                    yield from self._replies(team, channel, message.ts, start, end)
+        try:
+            for through, messages in history:
+                for raw in messages:
+                    message = _message(team, channel, raw)
+                    if message.subtype in _DELETED_SUBTYPES:
+                        gone = optional_str(raw.get("deleted_ts")) or message.ts
+                        yield Tombstone(_key(team, channel.id, gone))
+                    else:
+                        present.add(message.key())
+                        if _changed_since(message, since):
+                            got_further = True
+                            yield message
+                    latest_reply = optional_str(raw.get("latest_reply"))
+                    if (
+                        self.config.include_threads
+                        and raw.get("reply_count")
+                        and latest_reply is not None
+                        and (since is None or slack_ts_to_datetime(latest_reply) >= since)
+                    ):
+                        # Right after their parent: their position is the parent's. A
+                        # thread a run stopped in goes on after its last reply read.
+                        resumed = walk.thread_after if walk.thread == message.ts else None
+                        replies = self._replies(
+                            team, channel, message.ts, since, end, after=resumed
+                        )
+                        for reply in replies:
+                            if isinstance(reply, _ThreadRead):
+                                walk = walk.thread_read(message.ts, reply.ts)
+                                got_further = True  # a thread page: no stall
+                                yield walk.progress(end)
+                            else:
+                                yield reply
+                read_to = through
+                walk = walk.window_read(through, len(messages))
+                yield walk.progress(end)
+        except Exception:
+            # What was read completely is listed; a pass that got nowhere says why.
+            if read_to is not None:
+                yield self._listing(team, channel, first, read_to, present)
+            elif not got_further and self._answered > answered:
+                # It read and still got through no window (a budget spent before this
+                # channel is no stall).
+                yield walk.made_no_progress().progress(end)
+            raise
         # Every window of the range was read: what it no longer holds was deleted.
+        yield walk.finished().progress(end)
+        yield self._listing(team, channel, first, _to_micros(end), present)
+
+    @staticmethod
+    def _listing(team: str, channel: _Channel, first: int, last: int, present: set[str]) -> Listing:
+        """The top-level messages of ``[first, last]`` (microseconds), read completely."""
         scope = KeyScope(
             _key(team, channel.id, ""),
-            occurred_from=oldest,
-            occurred_to=end,
+            occurred_from=_micros_to_datetime(first) if first > 0 else None,
+            occurred_to=_micros_to_datetime(last),
             episode_types=frozenset({SlackMessage.top_level_type}),
         )
-        yield Listing(scope, frozenset(present))
+        return Listing(scope, frozenset(present))
 
     def _history_oldest_first(
         self, channel: _Channel, first: int, last: int, *, from_creation: bool = False
-    ) -> Iterator[list[dict[str, Any]]]:
+    ) -> Iterator[tuple[int, list[dict[str, Any]]]]:
         """The channel's history over ``[first, last]`` (microseconds), as the messages
-        of consecutive windows, oldest first, each window complete. ``from_creation``:
+        of consecutive windows, oldest first, each window complete, with the window's
+        end (the walk has read everything up to it). ``from_creation``:
         the range starts at the epoch, and is quiet until the channel was created.
 
         ``conversations.history`` answers a window newest first and, when it holds more
@@ -370,7 +657,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         while position <= last:
             if kept and kept[0][0] <= position:
                 _, through, messages = kept.pop(0)
-                yield messages
+                yield through, messages
                 position = through + 1
                 continue
             window_end = min(position + width, kept[0][0] - 1 if kept else last)
@@ -406,7 +693,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
                 skip = max(0, (quiet_until or 0) - position)
                 width = max(0, min(gap, skip + step))
                 continue
-            yield messages
+            yield window_end, messages
             position = window_end + 1
             quiet = not messages
             if quiet:
@@ -423,8 +710,18 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         return 0 if created is None else max(0, created) * 1_000_000
 
     def _replies(
-        self, team: str, channel: _Channel, parent_ts: str, start: datetime | None, end: datetime
-    ) -> Iterator[SlackMessage]:
+        self,
+        team: str,
+        channel: _Channel,
+        parent_ts: str,
+        start: datetime | None,
+        end: datetime,
+        *,
+        after: str | None = None,
+    ) -> Iterator[SlackMessage | _ThreadRead]:
+        """The thread's replies posted or edited since ``start`` (from the one at
+        ``after`` on, when given: a thread a run stopped in), and after each page but the
+        last a :class:`_ThreadRead`: the thread is read up to the page's last reply."""
         params: dict[str, Any] = {
             "channel": channel.id,
             "ts": parent_ts,
@@ -432,12 +729,20 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
             "inclusive": True,
             "limit": self.config.page_size,
         }
+        if after is not None:
+            params["oldest"] = after
         try:
-            for raw in self._pages("conversations.replies", params, "messages"):
-                reply = _message(team, channel, raw)
-                # The parent comes first in every thread; history already handled it.
-                if reply.is_reply and _changed_since(reply, start):
-                    yield reply
+            for items, more in self._page_lists("conversations.replies", params, "messages"):
+                last: str | None = None
+                for raw in items:
+                    reply = _message(team, channel, raw)
+                    # The parent comes first in every thread; history already handled it.
+                    if reply.is_reply:
+                        last = reply.ts
+                        if _changed_since(reply, start):
+                            yield reply
+                if more and last is not None:
+                    yield _ThreadRead(last)
         except _ThreadGone:
             return  # the parent was deleted while we read: no replies to keep
 
@@ -483,6 +788,13 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         self, method: str, params: Mapping[str, Any], items_key: str
     ) -> Iterator[dict[str, Any]]:
         """Items of every page of a cursor-paginated method; each page retried alone."""
+        for items, _ in self._page_lists(method, params, items_key):
+            yield from items
+
+    def _page_lists(
+        self, method: str, params: Mapping[str, Any], items_key: str
+    ) -> Iterator[tuple[list[dict[str, Any]], bool]]:
+        """Each page's items, and whether another page follows."""
         page_params = dict(params)
         seen: set[str] = set()
         while True:
@@ -490,9 +802,10 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
             items = data.get(items_key)
             if not isinstance(items, list):
                 raise StopRun(f"slack '{self.name}': {method} returned no '{items_key}' list")
-            yield from (item for item in items if isinstance(item, dict))
             metadata = data.get("response_metadata")
             next_cursor = metadata.get("next_cursor") if isinstance(metadata, dict) else None
+            more = isinstance(next_cursor, str) and bool(next_cursor)
+            yield [item for item in items if isinstance(item, dict)], more
             if not isinstance(next_cursor, str) or not next_cursor:
                 return
             if next_cursor in seen:
@@ -516,6 +829,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
             data = response.data
             if not isinstance(data, dict):
                 raise StopRun(f"{what}: the response is not a JSON object; is base_url Slack's?")
+            self._answered += 1
             return data
 
         return self.retrier.call(attempt, what=what)
@@ -535,6 +849,13 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         if status >= 500 or code in _TRANSIENT_ERRORS:
             return RetryableError(f"{what}: {code or f'HTTP {status}'}", retry_after=wait)
         return StopRun(f"{what}: {code or f'HTTP {status}'}")
+
+
+@dataclass(frozen=True, slots=True)
+class _ThreadRead:
+    """A thread is read up to its reply ``ts``; more pages follow."""
+
+    ts: str
 
 
 class _ThreadGone(StopRun):

@@ -24,7 +24,8 @@ class SlackConfig(ConnectorConfig):
     channels). ``channels`` are ids (``C024BE91L``) or names (``general``,
     ``#general``), names resolved through ``conversations.list``. ``lookback`` is how
     far back from now the history is scanned for edits and new thread replies (from
-    the window start when it lies further back); ``overlap`` re-reads the edge of the
+    the window start when it lies further back; a scan longer than a run's budget goes
+    on in the next runs from where it stopped); ``overlap`` re-reads the edge of the
     previous window as usual.
     """
 
@@ -56,7 +57,8 @@ SLACK = ConnectorDeclaration(
     subject_fields=frozenset({"team", "channel", "channel_name", "user", "thread_ts"}),
     deletions=(
         "A top-level message absent from a complete re-read of the channel's history over "
-        "the window and the lookback before it that held it before, and messages the "
+        "the window and the lookback before it that held it before (or of the windows of "
+        "that re-read a run finished, when it takes several runs), and messages the "
         "history shows as 'message_deleted' or 'tombstone'. A deleted reply is seen only "
         "as a 'message_deleted' item, and nothing older than the lookback is re-checked."
     ),

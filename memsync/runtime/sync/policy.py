@@ -115,13 +115,17 @@ def checkpoint_position(
     return None
 
 
-def status_after(error: BaseException | None, committed: int) -> RunStatus:
+def status_after(
+    error: BaseException | None, committed: int, *, progressed: bool = False
+) -> RunStatus:
     """The status of a run that ended with ``error`` (``None``: read everything).
 
     :class:`StopRun` is ``failed`` (nothing will change until a person acts). A run its
     process stopped (:class:`~memsync.stopping.StopRequested`) is ``partial`` whatever
     it committed: nothing failed, it was cut short. Any other error that cut the run
-    short is ``partial`` when some episodes were committed, else ``failed``. Skipped
+    short is ``partial`` when some episodes were committed or a read moved on
+    (``progressed``: a connector's :class:`~memsync.connectors.Progress` committed, as
+    in a re-read of old records that finds nothing to store), else ``failed``. Skipped
     records do not make a run partial: each is counted with its reason, and retrying
     would skip it again.
     """
@@ -129,7 +133,7 @@ def status_after(error: BaseException | None, committed: int) -> RunStatus:
         return RunStatus.SUCCEEDED
     if isinstance(error, StopRequested):
         return RunStatus.PARTIAL
-    if isinstance(error, StopRun) or committed == 0:
+    if isinstance(error, StopRun) or (committed == 0 and not progressed):
         return RunStatus.FAILED
     return RunStatus.PARTIAL
 
@@ -148,8 +152,10 @@ def retry_at(error: BaseException | None, now: datetime) -> datetime | None:
     return None
 
 
-def describe_error(error: BaseException) -> str:
-    """The run record's ``error`` text: the kind of failure, then the message."""
+def describe_error(error: BaseException, *, progress: str | None = None) -> str:
+    """The run record's ``error`` text: the kind of failure, then the message, then where
+    the stream it stopped in stands (``progress``, what its connector last said), so a
+    run cut short says how far it got and how the next one goes on."""
     if isinstance(error, RateLimitExhausted):
         kind = "rate limit exhausted"
     elif isinstance(error, StopRequested):
@@ -158,7 +164,8 @@ def describe_error(error: BaseException) -> str:
         kind = "stopped"
     else:
         kind = type(error).__name__
-    return f"{kind}: {error}"
+    described = f"{kind}: {error}"
+    return described if progress is None else f"{described} [{progress}]"
 
 
 def plan_slices(

@@ -36,6 +36,20 @@ class Tally:
     skipped: int = 0
     errors: int = 0
     skipped_reasons: list[str] = field(default_factory=list)
+    #: Where the stream being read stands, as its connector last said it (a
+    #: :class:`~memsync.connectors.Progress` note, after the stream's name); not stored
+    #: as a counter: the run record's error and the stream's checkpoint carry it.
+    progress: str | None = None
+    #: The streams in which a :class:`~memsync.connectors.Progress` that got further was
+    #: committed: a run cut short that stored no record but moved a read on is ``partial``.
+    progressed_streams: set[str] = field(default_factory=set)
+
+    @property
+    def progressed(self) -> bool:
+        return bool(self.progressed_streams)
+
+    def progressed_in(self, stream: str) -> bool:
+        return stream in self.progressed_streams
 
     @property
     def committed(self) -> int:

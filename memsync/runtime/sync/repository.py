@@ -491,9 +491,10 @@ class SyncRepository:
                     "checkpoint_run_id": insert.excluded.checkpoint_run_id,
                     "checkpointed_at": insert.excluded.checkpointed_at,
                 },
-                # Forward only: the database refuses to move a checkpoint backwards.
+                # Forward only: the database refuses to move a checkpoint backwards. At the
+                # same position the later write wins: it carries what the read said since.
                 where=sa.or_(
-                    _streams.c.position.is_(None), _streams.c.position < insert.excluded.position
+                    _streams.c.position.is_(None), _streams.c.position <= insert.excluded.position
                 ),
             )
         )

@@ -33,6 +33,7 @@ from memsync.connectors import (
     ConnectorConfig,
     Cursor,
     Listing,
+    Progress,
     SkipRecord,
     Stream,
     Tombstone,
@@ -110,9 +111,15 @@ ReadStreams = Callable[[uuid.UUID, RunPlan, Tally, _Reading], None]
 
 @dataclass(slots=True)
 class _WindowProgress:
-    """The highest record position committed so far in the current window."""
+    """The highest record position committed so far in the current window, and where
+    the connector last said (committed) its read stands: a :class:`Progress`, from the
+    stored checkpoint until the read says more. ``floor`` is where a checkpoint that
+    only carries a newer :class:`Progress` stays: the stored position (or the window
+    start before the first checkpoint), as a position never moves back."""
 
     high: datetime | None = None
+    said: Progress | None = None
+    floor: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -123,6 +130,7 @@ class _Pending:
     drafts: list[EpisodeDraft] = field(default_factory=list)
     high: datetime | None = None
     tombstones: list[Tombstone] = field(default_factory=list)
+    said: Progress | None = None
 
     def add(self, draft: EpisodeDraft, position: datetime) -> None:
         self.drafts.append(draft)
@@ -139,7 +147,7 @@ class _Pending:
         )
 
     def clear(self) -> None:
-        self.drafts, self.high, self.tombstones = [], None, []
+        self.drafts, self.high, self.tombstones, self.said = [], None, [], None
 
 
 class SyncRunner:
@@ -233,8 +241,9 @@ class SyncRunner:
             for stream in streams:
                 window, cursor = window_of(stream), checkpoints[stream.name]
                 committed = tally.committed
+                tally.progress = None
                 try:
-                    self._read_window(
+                    said = self._read_window(
                         connector,
                         stream,
                         window,
@@ -245,9 +254,8 @@ class SyncRunner:
                         on_batch=on_batch,
                     )
                 except BaseException:
-                    status = (
-                        StreamStatus.PARTIAL if tally.committed > committed else StreamStatus.FAILED
-                    )
+                    got_further = tally.committed > committed or tally.progressed_in(stream.name)
+                    status = StreamStatus.PARTIAL if got_further else StreamStatus.FAILED
                     reading.stopped_in = StreamOutcome(stream.name, run_id, now, status)
                     raise
                 end = checkpoint_position(
@@ -260,7 +268,8 @@ class SyncRunner:
                     self._clock.now(),
                     connector=config.name,
                     stream=stream.name,
-                    cursor=None if end is None else Cursor(position=end),
+                    # With what the read said last: what its next read needs to know.
+                    cursor=None if end is None else _cursor_at(end, said),
                     stream_outcome=StreamOutcome(
                         stream.name, run_id, now, StreamStatus.SUCCEEDED, complete_through=end
                     ),
@@ -406,8 +415,10 @@ class SyncRunner:
             config.tenant,
             run_id,
             tally,
-            status=status_after(error, tally.committed),
-            error=None if error is None else self._scrub(connector)(describe_error(error)),
+            status=status_after(error, tally.committed, progressed=tally.progressed),
+            error=None
+            if error is None
+            else self._scrub(connector)(describe_error(error, progress=tally.progress)),
             needs_attention=needs_attention(error),
             retry_at=retry_at(error, finished),
             started_at=now,
@@ -469,10 +480,15 @@ class SyncRunner:
         *,
         checkpoint: bool,
         on_batch: BatchProgress | None = None,
-    ) -> None:
+    ) -> Progress | None:
         """Fetch one stream over the window and ingest it in batches, with the deletions
         it reports; with ``checkpoint``, an ordered stream's checkpoint moves with them;
-        ``on_batch`` after each commit.
+        ``on_batch`` after each commit. Returns the last :class:`Progress` committed (or
+        stored before), for the checkpoint at the end of the stream.
+
+        A :class:`Progress` is stored with the stream's checkpoint: at once when no record
+        waits to be stored, else with the batch it joins (which holds everything read
+        before it); without ``checkpoint``, a backfill, it is ignored.
 
         An error from the connector ends the fetch; the records and deletions it
         yielded before are still committed (they are valid), then the error is raised.
@@ -480,7 +496,11 @@ class SyncRunner:
         again next run. A :class:`~memsync.connectors.Listing` is applied after the
         window's last batch, when everything it lists as present is stored.
         """
-        progress = _WindowProgress()
+        progress = _WindowProgress(floor=window.start)
+        if cursor is not None:
+            progress.floor = cursor.position
+            if cursor.token is not None:
+                progress.said = Progress(cursor.token, cursor.note)
         pending = _Pending()
         listings: list[Listing] = []
         scrub = self._scrub(connector)
@@ -505,6 +525,19 @@ class SyncRunner:
                 continue
             if isinstance(record, Listing):
                 listings.append(record)
+                continue
+            if isinstance(record, Progress):
+                if checkpoint:
+                    pending.said = record
+                    tally.progress = (
+                        None if record.note is None else f"{stream.name}: {record.note}"
+                    )
+                    if not pending.drafts:
+                        # Nothing waits to be stored: where the read stands, at once. Else
+                        # it goes with the batch it joins, which stays full-sized.
+                        commit()
+                    if record.advanced:
+                        tally.progressed_streams.add(stream.name)
                 continue
             tally.fetched += 1
             try:
@@ -547,6 +580,7 @@ class SyncRunner:
             self._apply_listing(connector, run_id, tally, listing)
         if cut_short is not None:
             raise cut_short
+        return progress.said
 
     def _commit(
         self,
@@ -573,8 +607,12 @@ class SyncRunner:
             if checkpoint
             else None
         )
-
-        cursor = None if position is None else Cursor(position=position)
+        said = pending.said or progress.said
+        if checkpoint and said is not None and progress.floor is not None:
+            # What the read said must be kept even where no record moved the position
+            # (a re-read of old records hands few out): at the stored position then.
+            position = progress.floor if position is None else max(position, progress.floor)
+        cursor = None if position is None else _cursor_at(position, said)
         tenant = config.tenant
         if pending.drafts:
             # The cursor moves with the last write of the batch: its tombstones, if any.
@@ -593,6 +631,18 @@ class SyncRunner:
                 before_commit=self._recorder(config, run_id, tally, stream.name, cursor),
             )
             tally.add(IngestSummary.of(outcomes))
+        if pending.said is not None and not (pending.drafts or pending.tombstones):
+            # Nothing to store, only where the read stands: its own small transaction.
+            self.repository.record_progress(
+                tenant,
+                run_id,
+                tally,
+                self._clock.now(),
+                connector=config.name,
+                stream=stream.name,
+                cursor=cursor,
+            )
+        progress.said = said
         pending.clear()
         progress.high = high
 
@@ -675,3 +725,10 @@ class SyncRunner:
         finally:
             stop.set()
             thread.join()
+
+
+def _cursor_at(position: datetime, said: Progress | None) -> Cursor:
+    """A checkpoint at ``position`` carrying what the read last said of where it stands."""
+    if said is None:
+        return Cursor(position=position)
+    return Cursor(position=position, token=said.token, note=said.note)

@@ -16,6 +16,9 @@ from memsync.connectors import (
     parse_schedule,
 )
 
+KNOWN_TYPES = "fake, github, http, slack, workspace, zendesk"
+"""The built-in connector types, as an error message lists them."""
+
 
 def _config(**fields: object) -> dict[str, object]:
     return {"name": "f", "type": "fake", "subject": "team:support", **fields}
@@ -86,9 +89,8 @@ def test_every_mistake_is_reported_at_once_with_its_field() -> None:
         "connector 'a': retry.max_attempts: Input should be greater than or equal to 1",
         "connector 'a': bogus: unknown field (check the spelling)",
         "connector 'a': name 'a' is used by entries 1 and 2; connector names must be unique",
-        "connector 'b': type: unknown connector type 'jira'; "
-        "known types: fake, github, slack, workspace, zendesk",
-        "connector 'c': type: field required; known types: fake, github, slack, workspace, zendesk",
+        f"connector 'b': type: unknown connector type 'jira'; known types: {KNOWN_TYPES}",
+        f"connector 'c': type: field required; known types: {KNOWN_TYPES}",
         "connector 'Bad Name': name 'Bad Name' must be 1-64 lowercase letters, digits, '-', "
         "'_' or '.', starting with a letter or digit",
         "connector 'Bad Name': base_url 'ftp://example.com' must start with http:// or https://",

@@ -78,6 +78,10 @@ def state_show(
             for stream in state.streams
         ],
     )
+    # Where a stream stands within a read that takes several runs, as its connector says.
+    for stream in state.streams:
+        if stream.cursor is not None and stream.cursor.note is not None:
+            console.print(f"{stream.stream}: {stream.cursor.note}", markup=False)
 
 
 def _moment(moment: datetime) -> str:

@@ -78,10 +78,12 @@ def print_run(record: RunRecord, *, as_json: bool = False, out: Console = consol
 
 
 def _counted(tally: Tally) -> str:
-    return (
+    counted = (
         f"{tally.fetched:,} read, {tally.committed:,} stored ({tally.created:,} new, "
         f"{tally.duplicates:,} duplicates, {tally.revised:,} revised)"
     )
+    # Where the stream being read stands, when its connector says (a long re-read).
+    return counted if tally.progress is None else f"{counted}; {tally.progress}"
 
 
 def exit_code(status: RunStatus) -> int:
