@@ -15,6 +15,7 @@ from memsync.clock import FakeClock
 from memsync.compile.llm import LLMExtractionError
 from memsync.episode import EpisodeDraft
 from memsync.runtime.compiling import CompileService, CompileSettings, LLMSettings
+from memsync.runtime.compiling.fake_model import extraction_answer
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import MemoryRepository
 from memsync.runtime.storage import Store
@@ -25,22 +26,7 @@ BASE_URL = "https://llm.test/v1"
 def model_answer(request: httpx.Request) -> httpx.Response:
     """A model stand-in: one employer claim per episode it is asked about."""
     asked = json.loads(json.loads(request.content)["messages"][1]["content"])
-    episodes = [
-        {
-            "episode_id": item["episode_id"],
-            "memories": [
-                {
-                    "kind": "profile_fact",
-                    "content": "Works at Acme",
-                    "claim_key": "employment.current_employer",
-                    "claim_value": "Acme",
-                    "confidence": 0.9,
-                }
-            ],
-        }
-        for item in asked
-    ]
-    content = json.dumps({"episodes": episodes})
+    content = extraction_answer(asked)
     return httpx.Response(200, json={"choices": [{"message": {"content": content}}]})
 
 

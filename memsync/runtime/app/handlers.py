@@ -40,9 +40,9 @@ def compile_handler(compile_service: CompileService, queue: JobQueue) -> JobHand
     added to the job in the chunk's own transaction, so the job's result counts every
     attempt: a reclaimed job ends with the counts a clean run would have.
     """
-    from memsync.runtime.compiling.service import result_summary
+    from memsync.runtime.compiling.service import compile_extras, result_summary
 
-    def handle(job: Job) -> Mapping[str, Any]:
+    def handle(job: Job) -> Mapping[str, Any] | JobResult:
         totals: dict[str, Any] = dict(job.result or {})
 
         def record(connection: Connection, counts: Mapping[str, Any]) -> None:
@@ -51,11 +51,17 @@ def compile_handler(compile_service: CompileService, queue: JobQueue) -> JobHand
         result = compile_service.compile(
             job.tenant_id, job.target, job_id=str(job.id), on_chunk=record
         )
-        return {
+        summary = {
             **result_summary(result),
             "memory_ids": [],
             **{name: value for name, value in totals.items() if name in _COUNTED},
+            **compile_extras(result),
         }
+        if result.stopped is not None:
+            # Stopped by its token ceiling or the model's rate limit: what it compiled
+            # stays, and the next compile (job, schedule or trigger) carries on.
+            return JobResult(summary, JobOutcome.PARTIAL)
+        return summary
 
     return handle
 

@@ -251,7 +251,13 @@ class Services:
         from memsync.runtime.compiling.service import CompileService
 
         return CompileService.from_settings(
-            self.store, self.settings.compile, self.clock, on_compiled=self.metrics.compiled
+            self.store,
+            self.settings.compile,
+            self.clock,
+            on_compiled=self.metrics.compiled,
+            llm_observer=self.metrics.model,
+            sleeper=self.stop,
+            on_llm_usage=self.metrics.llm_spent,
         )
 
     @cached_property

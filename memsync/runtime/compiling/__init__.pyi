@@ -5,6 +5,8 @@ from .service import CompileService as CompileService
 from .service import CompileSummary as CompileSummary
 from .service import ConflictNotFound as ConflictNotFound
 from .service import ConflictResolution as ConflictResolution
+from .service import LLMSpend as LLMSpend
+from .service import compile_extras as compile_extras
 from .service import result_summary as result_summary
 from .settings import DEFAULT_CHUNK_EPISODES as DEFAULT_CHUNK_EPISODES
 from .settings import CompileSettings as CompileSettings

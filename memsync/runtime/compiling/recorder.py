@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 import sqlalchemy as sa
 
 from memsync.clock import Clock
@@ -47,3 +49,39 @@ class SqlExtractionRecorder:
                     "recorded_at": self._clock.now(),
                 },
             )
+
+    def records(self) -> Iterator[tuple[str, str]]:
+        """Every (key, extraction JSON) of the tenant, by key, read in pages."""
+        extractions = tables.llm_extractions
+        query = (
+            sa.select(extractions.c.extraction_key, extractions.c.extraction)
+            .where(extractions.c.tenant_id == self._tenant_id)
+            .order_by(extractions.c.extraction_key)
+            .execution_options(yield_per=1_000)
+        )
+        with self._store.read() as connection:
+            for row in connection.execute(query):
+                yield row.extraction_key, row.extraction
+
+    def put_many(self, records: Iterable[tuple[str, str]]) -> int:
+        """Record each (key, extraction JSON) not recorded yet, in one transaction;
+        return how many were new. Repeats: a key already recorded keeps its record."""
+        extractions = tables.llm_extractions
+        statement = tables.insert_or_ignore(extractions, postgresql=self._store.is_postgresql)
+        count = sa.select(sa.func.count()).where(extractions.c.tenant_id == self._tenant_id)
+        now = self._clock.now()
+        rows = [
+            {
+                "tenant_id": self._tenant_id,
+                "extraction_key": key,
+                "extraction": extraction,
+                "recorded_at": now,
+            }
+            for key, extraction in records
+        ]
+        with self._store.write() as connection:
+            before = connection.execute(count).scalar_one()
+            if rows:
+                connection.execute(statement, rows)
+            after: int = connection.execute(count).scalar_one()
+        return after - before

@@ -15,6 +15,7 @@ second waits, then finds the episodes compiled and skips them.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import logging
@@ -22,7 +23,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -31,8 +32,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from memsync.clock import Clock, SystemClock
+from memsync.compile.budget import RequestBudget
 from memsync.compile.heuristic import HeuristicCompiler
-from memsync.compile.llm import LLMCompiler
+from memsync.compile.llm import LLMCompiler, LLMStopped, TokenUsage
 from memsync.compile.resolve import (
     ChangeSet,
     Defeat,
@@ -55,6 +57,7 @@ from memsync.compile.types import (
     MemoryStatus,
     StoredMemory,
 )
+from memsync.connectors.retry import RequestObserver, Retrier, RetryPolicy, observing_requests
 from memsync.logcontext import bound_log_context
 from memsync.runtime.compiling.episodes import (
     Pending,
@@ -94,6 +97,7 @@ from memsync.runtime.compiling.settings import (
 )
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.statistics import StatisticsRefresher
+from memsync.stopping import Sleeper
 
 __all__ = [
     "ChunkCommitting",
@@ -102,6 +106,8 @@ __all__ = [
     "CompileSummary",
     "ConflictNotFound",
     "ConflictResolution",
+    "LLMSpend",
+    "compile_extras",
     "result_summary",
 ]
 
@@ -142,11 +148,34 @@ class CompileSummary:
     counted)."""
 
 
+@dataclass(frozen=True, slots=True)
+class LLMSpend:
+    """What one compile's requests to the model cost, as the model reported it."""
+
+    model: str
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    estimated_cost: float | None
+    """At the configured prices (``compile.llm.*_price_per_million``); ``None`` without."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompileResult(CompileSummary):
-    """What one compile did. ``memories`` are the memories it created."""
+    """What one compile did. ``memories`` are the memories it created.
+
+    ``stopped`` says why the compile ended before every uncompiled episode
+    (``max_tokens_per_job``, ``rate_limited``; ``None``: it compiled them all): the
+    chunks before the stop are compiled and every answer the model gave is recorded,
+    so the next compile carries on, asking only for what is missing. ``llm`` is what
+    the model was asked (``None`` for a compiler without a model)."""
 
     memories: tuple[StoredMemory, ...]
+    stopped: str | None = None
+    llm: LLMSpend | None = None
 
 
 class ConflictNotFound(LookupError):
@@ -309,12 +338,15 @@ class _Tally:
         }
 
     def result(self, subject_id: str, job_id: str) -> CompileResult:
+        net = self._net(self.statuses)
         return CompileResult(
             subject_id=subject_id,
             compile_id=job_id,
             episodes_compiled=self.episodes_compiled,
             memories_created=len(self.created),
-            **self._net(self.statuses),
+            memories_superseded=net["memories_superseded"],
+            memories_reinstated=net["memories_reinstated"],
+            memories_tombstoned=net["memories_tombstoned"],
             conflicts_opened=self.conflicts_opened,
             memories=tuple(self.created),
         )
@@ -498,11 +530,20 @@ class CompileService:
         http: httpx.Client | None = None,
         chunk_episodes: int = DEFAULT_CHUNK_EPISODES,
         on_compiled: Callable[[CompileResult], None] | None = None,
+        llm_budget: RequestBudget | None = None,
+        retrier: Retrier | None = None,
+        llm_observer: RequestObserver | None = None,
+        on_llm_usage: Callable[[LLMSpend], None] | None = None,
     ) -> None:
         """``compiler`` overrides everything; else ``llm`` selects the LLM compiler (its
         extractions recorded per tenant in the store); else the heuristic compiler.
         ``chunk_episodes`` is how many episodes one transaction compiles.
-        ``on_compiled`` is told every compile that finished (the process's metrics)."""
+        ``on_compiled`` is told every compile that finished (the process's metrics).
+        ``llm_budget`` is the process's limit on requests to the model, shared by every
+        compile of this service (default: from ``llm``'s limits); ``retrier`` retries
+        a request on 429 and 5xx (default: ``llm.max_attempts``, backoff from 1 s);
+        ``llm_observer`` is told how each request attempt ended, ``on_llm_usage`` what
+        each answered request cost, as it is answered (both: the metrics)."""
         if chunk_episodes < 1:
             raise ValueError(f"chunk_episodes must be at least 1, not {chunk_episodes}")
         self._store = store
@@ -517,7 +558,23 @@ class CompileService:
         self._on_compiled = on_compiled
         self._http = http
         if self._llm is not None and self._http is None:
-            self._http = httpx.Client(timeout=self._llm.timeout_seconds)
+            self._http = httpx.Client(
+                timeout=self._llm.timeout_seconds,
+                # One connection per request thread, kept between requests.
+                limits=httpx.Limits(max_connections=self._llm.max_concurrency),
+            )
+        self._llm_budget = llm_budget
+        if self._llm is not None and llm_budget is None:
+            self._llm_budget = RequestBudget(
+                max_concurrency=self._llm.max_concurrency,
+                requests_per_minute=self._llm.requests_per_minute,
+                tokens_per_minute=self._llm.tokens_per_minute,
+            )
+        self._retrier = retrier
+        self._llm_observer = llm_observer
+        self._on_llm_usage = on_llm_usage
+        if self._llm is not None and retrier is None:
+            self._retrier = Retrier(RetryPolicy(max_attempts=self._llm.max_attempts))
 
     @classmethod
     def from_settings(
@@ -526,18 +583,32 @@ class CompileService:
         settings: CompileSettings,
         clock: Clock | None = None,
         on_compiled: Callable[[CompileResult], None] | None = None,
+        llm_observer: Callable[[str], RequestObserver] | None = None,
+        sleeper: Sleeper | None = None,
+        on_llm_usage: Callable[[LLMSpend], None] | None = None,
     ) -> CompileService:
-        """The service the configuration file describes."""
+        """The service the configuration file describes; ``llm_observer`` gives the
+        request observer of a model and ``on_llm_usage`` is told each answered request's
+        tokens (the process's metrics); ``sleeper`` is what waits
+        between retries of a model request (the process's stop event, so a stopping
+        worker is not held by a ``Retry-After``)."""
+        llm = settings.llm if settings.compiler == "llm" else None
+        retrier = None
+        if llm is not None:
+            retrier = Retrier(RetryPolicy(max_attempts=llm.max_attempts), sleeper=sleeper)
         return cls(
             store,
             rules=CompileRules.from_settings(settings),
             clock=clock,
-            llm=settings.llm if settings.compiler == "llm" else None,
+            llm=llm,
             chunk_episodes=settings.chunk_episodes,
             on_compiled=on_compiled,
+            retrier=retrier,
+            llm_observer=llm_observer(llm.model) if llm and llm_observer else None,
+            on_llm_usage=on_llm_usage,
         )
 
-    def _compiler_for(self, tenant_id: str) -> Compiler:
+    def _compiler_for(self, tenant_id: str, *, replay_only: bool = False) -> Compiler:
         if self._compiler is not None:
             return self._compiler
         if self._llm is not None and self._http is not None:
@@ -549,8 +620,38 @@ class CompileService:
                 recorder=SqlExtractionRecorder(self._store, tenant_id, self._clock),
                 registry=self._rules.registry,
                 batch_size=self._llm.batch_size,
+                budget=self._llm_budget,
+                retrier=self._retrier,
+                max_tokens=self._llm.max_tokens_per_job,
+                replay_only=replay_only,
+                protocol=self._llm.protocol,
+                max_output_tokens=self._llm.max_output_tokens,
+                on_usage=self._told_usage,
             )
+        if replay_only:
+            raise ValueError("--replay-only needs compile.compiler: llm (it replays extractions)")
         return HeuristicCompiler(self._rules.registry)
+
+    def _spend(self, compiler: Compiler) -> LLMSpend | None:
+        if not isinstance(compiler, LLMCompiler):
+            return None
+        return self._spent(compiler.usage)
+
+    def _spent(self, usage: TokenUsage) -> LLMSpend | None:
+        if self._llm is None:
+            return None
+        return LLMSpend(
+            model=self._llm.model,
+            requests=usage.requests,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            estimated_cost=self._llm.estimated_cost(usage.prompt_tokens, usage.completion_tokens),
+        )
+
+    def _told_usage(self, usage: TokenUsage) -> None:
+        spend = self._spent(usage)
+        if self._on_llm_usage is not None and spend is not None:
+            self._on_llm_usage(spend)
 
     def compile(
         self,
@@ -559,6 +660,7 @@ class CompileService:
         *,
         job_id: str | None = None,
         on_chunk: ChunkCommitting | None = None,
+        replay_only: bool = False,
     ) -> CompileResult:
         """Compile ``subject_id``'s uncompiled episodes; see the class docstring.
 
@@ -573,10 +675,21 @@ class CompileService:
         A compiler that does not prepare ahead is called before each chunk's
         transaction, for the next chunk on a helper thread while this one writes; what
         it derived is used only if the chunk's episodes are unchanged under the lock.
+
+        With the LLM compiler: a compile stopped by its token ceiling or by a rate limit
+        past the retry caps returns what its chunks before the stop did, with
+        ``stopped`` set (see :class:`CompileResult`). ``replay_only`` asks the model
+        nothing: an episode without a recorded extraction fails the chunk it is in
+        (``LLMExtractionError`` naming the episodes), before that chunk writes anything.
         """
         job_id = job_id or f"compile-{uuid.uuid4()}"
-        with bound_log_context(tenant=tenant_id, subject=subject_id):
-            result = self._compile(tenant_id, subject_id, job_id, on_chunk)
+        observed = (
+            observing_requests(self._llm_observer)
+            if self._llm_observer is not None
+            else contextlib.nullcontext()
+        )
+        with bound_log_context(tenant=tenant_id, subject=subject_id), observed:
+            result = self._compile(tenant_id, subject_id, job_id, on_chunk, replay_only)
         if self._on_compiled is not None:
             self._on_compiled(result)
         return result
@@ -587,8 +700,9 @@ class CompileService:
         subject_id: str,
         job_id: str,
         on_chunk: ChunkCommitting | None,
+        replay_only: bool,
     ) -> CompileResult:
-        compiler = self._compiler_for(tenant_id)
+        compiler = self._compiler_for(tenant_id, replay_only=replay_only)
         with self._store.read() as connection:
             pending = pending_episode_ids(connection, tenant_id, subject_id)
             decided = decided_through(connection, tenant_id, subject_id) if pending else None
@@ -605,19 +719,27 @@ class CompileService:
                 ahead = _ReadAhead(self._store, compiler, tenant_id, subject_id, helper)
             position, size = 0, self._chunk_episodes
             known: KnownMemories | None = None
+            stopped: str | None = None
             while position < len(pending):
                 chunk = pending[position : _chunk_end(pending, position, size)]
                 following = pending[position + len(chunk) :]
-                outcome = self._compile_chunk(
-                    compiler,
-                    tenant_id,
-                    subject_id,
-                    _Chunk(chunk, following, known),
-                    ahead,
-                    job_id,
-                    on_chunk,
-                    total,
-                )
+                try:
+                    outcome = self._compile_chunk(
+                        compiler,
+                        tenant_id,
+                        subject_id,
+                        _Chunk(chunk, following, known),
+                        ahead,
+                        job_id,
+                        on_chunk,
+                        total,
+                    )
+                except LLMStopped as stop:
+                    # Asked before the chunk's transaction: nothing of it was written,
+                    # and what the model answered is recorded for the next compile.
+                    log.warning("compile stopped", extra={"reason": stop.reason})
+                    stopped = stop.reason
+                    break
                 known = outcome.known
                 total.add(outcome)
                 elsewhere |= outcome.elsewhere
@@ -633,7 +755,9 @@ class CompileService:
         # this one's by late episodes: each is decided again from what it has left.
         for again in sorted(elsewhere - {subject_id}) + ([subject_id] if late else []):
             total.add(self._redecide(compiler, tenant_id, again, job_id, on_chunk, total))
-        result = total.result(subject_id, job_id)
+        result = replace(
+            total.result(subject_id, job_id), stopped=stopped, llm=self._spend(compiler)
+        )
         log.info(
             "compiled",
             extra={
@@ -1016,3 +1140,14 @@ def result_summary(result: CompileSummary) -> dict[str, Any]:
     """The counts of ``result`` (a :class:`CompileResult` holds its memories too), as
     JSON-ready values."""
     return {name: getattr(result, name) for name in _SUMMARY_FIELDS}
+
+
+def compile_extras(result: CompileResult) -> dict[str, Any]:
+    """What a compile job's result and ``memsync compile --json`` add to the counts:
+    ``stopped`` and ``llm`` (model, requests, tokens, estimated cost), when set."""
+    extras: dict[str, Any] = {}
+    if result.stopped is not None:
+        extras["stopped"] = result.stopped
+    if result.llm is not None:
+        extras["llm"] = result.llm.to_dict()
+    return extras

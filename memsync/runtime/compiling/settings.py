@@ -20,13 +20,54 @@ class _Settings(BaseModel):
 
 
 class LLMSettings(_Settings):
-    """An OpenAI-compatible chat-completions endpoint for ``compile.compiler: llm``."""
+    """The model endpoint for ``compile.compiler: llm``: OpenAI-compatible chat
+    completions (``protocol: openai``) or Anthropic's Messages API (``anthropic``)."""
 
-    base_url: str = Field(min_length=1, description="e.g. https://api.openai.com/v1")
+    protocol: Literal["openai", "anthropic"] = "openai"
+    base_url: str = Field(
+        min_length=1,
+        description="openai: e.g. https://api.openai.com/v1; anthropic: the API root, "
+        "e.g. https://api.anthropic.com",
+    )
     model: str = Field(min_length=1)
     api_key: SecretStr = Field(description="e.g. ${OPENAI_API_KEY}")
     batch_size: int = Field(default=8, ge=1, le=64)
     timeout_seconds: float = Field(default=60.0, gt=0, le=600)
+    max_output_tokens: int = Field(
+        default=4096, ge=1, description="anthropic: the answer's max_tokens (required there)"
+    )
+    max_concurrency: int = Field(
+        default=4, ge=1, le=256, description="requests in flight at once, per process"
+    )
+    requests_per_minute: int | None = Field(
+        default=None, ge=1, description="per process; divide the account's limit by processes"
+    )
+    tokens_per_minute: int | None = Field(default=None, ge=1, description="per process")
+    max_attempts: int = Field(
+        default=5, ge=1, le=20, description="tries per request on 429 and 5xx, the first included"
+    )
+    max_tokens_per_job: int | None = Field(
+        default=None, ge=1, description="a compile stops partial once its requests used this many"
+    )
+    prompt_price_per_million: float | None = Field(
+        default=None, ge=0, description="price of a million prompt tokens, for estimated_cost"
+    )
+    completion_price_per_million: float | None = Field(
+        default=None, ge=0, description="price of a million completion tokens"
+    )
+
+    def estimated_cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """What those tokens cost at the configured prices (``None`` without prices)."""
+        if self.prompt_price_per_million is None or self.completion_price_per_million is None:
+            return None
+        return round(
+            (
+                prompt_tokens * self.prompt_price_per_million
+                + completion_tokens * self.completion_price_per_million
+            )
+            / 1_000_000,
+            6,
+        )
 
 
 class CompileSettings(_Settings):

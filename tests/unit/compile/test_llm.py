@@ -3,15 +3,19 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
 import respx
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memsync.compile.llm import (
     PROMPT_VERSION,
+    ExtractionRecord,
     InMemoryExtractionRecorder,
     LLMCompiler,
     LLMExtractionError,
@@ -20,7 +24,7 @@ from memsync.compile.llm import (
 from memsync.compile.types import EpisodeView, MemoryKind
 from memsync.episode import content_hash
 
-BASE_URL = "https://llm.test/v1"
+ROOT_URL = "https://llm.test"
 MODEL = "tiny-extractor"
 
 
@@ -38,57 +42,83 @@ def view(number: int, text: str) -> EpisodeView:
     )
 
 
-def completion(content: str) -> httpx.Response:
-    return httpx.Response(200, json={"choices": [{"message": {"content": content}}]})
+def lisbon_answer(asked: list[dict[str, Any]]) -> str:
+    """A model stand-in's message: one home-city claim per episode it was asked about."""
+    return json.dumps(
+        {
+            "episodes": [
+                {
+                    "episode_id": item["episode_id"],
+                    "memories": [
+                        {
+                            "kind": "profile_fact",
+                            "content": "Lives in Lisbon",
+                            "claim_key": "location.city",
+                            "claim_value": "Lisbon",
+                            "confidence": 0.9,
+                        }
+                    ],
+                }
+                for item in asked
+            ]
+        }
+    )
 
 
-def answer_for(request: httpx.Request) -> httpx.Response:
-    """A model stand-in: one home-city claim per episode it was asked about."""
-    asked = json.loads(json.loads(request.content)["messages"][1]["content"])
-    return completion(
-        json.dumps(
-            {
-                "episodes": [
-                    {
-                        "episode_id": item["episode_id"],
-                        "memories": [
-                            {
-                                "kind": "profile_fact",
-                                "content": "Lives in Lisbon",
-                                "claim_key": "location.city",
-                                "claim_value": "Lisbon",
-                                "confidence": 0.9,
-                            }
-                        ],
-                    }
-                    for item in asked
-                ]
-            }
+@dataclass
+class Endpoint:
+    """A mocked model endpoint speaking one protocol; the same tests run against each.
+
+    openai: chat completions (https://platform.openai.com/docs/api-reference/chat/create);
+    anthropic: the Messages API (https://docs.anthropic.com/en/api/messages)."""
+
+    router: respx.MockRouter
+    protocol: Literal["openai", "anthropic"]
+
+    @property
+    def key_header(self) -> tuple[str, str]:
+        if self.protocol == "anthropic":
+            return ("x-api-key", "sk-test")
+        return ("Authorization", "Bearer sk-test")
+
+    def route(self) -> respx.Route:
+        path = "/v1/messages" if self.protocol == "anthropic" else "/v1/chat/completions"
+        return self.router.post(path)
+
+    def completion(self, content: str) -> httpx.Response:
+        if self.protocol == "anthropic":
+            body: dict[str, Any] = {"content": [{"type": "text", "text": content}]}
+        else:
+            body = {"choices": [{"message": {"content": content}}]}
+        return httpx.Response(200, json=body)
+
+    def answer_for(self, request: httpx.Request) -> httpx.Response:
+        sent = json.loads(request.content)
+        user = sent["messages"][0 if self.protocol == "anthropic" else 1]["content"]
+        return self.completion(lisbon_answer(json.loads(user)))
+
+    def compiler(self, recorder: InMemoryExtractionRecorder, batch_size: int = 8) -> LLMCompiler:
+        return LLMCompiler(
+            httpx.Client(),
+            base_url=ROOT_URL if self.protocol == "anthropic" else f"{ROOT_URL}/v1",
+            model=MODEL,
+            api_key="sk-test",
+            recorder=recorder,
+            batch_size=batch_size,
+            protocol=self.protocol,
         )
-    )
 
 
-@pytest.fixture
-def api() -> Iterator[respx.MockRouter]:
-    with respx.mock(base_url=BASE_URL, assert_all_called=False) as router:
-        yield router
+@pytest.fixture(params=["openai", "anthropic"])
+def api(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
+    with respx.mock(base_url=ROOT_URL, assert_all_called=False) as router:
+        yield Endpoint(router, request.param)
 
 
-def compiler(recorder: InMemoryExtractionRecorder, batch_size: int = 8) -> LLMCompiler:
-    return LLMCompiler(
-        httpx.Client(),
-        base_url=BASE_URL,
-        model=MODEL,
-        api_key="sk-test",
-        recorder=recorder,
-        batch_size=batch_size,
-    )
+def test_extractions_become_candidates_with_canonical_claim_keys(api: Endpoint) -> None:
+    route = api.route().mock(side_effect=api.answer_for)
 
-
-def test_extractions_become_candidates_with_canonical_claim_keys(api: respx.MockRouter) -> None:
-    route = api.post("/chat/completions").mock(side_effect=answer_for)
-
-    (candidate,) = compiler(InMemoryExtractionRecorder()).compile([view(1, "I live in Lisbon")])
+    (candidate,) = api.compiler(InMemoryExtractionRecorder()).compile([view(1, "I live in Lisbon")])
 
     assert (candidate.kind, candidate.claim_key, candidate.claim_value) == (
         MemoryKind.PROFILE_FACT,
@@ -98,17 +128,18 @@ def test_extractions_become_candidates_with_canonical_claim_keys(api: respx.Mock
     assert candidate.source_episode_ids == (uuid.UUID(int=1),)
     sent = json.loads(route.calls.last.request.content)
     assert sent["model"] == MODEL
-    assert route.calls.last.request.headers["Authorization"] == "Bearer sk-test"
+    name, value = api.key_header
+    assert route.calls.last.request.headers[name] == value
 
 
-def test_a_rerun_replays_the_record_and_makes_no_http_call(api: respx.MockRouter) -> None:
-    route = api.post("/chat/completions").mock(side_effect=answer_for)
+def test_a_rerun_replays_the_record_and_makes_no_http_call(api: Endpoint) -> None:
+    route = api.route().mock(side_effect=api.answer_for)
     recorder = InMemoryExtractionRecorder()
     episodes = [view(1, "I live in Lisbon"), view(2, "Still in Lisbon")]
-    first = compiler(recorder).compile(episodes)
+    first = api.compiler(recorder).compile(episodes)
     calls_after_first = route.call_count
 
-    second = compiler(recorder).compile(episodes)
+    second = api.compiler(recorder).compile(episodes)
 
     assert calls_after_first == 1
     assert route.call_count == calls_after_first
@@ -116,23 +147,23 @@ def test_a_rerun_replays_the_record_and_makes_no_http_call(api: respx.MockRouter
 
 
 def test_extractions_are_recorded_under_content_hash_model_and_prompt_version(
-    api: respx.MockRouter,
+    api: Endpoint,
 ) -> None:
-    api.post("/chat/completions").mock(side_effect=answer_for)
+    api.route().mock(side_effect=api.answer_for)
     recorder = InMemoryExtractionRecorder()
     episode = view(1, "I live in Lisbon")
 
-    compiler(recorder).compile([episode])
+    api.compiler(recorder).compile([episode])
 
     key = extraction_key(episode.content_hash, MODEL)
     assert key == f"{PROMPT_VERSION}:{MODEL}:{episode.content_hash}"
     assert recorder.get(key) is not None
 
 
-def test_episodes_are_sent_in_batches(api: respx.MockRouter) -> None:
-    route = api.post("/chat/completions").mock(side_effect=answer_for)
+def test_episodes_are_sent_in_batches(api: Endpoint) -> None:
+    route = api.route().mock(side_effect=api.answer_for)
 
-    compiler(InMemoryExtractionRecorder(), batch_size=2).compile(
+    api.compiler(InMemoryExtractionRecorder(), batch_size=2).compile(
         [view(n, f"note {n}") for n in range(1, 6)]
     )
 
@@ -140,13 +171,13 @@ def test_episodes_are_sent_in_batches(api: respx.MockRouter) -> None:
 
 
 def test_invalid_model_json_raises_a_clear_error_and_records_nothing(
-    api: respx.MockRouter,
+    api: Endpoint,
 ) -> None:
-    api.post("/chat/completions").mock(return_value=completion("Sure! Here are the memories"))
+    api.route().mock(return_value=api.completion("Sure! Here are the memories"))
     recorder = InMemoryExtractionRecorder()
 
     with pytest.raises(LLMExtractionError, match="not the extraction JSON"):
-        compiler(recorder).compile([view(1, "I live in Lisbon")])
+        api.compiler(recorder).compile([view(1, "I live in Lisbon")])
     assert len(recorder) == 0
 
 
@@ -158,31 +189,29 @@ def test_invalid_model_json_raises_a_clear_error_and_records_nothing(
         {"kind": "fact", "content": "x", "confidence": 3},
     ],
 )
-def test_output_outside_the_schema_is_rejected(
-    api: respx.MockRouter, bad_memory: dict[str, Any]
-) -> None:
+def test_output_outside_the_schema_is_rejected(api: Endpoint, bad_memory: dict[str, Any]) -> None:
     body = {"episodes": [{"episode_id": str(uuid.UUID(int=1)), "memories": [bad_memory]}]}
-    api.post("/chat/completions").mock(return_value=completion(json.dumps(body)))
+    api.route().mock(return_value=api.completion(json.dumps(body)))
 
     with pytest.raises(LLMExtractionError, match="not the extraction JSON"):
-        compiler(InMemoryExtractionRecorder()).compile([view(1, "text")])
+        api.compiler(InMemoryExtractionRecorder()).compile([view(1, "text")])
 
 
-def test_an_answer_that_skips_an_episode_is_rejected(api: respx.MockRouter) -> None:
-    api.post("/chat/completions").mock(return_value=completion('{"episodes": []}'))
+def test_an_answer_that_skips_an_episode_is_rejected(api: Endpoint) -> None:
+    api.route().mock(return_value=api.completion('{"episodes": []}'))
 
     with pytest.raises(LLMExtractionError, match="nothing was recorded"):
-        compiler(InMemoryExtractionRecorder()).compile([view(1, "text")])
+        api.compiler(InMemoryExtractionRecorder()).compile([view(1, "text")])
 
 
-def test_an_http_error_names_the_endpoint(api: respx.MockRouter) -> None:
-    api.post("/chat/completions").mock(return_value=httpx.Response(401))
+def test_an_http_error_names_the_endpoint(api: Endpoint) -> None:
+    api.route().mock(return_value=httpx.Response(401))
 
     with pytest.raises(LLMExtractionError, match="HTTP 401; check base_url, model and api key"):
-        compiler(InMemoryExtractionRecorder()).compile([view(1, "text")])
+        api.compiler(InMemoryExtractionRecorder()).compile([view(1, "text")])
 
 
-def test_an_unregistered_claim_key_becomes_an_unkeyed_statement(api: respx.MockRouter) -> None:
+def test_an_unregistered_claim_key_becomes_an_unkeyed_statement(api: Endpoint) -> None:
     memory = {
         "kind": "fact",
         "content": "Has 2 cats",
@@ -190,9 +219,9 @@ def test_an_unregistered_claim_key_becomes_an_unkeyed_statement(api: respx.MockR
         "claim_value": "2",
     }
     body = {"episodes": [{"episode_id": str(uuid.UUID(int=1)), "memories": [memory]}]}
-    api.post("/chat/completions").mock(return_value=completion(json.dumps(body)))
+    api.route().mock(return_value=api.completion(json.dumps(body)))
 
-    (candidate,) = compiler(InMemoryExtractionRecorder()).compile([view(1, "I have 2 cats")])
+    (candidate,) = api.compiler(InMemoryExtractionRecorder()).compile([view(1, "I have 2 cats")])
 
     assert candidate.claim_key is None
     assert candidate.metadata["unregistered_claim_key"] == "pets.count"
@@ -206,3 +235,20 @@ def test_the_recorder_keeps_the_first_record_for_a_key() -> None:
 
     assert recorder.get("k") == '{"memories": []}'
     assert recorder.get("other") is None
+
+
+@given(
+    model=st.text(st.characters(codec="ascii", exclude_characters="\n"), min_size=1, max_size=30),
+    digest=st.text("0123456789abcdef", min_size=64, max_size=64),
+)
+def test_an_exported_record_keeps_its_key_whatever_colons_the_model_name_holds(
+    model: str, digest: str
+) -> None:
+    key = extraction_key(digest, model)
+    extraction = '{"memories":[{"kind":"fact","content":"Uses Rust"}]}'
+
+    record = ExtractionRecord.of(key, extraction)
+
+    assert record.key == key
+    assert ExtractionRecord.model_validate_json(record.model_dump_json()) == record
+    assert json.loads(record.extraction_json())["memories"][0]["content"] == "Uses Rust"

@@ -7,6 +7,7 @@
 - :mod:`.demo` — ``demo``;
 - :mod:`.memories` — ``compile``, ``inspect``, ``conflicts``;
 - :mod:`.jobs` — ``jobs``;
+- :mod:`.llm` — ``llm export``, ``llm import``;
 - :mod:`.processes` — ``serve``, ``worker``, ``scheduler``, ``run``.
 
 Every command gets its services from the composition root
@@ -30,6 +31,7 @@ from memsync.runtime.app.cli import (  # noqa: F401
     demo,
     episodes,
     jobs,
+    llm,
     memories,
     processes,
     setup,

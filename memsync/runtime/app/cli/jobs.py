@@ -79,8 +79,10 @@ def jobs_list(
 
 
 @jobs_app.command("show")
-def jobs_show(job_id: JobId, tenant: TenantOption = "default") -> None:
-    """One job as JSON: attempts, lease, times, result and error."""
+def jobs_show(job_id: JobId, tenant: TenantOption = "default", as_json: JsonOption = True) -> None:
+    """One job as JSON (``--json``, the default): attempts, lease, times, result (a
+    compile's counts, ``stopped`` and ``llm``: requests, tokens, estimated cost) and
+    error."""
     with open_services() as services:
         wanted = _job_id(services, tenant, job_id)
         job = services.queue.get(tenant, wanted)

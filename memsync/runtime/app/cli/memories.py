@@ -9,6 +9,7 @@ import typer
 
 from memsync.runtime.app.cli.common import (
     EXIT_FAILED,
+    EXIT_PARTIAL,
     JsonOption,
     TenantOption,
     app,
@@ -39,13 +40,28 @@ def compile_command(
     async_: Annotated[
         bool, typer.Option("--async", help="enqueue a compile job; print its id")
     ] = False,
+    replay_only: Annotated[
+        bool,
+        typer.Option(
+            "--replay-only",
+            help="ask the model nothing: compile from recorded extractions only, and fail "
+            "naming the episodes that have none",
+        ),
+    ] = False,
 ) -> None:
-    """Compile episodes into memories now (or enqueue it). A second run creates nothing."""
-    from memsync.runtime.compiling import COMPILE_JOB, result_summary
+    """Compile episodes into memories now (or enqueue it). A second run creates nothing.
+
+    Exit 3 when a compile stopped at its token ceiling or at the model's rate limit
+    (what it compiled stays; run it again to carry on)."""
+    from memsync.runtime.compiling import COMPILE_JOB, compile_extras, result_summary
 
     if (subject is None) == (not all_subjects):
         raise usage_error("name one SUBJECT or pass --all")
     with open_services() as services:
+        if replay_only and services.settings.compile.compiler != "llm":
+            raise usage_error(
+                "--replay-only replays recorded LLM extractions: it needs compile.compiler: llm"
+            )
         compile_service = services.compile_service
         subjects = (
             compile_service.subjects_with_uncompiled(tenant) if all_subjects else [subject or ""]
@@ -60,11 +76,24 @@ def compile_command(
         counted = f"compiling {len(subjects)} subject(s)"
         with progress(counted, total=len(subjects), hidden=as_json) as update:
             for name in subjects:
-                results.append(result_summary(compile_service.compile(tenant, name)))
+                result = compile_service.compile(tenant, name, replay_only=replay_only)
+                results.append({**result_summary(result), **compile_extras(result)})
                 update(advance=1)
+    stopped = [result for result in results if "stopped" in result]
     if as_json:
         typer.echo(json.dumps(results, indent=2))
-        return
+    else:
+        _print_compiled(tenant, results)
+    if stopped:
+        errors.print(
+            f"compile stopped early ({stopped[0]['stopped']}) for "
+            f"{', '.join(r['subject_id'] for r in stopped)}; what was compiled is kept, "
+            "run it again to carry on"
+        )
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _print_compiled(tenant: str, results: list[dict[str, Any]]) -> None:
     print_table(
         f"compile (tenant {tenant!r})",
         ("subject", "episodes", "created", "superseded", "tombstoned", "conflicts"),

@@ -45,7 +45,7 @@ from memsync.stopping import StopRequested
 
 if TYPE_CHECKING:
     # Annotations only: a process that counts a sync never imports the compiler.
-    from memsync.runtime.compiling.service import CompileSummary
+    from memsync.runtime.compiling.service import CompileSummary, LLMSpend
     from memsync.runtime.sync.records import RunRecord
 
 __all__ = [
@@ -80,15 +80,18 @@ DEPTH_STATUSES = (JobStatus.PENDING, JobStatus.RUNNING, JobStatus.FAILED)
 _JOB_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 
-class _SourceRequests:
-    """The :class:`RequestObserver` of one connector's runs: counts into its labels."""
+class _CountedRequests:
+    """A :class:`RequestObserver` counting into the metrics of one connector's runs
+    (``memsync_source_*``) or of one model's compiles (``memsync_llm_*``)."""
 
-    def __init__(self, metrics: Metrics, connector: str) -> None:
+    def __init__(
+        self, requests: Counter, waits: Counter, outcome_label: str, **labels: str
+    ) -> None:
         self._requests = {
-            outcome: metrics.source_requests.labels(connector=connector, status=outcome.value)
+            outcome: requests.labels(**labels, **{outcome_label: outcome.value})
             for outcome in RequestOutcome
         }
-        self._waits = metrics.rate_limit_wait.labels(connector=connector)
+        self._waits = waits.labels(**labels)
 
     def request_finished(self, outcome: RequestOutcome) -> None:
         self._requests[outcome].inc()
@@ -167,6 +170,32 @@ class Metrics:
             "Conflicts opened by compiles under the flag policy, awaiting a person.",
             registry=registry,
         )
+        self.llm_requests = Counter(
+            "memsync_llm_requests",
+            "Request attempts compiles made to the model, by model and outcome "
+            "(ok, rate_limited, transient_error: retried, error).",
+            ["model", "outcome"],
+            registry=registry,
+        )
+        self.llm_rate_limit_wait = Counter(
+            "memsync_llm_rate_limit_wait_seconds",
+            "Seconds compiles spent waiting out the model's 429 answers.",
+            ["model"],
+            registry=registry,
+        )
+        self.llm_tokens = Counter(
+            "memsync_llm_tokens",
+            "Tokens the model reported for compiles' requests, by model and kind "
+            "(prompt, completion).",
+            ["model", "kind"],
+            registry=registry,
+        )
+        self.llm_cost = Counter(
+            "memsync_llm_estimated_cost",
+            "Estimated cost of compiles' requests at the configured prices, by model.",
+            ["model"],
+            registry=registry,
+        )
         self.http_duration = Histogram(
             "memsync_http_request_duration_seconds",
             "HTTP requests answered, by method, route template and status.",
@@ -185,7 +214,13 @@ class Metrics:
 
     def source(self, connector: str) -> RequestObserver:
         """The request observer of ``connector``'s runs."""
-        return _SourceRequests(self, connector)
+        return _CountedRequests(
+            # ``status``: the label's published name; the model's counter says ``outcome``.
+            self.source_requests,
+            self.rate_limit_wait,
+            "status",
+            connector=connector,
+        )
 
     def timed(self, kind: str, handler: JobHandler) -> JobHandler:
         """``handler``, timing each attempt and counting how it ended."""
@@ -218,6 +253,18 @@ class Metrics:
         self.memories_superseded.inc(result.memories_superseded)
         self.memories_tombstoned.inc(result.memories_tombstoned)
         self.conflicts_opened.inc(result.conflicts_opened)
+
+    def llm_spent(self, spend: LLMSpend) -> None:
+        """Count what a model reported for one answered request (told as it is
+        answered, so a compile that fails later is counted too)."""
+        self.llm_tokens.labels(model=spend.model, kind="prompt").inc(spend.prompt_tokens)
+        self.llm_tokens.labels(model=spend.model, kind="completion").inc(spend.completion_tokens)
+        if spend.estimated_cost is not None:
+            self.llm_cost.labels(model=spend.model).inc(spend.estimated_cost)
+
+    def model(self, model: str) -> RequestObserver:
+        """The request observer of the compiles asking ``model``."""
+        return _CountedRequests(self.llm_requests, self.llm_rate_limit_wait, "outcome", model=model)
 
     def http_request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.http_duration.labels(method=method, route=route, status=str(status)).observe(seconds)
