@@ -61,7 +61,7 @@ from memsync.stopping import Sleeper
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["IssueRef", "JiraComment", "JiraConnector", "JiraIssue", "JiraRecord"]
+__all__ = ["IssueRef", "JiraComment", "JiraConnector", "JiraIssue", "JiraRecord", "adf_text"]
 
 _SOURCE = "jira"
 _SEARCH_PATH = "/rest/api/3/search/jql"
@@ -78,6 +78,10 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # most this many times; after that its comments go out without a listing.
 _COMMENT_LIST_READS = 3
 _BODY_SNIPPET_CHARS = 200
+# ADF nodes that end a line of the plain text.
+_ADF_BLOCKS = frozenset(
+    {"paragraph", "heading", "codeBlock", "blockquote", "listItem", "tableCell", "panel", "rule"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +157,10 @@ class JiraIssue(_IssueRecord):
             "id": self.issue.id,
             "key": self.issue.key,
             "project": self.issue.project_key,
-            "summary": fields.get("summary"),
-            "description": fields.get("description"),
+            # ``title`` and plain-text ``description``: where compilers read an issue's
+            # text (memsync.compile.text); Jira's v3 answers the description as ADF.
+            "title": optional_str(fields.get("summary")),
+            "description": adf_text(fields.get("description")),
             "status": _name(fields.get("status")),
             "issuetype": _name(fields.get("issuetype")),
             "priority": _name(fields.get("priority")),
@@ -190,7 +196,7 @@ class JiraComment(_IssueRecord):
             "id": self.comment_id,
             "issue_id": self.issue.id,
             "author": _account_id(self.data.get("author")),
-            "body": self.data.get("body"),
+            "body": adf_text(self.data.get("body")),
             "created": self.data.get("created"),
             "visibility": self.data.get("visibility"),
         }
@@ -211,6 +217,40 @@ class IssuesListing(Listing):
 
 class _NotFound(StopRun):
     """HTTP 404: fatal for the search, a deletion for one issue's comments."""
+
+
+def adf_text(document: object) -> str | None:
+    """The plain text of an Atlassian Document Format value (what v3 answers for
+    descriptions and comment bodies): text nodes joined, a line per block, mentions
+    and emoji as their text; a plain string (v2, or a gateway) is kept as it is."""
+    if document is None or isinstance(document, str):
+        return document
+    lines: list[str] = []
+    current: list[str] = []
+
+    def walk(node: object) -> None:
+        if not isinstance(node, dict):
+            return
+        kind = node.get("type")
+        attrs = node.get("attrs")
+        if kind == "text" and isinstance(node.get("text"), str):
+            current.append(node["text"])
+        elif kind in ("mention", "emoji", "status") and isinstance(attrs, dict):
+            current.append(str(attrs.get("text") or attrs.get("shortName") or ""))
+        elif kind == "hardBreak":
+            lines.append("".join(current))
+            current.clear()
+        children = node.get("content")
+        for child in children if isinstance(children, list) else []:
+            walk(child)
+        if kind in _ADF_BLOCKS and current:
+            lines.append("".join(current))
+            current.clear()
+
+    walk(document)
+    if current:
+        lines.append("".join(current))
+    return "\n".join(lines)
 
 
 def _name(value: object) -> str | None:

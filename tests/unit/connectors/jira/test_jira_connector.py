@@ -21,7 +21,9 @@ from memsync.connectors import (
     Tombstone,
     Window,
 )
+from memsync.connectors.fake_http import load_fixture
 from memsync.connectors.jira import JiraComment, JiraConfig, JiraConnector, JiraIssue, JiraRecord
+from memsync.connectors.jira.connector import adf_text
 from memsync.connectors.jira.fake_api import DEFAULT_START, FakeJira
 from memsync.connectors.registry import ConnectorRegistry
 from memsync.connectors.testing import ConnectorConformanceSuite, DeletionScenario, SimulatedIngest
@@ -218,7 +220,7 @@ def test_a_configured_jql_scopes_the_search(fake: FakeJira) -> None:
 
     items = read(connector(fake, projects=[], jql="project = ENG AND labels = memory"))
 
-    assert [i.payload()["summary"] for i in items if isinstance(i, JiraIssue)] == ["kept"]
+    assert [i.payload()["title"] for i in items if isinstance(i, JiraIssue)] == ["kept"]
 
 
 def test_issues_updated_after_the_window_are_left_for_the_next_run(fake: FakeJira) -> None:
@@ -227,7 +229,7 @@ def test_issues_updated_after_the_window_are_left_for_the_next_run(fake: FakeJir
 
     items = read(connector(fake), Window(start=NOW - timedelta(hours=1), end=NOW))
 
-    assert [i.payload()["summary"] for i in items if isinstance(i, JiraIssue)] == ["in"]
+    assert [i.payload()["title"] for i in items if isinstance(i, JiraIssue)] == ["in"]
 
 
 def test_pages_start_after_the_last_issue_read_so_an_edit_shifts_nothing_out(
@@ -419,3 +421,22 @@ def test_any_pages_read_every_issue_once_and_a_resync_stores_nothing(
 
     assert first == {IngestStatus.CREATED: len(updates)}
     assert again == {IngestStatus.DUPLICATE: len(updates)}
+
+
+def test_adf_bodies_become_the_plain_text_compilers_read() -> None:
+    document = load_fixture("jira", "issue_get.json")["fields"]["description"]
+    document["content"].append(
+        {
+            "type": "paragraph",
+            "content": [
+                {"type": "mention", "attrs": {"id": "5b10", "text": "@Mia Krystof"}},
+                {"type": "text", "text": " please look"},
+                {"type": "hardBreak"},
+                {"type": "text", "text": "thanks"},
+            ],
+        }
+    )
+
+    assert adf_text(document) == "Main order flow broken\n@Mia Krystof please look\nthanks"
+    assert adf_text("plain") == "plain"
+    assert adf_text(None) is None
