@@ -78,7 +78,7 @@ def test_every_mistake_is_reported_at_once_with_its_field() -> None:
     problems = _problems(
         _config(name="a", bogus=1, retry={"max_attempts": 0}),
         _config(name="a"),
-        _config(name="b", type="jira"),
+        _config(name="b", type="trello"),
         {"name": "c", "subject": "x"},
         _config(name="Bad Name", base_url="ftp://example.com"),
     )
@@ -86,7 +86,7 @@ def test_every_mistake_is_reported_at_once_with_its_field() -> None:
         "connector 'a': retry.max_attempts: Input should be greater than or equal to 1",
         "connector 'a': bogus: unknown field (check the spelling)",
         "connector 'a': name 'a' is used by entries 1 and 2; connector names must be unique",
-        "connector 'b': type: unknown connector type 'jira'; "
+        "connector 'b': type: unknown connector type 'trello'; "
         "known types: fake, github, slack, workspace, zendesk",
         "connector 'c': type: field required; known types: fake, github, slack, workspace, zendesk",
         "connector 'Bad Name': name 'Bad Name' must be 1-64 lowercase letters, digits, '-', "
