@@ -2,12 +2,15 @@
 
 GitHub: 10,000 issues with 30,000 comments in one repository, read by the GitHub
 connector (PyGithub). Slack: 50,000 messages in one channel, read by the Slack connector
-(slack-sdk). Each is fetched twice over the same window: a first sync, then a re-sync.
+(slack-sdk). Jira: 1,000 issues with 3,000 comments in two projects, read by the Jira
+connector (httpx) from the fake Jira. Each is fetched twice over the same window: a
+first sync, then a re-sync.
 Every record goes through ``to_episode`` and the conformance kit's simulated ingest, so
 the table shows that the re-sync creates nothing. Prints a Markdown table; see
 docs/benchmarks.md ("Connectors").
 
     python -m bench.connectors [--issues 10000] [--comments 30000] [--messages 50000]
+        [--jira-issues 1000] [--jira-comments 3000]
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from memsync.clock import FakeClock
 from memsync.connectors.base import Connector, Window
 from memsync.connectors.github import GitHubConfig, GitHubConnector
 from memsync.connectors.github.fake_api import FakeGitHub
+from memsync.connectors.jira import JiraConfig, JiraConnector
+from memsync.connectors.jira.fake_api import FakeJira
 from memsync.connectors.slack import SlackConfig, SlackConnector
 from memsync.connectors.slack.fake_api import FakeSlack
 from memsync.connectors.testing import SimulatedIngest
@@ -118,6 +123,29 @@ def slack_rows(messages: int) -> list[list[object]]:
         )
 
 
+def jira_rows(issues: int, comments: int) -> list[list[object]]:
+    with FakeJira(time_zone="Europe/Lisbon") as fake:
+        ids = [
+            fake.add_issue("ENG" if n % 2 else "OPS", f"Issue {n}", "Steps: " * 8).id
+            for n in range(issues)
+        ]
+        for index in range(comments):
+            fake.add_comment(ids[index % issues], f"Comment {index}: " + "details " * 10)
+        config = JiraConfig(
+            name="bench",
+            site="acme",
+            email="bot@acme.example",
+            token="jira-token",
+            base_url=fake.base_url,
+            projects=("ENG", "OPS"),
+        )
+        return first_and_resync(
+            f"Jira: {issues:,} issues + {comments:,} comments",
+            lambda: JiraConnector(config, sleeper=FakeSleeper(max_waits=0), clock=FakeClock()),
+            fake.request_count,
+        )
+
+
 def row(label: str, run: str, result: dict[str, Any]) -> list[object]:
     return [
         label,
@@ -137,8 +165,18 @@ def main() -> None:
     parser.add_argument("--issues", type=int, default=10_000)
     parser.add_argument("--comments", type=int, default=30_000)
     parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--jira-issues", type=int, default=1_000)
+    parser.add_argument("--jira-comments", type=int, default=3_000)
+    parser.add_argument(
+        "--only", choices=("github", "slack", "jira"), help="one source instead of all"
+    )
     args = parser.parse_args()
-    rows = github_rows(args.issues, args.comments) + slack_rows(args.messages)
+    sources = {
+        "github": lambda: github_rows(args.issues, args.comments),
+        "slack": lambda: slack_rows(args.messages),
+        "jira": lambda: jira_rows(args.jira_issues, args.jira_comments),
+    }
+    rows = [row for name, build in sources.items() if args.only in (None, name) for row in build()]
     print(f"Machine: {machine()}\n")
     print_table(
         [
