@@ -21,7 +21,7 @@ from memsync.connectors import (
     Tombstone,
     Window,
 )
-from memsync.connectors.fake_http import load_fixture
+from memsync.connectors.fake_http import RecordedRequest, load_fixture
 from memsync.connectors.jira import JiraComment, JiraConfig, JiraConnector, JiraIssue, JiraRecord
 from memsync.connectors.jira.connector import adf_text
 from memsync.connectors.jira.fake_api import DEFAULT_START, FakeJira
@@ -313,9 +313,12 @@ def test_an_incremental_read_lists_no_issues(fake: FakeJira) -> None:
 def test_an_issue_gone_while_it_is_read_is_a_tombstone_with_its_comments(fake: FakeJira) -> None:
     issue = fake.add_issue("ENG", "short-lived")
 
-    def delete_after_the_search(request: object) -> None:
-        if fake.request_count("/rest/api/3/search/jql") and issue.id in fake._issues:
+    deleted: list[int] = []
+
+    def delete_after_the_search(request: RecordedRequest) -> None:
+        if request.path.endswith("/search/jql") and not deleted:
             fake.delete_issue(issue.id)
+            deleted.append(issue.id)
 
     fake.after_request(delete_after_the_search)
     items = read(connector(fake))
