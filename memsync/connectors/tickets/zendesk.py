@@ -28,21 +28,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
 
-from memsync.clock import Clock, SystemClock
 from memsync.connectors._parsing import optional_int, parse_iso_time, required_int
-from memsync.connectors.base import Cursor, Deletion, RecordConnector, Stream, Window
 from memsync.connectors.config import SubjectTemplateField
-from memsync.connectors.errors import RateLimited, RetryableError, StopRun
-from memsync.connectors.retry import Retrier, retry_after_from_headers
+from memsync.connectors.http import (
+    BasicAuth,
+    BodyCursor,
+    DeletedWhen,
+    FirstOf,
+    HttpConnector,
+    HttpSource,
+    HttpStream,
+    Incremental,
+    Item,
+    NextUrl,
+    NotFound,
+    RecordBuilder,
+)
 from memsync.connectors.tickets.declaration import ZENDESK, ZendeskConfig
-from memsync.episode import JSONObject, Tombstone
-from memsync.stopping import Sleeper
-
-if TYPE_CHECKING:
-    import httpx
+from memsync.episode import JSONObject
 
 _INCREMENTAL_PATH = "/api/v2/incremental/tickets/cursor.json"
 # Zendesk refuses an incremental export that starts less than a minute ago.
@@ -50,7 +56,6 @@ _EXPORT_MIN_AGE = timedelta(minutes=1)
 # Fields that change without anything a reader would call an edit; keeping them out of
 # the payload means they never produce a revision.
 _VOLATILE_TICKET_FIELDS = frozenset({"generated_timestamp", "url"})
-_BODY_SNIPPET_CHARS = 200
 _SOURCE = "zendesk"
 
 
@@ -194,11 +199,6 @@ class ZendeskStatusChange(_TicketRecord):
 ZendeskRecord = ZendeskTicket | ZendeskComment | ZendeskStatusChange
 
 
-class _NotFound(StopRun):
-    """HTTP 404: fatal for the export (wrong subdomain), harmless for one ticket's
-    comments or audits (the ticket was deleted while we read)."""
-
-
 def _parse_time(value: object, what: str) -> datetime:
     return parse_iso_time(value, what, source=_SOURCE)
 
@@ -207,8 +207,113 @@ def _required_int(data: Mapping[str, Any], field: str, what: str) -> int:
     return required_int(data, field, what, source=_SOURCE)
 
 
-class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord], declaration=ZENDESK):
-    """Tickets, comments and status changes of one Zendesk Support account.
+def _ticket(item: Item) -> Iterator[ZendeskTicket]:
+    raw = item.data
+    ref = TicketRef(
+        subdomain=item.config.subdomain,
+        id=_required_int(raw, "id", "ticket"),
+        updated_at=_parse_time(raw.get("updated_at"), "ticket updated_at"),
+        organization_id=optional_int(raw.get("organization_id")),
+        requester_id=optional_int(raw.get("requester_id")),
+        assignee_id=optional_int(raw.get("assignee_id")),
+        group_id=optional_int(raw.get("group_id")),
+        brand_id=optional_int(raw.get("brand_id")),
+    )
+    yield ZendeskTicket(
+        ticket=ref, data={k: v for k, v in raw.items() if k not in _VOLATILE_TICKET_FIELDS}
+    )
+
+
+def _parent_ticket(item: Item) -> TicketRef:
+    # Comments and audits are read for a ticket (the stream's parent) and keyed under
+    # it: the list belongs to the ticket we asked for.
+    assert isinstance(item.parent, ZendeskTicket), item.parent
+    return item.parent.ticket
+
+
+def _comment(item: Item) -> Iterator[ZendeskComment]:
+    ticket = _parent_ticket(item)
+    yield ZendeskComment(
+        ticket=ticket,
+        comment_id=_required_int(item.data, "id", f"comment of ticket {ticket.id}"),
+        created_at=_parse_time(item.data.get("created_at"), "comment created_at"),
+        data=dict(item.data),
+    )
+
+
+def _status_changes(item: Item) -> Iterator[ZendeskStatusChange]:
+    ticket, audit = _parent_ticket(item), item.data
+    events = audit.get("events")
+    for event in events if isinstance(events, list) else []:
+        if not (
+            isinstance(event, dict)
+            and event.get("type") == "Change"
+            and event.get("field_name") == "status"
+        ):
+            continue
+        via = audit.get("via")
+        channel = via.get("channel") if isinstance(via, dict) else None
+        yield ZendeskStatusChange(
+            ticket=ticket,
+            audit_id=_required_int(audit, "id", f"audit of ticket {ticket.id}"),
+            created_at=_parse_time(audit.get("created_at"), "audit created_at"),
+            previous=_as_text(event.get("previous_value")),
+            value=_as_text(event.get("value")),
+            author_id=optional_int(audit.get("author_id")),
+            channel=channel if isinstance(channel, str) else None,
+        )
+
+
+def _as_text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _per_ticket(name: str, build: RecordBuilder, enabled_by: str) -> HttpStream:
+    """A list below one ticket: cursor pagination (``meta.has_more`` / ``links.next``) or
+    offset pagination (``next_page``); a 404 means the ticket was deleted while we read."""
+    return HttpStream(
+        name=name,
+        path=f"/api/v2/tickets/{{parent[id]}}/{name}.json",
+        params={"page[size]": "{config.page_size}"},
+        pagination=FirstOf((NextUrl("links.next", only_if="meta.has_more"), NextUrl("next_page"))),
+        on_not_found=NotFound.EMPTY,
+        enabled_by=enabled_by,
+        build=build,
+    )
+
+
+TICKETS = HttpStream(
+    name="tickets",
+    path=_INCREMENTAL_PATH,
+    incremental=Incremental(
+        field="updated_at", param="start_time", value="{since_epoch}", min_age=_EXPORT_MIN_AGE
+    ),
+    pagination=BodyCursor("after_cursor", "cursor", done="end_of_stream", keep_params=False),
+    deleted_when=DeletedWhen("status", ("deleted",)),
+    children=(
+        _per_ticket("comments", _comment, "include_comments"),
+        _per_ticket("audits", _status_changes, "include_status_changes"),
+    ),
+    ordered=True,
+    build=_ticket,
+)
+
+ZENDESK_API = HttpSource(
+    base_url="https://{config.subdomain}.zendesk.com",
+    streams=(TICKETS,),
+    auth=BasicAuth(username="{config.email}/token"),
+    vendor="Zendesk",
+    auth_hint=(
+        "Zendesk refused the credentials of {config.email} (API token auth). Check email and "
+        "token, and that token access is enabled in Admin Center > Apps and integrations > APIs."
+    ),
+    not_found_hint="Check subdomain '{config.subdomain}' and base_url {base_url}",
+)
+
+
+class ZendeskConnector(HttpConnector[ZendeskConfig, ZendeskRecord], declaration=ZENDESK):
+    """Tickets, comments and status changes of one Zendesk Support account, as
+    :data:`ZENDESK_API` declares them.
 
     Repeats: every ticket updated in the window is re-read with all its comments and
     audits, so overlapping windows and backfills repeat records; keys make that free.
@@ -217,242 +322,4 @@ class ZendeskConnector(RecordConnector[ZendeskConfig, ZendeskRecord], declaratio
     401/403 and malformed bodies raise :class:`StopRun`.
     """
 
-    def __init__(
-        self,
-        config: ZendeskConfig,
-        *,
-        client: httpx.Client | None = None,
-        transport: httpx.BaseTransport | None = None,
-        sleeper: Sleeper | None = None,
-        clock: Clock | None = None,
-    ) -> None:
-        # httpx is imported by an instance, never by the class: listing or validating
-        # connectors does not load it.
-        import httpx
-
-        super().__init__(config, sleeper=sleeper)
-        self._clock: Clock = clock or SystemClock()
-        self._client = client
-        self._transport = transport
-        self._owns_client = client is None
-        self._auth = httpx.BasicAuth(f"{config.email}/token", config.token.get_secret_value())
-        self.retrier = Retrier(config.retry.policy(), sleeper=self.sleeper, clock=clock)
-
-    def secret_values(self) -> list[str]:
-        """The token, and the ``email/token:TOKEN`` pair basic auth sends (base64)."""
-        token = self.config.token.get_secret_value()
-        return [*super().secret_values(), f"{self.config.email}/token:{token}"]
-
-    def close(self) -> None:
-        """Close the HTTP client if this connector created it."""
-        if self._owns_client and self._client is not None:
-            self._client.close()
-            self._client = None
-
-    @property
-    def client(self) -> httpx.Client:
-        # Created on first use: mapping records to episodes (the conformance kit, a
-        # dry run) never needs a connection pool or a TLS context.
-        if self._client is None:
-            import httpx
-
-            self._client = httpx.Client(
-                transport=self._transport,
-                timeout=self.config.timeout.total_seconds(),
-                headers={"Accept": "application/json", "User-Agent": "memsync-connector"},
-            )
-        return self._client
-
-    # --- reading --------------------------------------------------------------------------
-
-    def streams(self) -> tuple[Stream, ...]:
-        """One ordered stream, ``tickets`` (see the module docstring for why ordered)."""
-        return (Stream("tickets", ordered=True),)
-
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[ZendeskRecord | Deletion]:
-        """Yield each ticket updated in the window, followed by its comments and status
-        changes, or a tombstone for a deleted one. Tickets updated after ``window.end``
-        are left for the next run."""
-        start = window.start or self.config.start or datetime(1970, 1, 1, tzinfo=UTC)
-        start = min(start, window.end - _EXPORT_MIN_AGE)
-        params: dict[str, str | int] = {"start_time": max(int(start.timestamp()), 0)}
-        while True:
-            page = self._get(_INCREMENTAL_PATH, params)
-            tickets = page.get("tickets")
-            if not isinstance(tickets, list):
-                raise StopRun(self._malformed(_INCREMENTAL_PATH, "no 'tickets' list"))
-            for raw in tickets:
-                ticket = self._ticket(raw)
-                if ticket.ticket.updated_at > window.end:
-                    continue
-                if ticket.data.get("status") == "deleted":
-                    yield Tombstone(ticket.key(), with_children=True)
-                    continue
-                yield ticket
-                if self.config.include_comments:
-                    yield from self._comments(ticket.ticket)
-                if self.config.include_status_changes:
-                    yield from self._status_changes(ticket.ticket)
-            if page.get("end_of_stream") is True:
-                return
-            after = page.get("after_cursor")
-            if not isinstance(after, str) or not after or params.get("cursor") == after:
-                raise StopRun(
-                    self._malformed(_INCREMENTAL_PATH, "not end_of_stream but no new after_cursor")
-                )
-            params = {"cursor": after}
-
-    def _ticket(self, raw: object) -> ZendeskTicket:
-        if not isinstance(raw, dict):
-            raise StopRun(self._malformed(_INCREMENTAL_PATH, f"ticket is {raw!r}"))
-        ref = TicketRef(
-            subdomain=self.config.subdomain,
-            id=_required_int(raw, "id", "ticket"),
-            updated_at=_parse_time(raw.get("updated_at"), "ticket updated_at"),
-            organization_id=optional_int(raw.get("organization_id")),
-            requester_id=optional_int(raw.get("requester_id")),
-            assignee_id=optional_int(raw.get("assignee_id")),
-            group_id=optional_int(raw.get("group_id")),
-            brand_id=optional_int(raw.get("brand_id")),
-        )
-        data = {k: v for k, v in raw.items() if k not in _VOLATILE_TICKET_FIELDS}
-        return ZendeskTicket(ticket=ref, data=data)
-
-    def _comments(self, ticket: TicketRef) -> Iterator[ZendeskComment]:
-        path = f"/api/v2/tickets/{ticket.id}/comments.json"
-        for raw in self._paginate(path, "comments"):
-            yield ZendeskComment(
-                ticket=ticket,
-                comment_id=_required_int(raw, "id", f"comment of ticket {ticket.id}"),
-                created_at=_parse_time(raw.get("created_at"), "comment created_at"),
-                data=raw,
-            )
-
-    def _status_changes(self, ticket: TicketRef) -> Iterator[ZendeskStatusChange]:
-        path = f"/api/v2/tickets/{ticket.id}/audits.json"
-        for audit in self._paginate(path, "audits"):
-            events = audit.get("events")
-            for event in events if isinstance(events, list) else []:
-                if not (
-                    isinstance(event, dict)
-                    and event.get("type") == "Change"
-                    and event.get("field_name") == "status"
-                ):
-                    continue
-                via = audit.get("via")
-                channel = via.get("channel") if isinstance(via, dict) else None
-                yield ZendeskStatusChange(
-                    # Keyed under the ticket we asked for: the audit list belongs to it.
-                    ticket=ticket,
-                    audit_id=_required_int(audit, "id", f"audit of ticket {ticket.id}"),
-                    created_at=_parse_time(audit.get("created_at"), "audit created_at"),
-                    previous=_as_text(event.get("previous_value")),
-                    value=_as_text(event.get("value")),
-                    author_id=optional_int(audit.get("author_id")),
-                    channel=channel if isinstance(channel, str) else None,
-                )
-
-    def _paginate(self, path: str, items_key: str) -> Iterator[dict[str, Any]]:
-        """Items of every page of a per-ticket list; a 404 (ticket gone) yields nothing."""
-        target: tuple[str, Mapping[str, str | int] | None] = (
-            path,
-            {"page[size]": self.config.page_size},
-        )
-        seen: set[str] = set()
-        while True:
-            try:
-                page = self._get(*target)
-            except _NotFound:
-                return
-            items = page.get(items_key)
-            if not isinstance(items, list):
-                raise StopRun(self._malformed(path, f"no '{items_key}' list"))
-            yield from (item for item in items if isinstance(item, dict))
-            next_url = _next_page(page)
-            if next_url is None:
-                return
-            if next_url in seen:
-                raise StopRun(self._malformed(path, f"pagination repeats {next_url}"))
-            seen.add(next_url)
-            target = (_path_and_query(next_url), None)
-
-    # --- HTTP -----------------------------------------------------------------------------
-
-    def _get(self, path: str, params: Mapping[str, str | int] | None) -> dict[str, Any]:
-        return self.retrier.call(
-            lambda: self._get_once(path, params), what=f"zendesk '{self.name}'"
-        )
-
-    def _get_once(self, path: str, params: Mapping[str, str | int] | None) -> dict[str, Any]:
-        import httpx
-
-        url = f"{self.config.api_base}{path}"
-        what = f"zendesk '{self.name}': GET {path}"
-        try:
-            response = self.client.get(url, params=params, auth=self._auth)
-        except httpx.TimeoutException as error:
-            raise RetryableError(f"{what} timed out ({type(error).__name__})") from error
-        except httpx.TransportError as error:
-            raise RetryableError(f"{what} failed: {type(error).__name__}: {error}") from error
-        status = response.status_code
-        wait = retry_after_from_headers(response.headers, self._clock.now())
-        if status == 429:
-            raise RateLimited(f"{what}: HTTP 429 {_snippet(response)}", retry_after=wait)
-        if status >= 500:
-            raise RetryableError(f"{what}: HTTP {status} {_snippet(response)}", retry_after=wait)
-        if status in (401, 403):
-            raise StopRun(
-                f"{what}: HTTP {status}: Zendesk refused the credentials of "
-                f"{self.config.email} (API token auth). Check email and token, and that "
-                "token access is enabled in Admin Center > Apps and integrations > APIs."
-            )
-        if status == 404:
-            raise _NotFound(
-                f"{what}: HTTP 404: not found. Check subdomain '{self.config.subdomain}' "
-                f"and base_url {self.config.api_base}"
-            )
-        if status >= 400:
-            raise StopRun(f"{what}: HTTP {status} {_snippet(response)}")
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            raise StopRun(
-                f"{what}: HTTP {status} with a body that is not a JSON object "
-                f"(content-type {response.headers.get('content-type', 'none')!r}): "
-                f"{_snippet(response)}. Is base_url pointing at a Zendesk API?"
-            )
-        return body
-
-    def _malformed(self, path: str, problem: str) -> str:
-        return f"zendesk '{self.name}': GET {path}: unexpected response shape: {problem}"
-
-
-def _as_text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
-def _snippet(response: httpx.Response) -> str:
-    text = response.text.strip().replace("\n", " ")
-    if len(text) > _BODY_SNIPPET_CHARS:
-        text = text[:_BODY_SNIPPET_CHARS] + "…"
-    return repr(text)
-
-
-def _next_page(page: Mapping[str, Any]) -> str | None:
-    meta = page.get("meta")
-    links = page.get("links")
-    if isinstance(meta, dict) and meta.get("has_more") is True and isinstance(links, dict):
-        next_link = links.get("next")
-        return next_link if isinstance(next_link, str) and next_link else None
-    next_page = page.get("next_page")
-    return next_page if isinstance(next_page, str) and next_page else None
-
-
-def _path_and_query(url: str) -> str:
-    # Only the path and query of a next link are used: the host stays the configured
-    # one, so credentials never travel to a host named by a response.
-    import httpx
-
-    return httpx.URL(url).raw_path.decode("ascii")
+    source = ZENDESK_API
