@@ -1,5 +1,9 @@
 """The Jira Cloud connector: issues found by JQL, and their comments.
 
+Built on the HTTP base (:mod:`memsync.connectors.http`): the base holds the client, the
+basic auth, retries and what each status means; this module declares the source and
+reads it, because Jira's search needs more than the base's paging declares (below).
+
 What is read, per window ``[start, end]``:
 
 - ``GET /rest/api/3/myself`` once per instance: the time zone of the account, in which
@@ -40,21 +44,25 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from memsync.clock import Clock, SystemClock
+from memsync.clock import Clock
 from memsync.connectors._parsing import optional_str, parse_iso_time
-from memsync.connectors.base import (
-    Cursor,
-    Deletion,
-    KeyScope,
-    Listing,
-    RecordConnector,
-    Stream,
-    Window,
-)
+from memsync.connectors.base import Cursor, Deletion, KeyScope, Listing, Stream, Window
 from memsync.connectors.config import SubjectTemplateField
-from memsync.connectors.errors import RateLimited, RetryableError, StopRun
+from memsync.connectors.errors import StopRun
+from memsync.connectors.http import (
+    BasicAuth,
+    HttpConnector,
+    HttpSource,
+    HttpStream,
+    Incremental,
+    Item,
+    NotFound,
+    PageRequest,
+)
+
+# The base's "this request answered 404 or 410": for an issue's comments, the issue is gone.
+from memsync.connectors.http.connector import _Gone as Gone
 from memsync.connectors.jira.declaration import JIRA, JiraConfig
-from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.episode import JSONObject, Tombstone
 from memsync.stopping import Sleeper
 
@@ -77,7 +85,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A comment list whose total changes while it is paged is read again from its start, at
 # most this many times; after that its comments go out without a listing.
 _COMMENT_LIST_READS = 3
-_BODY_SNIPPET_CHARS = 200
 # ADF nodes that end a line of the plain text.
 _ADF_BLOCKS = frozenset(
     {"paragraph", "heading", "codeBlock", "blockquote", "listItem", "tableCell", "panel", "rule"}
@@ -215,10 +222,6 @@ class IssuesListing(Listing):
         return ":".join(key.split(":", 4)[:4]) not in self.present
 
 
-class _NotFound(StopRun):
-    """HTTP 404: fatal for the search, a deletion for one issue's comments."""
-
-
 def adf_text(document: object) -> str | None:
     """The plain text of an Atlassian Document Format value (what v3 answers for
     descriptions and comment bodies): text nodes joined, a line per block, mentions
@@ -273,8 +276,90 @@ def _numeric_id(value: object, what: str) -> str:
     return text
 
 
-class JiraConnector(RecordConnector[JiraConfig, JiraRecord], declaration=JIRA):
+def issue_of(site: str, raw: object) -> JiraIssue:
+    """A search result as a record; :class:`StopRun` when it is not Jira's shape."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("fields"), dict):
+        raise StopRun(_shape_error(_SEARCH_PATH, f"issue without fields: {raw!r:.200}"))
+    fields: dict[str, Any] = raw["fields"]
+    project = fields.get("project")
+    project = project if isinstance(project, dict) else {}
+    key = optional_str(raw.get("key"))
+    if key is None:
+        raise StopRun(_shape_error(_SEARCH_PATH, f"issue without a key: {raw!r:.200}"))
+    ref = IssueRef(
+        site=site,
+        id=_numeric_id(raw.get("id"), f"issue {key}"),
+        key=key,
+        updated=_parse_time(fields.get("updated"), f"issue {key} updated"),
+        project_key=optional_str(project.get("key")),
+        project_id=optional_str(project.get("id")),
+        reporter_id=_account_id(fields.get("reporter")),
+        assignee_id=_account_id(fields.get("assignee")),
+    )
+    return JiraIssue(issue=ref, fields=fields)
+
+
+def comment_of(issue: IssueRef, raw: object) -> JiraComment:
+    """One item of an issue's comment list as a record."""
+    if not isinstance(raw, dict):
+        raise StopRun(f"{_SOURCE}: comment of issue {issue.key} is {raw!r:.200}")
+    return JiraComment(
+        issue=issue,
+        comment_id=_numeric_id(raw.get("id"), f"comment of issue {issue.key}"),
+        created=_parse_time(raw.get("created"), f"comment of issue {issue.key} created"),
+        data=raw,
+    )
+
+
+def _shape_error(path: str, problem: str) -> str:
+    return f"{_SOURCE}: GET {path}: unexpected response shape: {problem}"
+
+
+# The source as the HTTP base reads it: where Jira is, how it authenticates, what its
+# errors mean. The base's own paging is not used (see JiraConnector.fetch_stream), so the
+# streams declare the requests, and the records come from the builders below.
+ISSUES = HttpStream(
+    name="issues",
+    path=_SEARCH_PATH,
+    records="issues",
+    params={"fields": _SEARCH_FIELDS, "maxResults": "{config.page_size}"},
+    build=lambda item: [issue_of(item.config.site, item.data)],
+    incremental=Incremental(field="fields.updated", param="jql"),
+    ordered=True,
+)
+COMMENTS = HttpStream(
+    name="comments",
+    path="/rest/api/3/issue/{parent[id]}/comment",
+    records="comments",
+    params={"maxResults": "{config.page_size}", "orderBy": "created"},
+    build=lambda item: [comment_of(_parent_issue(item), item.data)],
+    on_not_found=NotFound.PARENT_GONE,
+)
+SOURCE = HttpSource(
+    base_url="https://{config.site}.atlassian.net",
+    streams=(ISSUES,),
+    auth=BasicAuth(username="{config.email}"),
+    vendor="Jira Cloud",
+    auth_hint=(
+        "Jira refused the credentials of {config.email}: check email and token (an API "
+        "token from id.atlassian.com, of that account)"
+    ),
+    not_found_hint="check site and base_url {base_url}",
+)
+
+
+def _parent_issue(item: Item) -> IssueRef:
+    assert isinstance(item.parent, JiraIssue), item.parent
+    return item.parent.issue
+
+
+class JiraConnector(HttpConnector[JiraConfig, JiraRecord], declaration=JIRA):
     """Issues and comments of one Jira Cloud site, in the configured scope.
+
+    On the HTTP base (auth, client, retries, the meaning of each status), with its own
+    reading: the base's paging follows ``nextPageToken`` and lists a full read only
+    without ``start``, where Jira needs the JQL written in the account's time zone,
+    pages no edit can shift, comment listings and a full read from ``start``.
 
     Repeats: every issue updated in the window is re-read with all its comments, so
     overlapping windows and backfills repeat records; keys make that free. Rate limits:
@@ -283,6 +368,8 @@ class JiraConnector(RecordConnector[JiraConfig, JiraRecord], declaration=JIRA):
     :class:`RetryableError`; refused credentials, a refused JQL and bodies that are not
     Jira's raise :class:`StopRun`.
     """
+
+    source = SOURCE
 
     def __init__(
         self,
@@ -293,46 +380,12 @@ class JiraConnector(RecordConnector[JiraConfig, JiraRecord], declaration=JIRA):
         sleeper: Sleeper | None = None,
         clock: Clock | None = None,
     ) -> None:
-        # httpx is imported by an instance, never by the class: listing or validating
-        # connectors does not load it.
-        import httpx
-
-        super().__init__(config, sleeper=sleeper)
-        self._clock: Clock = clock or SystemClock()
-        self._client = client
-        self._transport = transport
-        self._owns_client = client is None
-        self._auth = httpx.BasicAuth(config.email, config.token.get_secret_value())
+        super().__init__(config, client=client, transport=transport, sleeper=sleeper, clock=clock)
         self._time_zone: ZoneInfo | None = None
-        self.retrier = Retrier(config.retry.policy(), sleeper=self.sleeper, clock=clock)
-
-    def secret_values(self) -> list[str]:
-        """The token, and the ``email:token`` pair basic auth sends (base64)."""
-        token = self.config.token.get_secret_value()
-        return [*super().secret_values(), f"{self.config.email}:{token}"]
-
-    def close(self) -> None:
-        """Close the HTTP client if this connector created it."""
-        if self._owns_client and self._client is not None:
-            self._client.close()
-            self._client = None
-
-    @property
-    def client(self) -> httpx.Client:
-        # Created on first use: mapping records (the conformance kit) needs no pool.
-        if self._client is None:
-            import httpx
-
-            self._client = httpx.Client(
-                transport=self._transport,
-                timeout=self.config.timeout.total_seconds(),
-                headers={"Accept": "application/json", "User-Agent": "memsync-connector"},
-            )
-        return self._client
 
     def check(self, now: datetime) -> str:
         """``GET /rest/api/3/myself``: the account the credentials belong to."""
-        me = self._get(_MYSELF_PATH, None)
+        me = self._get(_MYSELF_PATH)
         who = optional_str(me.get("displayName")) or optional_str(me.get("accountId")) or "?"
         return f"reached as {who} (time zone {self._zone_of(me).key})"
 
@@ -342,7 +395,9 @@ class JiraConnector(RecordConnector[JiraConfig, JiraRecord], declaration=JIRA):
         """One ordered stream, ``issues`` (see the module docstring for why ordered)."""
         return (Stream("issues", ordered=True),)
 
-    def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[JiraRecord | Deletion]:
+    def fetch_stream(
+        self, stream: Stream, window: Window, cursor: Cursor | None
+    ) -> Iterator[JiraRecord | Deletion]:
         """Yield each issue updated in the window followed by its comments and their
         listing, or its tombstone when it is gone meanwhile; after a read of the whole
         scope, the listing of its issues."""
@@ -361,7 +416,7 @@ class JiraConnector(RecordConnector[JiraConfig, JiraRecord], declaration=JIRA):
                 continue
             try:
                 yield from self._comments(issue.issue)
-            except _NotFound:
+            except Gone:
                 yield Tombstone(issue.key(), with_children=True)
                 continue
             present.add(issue.key())
@@ -390,8 +445,8 @@ class JiraConnector(RecordConnector[JiraConfig, JiraRecord], declaration=JIRA):
             page = self._get(_SEARCH_PATH, params)
             raw_issues = page.get("issues")
             if not isinstance(raw_issues, list):
-                raise StopRun(self._malformed(_SEARCH_PATH, "no 'issues' list"))
-            issues = [self._issue(raw) for raw in raw_issues]
+                raise StopRun(_shape_error(_SEARCH_PATH, "no 'issues' list"))
+            issues = [issue_of(self.config.site, raw) for raw in raw_issues]
             for issue in issues:
                 if handed_out.get(issue.issue.id) == issue.issue.updated:
                     continue
@@ -403,7 +458,7 @@ class JiraConnector(RecordConnector[JiraConfig, JiraRecord], declaration=JIRA):
             if page.get("isLast") is True or not isinstance(next_token, str) or not next_token:
                 return
             if not issues:
-                raise StopRun(self._malformed(_SEARCH_PATH, "an empty page that is not the last"))
+                raise StopRun(_shape_error(_SEARCH_PATH, "an empty page that is not the last"))
             boundary = self._jql_minute(issues[-1].issue.updated)
             if boundary != since:
                 since, token = boundary, None
@@ -413,7 +468,7 @@ class JiraConnector(RecordConnector[JiraConfig, JiraRecord], declaration=JIRA):
                     if self._jql_minute(updated) >= boundary
                 }
             elif next_token == token:
-                raise StopRun(self._malformed(_SEARCH_PATH, "nextPageToken repeats"))
+                raise StopRun(_shape_error(_SEARCH_PATH, "nextPageToken repeats"))
             else:
                 # One minute holds a whole page: only the token gets past it.
                 token = next_token
@@ -442,7 +497,7 @@ class JiraConnector(RecordConnector[JiraConfig, JiraRecord], declaration=JIRA):
 
     def _zone(self) -> ZoneInfo:
         if self._time_zone is None:
-            self._time_zone = self._zone_of(self._get(_MYSELF_PATH, None))
+            self._time_zone = self._zone_of(self._get(_MYSELF_PATH))
         return self._time_zone
 
     def _zone_of(self, me: Mapping[str, Any]) -> ZoneInfo:
@@ -455,30 +510,9 @@ class JiraConnector(RecordConnector[JiraConfig, JiraRecord], declaration=JIRA):
                 "so JQL times cannot be written in it (update the tzdata package)"
             ) from None
 
-    def _issue(self, raw: object) -> JiraIssue:
-        if not isinstance(raw, dict) or not isinstance(raw.get("fields"), dict):
-            raise StopRun(self._malformed(_SEARCH_PATH, f"issue without fields: {raw!r:.200}"))
-        fields: dict[str, Any] = raw["fields"]
-        project = fields.get("project")
-        project = project if isinstance(project, dict) else {}
-        key = optional_str(raw.get("key"))
-        if key is None:
-            raise StopRun(self._malformed(_SEARCH_PATH, f"issue without a key: {raw!r:.200}"))
-        ref = IssueRef(
-            site=self.config.site,
-            id=_numeric_id(raw.get("id"), f"issue {key}"),
-            key=key,
-            updated=_parse_time(fields.get("updated"), f"issue {key} updated"),
-            project_key=optional_str(project.get("key")),
-            project_id=optional_str(project.get("id")),
-            reporter_id=_account_id(fields.get("reporter")),
-            assignee_id=_account_id(fields.get("assignee")),
-        )
-        return JiraIssue(issue=ref, fields=fields)
-
     def _comments(self, issue: IssueRef) -> Iterator[JiraComment | Listing]:
         """Every comment of ``issue``, then their listing if the list held still while it
-        was paged. Raises :class:`_NotFound` when the issue is gone."""
+        was paged. Raises the base's 404 error when the issue is gone."""
         path = f"/rest/api/3/issue/{issue.id}/comment"
         handed_out: set[str] = set()
         for _ in range(_COMMENT_LIST_READS):
@@ -494,16 +528,17 @@ class JiraConnector(RecordConnector[JiraConfig, JiraRecord], declaration=JIRA):
                         "maxResults": self.config.page_size,
                         "orderBy": "created",
                     },
+                    COMMENTS,
                 )
                 comments = page.get("comments")
                 page_total = page.get("total")
                 if not isinstance(comments, list) or not isinstance(page_total, int):
-                    raise StopRun(self._malformed(path, "no 'comments' list and 'total'"))
+                    raise StopRun(_shape_error(path, "no 'comments' list and 'total'"))
                 if total is not None and page_total != total:
                     break  # a comment was added or deleted meanwhile: offsets moved
                 total = page_total
                 for raw in comments:
-                    comment = self._comment(issue, raw)
+                    comment = comment_of(issue, raw)
                     read.add(comment.comment_id)
                     if comment.comment_id not in handed_out:
                         handed_out.add(comment.comment_id)
@@ -514,98 +549,11 @@ class JiraConnector(RecordConnector[JiraConfig, JiraRecord], declaration=JIRA):
                     yield Listing(KeyScope(f"{issue.key_prefix}:comment:"), present)
                     return
 
-    def _comment(self, issue: IssueRef, raw: object) -> JiraComment:
-        if not isinstance(raw, dict):
-            raise StopRun(f"{_SOURCE}: comment of issue {issue.key} is {raw!r:.200}")
-        return JiraComment(
-            issue=issue,
-            comment_id=_numeric_id(raw.get("id"), f"comment of issue {issue.key}"),
-            created=_parse_time(raw.get("created"), f"comment of issue {issue.key} created"),
-            data=raw,
-        )
+    # --- requests -------------------------------------------------------------------------
 
-    # --- HTTP -----------------------------------------------------------------------------
-
-    def _get(self, path: str, params: Mapping[str, str | int] | None) -> dict[str, Any]:
-        return self.retrier.call(lambda: self._get_once(path, params), what=f"jira '{self.name}'")
-
-    def _get_once(self, path: str, params: Mapping[str, str | int] | None) -> dict[str, Any]:
-        import httpx
-
-        what = f"jira '{self.name}': GET {path}"
-        try:
-            response = self.client.get(
-                f"{self.config.api_base}{path}", params=params, auth=self._auth
-            )
-        except httpx.TimeoutException as error:
-            raise RetryableError(f"{what} timed out ({type(error).__name__})") from error
-        except httpx.TransportError as error:
-            raise RetryableError(f"{what} failed: {type(error).__name__}: {error}") from error
-        status = response.status_code
-        wait = self._wait(response)
-        if status == 429:
-            reason = response.headers.get("ratelimit-reason", "rate limited")
-            raise RateLimited(f"{what}: HTTP 429 ({reason})", retry_after=wait)
-        if status >= 500:
-            raise RetryableError(f"{what}: HTTP {status} {_snippet(response)}", retry_after=wait)
-        if status == 401:
-            raise StopRun(
-                f"{what}: HTTP 401: Jira refused the credentials of {self.config.email}. Check "
-                "email and token (an API token from id.atlassian.com, for that account)."
-            )
-        if status == 404:
-            raise _NotFound(f"{what}: HTTP 404: {_errors(response)}. Check site and base_url")
-        if status >= 300:
-            # 400: a JQL Jira refuses (an unknown project or field); 403: no permission;
-            # 3xx: a login page or proxy answering in Jira's place.
-            raise StopRun(f"{what}: HTTP {status}: {_errors(response)}")
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            raise StopRun(
-                f"{what}: HTTP {status} with a body that is not a JSON object: "
-                f"{_snippet(response)}. Is base_url pointing at Jira Cloud?"
-            )
+    def _get(
+        self, path: str, params: Mapping[str, str | int] | None = None, stream: HttpStream = ISSUES
+    ) -> dict[str, Any]:
+        """One request through the base (auth, retries, statuses); the JSON body."""
+        body, _ = self._send(stream, PageRequest(path, params or {}))
         return body
-
-    def _wait(self, response: httpx.Response) -> float | None:
-        wait = retry_after_from_headers(response.headers, self._clock.now())
-        if wait is not None:
-            return wait
-        # Jira's X-RateLimit-Reset is an ISO 8601 time (yyyy-MM-ddTHH:mmZ), not seconds.
-        reset = response.headers.get("x-ratelimit-reset")
-        if reset is None:
-            return None
-        try:
-            moment = parse_iso_time(reset.replace("Z", "+00:00"), "reset", source=_SOURCE)
-        except StopRun:
-            return None
-        return max((moment - self._clock.now()).total_seconds(), 0.0)
-
-    def _malformed(self, path: str, problem: str) -> str:
-        return f"jira '{self.name}': GET {path}: unexpected response shape: {problem}"
-
-
-def _errors(response: httpx.Response) -> str:
-    """Jira's ``errorMessages`` and ``errors`` (its ``ErrorCollection``), else the body."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        messages = [str(m) for m in body.get("errorMessages") or []]
-        errors = body.get("errors")
-        if isinstance(errors, dict):
-            messages += [f"{field}: {message}" for field, message in errors.items()]
-        if messages:
-            return "; ".join(messages)
-    return _snippet(response)
-
-
-def _snippet(response: httpx.Response) -> str:
-    text = response.text.strip().replace("\n", " ")
-    if len(text) > _BODY_SNIPPET_CHARS:
-        text = text[:_BODY_SNIPPET_CHARS] + "…"
-    return repr(text)

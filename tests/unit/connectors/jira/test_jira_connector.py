@@ -370,15 +370,6 @@ def test_a_rate_limit_storm_ends_the_fetch_with_what_was_read_kept(fake: FakeJir
     assert len(keys(items)) == 2
 
 
-def test_the_reset_header_is_read_as_jira_writes_it() -> None:
-    import httpx
-
-    with FakeJira() as fake:
-        jira = connector(fake)
-    response = httpx.Response(429, headers={"x-ratelimit-reset": "2026-03-01T00:10Z"})
-    assert jira._wait(response) == 600.0
-
-
 @pytest.mark.parametrize(
     ("token", "expected"),
     [("wrong", "HTTP 401: Jira refused the credentials of bot@acme.example")],
@@ -389,7 +380,7 @@ def test_refused_credentials_stop_the_run(fake: FakeJira, token: str, expected: 
 
 
 def test_a_jql_jira_refuses_stops_the_run_quoting_jira(fake: FakeJira) -> None:
-    with pytest.raises(StopRun, match="HTTP 400: Error in the JQL Query"):
+    with pytest.raises(StopRun, match=r"HTTP 400 .*Error in the JQL Query"):
         read(connector(fake, projects=[], jql="assignee was currentUser()"))
 
 
