@@ -54,7 +54,6 @@ from memsync.connectors.http import (
     HttpConnector,
     HttpSource,
     HttpStream,
-    Incremental,
     Item,
     NotFound,
     PageRequest,
@@ -316,22 +315,19 @@ def _shape_error(path: str, problem: str) -> str:
 
 
 # The source as the HTTP base reads it: where Jira is, how it authenticates, what its
-# errors mean. The base's own paging is not used (see JiraConnector.fetch_stream), so the
-# streams declare the requests, and the records come from the builders below.
+# statuses mean. The streams say what is requested and what each item becomes; the
+# reading itself is JiraConnector.fetch_stream (keyset pages, listings), not the base's.
 ISSUES = HttpStream(
     name="issues",
     path=_SEARCH_PATH,
     records="issues",
-    params={"fields": _SEARCH_FIELDS, "maxResults": "{config.page_size}"},
     build=lambda item: [issue_of(item.config.site, item.data)],
-    incremental=Incremental(field="fields.updated", param="jql"),
     ordered=True,
 )
 COMMENTS = HttpStream(
     name="comments",
     path="/rest/api/3/issue/{parent[id]}/comment",
     records="comments",
-    params={"maxResults": "{config.page_size}", "orderBy": "created"},
     build=lambda item: [comment_of(_parent_issue(item), item.data)],
     on_not_found=NotFound.PARENT_GONE,
 )
