@@ -2,24 +2,36 @@
 
 GitHub: 10,000 issues with 30,000 comments in one repository, read by the GitHub
 connector (PyGithub). Slack: 50,000 messages in one channel, read by the Slack connector
-(slack-sdk). Jira: 1,000 issues with 3,000 comments in two projects, read by the Jira
-connector (httpx) from the fake Jira. Each is fetched twice over the same window: a
-first sync, then a re-sync.
-Every record goes through ``to_episode`` and the conformance kit's simulated ingest, so
-the table shows that the re-sync creates nothing. Prints a Markdown table; see
-docs/benchmarks.md ("Connectors").
+(slack-sdk). Zendesk: 2,000 tickets, each with one comment and one status change, read
+by the Zendesk connector (declared on the HTTP base) over an in-process
+``httpx.MockTransport``; with ``--zendesk-baseline REV`` also by the hand-written
+connector of git revision ``REV`` (loaded from ``git show``), in the same run. Jira:
+1,000 issues with 3,000 comments in two projects, read by the Jira connector (on the
+HTTP base) from the fake Jira on loopback. Each source is fetched twice over the same
+window: a first sync, then a re-sync. Every record goes through ``to_episode`` and the
+conformance kit's simulated ingest, so the table shows that the re-sync creates nothing.
+Prints a Markdown table; see docs/benchmarks.md ("Connectors").
 
     python -m bench.connectors [--issues 10000] [--comments 30000] [--messages 50000]
-        [--jira-issues 1000] [--jira-comments 3000]
+        [--tickets 2000] [--zendesk-baseline 09f198f]
+        [--jira-issues 1000] [--jira-comments 3000] [--only github|slack|zendesk|jira]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import json
+import subprocess
+import sys
 import time
+import types
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+
+import httpx
 
 from bench.common import machine, print_table
 from memsync.clock import FakeClock
@@ -31,6 +43,7 @@ from memsync.connectors.jira.fake_api import FakeJira
 from memsync.connectors.slack import SlackConfig, SlackConnector
 from memsync.connectors.slack.fake_api import FakeSlack
 from memsync.connectors.testing import SimulatedIngest
+from memsync.connectors.tickets import ZendeskConfig, ZendeskConnector
 from memsync.stopping import FakeSleeper
 
 GITHUB_START = datetime(2024, 1, 1, tzinfo=UTC)
@@ -146,6 +159,95 @@ def jira_rows(issues: int, comments: int) -> list[list[object]]:
         )
 
 
+ZENDESK_FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "zendesk"
+ZENDESK_EXPORT_PAGE = 1000  # the incremental export's page size
+
+
+class ZendeskExport:
+    """The Zendesk API as an ``httpx.MockTransport``: the incremental ticket export
+    (cursor pages of 1,000) and each ticket's comments and audits, every body the recorded
+    fixture (tests/fixtures/zendesk, from developer.zendesk.com's API reference) with its
+    ids and times changed. Counts the requests."""
+
+    def __init__(self, tickets: int) -> None:
+        def fixture(name: str) -> Any:
+            return json.loads((ZENDESK_FIXTURES / name).read_text(encoding="utf-8"))
+
+        [ticket] = fixture("incremental_tickets_cursor.json")["tickets"]
+        self.tickets = [
+            {**copy.deepcopy(ticket), "id": n, "updated_at": _iso(GITHUB_START, n)}
+            for n in range(1, tickets + 1)
+        ]
+        self.comments = fixture("ticket_comments.json")
+        self.audits = fixture("ticket_audits.json")
+        self.requests = 0
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        path = request.url.path
+        if path.endswith("/comments.json"):
+            return httpx.Response(200, json=self.comments)
+        if path.endswith("/audits.json"):
+            return httpx.Response(200, json=self.audits)
+        offset = int(request.url.params.get("cursor", "0"))
+        end = offset + ZENDESK_EXPORT_PAGE
+        page = {
+            "tickets": self.tickets[offset:end],
+            "end_of_stream": end >= len(self.tickets),
+            "after_cursor": str(end),
+        }
+        return httpx.Response(200, json=page)
+
+
+def _iso(start: datetime, seconds: int) -> str:
+    return (start + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+def handwritten_zendesk(revision: str) -> type[Connector[Any, Any]]:
+    """The Zendesk connector as ``revision`` wrote it (before the declarative base),
+    loaded from git as a module of its own."""
+    path = "memsync/connectors/tickets/zendesk.py"
+    source = subprocess.run(
+        ["git", "show", f"{revision}:{path}"], capture_output=True, text=True, check=True
+    ).stdout
+    module = types.ModuleType("bench_zendesk_handwritten")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(source, f"{revision}:{path}", "exec"), module.__dict__)
+    connector: type[Connector[Any, Any]] = module.ZendeskConnector
+    return connector
+
+
+def zendesk_rows(tickets: int, baseline: str | None) -> list[list[object]]:
+    export = ZendeskExport(tickets)
+    config = ZendeskConfig(
+        name="bench",
+        subdomain="acme",
+        email="bot@acme.example",
+        token="bench-token",
+        subject="org:{organization_id}",
+    )
+    label = f"Zendesk: {tickets:,} tickets"
+    variants: list[tuple[str, type[Connector[Any, Any]]]] = [("declared", ZendeskConnector)]
+    if baseline is not None:
+        variants.insert(0, (f"hand-written ({baseline})", handwritten_zendesk(baseline)))
+
+    def builder(cls: type[Connector[Any, Any]]) -> Callable[[], Connector[Any, Any]]:
+        def build() -> Connector[Any, Any]:
+            return cls(  # type: ignore[call-arg]
+                config,
+                transport=httpx.MockTransport(export.handle),
+                sleeper=FakeSleeper(max_waits=0),
+                clock=FakeClock(),
+            )
+
+        return build
+
+    rows: list[list[object]] = []
+    for name, cls in variants:
+        rows += first_and_resync(f"{label}, {name}", builder(cls), lambda: export.requests)
+    return rows
+
+
 def row(label: str, run: str, result: dict[str, Any]) -> list[object]:
     return [
         label,
@@ -165,15 +267,18 @@ def main() -> None:
     parser.add_argument("--issues", type=int, default=10_000)
     parser.add_argument("--comments", type=int, default=30_000)
     parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--tickets", type=int, default=2_000)
+    parser.add_argument("--zendesk-baseline", metavar="REV", default=None)
     parser.add_argument("--jira-issues", type=int, default=1_000)
     parser.add_argument("--jira-comments", type=int, default=3_000)
     parser.add_argument(
-        "--only", choices=("github", "slack", "jira"), help="one source instead of all"
+        "--only", choices=("github", "slack", "zendesk", "jira"), help="one source, not all"
     )
     args = parser.parse_args()
     sources = {
         "github": lambda: github_rows(args.issues, args.comments),
         "slack": lambda: slack_rows(args.messages),
+        "zendesk": lambda: zendesk_rows(args.tickets, args.zendesk_baseline),
         "jira": lambda: jira_rows(args.jira_issues, args.jira_comments),
     }
     rows = [row for name, build in sources.items() if args.only in (None, name) for row in build()]

@@ -20,7 +20,9 @@ from memsync.stopping import FakeSleeper
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = datetime(2026, 2, 1, tzinfo=UTC)
 EVERYTHING = Window(start=None, end=NOW)
-EXAMPLE = Path(__file__).resolve().parents[3] / "memsync" / "connectors" / "http" / "example.py"
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE = REPO / "memsync" / "connectors" / "http" / "example.py"
+DOCS = REPO / "docs" / "connectors.md"
 
 
 def hours(n: int) -> datetime:
@@ -61,8 +63,10 @@ def fake() -> Iterator[FakeDesk]:
         yield server
 
 
-def test_the_example_is_at_most_40_lines() -> None:
-    assert len(EXAMPLE.read_text(encoding="utf-8").splitlines()) <= 40
+def test_the_example_is_at_most_40_lines_and_in_the_docs_verbatim() -> None:
+    example = EXAMPLE.read_text(encoding="utf-8")
+    assert len(example.splitlines()) <= 40
+    assert f"```python\n{example}```" in DOCS.read_text(encoding="utf-8")
 
 
 def test_tickets_and_their_notes_are_read_across_pages_in_update_order(fake: FakeDesk) -> None:
