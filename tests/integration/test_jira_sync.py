@@ -71,8 +71,8 @@ class Site:
         sleeper = FakeSleeper(self.clock, max_waits=1)
         return JiraConnector(config, sleeper=sleeper, clock=self.clock)
 
-    def sync(self, *, full_refresh: bool = False) -> RunRecord:
-        connector = self.connector()
+    def sync(self, *, full_refresh: bool = False, **fields: object) -> RunRecord:
+        connector = self.connector(**fields)
         try:
             return self.runner.sync(connector, full_refresh=full_refresh)
         finally:
@@ -215,3 +215,26 @@ def test_a_full_backfill_creates_nothing(site: Site) -> None:
     assert backfill.status is RunStatus.SUCCEEDED
     assert (backfill.created, backfill.revised, backfill.tombstoned) == (0, 0, 0)
     assert backfill.duplicates >= 12
+
+
+@pytest.mark.parametrize(
+    ("overlap", "found"), [("2h", True), ("30s", False)], ids=["overlap covers", "too short"]
+)
+def test_an_edit_the_search_does_not_show_yet_is_found_by_the_next_runs_overlap(
+    store: Store, clock: FakeClock, overlap: str, found: bool
+) -> None:
+    # Atlassian: "recent updates might not be immediately visible in the search".
+    with FakeJira(search_lag=timedelta(minutes=5), clock=clock.now) as fake:
+        site = Site(store, clock, fake)
+        site.sync()
+        site.later()
+        issue = site.issues[3]
+        fake.edit_issue(issue.id, summary="edited", at=clock.now() - timedelta(minutes=3))
+
+        not_yet = site.sync(overlap=overlap)
+        site.later()
+        next_run = site.sync(overlap=overlap)
+
+    assert (not_yet.status, not_yet.revised) == (RunStatus.SUCCEEDED, 0)
+    assert next_run.revised == (1 if found else 0)
+    assert site.episodes()[f"jira:acme:issue:{issue.id}"][0] == (2 if found else 1)

@@ -46,7 +46,11 @@ Misbehaving on purpose:
   ``error_rate_limited.variant.response.json``; ``limit_budget(n)``: after ``n`` more
   requests, every request answers that 429 until ``limit_budget(None)`` (a storm);
 - ``after_request(action)``: ``action(request)`` runs after each answer, before the next
-  request is read (edit an issue between two pages).
+  request is read (edit an issue between two pages);
+- ``search_lag`` with ``clock``: the search is eventually consistent, as Atlassian says
+  of it ("recent updates might not be immediately visible"): it answers with each issue
+  as it was ``search_lag`` before ``clock()`` (a new issue is not found yet, an edit not
+  seen yet); the comment lists are current.
 """
 
 from __future__ import annotations
@@ -149,6 +153,8 @@ class FakeJira(FakeHTTPServer):
         time_zone: str = "UTC",
         start: datetime = DEFAULT_START,
         offset_tokens: bool = False,
+        search_lag: timedelta = timedelta(0),
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         super().__init__()
         self._lock = threading.RLock()
@@ -156,6 +162,10 @@ class FakeJira(FakeHTTPServer):
         self.email = email
         self.time_zone = time_zone
         self.offset_tokens = offset_tokens
+        self.search_lag = search_lag
+        self._clock = clock
+        # What the search index holds of each issue: its versions, oldest first.
+        self._versions: dict[int, list[FakeJiraIssue]] = {}
         self._now = start
         self._issues: dict[int, FakeJiraIssue] = {}
         self._next_issue_id = 10000
@@ -175,6 +185,26 @@ class FakeJira(FakeHTTPServer):
             return at
         self._now += timedelta(minutes=1)
         return self._now
+
+    def _changed(self, issue: FakeJiraIssue) -> FakeJiraIssue:
+        """Record the issue's new version for the search index; return the issue."""
+        version = copy.copy(issue)
+        version.comments = list(issue.comments)
+        self._versions.setdefault(issue.id, []).append(version)
+        return issue
+
+    def _searchable(self) -> list[FakeJiraIssue]:
+        """What the search sees: each issue as it was ``search_lag`` ago (an issue created
+        since is not found yet, an edit made since is not seen yet); deleted ones not."""
+        if not self.search_lag or self._clock is None:
+            return list(self._issues.values())
+        horizon = self._clock() - self.search_lag
+        seen = []
+        for issue_id in self._issues:
+            indexed = [v for v in self._versions[issue_id] if v.updated <= horizon]
+            if indexed:
+                seen.append(indexed[-1])
+        return seen
 
     def _new_key(self, project: str) -> str:
         self._numbers[project] = self._numbers.get(project, 0) + 1
@@ -205,7 +235,7 @@ class FakeJira(FakeHTTPServer):
             )
             self._next_issue_id += 1
             self._issues[issue.id] = issue
-            return issue
+            return self._changed(issue)
 
     def issue(self, issue_id: int) -> FakeJiraIssue:
         with self._lock:
@@ -224,7 +254,7 @@ class FakeJira(FakeHTTPServer):
             issue.summary = summary if summary is not None else issue.summary
             issue.status = status if status is not None else issue.status
             issue.updated = self._stamp(at)
-            return issue
+            return self._changed(issue)
 
     def move_issue(self, issue_id: int, project: str, *, at: datetime | None = None) -> str:
         """Move the issue to ``project``: a new key, the same id; returns the new key."""
@@ -232,7 +262,7 @@ class FakeJira(FakeHTTPServer):
             issue = self._issues[issue_id]
             issue.project, issue.key = project, self._new_key(project)
             issue.updated = self._stamp(at)
-            return issue.key
+            return self._changed(issue).key
 
     def delete_issue(self, issue_id: int) -> None:
         with self._lock:
@@ -253,6 +283,7 @@ class FakeJira(FakeHTTPServer):
             self._next_comment_id += 1
             issue.comments.append(comment)
             issue.updated = when
+            self._changed(issue)
             return comment
 
     def edit_comment(
@@ -263,12 +294,14 @@ class FakeJira(FakeHTTPServer):
             (comment,) = (c for c in issue.comments if c.id == comment_id)
             comment.body = body
             comment.updated = issue.updated = self._stamp(at)
+            self._changed(issue)
 
     def delete_comment(self, issue_id: int, comment_id: int, *, at: datetime | None = None) -> None:
         with self._lock:
             issue = self._issues[issue_id]
             issue.comments = [c for c in issue.comments if c.id != comment_id]
             issue.updated = self._stamp(at)
+            self._changed(issue)
 
     def script_rate_limit(
         self, *, times: int = 1, retry_after: int = 30, path: str | None = None
@@ -351,7 +384,7 @@ class FakeJira(FakeHTTPServer):
         local = datetime.strptime(query["since"], "%Y-%m-%d %H:%M")
         since = local.replace(tzinfo=ZoneInfo(self.time_zone)).astimezone(UTC)
         found = sorted(
-            (i for i in self._issues.values() if i.updated >= since and keep(i)),
+            (i for i in self._searchable() if i.updated >= since and keep(i)),
             key=_order,
         )
         size = min(int(request.param("maxResults") or 50), _MAX_RESULTS)
