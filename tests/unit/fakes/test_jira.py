@@ -95,3 +95,16 @@ def test_wrong_credentials_unknown_jql_and_rate_limits_answer_as_jira_does(
     assert refused.status_code == 401
     assert bad_jql.status_code == 400
     assert bad_jql.json()["errorMessages"][0].startswith("Error in the JQL Query")
+
+
+def test_offset_tokens_shift_an_issue_out_when_one_before_it_is_edited() -> None:
+    with FakeJira(email="b@a.c", token="t", offset_tokens=True) as fake:
+        issues = [fake.add_issue("ENG", f"Issue {n}") for n in range(4)]
+        with httpx.Client(base_url=fake.base_url, auth=("b@a.c", "t")) as client:
+            first = search(client, "1970-01-01 00:00", maxResults="2").json()
+            fake.edit_issue(issues[0].id, summary="edited")  # moves to the end
+            token = first["nextPageToken"]
+            second = search(client, "1970-01-01 00:00", maxResults="2", nextPageToken=token)
+
+    keys = [i["key"] for i in first["issues"] + second.json()["issues"]]
+    assert keys == ["ENG-1", "ENG-2", "ENG-4", "ENG-1"]  # ENG-3 slid onto page one: missed
