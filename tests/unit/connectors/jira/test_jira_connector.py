@@ -434,3 +434,17 @@ def test_adf_bodies_become_the_plain_text_compilers_read() -> None:
     assert adf_text(document) == "Main order flow broken\n@Mia Krystof please look\nthanks"
     assert adf_text("plain") == "plain"
     assert adf_text(None) is None
+
+
+def test_the_declaration_builds_the_connector_without_importing_it_before() -> None:
+    jira = registry()
+    (parsed,) = jira.parse_configs(
+        [{"name": "j", "type": "jira", "site": "acme", "email": "b@a.c", "token": "t"}],
+        source="memsync.yaml",
+    )
+
+    built = jira.build(parsed)
+
+    assert isinstance(built, JiraConnector)
+    assert built.example_key == "jira:acme:issue:10002:comment:10000"
+    assert [stream.name for stream in built.streams()] == ["issues"]
