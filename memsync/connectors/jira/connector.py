@@ -317,6 +317,7 @@ def _shape_error(path: str, problem: str) -> str:
 # The source as the HTTP base reads it: where Jira is, how it authenticates, what its
 # statuses mean. The streams say what is requested and what each item becomes; the
 # reading itself is JiraConnector.fetch_stream (keyset pages, listings), not the base's.
+# One stream, ``issues``, ordered (the module docstring says why).
 ISSUES = HttpStream(
     name="issues",
     path=_SEARCH_PATH,
@@ -386,10 +387,6 @@ class JiraConnector(HttpConnector[JiraConfig, JiraRecord], declaration=JIRA):
         return f"reached as {who} (time zone {self._zone_of(me).key})"
 
     # --- reading --------------------------------------------------------------------------
-
-    def streams(self) -> tuple[Stream, ...]:
-        """One ordered stream, ``issues`` (see the module docstring for why ordered)."""
-        return (Stream("issues", ordered=True),)
 
     def fetch_stream(
         self, stream: Stream, window: Window, cursor: Cursor | None
