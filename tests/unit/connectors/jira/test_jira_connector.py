@@ -3,9 +3,11 @@ answers in the shapes Atlassian documents (``memsync/connectors/fixtures/jira``)
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -448,3 +450,57 @@ def test_the_declaration_builds_the_connector_without_importing_it_before() -> N
     assert isinstance(built, JiraConnector)
     assert built.example_key == "jira:acme:issue:10002:comment:10000"
     assert [stream.name for stream in built.streams()] == ["issues"]
+
+
+ISSUE_29_CONFIGURATION = """\
+connectors:
+  - name: eng-jira
+    type: jira
+    tenant: default
+    site: acme                        # https://acme.atlassian.net
+    # base_url: http://127.0.0.1:8098 # a fake server or gateway; overrides site
+    email: bot@acme.example
+    token: ${JIRA_API_TOKEN}
+    projects: [ENG, OPS]              # or jql: "project = ENG AND labels = memory"
+    subject: "project:{project_key}"  # also: issue_key, reporter_id, assignee_id
+    overlap: 2h
+    start: 2026-01-01
+"""
+
+
+def test_the_configuration_block_of_issue_29_loads_as_written(tmp_path: Path) -> None:
+    from memsync.runtime.app.config import load_settings
+
+    path = tmp_path / "memsync.yaml"
+    path.write_text(ISSUE_29_CONFIGURATION, encoding="utf-8")
+
+    def check(raw: list[Any], label: str, unknown: Mapping[int, Collection[str]]) -> list[str]:
+        try:
+            registry().parse_configs(raw, source=label, unknown=unknown)
+        except ConnectorConfigError as error:
+            return error.problems
+        return []
+
+    settings = load_settings(path, environ={"JIRA_API_TOKEN": "from-env"}, check_connectors=check)
+    (parsed,) = registry().parse_configs(settings.connectors, source=str(path))
+
+    assert isinstance(parsed, JiraConfig)
+    assert (parsed.site, parsed.email, parsed.projects) == (
+        "acme",
+        "bot@acme.example",
+        ("ENG", "OPS"),
+    )
+    assert parsed.token.get_secret_value() == "from-env"
+    assert str(parsed.subject) == "project:{project_key}"
+    assert parsed.api_base == "https://acme.atlassian.net"
+
+
+def test_a_token_written_in_the_file_is_refused(tmp_path: Path) -> None:
+    from memsync.runtime.app.config import ConfigError, load_settings
+
+    path = tmp_path / "memsync.yaml"
+    literal = ISSUE_29_CONFIGURATION.replace("${JIRA_API_TOKEN}", "ATATT3xFfGF0-literal")
+    path.write_text(literal, encoding="utf-8")
+
+    with pytest.raises(ConfigError, match=r"connectors\[0\]\.token"):
+        load_settings(path, environ={})
