@@ -65,6 +65,9 @@ __all__ = ["HttpConnector", "HttpRecord"]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _BODY_SNIPPET_CHARS = 200
 _DEFAULT_TIMEOUT_SECONDS = 30.0
+# What reading yields, and fetch_stream keeps to itself, for a record updated after the
+# window's end: it exists, but was not read (nor its children).
+_LEFT_FOR_NEXT_RUN = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,11 +197,18 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
         [declared] = [s for s in self.source.streams if s.name == stream.name]
         since = self._since(declared, window)
         present: set[str] = set()
+        # Only a read that saw everything may list what exists: not one that left a
+        # record for the next run (its children unread), nor one with a child stream off.
+        complete = all(self._enabled(child) for child in _descendants(declared))
         for item in self._read(declared, window, since, parent=None):
+            if item is _LEFT_FOR_NEXT_RUN:
+                complete = False
+                continue
             if not isinstance(item, Tombstone | Listing):
                 present.add(self.idempotency_key(item))
             yield item
-        if declared.absent_from_full_read and (declared.incremental is None or since is None):
+        full = declared.incremental is None or since is None
+        if declared.absent_from_full_read and full and complete:
             prefix = declared.absent_from_full_read.format(config=self.config)
             yield Listing(KeyScope(f"{self.type}:{prefix}"), frozenset(present))
 
@@ -237,6 +247,7 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
     ) -> Iterator[Any]:
         position = parent.position if parent is not None else self._position(stream, data)
         if position > window.end:
+            yield _LEFT_FOR_NEXT_RUN
             return
         records = (
             list(stream.build(Item(data, parent.record if parent else None, self.config)))
@@ -250,8 +261,11 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
         for record in records:
             yield record
             for child in stream.children:
-                if child.enabled_by is None or getattr(self.config, child.enabled_by):
+                if self._enabled(child):
                     yield from self._read(child, window, None, _Parent(record, data, position))
+
+    def _enabled(self, stream: HttpStream) -> bool:
+        return stream.enabled_by is None or bool(getattr(self.config, stream.enabled_by))
 
     def _record(
         self, stream: HttpStream, data: dict[str, Any], position: datetime, parent: _Parent | None
@@ -419,6 +433,12 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
 
     def _malformed(self, stream: HttpStream, request: PageRequest, problem: str) -> str:
         return f"{self._describe(stream, request)}: unexpected response shape: {problem}"
+
+
+def _descendants(stream: HttpStream) -> Iterator[HttpStream]:
+    for child in stream.children:
+        yield child
+        yield from _descendants(child)
 
 
 def _identity(request: PageRequest) -> str:

@@ -66,6 +66,7 @@ START = datetime(2026, 2, 1, 12, 30, tzinfo=UTC)
 class SourceConfig(TokenConfig):
     org: str = "acme"
     email: str = "bot@acme.test"
+    comments: bool = True
 
 
 DECLARED = ConnectorDeclaration(
@@ -364,6 +365,22 @@ def test_only_a_full_read_lists_what_exists(api: respx.MockRouter) -> None:
     assert keys(read(source)) == ["src:acme:item:1"]
     assert not any(isinstance(i, Listing) for i in read(source))
     assert not any(isinstance(i, Listing) for i in read(source, Window(None, NOW), start=START))
+
+
+def test_a_full_read_that_left_something_unread_lists_nothing(api: respx.MockRouter) -> None:
+    later = (NOW + timedelta(minutes=1)).isoformat()
+    api.get("/items").respond(json={"items": [item(1), {"id": 2, "updated": later}]})
+    api.get(url__regex=r"/items/\d+/comments").respond(json={"comments": []})
+    listed = stream(absent_from_full_read="{config.org}:item:")
+    # Item 2 exists (updated after the window): not absent, so no listing at all.
+    assert not any(isinstance(i, Listing) for i in read(listed, Window(None, NOW)))
+
+    api.get("/items").respond(json={"items": [item(1)]})
+    with_comments = replace(listed.streams[0], children=(replace(COMMENTS, enabled_by="comments"),))
+    source = replace(listed, streams=(with_comments,))
+    assert isinstance(read(source, Window(None, NOW))[-1], Listing)
+    # Comments switched off: stored comments are not absent, only unread.
+    assert not any(isinstance(i, Listing) for i in read(source, Window(None, NOW), comments=False))
 
 
 # --- auth and secrets ---------------------------------------------------------------------
