@@ -174,7 +174,6 @@ class FakeJira(FakeHTTPServer):
         self._rate_limited: list[tuple[str | None, int]] = []
         self._rate_limit_retry_after = 30
         self._budget: int | None = None
-        self._after: list[Callable[[RecordedRequest], None]] = []
         self._issue_shape: Json = load_fixture("jira", "search_jql_page.variant.json")["issues"][0]
         self._comment_shape: Json = load_fixture("jira", "issue_comments.json")["comments"][0]
 
@@ -316,18 +315,11 @@ class FakeJira(FakeHTTPServer):
             self._budget = requests
             self._rate_limit_retry_after = retry_after
 
-    def after_request(self, action: Callable[[RecordedRequest], None]) -> None:
-        with self._lock:
-            self._after.append(action)
-
     # -- serving -----------------------------------------------------------------
 
     def handle(self, request: RecordedRequest) -> FakeResponse:
         with self._lock:
-            response = self._answer(request)
-            for action in self._after:
-                action(request)
-            return response
+            return self._answer(request)
 
     def _answer(self, request: RecordedRequest) -> FakeResponse:
         if request.headers.get("authorization") != self._auth:
