@@ -10,7 +10,8 @@ timestamps and texts.
 
 - this module: :class:`FakeHTTPServer`, the base of every fake;
 - :mod:`memsync.connectors.github.fake_api`: ``FakeGitHub``;
-- :mod:`memsync.connectors.slack.fake_api`: ``FakeSlack``.
+- :mod:`memsync.connectors.slack.fake_api`: ``FakeSlack``;
+- :mod:`memsync.connectors.http.fake_desk`: ``FakeDesk``, for the HTTP base's example.
 
 Both fakes keep one lock around their state, deterministic ids and timestamps,
 rendered items cached as bytes until the item changes, and sorted keys + ``bisect``

@@ -345,9 +345,11 @@ class ConnectorRegistry:
                 config = ConnectorConfig.model_validate(
                     {key: value for key, value in known.items() if key in common}
                 )
-            unknown_fields = config.subject.fields - connector.subject_fields
+            # A config may offer more (a source declared in a file the config names).
+            offers = connector.subject_fields | getattr(config, "subject_fields_offered", set())
+            unknown_fields = config.subject.fields - offers
             if unknown_fields:
-                offered = ", ".join(sorted(connector.subject_fields)) or "none"
+                offered = ", ".join(sorted(offers)) or "none"
                 problems.append(
                     f"{prefix}: subject: template '{config.subject}' names "
                     f"{', '.join(repr(f) for f in sorted(unknown_fields))}, which "

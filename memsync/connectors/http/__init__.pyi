@@ -5,6 +5,7 @@ from .declarations import Auth as Auth
 from .declarations import BasicAuth as BasicAuth
 from .declarations import BearerAuth as BearerAuth
 from .declarations import BodyCursor as BodyCursor
+from .declarations import DeclarationError as DeclarationError
 from .declarations import DeletedWhen as DeletedWhen
 from .declarations import FirstOf as FirstOf
 from .declarations import GraphQLPageInfo as GraphQLPageInfo

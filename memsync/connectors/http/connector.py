@@ -11,7 +11,8 @@ response                                  raised (through the :class:`Retrier`)
 ========================================  ===============================================
 429 (or a declared status), 403 with      :class:`RateLimited`, waited out per
 ``X-RateLimit-Remaining: 0``, a GraphQL   ``Retry-After`` / ``X-RateLimit-Reset``, then
-rate-limit error code                     :class:`RateLimitExhausted` (the run: partial)
+rate-limit error code; a success with     :class:`RateLimitExhausted` (the run: partial)
+``X-RateLimit-Remaining: 0`` and a reset  (the next request waits for the reset first)
 5xx, timeout, connection error            :class:`RetryableError`, retried with backoff
 401, 403                                  :class:`StopRun` with the source's auth hint
 404, 410                                  per the stream's ``on_not_found``
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from memsync.clock import Clock, SystemClock
@@ -75,8 +76,9 @@ class HttpRecord:
     """A record of a declared stream: its fields, and what the declaration made of them.
 
     Built by the connector, never by hand: ``record_key`` from the stream's key template,
-    ``position`` from its incremental field (a child's is its parent's), ``subject`` from
-    its ``subject_fields``. The payload is ``data`` without the stream's ``exclude``.
+    ``position`` from its incremental field (a child's is its parent's), ``subject`` its
+    ``stream``, ``id`` and ``parent_id`` and what its ``subject_fields`` name. The payload
+    is ``data`` without the stream's ``exclude``.
     """
 
     stream: str
@@ -118,8 +120,9 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
     keys make repeats free. A record that shows itself deleted (``deleted_when``) is a
     tombstone, reported again on every read that sees it (harmless). A full read of a
     stream with ``absent_from_full_read`` ends with a :class:`Listing` of every key it
-    yielded, only when it read every page. Conflicts: two records giving one key would
-    revise each other, so key templates are built from ids.
+    yielded, only when it read every page and left nothing for the next run.
+    Conflicts: two records giving one key would revise each other, so key templates are
+    built from ids.
     """
 
     #: The declared source; set by every subclass.
@@ -135,23 +138,38 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
         clock: Clock | None = None,
     ) -> None:
         super().__init__(config, sleeper=sleeper)
+        #: What this instance reads: the class's :attr:`source` (see :meth:`source_of`).
+        self.http_source: HttpSource = self.source_of(config)
         self._clock: Clock = clock or SystemClock()
         self._client = client
         self._transport = transport
         self._owns_client = client is None
         # Sent with each request rather than set on the client, so that a client handed
         # in (shared, or a test's) authenticates too.
-        self._auth_headers = {} if self.source.auth is None else self.source.auth.headers(config)
+        self._auth_headers = (
+            {} if self.http_source.auth is None else self.http_source.auth.headers(config)
+        )
         self.retrier = Retrier(config.retry.policy(), sleeper=self.sleeper, clock=clock)
+        self._spent_until: datetime | None = None
+
+    def source_of(self, config: ConfigT) -> HttpSource:
+        """The source an instance with ``config`` reads: the class's :attr:`source`. A
+        connector whose source is declared by its configuration (the YAML form)
+        overrides this."""
+        return self.source
 
     @property
     def base_url(self) -> str:
         """The configured ``base_url``, else the source's, rendered from the config."""
-        return self.config.base_url or self.source.base_url.format(config=self.config)
+        return self.config.base_url or self.http_source.base_url.format(config=self.config)
 
     def secret_values(self) -> list[str]:
         """The config's secrets and the credentials the auth derives from them."""
-        derived = [] if self.source.auth is None else self.source.auth.secret_values(self.config)
+        derived = (
+            []
+            if self.http_source.auth is None
+            else self.http_source.auth.secret_values(self.config)
+        )
         return [*super().secret_values(), *derived]
 
     def close(self) -> None:
@@ -169,7 +187,7 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
 
             timeout = getattr(self.config, "timeout", None)
             headers = {"Accept": "application/json", "User-Agent": "memsync-connector"}
-            headers.update(self.source.headers)
+            headers.update(self.http_source.headers)
             self._client = httpx.Client(
                 transport=self._transport,
                 timeout=_DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout.total_seconds(),
@@ -181,7 +199,7 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
 
     def streams(self) -> tuple[Stream, ...]:
         """The source's top-level streams; children are read within their parent's."""
-        return tuple(Stream(s.name, ordered=s.ordered) for s in self.source.streams)
+        return tuple(Stream(s.name, ordered=s.ordered) for s in self.http_source.streams)
 
     def fetch(self, window: Window, cursor: Cursor | None) -> Iterator[SourceRecordT | Deletion]:
         """Every stream in turn (see :meth:`fetch_stream`)."""
@@ -194,7 +212,7 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
         are left for the next run), each followed by its children, and the deletions
         seen; a :class:`Listing` last when the read was full and the stream declares
         ``absent_from_full_read``."""
-        [declared] = [s for s in self.source.streams if s.name == stream.name]
+        [declared] = [s for s in self.http_source.streams if s.name == stream.name]
         since = self._since(declared, window)
         present: set[str] = set()
         # Only a read that saw everything may list what exists: not one that left a
@@ -275,7 +293,13 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
             stream.occurred_at or (stream.incremental and stream.incremental.field) or ""
         )
         occurred = self._time(dig(data, occurred_path), f"{stream.name} {occurred_path}", False)
-        subject = {
+        # Every record offers its stream and ids; the declaration adds what it names.
+        subject: dict[str, SubjectTemplateField] = {
+            "stream": stream.name,
+            "id": _subject_value(data.get("id")),
+            "parent_id": _subject_value(parent_data.get("id")),
+        }
+        subject |= {
             name: _subject_value(
                 dig(parent_data, path.removeprefix("parent."))
                 if path.startswith("parent.")
@@ -370,6 +394,12 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
         import httpx
 
         what = self._describe(stream, request)
+        if self._spent_until is not None:
+            # The last response said no request is left until its reset: wait for it
+            # (through the retrier, so within its caps) instead of sending one refused.
+            wait = max((self._spent_until - self._clock.now()).total_seconds(), 0.0)
+            self._spent_until = None
+            raise RateLimited(f"{what}: not sent, X-RateLimit-Remaining was 0", retry_after=wait)
         # Parameters are added to a query the path already has (a declared
         # ``?sort=updated_at``), where httpx's ``params=`` would replace it.
         url = httpx.URL(f"{self.base_url}{request.path}").copy_merge_params(dict(request.params))
@@ -386,7 +416,7 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
         body = _json_object(response)
         self._raise_for_status(what, response, body)
         if body is None:
-            vendor = self.source.vendor or self.type
+            vendor = self.http_source.vendor or self.type
             raise StopRun(
                 f"{what}: HTTP {response.status_code} with a body that is not a JSON object "
                 f"(content-type {response.headers.get('content-type', 'none')!r}): "
@@ -394,8 +424,17 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
             )
         if stream.graphql is not None and body.get("errors"):
             raise StopRun(f"{what}: GraphQL errors: {_snippet(response)}")
+        self._note_spent_budget(response)
         next_link = response.links.get("next", {}).get("url")
         return body, next_link
+
+    def _note_spent_budget(self, response: httpx.Response) -> None:
+        """Remember when the budget comes back if this response spent its last request."""
+        if response.headers.get("x-ratelimit-remaining", "").strip() != "0":
+            return
+        wait = retry_after_from_headers(response.headers, self._clock.now())
+        if wait:
+            self._spent_until = self._clock.now() + timedelta(seconds=wait)
 
     def _raise_for_status(
         self, what: str, response: httpx.Response, body: dict[str, Any] | None
@@ -403,7 +442,7 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
         status = response.status_code
         wait = retry_after_from_headers(response.headers, self._clock.now())
         if (
-            status in self.source.rate_limit_statuses
+            status in self.http_source.rate_limit_statuses
             or (status == 403 and response.headers.get("x-ratelimit-remaining") == "0")
             or self._graphql_rate_limited(body)
         ):
@@ -412,18 +451,17 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
             raise RetryableError(f"{what}: HTTP {status} {_snippet(response)}", retry_after=wait)
         hints = {"config": self.config, "base_url": self.base_url}
         if status in (401, 403):
-            raise StopRun(f"{what}: HTTP {status}: {self.source.auth_hint.format_map(hints)}")
+            raise StopRun(f"{what}: HTTP {status}: {self.http_source.auth_hint.format_map(hints)}")
         if status in (404, 410):
-            raise _Gone(
-                f"{what}: HTTP {status}: not found. {self.source.not_found_hint.format_map(hints)}"
-            )
+            hint = self.http_source.not_found_hint.format_map(hints)
+            raise _Gone(f"{what}: HTTP {status}: not found. {hint}")
         if status >= 400:
             raise StopRun(f"{what}: HTTP {status} {_snippet(response)}")
 
     def _graphql_rate_limited(self, body: Mapping[str, Any] | None) -> bool:
         errors = body.get("errors") if body is not None else None
         return isinstance(errors, list) and any(
-            dig(error, "extensions.code") in self.source.graphql_rate_limit_codes
+            dig(error, "extensions.code") in self.http_source.graphql_rate_limit_codes
             for error in errors
         )
 

@@ -22,15 +22,15 @@ import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import SecretStr
 
+# At run time, not only for type checking: the YAML form validates these dataclasses
+# with pydantic, which resolves every field's annotation.
+from memsync.connectors.base import SourceRecord
 from memsync.connectors.config import ConnectorConfig
 from memsync.connectors.errors import ConnectorDefinitionError
-
-if TYPE_CHECKING:
-    from memsync.connectors.base import SourceRecord
 
 __all__ = [
     "ApiKeyHeader",
@@ -38,6 +38,7 @@ __all__ = [
     "BasicAuth",
     "BearerAuth",
     "BodyCursor",
+    "DeclarationError",
     "DeletedWhen",
     "FirstOf",
     "GraphQLPageInfo",
@@ -61,6 +62,11 @@ __all__ = [
 JSONValue = Any
 
 _MISSING = object()
+
+
+class DeclarationError(ConnectorDefinitionError, ValueError):
+    """A declaration that cannot work (a stream without a key template, say). A
+    ``ValueError`` too, so that validating the YAML form reports it where it is."""
 
 
 def dig(body: object, path: str) -> JSONValue:
@@ -427,7 +433,7 @@ class Item:
     config: Any
 
 
-RecordBuilder = Callable[[Item], Iterable["SourceRecord"]]
+RecordBuilder = Callable[[Item], Iterable[SourceRecord]]
 """For a source whose records need more than fields (Zendesk's audits give one record
 per status change): item → records. Without one, a stream's records are
 :class:`~memsync.connectors.http.connector.HttpRecord` built from the declaration."""
@@ -482,9 +488,9 @@ class HttpStream:
 
     def __post_init__(self) -> None:
         if self.build is None and not self.key:
-            raise ConnectorDefinitionError(f"http stream '{self.name}' needs a key template")
+            raise DeclarationError(f"http stream '{self.name}' needs a key template")
         if self.build is None and self.incremental is None and self.occurred_at is None:
-            raise ConnectorDefinitionError(
+            raise DeclarationError(
                 f"http stream '{self.name}' needs occurred_at or an incremental field"
             )
 

@@ -342,7 +342,12 @@ def test_a_child_read_that_finds_its_parent_gone_tombstones_the_parent(
 
     assert items[:2] == [items[0], Tombstone("src:acme:item:1", with_children=True)]
     assert keys(items) == ["src:acme:item:1", "src:acme:item:2", "src:acme:item:2:comment:9"]
-    assert items[-1].subject_values() == {"item_id": 2}
+    assert items[-1].subject_values() == {
+        "stream": "comments",
+        "id": 9,
+        "parent_id": 2,
+        "item_id": 2,
+    }
     assert items[-1].position == START + timedelta(minutes=2)
 
 
@@ -433,6 +438,37 @@ def test_github_style_403_with_no_requests_left_waits_for_the_reset(api: respx.M
     connector = connector_for(stream())
     assert keys(list(connector.fetch(Window(START, NOW), None))) == ["src:acme:item:1"]
     assert connector.retrier.waits == [90]
+
+
+def test_a_page_that_spends_the_last_request_makes_the_next_wait_for_the_reset(
+    api: respx.MockRouter,
+) -> None:
+    reset = int((NOW + timedelta(seconds=120)).timestamp())
+    spent = {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)}
+    route = api.get("/items")
+    route.side_effect = [
+        httpx.Response(200, json={"items": [item(1)], "next": "2"}, headers=spent),
+        httpx.Response(200, json={"items": [item(2)]}),
+    ]
+    connector = connector_for(stream(pagination=BodyCursor("next", "cursor")))
+    items = list(connector.fetch(Window(START, NOW), None))
+    assert keys(items) == ["src:acme:item:1", "src:acme:item:2"]
+    assert connector.retrier.waits == [120]
+    assert route.call_count == 2  # the wait replaced a request that would be refused
+
+
+def test_a_reset_beyond_the_cap_ends_the_read_before_a_refused_request(
+    api: respx.MockRouter,
+) -> None:
+    reset = int((NOW + timedelta(hours=1)).timestamp())
+    spent = {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)}
+    route = api.get("/items").respond(json={"items": [item(1)], "next": "2"}, headers=spent)
+    connector = connector_for(stream(pagination=BodyCursor("next", "cursor")))
+    items = connector.fetch(Window(START, NOW), None)
+    assert keys([next(items)]) == ["src:acme:item:1"]
+    with pytest.raises(RateLimitExhausted, match="X-RateLimit-Remaining was 0"):
+        next(items)
+    assert route.call_count == 1
 
 
 def test_a_429_storm_ends_in_rate_limit_exhausted(api: respx.MockRouter) -> None:
