@@ -68,7 +68,15 @@ from memsync.stopping import Sleeper
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["IssueRef", "JiraComment", "JiraConnector", "JiraIssue", "JiraRecord", "adf_text"]
+__all__ = [
+    "IssueRef",
+    "JiraComment",
+    "JiraConnector",
+    "JiraIssue",
+    "JiraRecord",
+    "adf_text",
+    "jql_time",
+]
 
 _SOURCE = "jira"
 _SEARCH_PATH = "/rest/api/3/search/jql"
@@ -310,6 +318,22 @@ def comment_of(issue: IssueRef, raw: object) -> JiraComment:
     )
 
 
+def jql_time(moment: datetime, zone: ZoneInfo) -> str:
+    """``moment`` as JQL reads a bare date-time of an account in ``zone``: local time to
+    the minute, rounded down; and where that local time occurs twice (the end of summer
+    time) and ``moment`` is its first occurrence, an hour earlier, so Jira never reads it
+    as a time after ``moment`` whichever occurrence it takes."""
+    local = moment.astimezone(zone).replace(second=0, microsecond=0)
+    naive = local.replace(tzinfo=None)
+    twice = (
+        naive.replace(tzinfo=zone, fold=0).utcoffset()
+        != naive.replace(tzinfo=zone, fold=1).utcoffset()
+    )
+    if twice and local.fold == 0:
+        naive -= timedelta(hours=1)
+    return naive.strftime(_JQL_MINUTE)
+
+
 def _shape_error(path: str, problem: str) -> str:
     return f"{_SOURCE}: GET {path}: unexpected response shape: {problem}"
 
@@ -476,17 +500,7 @@ class JiraConnector(HttpConnector[JiraConfig, JiraRecord], declaration=JIRA):
         return f'{scope}updated >= "{since}" ORDER BY updated ASC, key ASC'
 
     def _jql_minute(self, moment: datetime) -> str:
-        """``moment`` as JQL reads a bare date-time: in the account's time zone, to the
-        minute, rounded down (and an hour earlier where that local time occurs twice, at
-        the end of summer time, so it is never read as the later of the two)."""
-        zone = self._zone()
-        local = moment.astimezone(zone).replace(second=0, microsecond=0, tzinfo=None)
-        if (
-            local.replace(tzinfo=zone, fold=0).utcoffset()
-            != local.replace(tzinfo=zone, fold=1).utcoffset()
-        ):
-            local -= timedelta(hours=1)
-        return local.strftime(_JQL_MINUTE)
+        return jql_time(moment, self._zone())
 
     def _zone(self) -> ZoneInfo:
         if self._time_zone is None:

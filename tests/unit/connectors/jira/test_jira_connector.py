@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from memsync.clock import FakeClock
@@ -25,7 +26,7 @@ from memsync.connectors import (
 )
 from memsync.connectors.fake_http import RecordedRequest, load_fixture
 from memsync.connectors.jira import JiraComment, JiraConfig, JiraConnector, JiraIssue, JiraRecord
-from memsync.connectors.jira.connector import adf_text
+from memsync.connectors.jira.connector import adf_text, jql_time
 from memsync.connectors.jira.fake_api import DEFAULT_START, FakeJira
 from memsync.connectors.registry import ConnectorRegistry
 from memsync.connectors.testing import ConnectorConformanceSuite, DeletionScenario, SimulatedIngest
@@ -206,14 +207,23 @@ def test_the_search_time_is_written_in_the_accounts_time_zone_to_the_minute(
     assert '"2026-01-05 20:30"' in (search.param("jql") or "")
 
 
-def test_an_hour_that_occurs_twice_is_written_an_hour_earlier(fake: FakeJira) -> None:
-    # Sydney leaves summer time on 2026-04-05 at 03:00, back to 02:00: 02:30 occurs twice.
-    second_0230 = datetime(2026, 4, 4, 16, 30, tzinfo=UTC)  # 02:30 +10:00, the later one
-
-    read(connector(fake), Window(start=second_0230, end=NOW + timedelta(days=60)))
+@pytest.mark.parametrize(
+    ("start", "written"),
+    [
+        # Sydney leaves summer time on 2026-04-05 at 03:00, back to 02:00: 02:30 occurs
+        # twice. Jira may read "02:30" as either; the first is written an hour earlier.
+        (datetime(2026, 4, 4, 15, 30, tzinfo=UTC), "2026-04-05 01:30"),
+        (datetime(2026, 4, 4, 16, 30, tzinfo=UTC), "2026-04-05 02:30"),
+    ],
+    ids=["first 02:30", "second 02:30"],
+)
+def test_an_hour_that_occurs_twice_is_never_read_after_the_start(
+    fake: FakeJira, start: datetime, written: str
+) -> None:
+    read(connector(fake), Window(start=start, end=NOW + timedelta(days=60)))
 
     (search,) = [r for r in fake.requests if r.path.endswith("/search/jql")]
-    assert '"2026-04-05 01:30"' in (search.param("jql") or "")
+    assert f'"{written}"' in (search.param("jql") or "")
 
 
 def test_a_configured_jql_scopes_the_search(fake: FakeJira) -> None:
@@ -504,3 +514,40 @@ def test_a_token_written_in_the_file_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"connectors\[0\]\.token"):
         load_settings(path, environ={})
+
+
+ZONES = [
+    "UTC",
+    "Australia/Sydney",
+    "America/New_York",
+    "Europe/Lisbon",
+    "Asia/Kolkata",  # +05:30
+    "Pacific/Chatham",  # +12:45, summer time too
+    "Australia/Lord_Howe",  # summer time of half an hour
+]
+
+
+@settings(max_examples=300, deadline=None)
+# The hours that occur twice, which random moments seldom hit: Sydney's 02:00-03:00 and
+# Lord Howe's 01:30-02:00 on 2026-04-05 (first and second time), New York's 01:00-02:00.
+@example(moment=datetime(2026, 4, 4, 15, 30, tzinfo=UTC), zone="Australia/Sydney")
+@example(moment=datetime(2026, 4, 4, 16, 30, tzinfo=UTC), zone="Australia/Sydney")
+@example(moment=datetime(2026, 4, 4, 14, 45, tzinfo=UTC), zone="Australia/Lord_Howe")
+@example(moment=datetime(2026, 4, 4, 15, 15, tzinfo=UTC), zone="Australia/Lord_Howe")
+@example(moment=datetime(2026, 11, 1, 5, 30, tzinfo=UTC), zone="America/New_York")
+@example(moment=datetime(2026, 11, 1, 6, 30, tzinfo=UTC), zone="America/New_York")
+@given(
+    moment=st.datetimes(
+        min_value=datetime(2020, 1, 1), max_value=datetime(2030, 12, 31), timezones=st.just(UTC)
+    ),
+    zone=st.sampled_from(ZONES),
+)
+def test_the_jql_time_never_reads_later_than_the_moment_nor_more_than_an_hour_earlier(
+    moment: datetime, zone: str
+) -> None:
+    written = datetime.strptime(jql_time(moment, ZoneInfo(zone)), "%Y-%m-%d %H:%M")
+    # However Jira resolves a local time that occurs twice (or not at all), every reading
+    # of it is at or before the moment, so the window loses nothing.
+    readings = [written.replace(tzinfo=ZoneInfo(zone), fold=fold) for fold in (0, 1)]
+    assert all(reading <= moment for reading in readings)
+    assert moment - min(readings) < timedelta(hours=1, minutes=1)
