@@ -244,9 +244,7 @@ def test_issues_updated_after_the_window_are_left_for_the_next_run(fake: FakeJir
     assert [i.payload()["title"] for i in items if isinstance(i, JiraIssue)] == ["in"]
 
 
-def test_pages_start_after_the_last_issue_read_so_an_edit_shifts_nothing_out(
-    fake: FakeJira,
-) -> None:
+def test_pages_start_after_the_last_issue_read_so_an_edit_shifts_nothing_out() -> None:
     with FakeJira(offset_tokens=True) as shifting:
         issues = [shifting.add_issue("ENG", f"Issue {n}") for n in range(12)]
         edited: list[int] = []
