@@ -22,5 +22,6 @@ from .declarations import PageNumber as PageNumber
 from .declarations import PageRequest as PageRequest
 from .declarations import Pagination as Pagination
 from .declarations import RecordBuilder as RecordBuilder
+from .declarations import RestartAtLatest as RestartAtLatest
 from .declarations import TokenConfig as TokenConfig
 from .declarations import dig as dig

@@ -52,6 +52,7 @@ from memsync.connectors.http.declarations import (
     NotFound,
     Page,
     PageRequest,
+    RestartAtLatest,
     dig,
 )
 from memsync.connectors.retry import Retrier, retry_after_from_headers
@@ -218,7 +219,13 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
         # Only a read that saw everything may list what exists: not one that left a
         # record for the next run (its children unread), nor one with a child stream off.
         complete = all(self._enabled(child) for child in _descendants(declared))
-        for item in self._read(declared, window, since, parent=None):
+        restart = declared.pagination
+        reading = (
+            self._read_restarting(declared, window, since, restart)
+            if isinstance(restart, RestartAtLatest)
+            else self._read(declared, window, since, parent=None)
+        )
+        for item in reading:
             if item is _LEFT_FOR_NEXT_RUN:
                 complete = False
                 continue
@@ -250,15 +257,62 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
                 if stream.on_not_found is NotFound.PARENT_GONE:
                     yield Tombstone(parent.record.key(), with_children=True)
                 return
-            records_path = stream.records or stream.name
-            items = dig(body, records_path)
-            if not isinstance(items, list):
-                raise StopRun(self._malformed(stream, request, f"no '{records_path}' list"))
+            items = self._items(stream, request, body)
             for data in items:
-                if not isinstance(data, dict):
-                    raise StopRun(self._malformed(stream, request, f"a record is {data!r}"))
                 yield from self._records(stream, data, window, parent)
             request = self._next_request(stream, request, Page(body, next_link, len(items)), seen)
+
+    def _read_restarting(
+        self,
+        stream: HttpStream,
+        window: Window,
+        since: datetime | None,
+        restart: RestartAtLatest,
+    ) -> Iterator[Any]:
+        """A top-level stream paged by :class:`RestartAtLatest`: each page is the first
+        one again, from the latest update time read (``latest``), without the records of
+        that time already read."""
+        latest, read_at_latest = since, set[str]()
+        while True:
+            request = self._first_request(stream, window, latest, None)
+            body, _ = self._send(stream, request)
+            items = self._items(stream, request, body)
+            moved = False
+            for data in items:
+                position = self._position(stream, data)
+                identity = json.dumps(dig(data, restart.id_field))
+                if latest is not None and (
+                    position < latest or (position == latest and identity in read_at_latest)
+                ):
+                    continue  # read on an earlier page
+                if latest is None or position > latest:
+                    latest, read_at_latest, moved = position, set(), True
+                read_at_latest.add(identity)
+                yield from self._records(stream, data, window, None)
+            if len(items) < restart.size:
+                return
+            if not moved:
+                raise StopRun(
+                    self._malformed(
+                        stream,
+                        request,
+                        f"a whole page of {len(items)} records updated at {latest}: the "
+                        f"start cannot move past it; raise the page size ({restart.size})",
+                    )
+                )
+
+    def _items(
+        self, stream: HttpStream, request: PageRequest, body: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        """The page's records (``stream.records``); :class:`StopRun` if it has none."""
+        records_path = stream.records or stream.name
+        items = dig(body, records_path)
+        if not isinstance(items, list):
+            raise StopRun(self._malformed(stream, request, f"no '{records_path}' list"))
+        for data in items:
+            if not isinstance(data, dict):
+                raise StopRun(self._malformed(stream, request, f"a record is {data!r}"))
+        return items
 
     def _records(
         self, stream: HttpStream, data: dict[str, Any], window: Window, parent: _Parent | None

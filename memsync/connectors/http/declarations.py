@@ -55,6 +55,7 @@ __all__ = [
     "PageRequest",
     "Pagination",
     "RecordBuilder",
+    "RestartAtLatest",
     "TokenConfig",
     "dig",
 ]
@@ -343,6 +344,31 @@ class GraphQLPageInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class RestartAtLatest:
+    """For a list sorted by update time, ascending, that pages by offset: every next page
+    is the first page again, with the incremental start moved to the latest update time
+    read so far (records of that time already read, by ``id_field``, are dropped). A
+    record updated meanwhile goes to the end of the list and nothing moves across a page
+    boundary, which offsets cannot promise (GitHub's ``since`` lists page this way).
+    Needs the stream's ``incremental`` parameter to be inclusive. ``size`` records a
+    page (``size_param``); a shorter page is the last. A whole page of one update time
+    cannot be passed by moving the start: the read stops (:class:`StopRun`) and says to
+    raise ``size``."""
+
+    size: int = 100
+    size_param: str = "per_page"
+    id_field: str = "id"
+
+    def first(self, request: PageRequest) -> PageRequest:
+        """A request for ``size`` records."""
+        return PageRequest(request.path, {**request.params, self.size_param: self.size})
+
+    def next(self, request: PageRequest, page: Page) -> PageRequest | None:
+        """``None``: the connector restarts the list itself (it knows the positions)."""
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class FirstOf:
     """The first of ``alternatives`` that names a next page (Zendesk's per-ticket lists
     answer with cursor ``links.next`` or offset ``next_page``)."""
@@ -363,7 +389,14 @@ class FirstOf:
 
 
 Pagination = (
-    LinkHeader | NextUrl | BodyCursor | OffsetLimit | PageNumber | GraphQLPageInfo | FirstOf
+    LinkHeader
+    | NextUrl
+    | BodyCursor
+    | OffsetLimit
+    | PageNumber
+    | GraphQLPageInfo
+    | RestartAtLatest
+    | FirstOf
 )
 
 
@@ -489,6 +522,13 @@ class HttpStream:
     def __post_init__(self) -> None:
         if self.build is None and not self.key:
             raise DeclarationError(f"http stream '{self.name}' needs a key template")
+        if isinstance(self.pagination, RestartAtLatest) and (
+            self.incremental is None or self.incremental.param is None
+        ):
+            raise DeclarationError(
+                f"http stream '{self.name}': restart_at_latest pagination needs an "
+                "incremental parameter to restart at"
+            )
         if self.build is None and self.incremental is None and self.occurred_at is None:
             raise DeclarationError(
                 f"http stream '{self.name}' needs occurred_at or an incremental field"

@@ -37,6 +37,7 @@ from memsync.connectors.http.declarations import (
     NextUrl,
     OffsetLimit,
     PageNumber,
+    RestartAtLatest,
 )
 
 __all__ = ["HttpYamlError", "load_http_source", "source_from_mapping"]
@@ -53,6 +54,7 @@ _PAGINATION_KINDS: dict[str, type[Any]] = {
     "offset_limit": OffsetLimit,
     "page_number": PageNumber,
     "graphql_page_info": GraphQLPageInfo,
+    "restart_at_latest": RestartAtLatest,
     "first_of": FirstOf,
 }
 # Fields a YAML stream may not set: a builder is Python code.

@@ -54,6 +54,7 @@ from memsync.connectors.http import (
     OffsetLimit,
     PageNumber,
     Pagination,
+    RestartAtLatest,
     TokenConfig,
 )
 from memsync.stopping import FakeSleeper
@@ -182,6 +183,54 @@ def test_every_pagination_reads_every_record_once(total: int, which: int) -> Non
     assert keys(items) == [f"src:acme:item:{n}" for n in range(1, total + 1)]
     # Every request carries the declared start, whatever page it asks for.
     assert {call.request.url.params["since"] for call in route.calls} == {START.isoformat()}
+
+
+class ShiftingList:
+    """A list sorted by update time whose ``since`` is inclusive (as GitHub's), where a
+    record is updated between two requests: it moves to the end, the rest move up."""
+
+    def __init__(self, total: int, updates: list[int]) -> None:
+        self.updated = {n: START + timedelta(minutes=n) for n in range(1, total + 1)}
+        self.updates = list(updates)
+        self.clock = START + timedelta(days=1)
+
+    def page(self, request: httpx.Request) -> httpx.Response:
+        since = datetime.fromisoformat(request.url.params["since"])
+        size = int(request.url.params["per_page"])
+        ordered = sorted((t, n) for n, t in self.updated.items() if t >= since)
+        body = {"items": [{"id": n, "updated": t.isoformat()} for t, n in ordered[:size]]}
+        if self.updates:  # after answering, someone edits a record
+            self.clock += timedelta(seconds=1)
+            self.updated[self.updates.pop(0)] = self.clock
+        return httpx.Response(200, json=body)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    total=st.integers(min_value=1, max_value=12),
+    updates=st.lists(st.integers(min_value=1, max_value=12), max_size=6),
+)
+def test_restarting_at_the_latest_update_misses_nothing_a_shift_would(
+    total: int, updates: list[int]
+) -> None:
+    source = ShiftingList(total, [n for n in updates if n <= total])
+    with respx.mock(base_url=BASE) as api:
+        api.get("/items").mock(side_effect=source.page)
+        items = read(
+            stream(pagination=RestartAtLatest(size=3)), Window(START, NOW + timedelta(days=2))
+        )
+    read_ids = [i.data["id"] for i in items if isinstance(i, HttpRecord)]
+    assert set(read_ids) == set(range(1, total + 1))
+    # Each record is read once per version at most: a repeat is a newer version.
+    versions = [(i.data["id"], i.data["updated"]) for i in items if isinstance(i, HttpRecord)]
+    assert len(versions) == len(set(versions))
+
+
+def test_a_whole_page_of_one_update_time_asks_for_a_larger_page(api: respx.MockRouter) -> None:
+    same = START.isoformat()
+    api.get("/items").respond(json={"items": [{"id": n, "updated": same} for n in (1, 2)]})
+    with pytest.raises(StopRun, match=r"whole page of 2 records .* raise the page size \(2\)"):
+        read(stream(pagination=RestartAtLatest(size=2)))
 
 
 def test_a_body_cursor_that_says_more_without_a_token_is_malformed(api: respx.MockRouter) -> None:
