@@ -5,9 +5,11 @@ follows the conventions the example declares, each as documented where it comes 
 
 - ``GET /v1/tickets?sort=updated_at&updated_since=…`` pages through tickets in
   ascending ``updated_at`` order, ``per_page`` at a time, with the next page in a
-  ``Link: <…>; rel="next"`` header, as GitHub's REST API does
+  ``Link: <…>; rel="next"`` header as GitHub's REST API sends it
   (https://docs.github.com/en/rest/using-the-rest-api/using-pagination-in-the-rest-api,
-  RFC 8288);
+  RFC 8288); the link carries a keyset cursor (``after=<updated_at>|<id>`` of the last
+  ticket handed out) rather than a page number, so a ticket updated during a read moves
+  nothing across a page boundary;
 - ``GET /v1/tickets/{id}/notes`` answers ``{"notes": […], "next": url-or-null}``; a
   deleted ticket answers 404 (``{"error": "not_found"}``) there;
 - every request needs ``Authorization: Bearer {token}`` (RFC 6750), else 401;
@@ -130,12 +132,21 @@ class FakeDesk(FakeHTTPServer):
             (t for t in self._tickets.values() if t.updated_at >= since),
             key=lambda t: (t.updated_at, t.id),
         )
-        page = int(request.param("page", "1") or "1")
-        chunk = matching[(page - 1) * self.per_page : page * self.per_page]
+        after = request.param("after")
+        if after:  # a keyset cursor: the (updated_at, id) of the last ticket handed out
+            moment, _, ticket_id = after.partition("|")
+            cursor = (datetime.fromisoformat(moment), int(ticket_id))
+            matching = [t for t in matching if (t.updated_at, t.id) > cursor]
+        chunk = matching[: self.per_page]
         headers: list[tuple[str, str]] = []
-        if page * self.per_page < len(matching):
+        if len(matching) > self.per_page:
+            last = chunk[-1]
             query = urlencode(
-                {"sort": "updated_at", "updated_since": since.isoformat(), "page": page + 1}
+                {
+                    "sort": "updated_at",
+                    "updated_since": since.isoformat(),
+                    "after": f"{last.updated_at.isoformat()}|{last.id}",
+                }
             )
             headers.append(("Link", f'<{self.base_url}/v1/tickets?{query}>; rel="next"'))
         return _json(200, {"tickets": [t.render() for t in chunk]}, headers)

@@ -106,6 +106,20 @@ def test_an_incremental_read_sends_its_start_and_proves_no_absence(fake: FakeDes
     assert first.param("sort") == "updated_at"
 
 
+def test_a_ticket_updated_between_pages_shifts_nothing_out_of_the_read(fake: FakeDesk) -> None:
+    for n in range(1, 6):
+        fake.add_ticket(n, f"ticket {n}", hours(n))
+    connector = desk(fake)
+    items = connector.fetch(EVERYTHING, None)
+    first_page = [next(items), next(items)]
+    fake.edit_ticket(1, "ticket 1, edited", hours(9))  # moves to the end of the list
+    rest = list(items)
+    connector.close()
+
+    read_ids = [r.data["id"] for r in first_page + rest if isinstance(r, HttpRecord)]
+    assert read_ids == [1, 2, 3, 4, 5, 1]
+
+
 def test_records_updated_after_the_window_are_left_for_the_next_run(fake: FakeDesk) -> None:
     fake.add_ticket(1, "now", hours(1))
     fake.add_ticket(2, "later", NOW + timedelta(minutes=5), notes=1)
