@@ -10,11 +10,13 @@ from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, Field, StrictBool
 
 from memsync.compile.bundle import BundleJson, BundleLayout, MemoryJson, dump_json
+from memsync.compile.sensitivity import MAX_LABEL_LENGTH, MAX_LABELS
 from memsync.compile.types import ConflictStatus
-from memsync.runtime.app.api.deps import CallerDep, ServicesDep
+from memsync.runtime.app.api.deps import CallerDep, ReaderDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.api.jobs import CompileJobResponse, enqueue_compile
 from memsync.runtime.app.api.openapi import error_responses
+from memsync.runtime.app.api.policy import shown_memories, visibility
 from memsync.runtime.app.api.schemas import Moment, RequestBody, SubjectId, Text
 from memsync.runtime.compiling import (
     CompileSummary,
@@ -65,6 +67,29 @@ class ContextRequest(RequestBody):
     query_id: Text | None = Field(default=None, max_length=LABEL_LENGTH)
     task_id: Text | None = Field(default=None, max_length=LABEL_LENGTH)
     parent_receipt_id: Text | None = Field(default=None, max_length=LABEL_LENGTH)
+    caller_id: Text | None = Field(
+        default=None,
+        max_length=LABEL_LENGTH,
+        description="who reads, for the read policy (over the X-Caller-ID header)",
+    )
+    caller_type: Text | None = Field(
+        default=None,
+        max_length=LABEL_LENGTH,
+        description="what kind of caller reads, e.g. agent (over the X-Caller-Type header)",
+    )
+
+
+class LabelsRequest(RequestBody):
+    sensitivity_labels: list[Text] = Field(
+        description="replaces the memory's own labels: trimmed, lowercased, deduplicated, "
+        f"sorted; at most {MAX_LABELS} of at most {MAX_LABEL_LENGTH} characters"
+    )
+
+
+class LabelledMemoryJson(MemoryJson):
+    """A memory with its ``sensitivity_labels``: its own and its source episodes'."""
+
+    sensitivity_labels: list[str]
 
 
 class ContextResponse(BundleJson):
@@ -125,6 +150,7 @@ def compile_memories(body: CompileRequest, services: ServicesDep, caller: Caller
 def search_memories(
     services: ServicesDep,
     caller: CallerDep,
+    reader: ReaderDep,
     subject_id: Annotated[SubjectId, Query()],
     kind: Annotated[str | None, Query(max_length=64)] = None,
     q: Annotated[Text | None, Query(max_length=1000)] = None,
@@ -137,22 +163,28 @@ def search_memories(
     ``kind`` filters, whatever its value: a kind memsync does not derive finds nothing.
     With ``as_of``: the memories active then, as the store held them then. With
     ``valid_at``: the memories that held at that valid time, whatever their status now
-    (not tombstoned; as the store held them at ``as_of`` if given).
+    (not tombstoned; as the store held them at ``as_of`` if given). What the read
+    policy denies the caller is absent, a redacted memory shows the marker.
     """
+    seen = visibility(services, caller.tenant_id, subject_id, reader, "search")
     found = services.search.search(
         caller.tenant_id,
         subject_id,
         kind=kind,
         text=q,
-        limit=limit,
+        # Asked for as many more as could be denied, so a page stays full.
+        limit=limit + len(seen.denied_memories),
         as_of=as_of,
         valid_at=valid_at,
     )
-    return SearchResponse(memories=[MemoryJson.model_validate(memory) for memory in found])
+    shown = shown_memories((MemoryJson.model_validate(memory) for memory in found), seen)
+    return SearchResponse(memories=shown[:limit])
 
 
 @router.post("/v1/context", response_model=ContextResponse)
-def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> Response:
+def context(
+    body: ContextRequest, services: ServicesDep, caller: CallerDep, reader: ReaderDep
+) -> Response:
     """A ranked, token-bounded bundle of what is currently true: active memories and
     recent episodes, never the text of a superseded one.
 
@@ -164,8 +196,17 @@ def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> R
     state and request give byte-identical bodies. The body is the bundle's canonical
     JSON (RFC 8785), as it is: never re-serialised. With ``emit_receipt`` a receipt is
     written (``GET /v1/receipts/{receipt_id}``) whose ``context_hash`` is the SHA-256
-    of this body.
+    of this body. The read policy decides for ``caller_id``/``caller_type`` (or the
+    ``X-Caller-*`` headers): a denied memory, and the episodes it came from, are absent
+    before anything is counted; a redacted one shows the marker.
     """
+    seen = visibility(
+        services,
+        caller.tenant_id,
+        body.subject_id,
+        reader.overridden_by(body.caller_id, body.caller_type),
+        "context",
+    )
     receipts = services.receipts
     served = receipts.serve(
         caller.tenant_id,
@@ -176,8 +217,38 @@ def context(body: ContextRequest, services: ServicesDep, caller: CallerDep) -> R
         query_id=body.query_id,
         task_id=body.task_id,
         parent_receipt_id=body.parent_receipt_id,
+        visibility=seen,
     )
     return Response(served.body, media_type="application/json")
+
+
+@router.patch(
+    "/v1/memories/{memory_id}/labels",
+    response_model=LabelledMemoryJson,
+    responses=error_responses(404),
+)
+def set_memory_labels(
+    memory_id: uuid.UUID, body: LabelsRequest, services: ServicesDep, caller: CallerDep
+) -> LabelledMemoryJson:
+    """Replace a memory's own sensitivity labels (Statewave's ``set_memory_labels``).
+
+    Labels are trimmed, lowercased, deduplicated and sorted; an empty list clears the
+    memory's own labels. A repeat stores the same. The answer's ``sensitivity_labels``
+    also hold the labels the memory inherits from its source episodes (a connector
+    rule's), which this route does not remove. More than 32 labels, or one longer than
+    64 characters, is a 422 saying which."""
+    try:
+        labels = services.labels.set_memory_labels(
+            caller.tenant_id, memory_id, body.sensitivity_labels
+        )
+    except ValueError as error:
+        raise validation_error("sensitivity_labels", str(error)) from None
+    memory = services.memories.get(caller.tenant_id, [memory_id]).get(memory_id)
+    if labels is None or memory is None:
+        raise ApiError(404, "not_found", f"no memory {memory_id}")
+    return LabelledMemoryJson.model_validate(
+        {**MemoryJson.model_validate(memory).model_dump(), "sensitivity_labels": list(labels)}
+    )
 
 
 @router.get("/v1/conflicts")

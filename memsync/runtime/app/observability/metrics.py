@@ -44,6 +44,8 @@ from memsync.runtime.jobs.worker import JobHandler, JobResult
 from memsync.stopping import StopRequested
 
 if TYPE_CHECKING:
+    from memsync.compile.sensitivity import Decision
+
     # Annotations only: a process that counts a sync never imports the compiler.
     from memsync.runtime.compiling.service import CompileSummary
     from memsync.runtime.sync.records import RunRecord
@@ -147,6 +149,13 @@ class Metrics:
             ["kind", "outcome"],
             registry=registry,
         )
+        self.policy_decisions = Counter(
+            "memsync_policy_decisions",
+            "Read-policy decisions on memories and episodes, by rule and action "
+            "(deny, redact; would_deny, would_redact in log_only mode).",
+            ["rule", "action"],
+            registry=registry,
+        )
         self.compile_episodes = Counter(
             "memsync_compile_episodes",
             "Episodes compiled (at their current revision).",
@@ -218,6 +227,11 @@ class Metrics:
         self.memories_superseded.inc(result.memories_superseded)
         self.memories_tombstoned.inc(result.memories_tombstoned)
         self.conflicts_opened.inc(result.conflicts_opened)
+
+    def policy_decided(self, decision: Decision) -> None:
+        """Count one read-policy decision (``would_…`` in ``log_only`` mode)."""
+        action = decision.action.value if decision.enforced else f"would_{decision.action.value}"
+        self.policy_decisions.labels(rule=decision.rule, action=action).inc()
 
     def http_request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.http_duration.labels(method=method, route=route, status=str(status)).observe(seconds)
