@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,10 +15,17 @@ from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
 from memsync.compile.sensitivity import PolicyAction, PolicyMode
+from memsync.connectors.fake import FakeConfig, FakeConnector, FakeRecord
+from memsync.episode import EpisodeDraft
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import PolicyRuleSettings, ReadPolicySettings, Settings
 from memsync.runtime.app.services import Services
+from memsync.runtime.compiling import CompileService
+from memsync.runtime.ingest import IngestService
+from memsync.runtime.reading.labels import Labels
 from memsync.runtime.storage import Store
+from memsync.runtime.sync.repository import SyncRepository
+from memsync.runtime.sync.runner import SyncRunner
 from tests.helpers import LOOPBACK, compile_subject, say
 
 PII_TO_AGENTS = PolicyRuleSettings(
@@ -204,3 +213,52 @@ def test_labels_past_the_limit_are_refused_and_an_unknown_memory_is_404(
     assert cleared.json()["sensitivity_labels"] == []
     context = enforcing.post("/v1/context", json={"subject_id": "ana", "task": "x"}, headers=AGENT)
     assert "Lisbon" in context.text
+
+
+# -- labels a connector's rules set ----------------------------------------------------
+
+
+def test_connector_labels_survive_a_revision_and_reach_the_memories_compiled_from_it(
+    store: Store, clock: FakeClock
+) -> None:
+    config = FakeConfig.model_validate(
+        {
+            "name": "hr",
+            "subject": "person:{id}",
+            "overlap": "1h",
+            "labels": [
+                {"when": {"subject_id": "person:secret-*"}, "add": ["Confidential", " HR "]},
+                {"when": {"type": "fake.record", "payload.id": "nobody"}, "add": ["never"]},
+            ],
+        }
+    )
+    sync = SyncRunner(SyncRepository(store), IngestService(store, clock), clock=clock)
+    compiler = CompileService(store, clock=clock)
+    labels = Labels(store, clock)
+    first = FakeRecord(id="secret-1", updated_at=clock.now() - timedelta(minutes=5), body="v1")
+    sync.sync(FakeConnector(config, [first, replace(first, id="open-1")]))
+    compiler.compile("default", "person:secret-1")
+    clock.advance(timedelta(minutes=10))
+    edited = replace(first, updated_at=clock.now() - timedelta(minutes=1), body="I work at Acme.")
+    outcome = sync.sync(FakeConnector(config, [edited]))
+    assert outcome.revised == 1
+    result = compiler.compile("default", "person:secret-1")
+
+    secret = labels.of_subject("default", "person:secret-1")
+    assert list(secret.episodes.values()) == [frozenset({"confidential", "hr"})]
+    derived = labels.of_memories("default", [memory.id for memory in result.memories])
+    assert result.memories
+    assert all(derived[memory.id] == {"confidential", "hr"} for memory in result.memories)
+    assert labels.of_subject("default", "person:open-1").episodes == {}
+
+
+def test_a_labelled_draft_keeps_its_labels_when_its_record_moves_subject(
+    store: Store, clock: FakeClock
+) -> None:
+    ingest = IngestService(store, clock)
+    draft = EpisodeDraft("a", "src", "note", {"text": "x"}, "k1", sensitivity_labels=("pii",))
+    ingest.ingest("default", [draft])
+    ingest.ingest("default", [replace(draft, subject_id="b")])
+    labels = Labels(store, clock)
+    assert labels.of_subject("default", "a").episodes == {}
+    assert list(labels.of_subject("default", "b").episodes.values()) == [frozenset({"pii"})]

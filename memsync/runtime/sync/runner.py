@@ -18,7 +18,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from memsync.clock import Clock, SystemClock
+from memsync.compile.sensitivity import LabelRule
 from memsync.connectors import (
     DEFAULT_STREAM,
     Connector,
@@ -484,6 +485,7 @@ class SyncRunner:
         pending = _Pending()
         listings: list[Listing] = []
         scrub = self._scrub(connector)
+        label_rules = [LabelRule(rule.when, tuple(rule.add)) for rule in connector.config.labels]
         records = iter(connector.fetch_stream(stream, window, cursor))
         cut_short: Exception | None = None
 
@@ -508,7 +510,7 @@ class SyncRunner:
                 continue
             tally.fetched += 1
             try:
-                draft = connector.to_episode(record)
+                draft = _labelled(connector.to_episode(record), label_rules)
                 position = connector.record_cursor(record)
             except SkipRecord as skipped:
                 tally.skip(scrub(skipped.reason))
@@ -675,3 +677,22 @@ class SyncRunner:
         finally:
             stop.set()
             thread.join()
+
+
+def _labelled(draft: EpisodeDraft, rules: Sequence[LabelRule]) -> EpisodeDraft:
+    """``draft`` with the labels the connector's rules give it (on every read of the
+    record, so a revision carries them as the first version did)."""
+    if not rules:
+        return draft
+    labels = LabelRule.labels_of(
+        rules,
+        {
+            "type": draft.type,
+            "source": draft.source,
+            "subject_id": draft.subject_id,
+            "session_id": draft.session_id,
+            "payload": draft.payload,
+            "metadata": draft.metadata,
+        },
+    )
+    return replace(draft, sensitivity_labels=labels) if labels else draft
