@@ -262,3 +262,26 @@ def test_a_labelled_draft_keeps_its_labels_when_its_record_moves_subject(
     labels = Labels(store, clock)
     assert labels.of_subject("default", "a").episodes == {}
     assert list(labels.of_subject("default", "b").episodes.values()) == [frozenset({"pii"})]
+
+
+def test_the_admin_page_shows_labels_and_hides_what_the_policy_denies_to_admins(
+    store: Store, clock: FakeClock
+) -> None:
+    to_admins = PolicyRuleSettings(labels=["secret"], caller_type="admin", action=PolicyAction.DENY)
+    with app_with(store, clock, ReadPolicySettings(rules=[to_admins])) as client:
+        lisbon_labelled_pii(client)
+        shown = client.get("/ui/subjects/ana", params={"task": "where"}).text
+        client.patch(
+            f"/v1/memories/{lisbon_id(client)}/labels", json={"sensitivity_labels": ["secret"]}
+        )
+        hidden = client.get("/ui/subjects/ana", params={"task": "where"}).text
+    assert "Lisbon" in shown
+    assert '<td class="small labels">pii</td>' in shown
+    assert "Lisbon" not in hidden
+    assert "Acme" in hidden
+
+
+def lisbon_id(client: TestClient) -> str:
+    found = client.get("/v1/memories/search", params={"subject_id": "ana", "q": "lisbon"})
+    memory_id: str = found.json()["memories"][0]["id"]
+    return memory_id

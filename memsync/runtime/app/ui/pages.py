@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import StrictUndefined
 
+from memsync.compile.sensitivity import REDACTION_MARKER, CallerIdentity
 from memsync.compile.types import ConflictStatus
 from memsync.connectors.config import ConnectorConfig
 from memsync.episode import canonical_json
@@ -30,7 +31,8 @@ from memsync.runtime.app.services import Services, sync_schedule_id
 from memsync.runtime.app.ui.session import SESSION_COOKIE, Session, SessionSigner
 from memsync.runtime.compiling import ConflictNotFound
 from memsync.runtime.jobs import Job, JobStatus
-from memsync.runtime.reading import inspect_subject
+from memsync.runtime.reading import InspectionReport, inspect_subject
+from memsync.runtime.reading.labels import Visibility
 from memsync.runtime.reading.memories import MemoryRepository
 from memsync.runtime.sync import RunRecord, RunStatus
 from memsync.runtime.sync.records import COUNTERS
@@ -41,6 +43,8 @@ __all__ = ["LoginRequired", "PageError", "UiContext", "router", "templates"]
 TEMPLATES = Path(__file__).parent / "templates"
 templates = Jinja2Templates(directory=TEMPLATES)
 PAYLOAD_PREVIEW_CHARS = 300
+ADMIN_CALLER_TYPE = "admin"
+"""The ``caller_type`` the read policy sees for a person on the admin pages."""
 
 
 def payload_text(payload: Any) -> str:
@@ -90,6 +94,12 @@ class UiContext:
     signer: SessionSigner
     fresh: bool = False
     """The session was made for this request (an open server's first visit)."""
+
+    @property
+    def reader(self) -> CallerIdentity:
+        """Who reads, for the read policy: a person on the admin page (``caller_type:
+        admin``), named by the API key they signed in with."""
+        return CallerIdentity(self.caller.key_name, ADMIN_CALLER_TYPE)
 
     def csrf(self, form: str) -> str:
         return self.signer.csrf_token(self.session, form)
@@ -462,16 +472,21 @@ def subject_page(
 ) -> HTMLResponse:
     tenant = ui.caller.tenant_id
     moment = _moment(as_of)
-    report = inspect_subject(ui.services.episodes, ui.services.memories, tenant, subject_id)
+    seen = ui.services.read_gate.visibility(tenant, subject_id, ui.reader, path="admin")
+    report = _as_seen(
+        inspect_subject(ui.services.episodes, ui.services.memories, tenant, subject_id), seen
+    )
     # The report lists episodes without their payloads; a person reads them here.
     stored = ui.services.episodes.get_many(tenant, [episode.id for episode in report.episodes])
     revisions = {
         episode.id: ui.services.episodes.revisions(tenant, episode.id)
         for episode in report.episodes
-        if episode.revisions_kept
+        if episode.revisions_kept and episode.id not in seen.redacted_episodes
     }
     bundle = (
-        ui.services.context.bundle(tenant, subject_id, task, max_tokens, moment).to_dict()
+        ui.services.context.bundle(
+            tenant, subject_id, task, max_tokens, moment, visibility=seen
+        ).to_dict()
         if task
         else None
     )
@@ -481,12 +496,41 @@ def subject_page(
         report=report,
         health=ui.services.support.health(tenant, subject_id),
         resolutions=ui.services.resolutions.list(tenant, subject_id, limit=PAGE),
-        payloads={episode_id: record.payload for episode_id, record in stored.items()},
+        payloads={
+            episode_id: {"text": REDACTION_MARKER}
+            if episode_id in seen.redacted_episodes
+            else record.payload
+            for episode_id, record in stored.items()
+        },
+        labels=ui.services.labels.of_subject(tenant, subject_id).memories,
         revisions=revisions,
         bundle=bundle,
         task=task,
         max_tokens=max_tokens,
         as_of=as_of,
+    )
+
+
+def _as_seen(report: InspectionReport, seen: Visibility) -> InspectionReport:
+    """The report as the read policy lets the admin page's reader see it."""
+    if not seen.restricts:
+        return report
+    withheld = seen.denied_memories | seen.redacted_memories
+    return report.model_copy(
+        update={
+            "memories": {
+                status: [
+                    memory.model_copy(update={"content": REDACTION_MARKER, "claim_value": None})
+                    if memory.id in seen.redacted_memories
+                    else memory
+                    for memory in memories
+                    if seen.shows_memory(memory.id)
+                ]
+                for status, memories in report.memories.items()
+            },
+            "episodes": [e for e in report.episodes if seen.shows_episode(e.id)],
+            "conflicts": [c for c in report.conflicts if withheld.isdisjoint(c.memory_ids)],
+        }
     )
 
 
