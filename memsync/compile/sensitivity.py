@@ -156,8 +156,11 @@ class LabelRule:
     the labels ``add``.
 
     ``when`` maps a dotted path in the episode (``type``, ``source``, ``subject_id``,
-    ``session_id``, ``payload.…``, ``metadata.…``) to the value it must have; a string
-    value is a glob (``docs/hr/*``, ``*secret*``) matched against a string field."""
+    ``session_id``, ``idempotency_key``, ``payload.…``, ``metadata.…``, and
+    ``fields.…``: the connector's subject fields of the record, e.g. Slack's
+    ``fields.channel``, Zendesk's ``fields.group_id``) to the value it must have; a
+    string value is a glob (``docs/hr/*``, ``*secret*``) matched against a string
+    field; through a list, any element may match (``payload.files.path``)."""
 
     when: Mapping[str, Any]
     add: tuple[str, ...]
@@ -171,7 +174,7 @@ class LabelRule:
         """``add`` when every condition holds of ``episode`` (its fields as a mapping),
         else nothing."""
         for path, expected in self._paths:
-            if not _holds(_at(episode, path), expected):
+            if not any(_holds(actual, expected) for actual in _values(episode, path)):
                 return ()
         return self.add
 
@@ -181,20 +184,21 @@ class LabelRule:
         return normalise_labels(label for rule in rules for label in rule.labels_for(episode))
 
 
-_MISSING = object()
-
-
-def _at(document: Any, path: tuple[str, ...]) -> Any:
+def _values(document: Any, path: tuple[str, ...]) -> list[Any]:
+    """Every value at ``path``; a list on the way (``payload.files.path``) is
+    stepped into, element by element, and so is a list at the end."""
+    found = [document]
     for step in path:
-        if not isinstance(document, Mapping) or step not in document:
-            return _MISSING
-        document = document[step]
-    return document
+        found = [
+            item[step]
+            for value in found
+            for item in (value if isinstance(value, list) else [value])
+            if isinstance(item, Mapping) and step in item
+        ]
+    return [item for value in found for item in (value if isinstance(value, list) else [value])]
 
 
 def _holds(actual: Any, expected: Any) -> bool:
-    if actual is _MISSING:
-        return False
     if isinstance(expected, str) and isinstance(actual, str):
         return fnmatch.fnmatchcase(actual, expected)
     # bool is an int in Python: True must not match 1.

@@ -211,8 +211,9 @@ class LabelRuleSetting(BaseModel):
     ``when`` gets the sensitivity labels ``add``.
 
     ``when`` maps a dotted path in the episode (``type``, ``source``, ``subject_id``,
-    ``session_id``, ``payload.…``, ``metadata.…``) to the value it must have; a string
-    is a glob (``docs/hr/*``). E.g. ``{when: {metadata.channel_private: true}, add:
+    ``session_id``, ``idempotency_key``, ``payload.…``, ``metadata.…``, ``fields.…``:
+    the record's subject fields) to the value it must have; a string is a glob
+    (``docs/hr/*``). E.g. ``{when: {fields.channel: C0PRIVATE1}, add:
     [confidential]}``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -227,7 +227,7 @@ def test_connector_labels_survive_a_revision_and_reach_the_memories_compiled_fro
             "subject": "person:{id}",
             "overlap": "1h",
             "labels": [
-                {"when": {"subject_id": "person:secret-*"}, "add": ["Confidential", " HR "]},
+                {"when": {"fields.id": "secret-*"}, "add": ["Confidential", " HR "]},
                 {"when": {"type": "fake.record", "payload.id": "nobody"}, "add": ["never"]},
             ],
         }

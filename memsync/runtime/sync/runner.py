@@ -18,7 +18,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -510,7 +510,9 @@ class SyncRunner:
                 continue
             tally.fetched += 1
             try:
-                draft = _labelled(connector.to_episode(record), label_rules)
+                draft = connector.to_episode(record)
+                if label_rules:
+                    draft = _labelled(draft, connector.subject_values(record), label_rules)
                 position = connector.record_cursor(record)
             except SkipRecord as skipped:
                 tally.skip(scrub(skipped.reason))
@@ -679,11 +681,12 @@ class SyncRunner:
             thread.join()
 
 
-def _labelled(draft: EpisodeDraft, rules: Sequence[LabelRule]) -> EpisodeDraft:
+def _labelled(
+    draft: EpisodeDraft, fields: Mapping[str, object], rules: Sequence[LabelRule]
+) -> EpisodeDraft:
     """``draft`` with the labels the connector's rules give it (on every read of the
-    record, so a revision carries them as the first version did)."""
-    if not rules:
-        return draft
+    record, so a revision carries them as the first version did); ``fields`` are the
+    record's subject fields."""
     labels = LabelRule.labels_of(
         rules,
         {
@@ -691,8 +694,10 @@ def _labelled(draft: EpisodeDraft, rules: Sequence[LabelRule]) -> EpisodeDraft:
             "source": draft.source,
             "subject_id": draft.subject_id,
             "session_id": draft.session_id,
+            "idempotency_key": draft.idempotency_key,
             "payload": draft.payload,
             "metadata": draft.metadata,
+            "fields": dict(fields),
         },
     )
     return replace(draft, sensitivity_labels=labels) if labels else draft

@@ -99,3 +99,12 @@ def test_label_rules_match_dotted_paths_globs_and_exact_values() -> None:
     # True is not 1, and a missing field matches nothing.
     assert LabelRule.labels_of([private], {"metadata": {"channel_private": 1}}) == ()
     assert LabelRule.labels_of([hr_files], {"type": "file"}) == ()
+
+
+def test_a_label_rule_steps_through_lists_any_element_matching() -> None:
+    rule = LabelRule({"payload.files.path": "secrets/*"}, ("secret",))
+    scan = {"payload": {"files": [{"path": "src/a.py"}, {"path": "secrets/key.pem"}]}}
+    assert LabelRule.labels_of([rule], scan) == ("secret",)
+    assert LabelRule.labels_of([rule], {"payload": {"files": [{"path": "src/a.py"}]}}) == ()
+    group = LabelRule({"fields.group_id": 42}, ("restricted",))
+    assert LabelRule.labels_of([group], {"fields": {"group_id": 42}}) == ("restricted",)
