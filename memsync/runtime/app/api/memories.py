@@ -16,7 +16,7 @@ from memsync.runtime.app.api.deps import CallerDep, ReaderDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.api.jobs import CompileJobResponse, enqueue_compile
 from memsync.runtime.app.api.openapi import error_responses
-from memsync.runtime.app.api.policy import shown_memories, visibility
+from memsync.runtime.app.api.policy import body_visibility, shown_memories, visibility
 from memsync.runtime.app.api.schemas import Moment, RequestBody, SubjectId, Text
 from memsync.runtime.compiling import (
     CompileSummary,
@@ -200,13 +200,7 @@ def context(
     ``X-Caller-*`` headers): a denied memory, and the episodes it came from, are absent
     before anything is counted; a redacted one shows the marker.
     """
-    seen = visibility(
-        services,
-        caller.tenant_id,
-        body.subject_id,
-        reader.overridden_by(body.caller_id, body.caller_type),
-        "context",
-    )
+    seen = body_visibility(services, caller.tenant_id, body, reader, "context")
     receipts = services.receipts
     served = receipts.serve(
         caller.tenant_id,

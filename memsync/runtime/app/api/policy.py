@@ -6,6 +6,7 @@ by the readers (bundles, receipts, handoff) or here (search and timeline rows)."
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
 from memsync.compile.bundle import MemoryJson
 from memsync.compile.sensitivity import REDACTION_MARKER, CallerIdentity
@@ -14,7 +15,15 @@ from memsync.runtime.app.services import Services
 from memsync.runtime.reading.labels import CallerRequired, Visibility
 from memsync.runtime.reading.receipts import SelectedEntry
 
-__all__ = ["shown_entries", "shown_memories", "visibility"]
+__all__ = ["NamesCaller", "body_visibility", "shown_entries", "shown_memories", "visibility"]
+
+
+class NamesCaller(Protocol):
+    """A request body that may name its caller (context, handoff), about a subject."""
+
+    subject_id: str
+    caller_id: str | None
+    caller_type: str | None
 
 
 def visibility(
@@ -26,6 +35,15 @@ def visibility(
         return services.read_gate.visibility(tenant_id, subject_id, reader, path=path)
     except CallerRequired as error:
         raise ApiError(401, "unauthorized", str(error)) from None
+
+
+def body_visibility(
+    services: Services, tenant_id: str, body: NamesCaller, reader: CallerIdentity, path: str
+) -> Visibility:
+    """:func:`visibility` of the body's subject for its caller, the body's fields over
+    the headers'."""
+    caller = reader.overridden_by(body.caller_id, body.caller_type)
+    return visibility(services, tenant_id, body.subject_id, caller, path)
 
 
 def shown_memories(memories: Iterable[MemoryJson], seen: Visibility) -> list[MemoryJson]:

@@ -19,7 +19,7 @@ from memsync.runtime.app.api.auth import Caller
 from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ReaderDep, ServicesDep
 from memsync.runtime.app.api.memories import MAX_BUNDLE_TOKENS
 from memsync.runtime.app.api.openapi import error_responses
-from memsync.runtime.app.api.policy import visibility
+from memsync.runtime.app.api.policy import body_visibility
 from memsync.runtime.app.api.schemas import (
     MAX_OFFSET,
     JsonObject,
@@ -117,13 +117,7 @@ def handoff(
     same request on the same state answers the same bytes (canonical JSON). The read
     policy applies as to a context bundle.
     """
-    seen = visibility(
-        services,
-        caller.tenant_id,
-        body.subject_id,
-        reader.overridden_by(body.caller_id, body.caller_type),
-        "handoff",
-    )
+    seen = body_visibility(services, caller.tenant_id, body, reader, "handoff")
     brief = services.support.handoff(
         caller.tenant_id, body.subject_id, body.session_id, body.reason, body.max_tokens, seen
     )
