@@ -71,7 +71,11 @@ def reads(client: TestClient, headers: dict[str, str], receipt_id: str) -> dict[
     handoff = client.post(
         "/v1/handoff", json={"subject_id": "ana", "session_id": "s1"}, headers=headers
     )
+    inspect = client.get("/v1/subjects/ana/inspect", headers=headers)
+    conflicts = client.get("/v1/conflicts", params={"subject_id": "ana"}, headers=headers)
     answers = {
+        "inspect": inspect,
+        "conflicts": conflicts,
         "context": context,
         "search": search,
         "timeline": timeline,
@@ -109,7 +113,7 @@ def test_a_pii_memory_is_absent_from_every_read_of_an_agent_and_present_for_othe
         assert lisbon["id"] not in text, name
     assert "Acme" in agent["context"]
     assert "Acme" in agent["search"]
-    for name in ("context", "search", "timeline"):
+    for name in ("context", "search", "timeline", "inspect"):
         assert "Lisbon" in human[name], name
     assert lisbon["id"] in human["receipt"]
     # The body's caller overrides the headers: the same agent, named in the body.
@@ -126,6 +130,7 @@ def test_a_pii_memory_is_absent_from_every_read_of_an_agent_and_present_for_othe
         "timeline",
         "receipts",
         "handoff",
+        "inspect",
     }
     assert all(getattr(r, "policy_action", None) == "deny" for r in decisions)
     services: Services = enforcing.app.state.services  # type: ignore[attr-defined]

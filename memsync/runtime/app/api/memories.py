@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, Field, StrictBool
 
 from memsync.compile.bundle import BundleJson, BundleLayout, MemoryJson, dump_json
-from memsync.compile.sensitivity import MAX_LABEL_LENGTH, MAX_LABELS
+from memsync.compile.sensitivity import MAX_LABEL_LENGTH, MAX_LABELS, CallerIdentity
 from memsync.compile.types import ConflictStatus
 from memsync.runtime.app.api.deps import CallerDep, ReaderDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.api.jobs import CompileJobResponse, enqueue_compile
 from memsync.runtime.app.api.openapi import error_responses
-from memsync.runtime.app.api.policy import body_visibility, shown_memories, visibility
+from memsync.runtime.app.api.policy import (
+    body_visibility,
+    seen_conflicts,
+    seen_report,
+    shown_memories,
+    visibility,
+)
 from memsync.runtime.app.api.schemas import Moment, RequestBody, SubjectId, Text
+from memsync.runtime.app.services import Services
 from memsync.runtime.compiling import (
     CompileSummary,
     ConflictNotFound,
@@ -249,12 +257,15 @@ def set_memory_labels(
 def list_conflicts(
     services: ServicesDep,
     caller: CallerDep,
+    reader: ReaderDep,
     subject_id: Annotated[SubjectId | None, Query()] = None,
     status: ConflictStatus | None = ConflictStatus.OPEN,
 ) -> ConflictsResponse:
-    """Conflicts recorded under the ``flag`` policy; open ones by default."""
+    """Conflicts recorded under the ``flag`` policy; open ones by default. A conflict
+    naming a memory the read policy denies or redacts to the caller is left out."""
     records = services.memories.conflicts(caller.tenant_id, subject_id, status=status)
-    return ConflictsResponse(conflicts=[ConflictJson.of(record) for record in records])
+    shown = [ConflictJson.of(record) for record in records]
+    return ConflictsResponse(conflicts=seen_conflicts(services, caller.tenant_id, shown, reader))
 
 
 @router.post("/v1/conflicts/{conflict_id}/resolve", responses=error_responses(404))
@@ -278,6 +289,7 @@ def inspect(
     subject_id: Annotated[SubjectId, Path()],
     services: ServicesDep,
     caller: CallerDep,
+    reader: ReaderDep,
     valid_at: Annotated[Moment | None, Query()] = None,
     as_of: Annotated[Moment | None, Query()] = None,
 ) -> InspectionReport:
@@ -285,10 +297,9 @@ def inspect(
     supersession records and open conflicts (the audit path). The id may contain ``/``
     (``repo:acme/api-server``); ``GET /v1/subjects/inspect?subject_id=`` takes any id.
     With ``valid_at``, ``held`` names the memories that held at that valid time; with
-    ``as_of``, the report is the store's at that transaction time."""
-    return inspect_subject(
-        services.episodes, services.memories, caller.tenant_id, subject_id, valid_at, as_of=as_of
-    )
+    ``as_of``, the report is the store's at that transaction time. The read policy
+    applies: denied memories and the episodes behind them are absent."""
+    return _inspected(services, caller.tenant_id, subject_id, reader, valid_at, as_of)
 
 
 @router.get("/v1/subjects/inspect")
@@ -296,10 +307,24 @@ def inspect_by_query(
     subject_id: Annotated[SubjectId, Query()],
     services: ServicesDep,
     caller: CallerDep,
+    reader: ReaderDep,
     valid_at: Annotated[Moment | None, Query()] = None,
     as_of: Annotated[Moment | None, Query()] = None,
 ) -> InspectionReport:
     """The inspector report of any subject id, however it is spelt in a URL path."""
-    return inspect_subject(
-        services.episodes, services.memories, caller.tenant_id, subject_id, valid_at, as_of=as_of
+    return _inspected(services, caller.tenant_id, subject_id, reader, valid_at, as_of)
+
+
+def _inspected(
+    services: Services,
+    tenant_id: str,
+    subject_id: str,
+    reader: CallerIdentity,
+    valid_at: datetime | None,
+    as_of: datetime | None,
+) -> InspectionReport:
+    seen = visibility(services, tenant_id, subject_id, reader, "inspect")
+    report = inspect_subject(
+        services.episodes, services.memories, tenant_id, subject_id, valid_at, as_of=as_of
     )
+    return seen_report(report, seen)

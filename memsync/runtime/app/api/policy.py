@@ -5,17 +5,27 @@ by the readers (bundles, receipts, handoff) or here (search and timeline rows)."
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from memsync.compile.bundle import MemoryJson
 from memsync.compile.sensitivity import REDACTION_MARKER, CallerIdentity
 from memsync.runtime.app.api.errors import ApiError
 from memsync.runtime.app.services import Services
+from memsync.runtime.reading import InspectionReport
 from memsync.runtime.reading.labels import CallerRequired, Visibility
 from memsync.runtime.reading.receipts import SelectedEntry
 
-__all__ = ["NamesCaller", "body_visibility", "shown_entries", "shown_memories", "visibility"]
+__all__ = [
+    "NamesCaller",
+    "body_visibility",
+    "seen_conflicts",
+    "seen_report",
+    "shown_entries",
+    "shown_memories",
+    "visibility",
+]
 
 
 class NamesCaller(Protocol):
@@ -68,3 +78,51 @@ def shown_entries(entries: Iterable[SelectedEntry], seen: Visibility) -> list[Se
             else seen.shows_memory(entry.id)
         )
     ]
+
+
+def seen_report(report: InspectionReport, seen: Visibility) -> InspectionReport:
+    """The inspector report as the read policy lets the reader see it: denied memories
+    and the episodes behind them absent, redacted ones with the marker."""
+    if not seen.restricts:
+        return report
+    withheld = seen.denied_memories | seen.redacted_memories
+    return report.model_copy(
+        update={
+            "memories": {
+                status: [
+                    memory.model_copy(update={"content": REDACTION_MARKER, "claim_value": None})
+                    if memory.id in seen.redacted_memories
+                    else memory
+                    for memory in memories
+                    if seen.shows_memory(memory.id)
+                ]
+                for status, memories in report.memories.items()
+            },
+            "episodes": [e for e in report.episodes if seen.shows_episode(e.id)],
+            "conflicts": [c for c in report.conflicts if withheld.isdisjoint(c.memory_ids)],
+        }
+    )
+
+
+class StatesMemories(Protocol):
+    """A conflict, as any view has it: its subject and the two memories it states."""
+
+    @property
+    def subject_id(self) -> str: ...
+    @property
+    def memory_ids(self) -> tuple[uuid.UUID, uuid.UUID]: ...
+
+
+ConflictT = TypeVar("ConflictT", bound=StatesMemories)
+
+
+def seen_conflicts(
+    services: Services, tenant_id: str, conflicts: Sequence[ConflictT], reader: CallerIdentity
+) -> list[ConflictT]:
+    """The conflicts naming no memory the reader may not see (a conflict states both
+    texts), each subject's visibility asked once."""
+    withheld: dict[str, frozenset[uuid.UUID]] = {}
+    for subject_id in sorted({conflict.subject_id for conflict in conflicts}):
+        seen = visibility(services, tenant_id, subject_id, reader, "conflicts")
+        withheld[subject_id] = seen.denied_memories | seen.redacted_memories
+    return [c for c in conflicts if withheld[c.subject_id].isdisjoint(c.memory_ids)]

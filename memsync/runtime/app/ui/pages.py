@@ -25,14 +25,14 @@ from memsync.connectors.config import ConnectorConfig
 from memsync.episode import canonical_json
 from memsync.runtime.app.api.auth import Caller
 from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.policy import seen_conflicts, seen_report
 from memsync.runtime.app.config import hash_api_key
 from memsync.runtime.app.handlers import SYNC_JOB
 from memsync.runtime.app.services import Services, sync_schedule_id
 from memsync.runtime.app.ui.session import SESSION_COOKIE, Session, SessionSigner
 from memsync.runtime.compiling import ConflictNotFound
 from memsync.runtime.jobs import Job, JobStatus
-from memsync.runtime.reading import InspectionReport, inspect_subject
-from memsync.runtime.reading.labels import Visibility
+from memsync.runtime.reading import inspect_subject
 from memsync.runtime.reading.memories import MemoryRepository
 from memsync.runtime.sync import RunRecord, RunStatus
 from memsync.runtime.sync.records import COUNTERS
@@ -411,6 +411,9 @@ def conflicts_page(request: Request, ui: Ui, resolved: str | None = None) -> HTM
     tenant = ui.caller.tenant_id
     memories: MemoryRepository = ui.services.memories
     conflicts = memories.conflicts(tenant, status=ConflictStatus.OPEN)
+    # A conflict states both memories: one the reader may not see hides it whole.
+    shown = seen_conflicts(ui.services, tenant, [r.conflict for r in conflicts], ui.reader)
+    conflicts = [record for record in conflicts if record.conflict in shown]
     memory_ids = [m for record in conflicts for m in record.conflict.memory_ids]
     by_id = memories.get(tenant, memory_ids) if memory_ids else {}
     episode_ids = [e for memory in by_id.values() for e in memory.source_episode_ids]
@@ -473,7 +476,7 @@ def subject_page(
     tenant = ui.caller.tenant_id
     moment = _moment(as_of)
     seen = ui.services.read_gate.visibility(tenant, subject_id, ui.reader, path="admin")
-    report = _as_seen(
+    report = seen_report(
         inspect_subject(ui.services.episodes, ui.services.memories, tenant, subject_id), seen
     )
     # The report lists episodes without their payloads; a person reads them here.
@@ -508,29 +511,6 @@ def subject_page(
         task=task,
         max_tokens=max_tokens,
         as_of=as_of,
-    )
-
-
-def _as_seen(report: InspectionReport, seen: Visibility) -> InspectionReport:
-    """The report as the read policy lets the admin page's reader see it."""
-    if not seen.restricts:
-        return report
-    withheld = seen.denied_memories | seen.redacted_memories
-    return report.model_copy(
-        update={
-            "memories": {
-                status: [
-                    memory.model_copy(update={"content": REDACTION_MARKER, "claim_value": None})
-                    if memory.id in seen.redacted_memories
-                    else memory
-                    for memory in memories
-                    if seen.shows_memory(memory.id)
-                ]
-                for status, memories in report.memories.items()
-            },
-            "episodes": [e for e in report.episodes if seen.shows_episode(e.id)],
-            "conflicts": [c for c in report.conflicts if withheld.isdisjoint(c.memory_ids)],
-        }
     )
 
 
