@@ -290,3 +290,37 @@ def lisbon_id(client: TestClient) -> str:
     found = client.get("/v1/memories/search", params={"subject_id": "ana", "q": "lisbon"})
     memory_id: str = found.json()["memories"][0]["id"]
     return memory_id
+
+
+def test_an_as_of_bundle_and_a_replay_leave_the_denied_memory_out_too(
+    enforcing: TestClient,
+) -> None:
+    lisbon = lisbon_labelled_pii(enforcing)
+    receipt_id = served_receipt(enforcing)
+    as_of = enforcing.get(f"/v1/receipts/{receipt_id}", headers=HUMAN).json()["as_of"]
+    then = enforcing.post(
+        "/v1/context",
+        json={"subject_id": "ana", "task": "where does ana live", "as_of": as_of},
+        headers=AGENT,
+    )
+    replayed = enforcing.post(
+        f"/v1/receipts/{receipt_id}/replay", json={"mode": "exact"}, headers=AGENT
+    )
+    listed = enforcing.get("/v1/receipts", params={"subject_id": "ana"}, headers=AGENT)
+    assert "Acme" in then.text
+    assert "Lisbon" not in then.text
+    assert replayed.json()["reproduced"] is False
+    assert "Lisbon" not in replayed.text
+    assert lisbon["id"] not in replayed.text
+    assert lisbon["id"] not in listed.text
+    assert lisbon["id"] in enforcing.get("/v1/receipts", params={"subject_id": "ana"}).text
+
+
+def test_deleting_a_subject_deletes_its_labels(
+    enforcing: TestClient, store: Store, clock: FakeClock
+) -> None:
+    lisbon_labelled_pii(enforcing)
+    assert enforcing.delete("/v1/subjects/ana").status_code == 200
+    assert Labels(store, clock).of_subject("default", "ana") == Labels(store, clock).of_subject(
+        "default", "nobody"
+    )
