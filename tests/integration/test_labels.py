@@ -324,3 +324,15 @@ def test_deleting_a_subject_deletes_its_labels(
     assert Labels(store, clock).of_subject("default", "ana") == Labels(store, clock).of_subject(
         "default", "nobody"
     )
+
+
+def test_a_compile_answers_an_agent_without_the_memories_of_a_denied_episode(
+    enforcing: TestClient, store: Store, clock: FakeClock
+) -> None:
+    said = {"messages": [{"role": "user", "content": "I live in Lisbon."}]}
+    draft = EpisodeDraft("ana", "chat", "message", said, "k1", sensitivity_labels=("pii",))
+    IngestService(store, clock).ingest("default", [draft])
+    compiled = enforcing.post("/v1/memories/compile", json={"subject_id": "ana"}, headers=AGENT)
+    assert compiled.json()["memories_created"] > 0
+    assert compiled.json()["memories"] == []
+    assert "Lisbon" in enforcing.get("/v1/memories/search", params={"subject_id": "ana"}).text

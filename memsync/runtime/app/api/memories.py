@@ -133,7 +133,9 @@ class ConflictsResponse(BaseModel):
     response_model=CompileResponse,
     responses={202: {"model": CompileJobResponse, "description": "Enqueued (async)"}},
 )
-def compile_memories(body: CompileRequest, services: ServicesDep, caller: CallerDep) -> Response:
+def compile_memories(
+    body: CompileRequest, services: ServicesDep, caller: CallerDep, reader: ReaderDep
+) -> Response:
     """Compile a subject's new and revised episodes into memories, as a set.
 
     A second call with nothing new creates nothing (``memories_created`` 0). With
@@ -143,13 +145,15 @@ def compile_memories(body: CompileRequest, services: ServicesDep, caller: Caller
         job = enqueue_compile(services, caller.tenant_id, body.subject_id)
         return Response(job.model_dump_json(), status_code=202, media_type="application/json")
     result = services.compile_service.compile(caller.tenant_id, body.subject_id)
+    # The memories created are a read too: the caller sees them as the policy says.
+    seen = visibility(services, caller.tenant_id, body.subject_id, reader, "compile")
     # Encoded here, on the request's worker thread, and without validating: a compile
     # can return thousands of memories, which FastAPI would validate and encode again on
     # the event loop, where every other request waits for it, and which validating into
     # CompileResponse first took about as long again as encoding (the same bytes).
     answer = {
         **result_summary(result),
-        "memories": [MemoryJson.values_of(memory) for memory in result.memories],
+        "memories": [MemoryJson.values_of(memory) for memory in seen.memories(result.memories)],
     }
     return Response(dump_json(answer), media_type="application/json")
 
