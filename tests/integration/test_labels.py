@@ -21,6 +21,8 @@ from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import PolicyRuleSettings, ReadPolicySettings, Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.compiling import CompileService
+from memsync.runtime.compiling.rules import CompileRules
+from memsync.runtime.compiling.settings import CompileSettings
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading.labels import Labels
 from memsync.runtime.storage import Store
@@ -336,3 +338,27 @@ def test_a_compile_answers_an_agent_without_the_memories_of_a_denied_episode(
     assert compiled.json()["memories_created"] > 0
     assert compiled.json()["memories"] == []
     assert "Lisbon" in enforcing.get("/v1/memories/search", params={"subject_id": "ana"}).text
+
+
+def test_a_compile_rule_labels_the_memories_it_matches_and_a_patch_keeps_them(
+    store: Store, clock: FakeClock
+) -> None:
+    rules = CompileRules.from_settings(
+        CompileSettings.model_validate(
+            {"labels": [{"when": {"claim_key": "location.*"}, "add": ["PII"]}]}
+        )
+    )
+    ingest = IngestService(store, clock)
+    said = {"messages": [{"role": "user", "content": "I live in Lisbon and I work at Acme."}]}
+    ingest.ingest("default", [EpisodeDraft("ana", "chat", "message", said, "k1")])
+    result = CompileService(store, rules=rules, clock=clock).compile("default", "ana")
+    labels = Labels(store, clock)
+    by_claim = {
+        memory.claim_key: labels.of_memories("default", [memory.id]).get(memory.id)
+        for memory in result.memories
+    }
+    assert by_claim["location.home_city"] == {"pii"}
+    assert by_claim["employment.current_employer"] is None
+    lisbon = next(m for m in result.memories if m.claim_key == "location.home_city")
+    assert labels.set_memory_labels("default", lisbon.id, ["home"]) == ("home", "pii")
+    assert labels.set_memory_labels("default", lisbon.id, []) == ("pii",)

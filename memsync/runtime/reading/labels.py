@@ -84,22 +84,23 @@ class Labels:
             ).scalar_one_or_none()
             if subject is None:
                 return None
+            # One statement, so two concurrent PATCHes of a memory leave the last one's
+            # labels; the compile rules' labels stay: only the memory's own are replaced.
+            now = self._clock.now()
+            insert = tables.upsert(_memory_labels, postgresql=self._store.is_postgresql)
             connection.execute(
-                _memory_labels.delete().where(
-                    _memory_labels.c.tenant_id == tenant_id,
-                    _memory_labels.c.memory_id == memory_id,
+                insert.values(
+                    tenant_id=tenant_id,
+                    memory_id=memory_id,
+                    subject_id=subject,
+                    labels=list(normalised),
+                    rule_labels=[],
+                    updated_at=now,
+                ).on_conflict_do_update(
+                    index_elements=[_memory_labels.c.tenant_id, _memory_labels.c.memory_id],
+                    set_={"labels": insert.excluded.labels, "updated_at": now},
                 )
             )
-            if normalised:
-                connection.execute(
-                    _memory_labels.insert().values(
-                        tenant_id=tenant_id,
-                        memory_id=memory_id,
-                        subject_id=subject,
-                        labels=list(normalised),
-                        updated_at=self._clock.now(),
-                    )
-                )
         return tuple(sorted(self.of_memories(tenant_id, [memory_id]).get(memory_id, ())))
 
     def of_memories(
@@ -112,7 +113,11 @@ class Labels:
         found: dict[uuid.UUID, set[str]] = {}
         with self._store.read() as connection:
             own = connection.execute(
-                sa.select(_memory_labels.c.memory_id, _memory_labels.c.labels).where(
+                sa.select(
+                    _memory_labels.c.memory_id,
+                    _memory_labels.c.labels,
+                    _memory_labels.c.rule_labels,
+                ).where(
                     _memory_labels.c.tenant_id == tenant_id,
                     _memory_labels.c.memory_id.in_(ids),
                 )
@@ -128,8 +133,9 @@ class Labels:
                 )
                 .where(_sources.c.tenant_id == tenant_id, _sources.c.memory_id.in_(ids))
             )
-            for memory_id, labels in [*own, *inherited]:
-                found.setdefault(memory_id, set()).update(labels)
+            for memory_id, *label_lists in [*own, *inherited]:
+                for labels in label_lists:
+                    found.setdefault(memory_id, set()).update(labels)
         return {memory_id: frozenset(labels) for memory_id, labels in found.items()}
 
     def of_subject(self, tenant_id: str, subject_id: str) -> SubjectLabels:
@@ -146,13 +152,17 @@ class Labels:
                 )
             }
             memories: dict[uuid.UUID, set[str]] = {}
-            for memory_id, labels in connection.execute(
-                sa.select(_memory_labels.c.memory_id, _memory_labels.c.labels).where(
+            for memory_id, labels, rule_labels in connection.execute(
+                sa.select(
+                    _memory_labels.c.memory_id,
+                    _memory_labels.c.labels,
+                    _memory_labels.c.rule_labels,
+                ).where(
                     _memory_labels.c.tenant_id == tenant_id,
                     _memory_labels.c.subject_id == subject_id,
                 )
             ):
-                memories.setdefault(memory_id, set()).update(labels)
+                memories.setdefault(memory_id, set()).update(labels, rule_labels)
             for ids in tables.in_slices(sorted(episodes)):
                 for memory_id, episode_id in connection.execute(
                     sa.select(_sources.c.memory_id, _sources.c.episode_id).where(

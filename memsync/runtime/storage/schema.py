@@ -406,6 +406,7 @@ memory_labels = sa.Table(
     sa.Column("memory_id", sa.Uuid, primary_key=True),
     sa.Column("subject_id", identifier(SUBJECT_ID_LENGTH), nullable=False),
     sa.Column("labels", JSONDocument, nullable=False),
+    sa.Column("rule_labels", JSONDocument, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.ForeignKeyConstraint(
         ["tenant_id", "memory_id"], ["memories.tenant_id", "memories.id"], ondelete="CASCADE"
@@ -413,9 +414,11 @@ memory_labels = sa.Table(
     # A read decides for one subject at a time: its labelled memories in one lookup.
     sa.Index("ix_memory_labels_subject", "tenant_id", "subject_id"),
 )
-"""The sensitivity labels set on a memory itself (``PATCH /v1/memories/{id}/labels``):
-normalised, sorted, at most 32; no row when it has none. What the policy reads is
-these plus the labels of the memory's source episodes (``episode_labels``)."""
+"""The sensitivity labels set on a memory itself: ``labels`` by
+``PATCH /v1/memories/{id}/labels`` (normalised, sorted, at most 32), ``rule_labels`` by
+the compile rules when the memory was created; no row when it has neither. What the
+policy reads is both plus the labels of the memory's source episodes
+(``episode_labels``)."""
 
 episode_labels = sa.Table(
     "episode_labels",

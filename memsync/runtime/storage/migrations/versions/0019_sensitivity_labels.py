@@ -1,7 +1,8 @@
-"""Sensitivity labels: those set on a memory (``memory_labels``) and those a
-connector's rules gave an episode (``episode_labels``). Keys lead with ``tenant_id``,
-and each has a foreign key to its memory or episode on (tenant, id), so on Citus the
-tables are distributed by tenant and colocated with ``episodes`` as they are created.
+"""Sensitivity labels: those set on a memory (``memory_labels``: by hand, and by the
+compile rules) and those a connector's rules gave an episode (``episode_labels``).
+Keys lead with ``tenant_id``, and each has a foreign key to its memory or episode on
+(tenant, id), so on Citus the tables are distributed by tenant and colocated with
+``episodes`` as they are created.
 
 Revision ID: 0019
 Revises: 0017
@@ -28,6 +29,7 @@ def upgrade() -> None:
         sa.Column("memory_id", sa.Uuid, nullable=False),
         sa.Column("subject_id", identifier(255), nullable=False),
         sa.Column("labels", JSONDocument, nullable=False),
+        sa.Column("rule_labels", JSONDocument, nullable=False),
         sa.Column("updated_at", UTCDateTime, nullable=False),
         sa.PrimaryKeyConstraint("tenant_id", "memory_id", name="pk_memory_labels"),
         sa.ForeignKeyConstraint(
