@@ -41,6 +41,11 @@ _episode_labels = tables.episode_labels
 _sources = tables.memory_sources
 _memories = tables.memories
 
+_OWN_LABELS = sa.select(
+    _memory_labels.c.memory_id, _memory_labels.c.labels, _memory_labels.c.rule_labels
+)
+"""A memory's own labels: set by hand, and by the compile rules."""
+
 
 class CallerRequired(PermissionError):
     """The policy requires every read to name its caller, and this one did not."""
@@ -113,11 +118,7 @@ class Labels:
         found: dict[uuid.UUID, set[str]] = {}
         with self._store.read() as connection:
             own = connection.execute(
-                sa.select(
-                    _memory_labels.c.memory_id,
-                    _memory_labels.c.labels,
-                    _memory_labels.c.rule_labels,
-                ).where(
+                _OWN_LABELS.where(
                     _memory_labels.c.tenant_id == tenant_id,
                     _memory_labels.c.memory_id.in_(ids),
                 )
@@ -153,11 +154,7 @@ class Labels:
             }
             memories: dict[uuid.UUID, set[str]] = {}
             for memory_id, labels, rule_labels in connection.execute(
-                sa.select(
-                    _memory_labels.c.memory_id,
-                    _memory_labels.c.labels,
-                    _memory_labels.c.rule_labels,
-                ).where(
+                _OWN_LABELS.where(
                     _memory_labels.c.tenant_id == tenant_id,
                     _memory_labels.c.subject_id == subject_id,
                 )
