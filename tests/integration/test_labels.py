@@ -362,3 +362,25 @@ def test_a_compile_rule_labels_the_memories_it_matches_and_a_patch_keeps_them(
     lisbon = next(m for m in result.memories if m.claim_key == "location.home_city")
     assert labels.set_memory_labels("default", lisbon.id, ["home"]) == ("home", "pii")
     assert labels.set_memory_labels("default", lisbon.id, []) == ("pii",)
+
+
+def test_a_redacted_episode_shows_the_marker_and_a_denied_one_is_unknown(
+    store: Store, clock: FakeClock
+) -> None:
+    rules = [
+        PolicyRuleSettings(labels=["secret"], action=PolicyAction.DENY),
+        PolicyRuleSettings(labels=["hr"], action=PolicyAction.REDACT),
+    ]
+    ingest = IngestService(store, clock)
+    drafts = [
+        EpisodeDraft("ana", "chat", "note", {"text": text}, key, sensitivity_labels=(label,))
+        for key, text, label in (("k1", "the safe code", "secret"), ("k2", "her salary", "hr"))
+    ]
+    secret, salary = (outcome.episode_id for outcome in ingest.ingest("default", drafts))
+    with app_with(store, clock, ReadPolicySettings(rules=rules)) as client:
+        timeline = client.get("/v1/timeline", params={"subject_id": "ana"}).json()
+        denied = client.get(f"/v1/episodes/{secret}")
+        redacted = client.get(f"/v1/episodes/{salary}")
+    assert [episode["payload"] for episode in timeline["episodes"]] == [{"text": "[redacted]"}]
+    assert denied.status_code == 404
+    assert redacted.status_code == 404
