@@ -21,12 +21,13 @@ a request or a ``memsync ingest`` that fails stores nothing of itself.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from typing import Any
 
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from memsync.clock import Clock, SystemClock
 from memsync.episode import EpisodeDraft, IngestStatus, KeyScope, Tombstone
@@ -429,7 +430,7 @@ class IngestService:
         return outcomes
 
 
-def _created(row: RowMapping, with_stored: bool) -> IngestOutcome:
+def _created(row: Mapping[Any, Any], with_stored: bool) -> IngestOutcome:
     """The outcome of a draft its insert stored, from the row the insert returned."""
     return IngestOutcome(row["id"], IngestStatus.CREATED, 1, row if with_stored else None)
 
