@@ -24,6 +24,7 @@ from memsync.runtime.storage import (
     upgrade,
 )
 from memsync.runtime.storage.migrate import downgrade, scripted_head
+from memsync.runtime.storage.schema import PARTIAL_CONDITION
 from memsync.runtime.storage.types import JSONDocument, UTCDateTime
 
 
@@ -32,6 +33,36 @@ def test_migrations_at_head_match_the_models(store: Store) -> None:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
         differences = compare_metadata(context, metadata)
     assert differences == []
+
+
+def _stored_index_definition(connection: sa.Connection, name: str) -> str:
+    if connection.dialect.name == "postgresql":
+        query = "SELECT indexdef FROM pg_indexes WHERE indexname = :name"
+    else:
+        query = "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = :name"
+    return str(connection.execute(sa.text(query), {"name": name}).scalar_one())
+
+
+def test_partial_indexes_have_their_condition_in_the_models_and_in_the_store(
+    store: Store,
+) -> None:
+    # The models give a partial index its database's ``<dialect>_where`` when a store
+    # opens, not when they are built (schema.state_partial_conditions); comparing
+    # with Alembic does not look at conditions, so this does.
+    partial = [
+        index
+        for table in metadata.tables.values()
+        for index in table.indexes
+        if PARTIAL_CONDITION in index.info
+    ]
+    assert partial
+    with store.read() as connection:
+        for index in partial:
+            assert index.name is not None
+            condition = index.info[PARTIAL_CONDITION].text
+            declared = str(sa.schema.CreateIndex(index).compile(dialect=connection.dialect))
+            assert declared.endswith(f"WHERE {condition}"), declared
+            assert " WHERE " in _stored_index_definition(connection, index.name)
 
 
 def test_upgrade_is_idempotent(store: Store) -> None:

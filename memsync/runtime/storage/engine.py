@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from memsync.runtime.storage.schema import state_partial_conditions
+
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -219,6 +221,7 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
+        state_partial_conditions(self.dialect)
         self._async_engine: AsyncEngine | None = None
         self._async_engine_lock = threading.Lock()
 

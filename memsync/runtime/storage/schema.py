@@ -49,15 +49,37 @@ NAMING_CONVENTION = {
 }
 
 
+PARTIAL_CONDITION = "memsync_where"
+"""The key of a partial index's ``info`` that holds its condition (see
+:func:`partial_index`)."""
+
+
 def partial_index(
     name: str, *expressions: str | sa.ColumnElement[object], where: str, unique: bool = False
 ) -> sa.Index:
     """An index over the rows that match ``where``, one SQL condition given to both
-    databases, so the two can never index different rows."""
-    condition = sa.text(where)
-    return sa.Index(
-        name, *expressions, unique=unique, sqlite_where=condition, postgresql_where=condition
-    )
+    databases, so the two can never index different rows.
+
+    The condition is kept in the index's ``info`` and given to a database's own option
+    (``sqlite_where``, ``postgresql_where``) by :func:`state_partial_conditions` when a
+    store of that database opens: naming a dialect's option here would import that
+    dialect with the schema, and SQLAlchemy's PostgreSQL dialect costs a command over a
+    SQLite store about a sixth of the time of importing SQLAlchemy itself
+    (docs/benchmarks.md, "CLI start-up")."""
+    index = sa.Index(name, *expressions, unique=unique)
+    index.info[PARTIAL_CONDITION] = sa.text(where)
+    return index
+
+
+def state_partial_conditions(dialect: str) -> None:
+    """Give every partial index of :data:`metadata` its condition in ``dialect``'s own
+    option (``<dialect>_where``), which DDL and Alembic read. Called by every store as it
+    opens, when its engine has loaded the dialect; a repeat sets the same values again."""
+    for table in metadata.tables.values():
+        for index in table.indexes:
+            condition = index.info.get(PARTIAL_CONDITION)
+            if condition is not None:
+                index.dialect_kwargs[f"{dialect}_where"] = condition
 
 
 TENANT_ID_LENGTH = 64

@@ -16,8 +16,6 @@ from typing import Any, TypeVar
 
 import orjson
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection
 
 from memsync.runtime.storage.schema import (
@@ -109,8 +107,10 @@ def one_of(
     """
     if not postgresql:
         return column.in_(list(values))
+    from sqlalchemy.dialects.postgresql import ARRAY  # loaded already by the store's engine
+
     element = sa.Uuid() if isinstance(column.type, sa.Uuid) else sa.Text()
-    return column == sa.any_(sa.bindparam(None, list(values), type_=pg_dialect.ARRAY(element)))
+    return column == sa.any_(sa.bindparam(None, list(values), type_=ARRAY(element)))
 
 
 def update_each_if(table: sa.Table, tenant_id: str, guard: str) -> sa.Update:
@@ -361,8 +361,13 @@ def pipelined(connection: Connection) -> Iterator[Send]:
 
 def upsert(table: sa.Table, *, postgresql: bool) -> Any:
     """An ``INSERT`` in the store's dialect, ready for ``on_conflict_do_update`` (both
-    dialects spell it alike)."""
-    return (pg_dialect.insert if postgresql else sqlite_dialect.insert)(table)
+    dialects spell it alike). The dialect's module is imported here, not with this
+    module: the store's engine has loaded its own, and only that one."""
+    if postgresql:
+        from sqlalchemy.dialects import postgresql as dialect
+    else:
+        from sqlalchemy.dialects import sqlite as dialect  # type: ignore[no-redef]
+    return dialect.insert(table)
 
 
 def insert_or_ignore(table: sa.Table, *, postgresql: bool) -> Any:

@@ -6,7 +6,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 
 from memsync.clock import utc
@@ -35,10 +34,29 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
         return None if value is None else utc(value)
 
 
-# JSONB on PostgreSQL (indexable, compact); JSON text elsewhere.
-JSONDocument: sa.types.TypeEngine[Any] = sa.JSON().with_variant(
-    postgresql.JSONB(none_as_null=True), "postgresql"
-)
+class _JSONDocument(sa.TypeDecorator[Any]):
+    """JSONB on PostgreSQL (indexable, compact); JSON text elsewhere.
+
+    A decorator choosing its type per dialect rather than ``JSON().with_variant(JSONB)``:
+    a variant is built with the schema, and building JSONB imports SQLAlchemy's
+    PostgreSQL dialect, which costs a command over a SQLite store about a sixth of the
+    time of importing SQLAlchemy itself (docs/benchmarks.md, "CLI start-up"). Here
+    JSONB is built when a PostgreSQL store first uses the column, and that store's
+    engine has imported the dialect already.
+    """
+
+    impl = sa.JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB(none_as_null=True))
+        return dialect.type_descriptor(sa.JSON())
+
+
+JSONDocument: sa.types.TypeEngine[Any] = _JSONDocument()
 
 
 def identifier(length: int) -> sa.types.TypeEngine[str]:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING, Any
-
-from pydantic import TypeAdapter
 
 from memsync.runtime.sync.policy import RunKind, RunStatus
 from memsync.stopping import StopRequested
 
 if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
     from memsync.runtime.ingest import IngestSummary
 
 __all__ = ["COUNTERS", "MAX_SKIPPED_REASONS", "RunInterrupted", "RunRecord", "Tally"]
@@ -136,11 +137,17 @@ class RunRecord:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values, as ``--json`` and the API print them."""
-        dumped: dict[str, Any] = _RUN_RECORD.dump_python(self, mode="json")
+        dumped: dict[str, Any] = _run_record_adapter().dump_python(self, mode="json")
         return dumped
 
 
-_RUN_RECORD: TypeAdapter[RunRecord] = TypeAdapter(RunRecord)
+@cache
+def _run_record_adapter() -> TypeAdapter[RunRecord]:
+    # Built on first use: building its schema costs a command that prints no JSON
+    # (``runs list``, ``sync`` for a person) a few milliseconds of start-up.
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(RunRecord)
 
 
 class RunInterrupted(StopRequested):
