@@ -31,6 +31,7 @@ from memsync.connectors.config import (
 )
 from memsync.connectors.declaration import ConnectorDeclaration, KeyPolicy, check_declared
 from memsync.connectors.errors import ConnectorDefinitionError, SkipRecord
+from memsync.connectors.webhooks import WebhookReceiver
 from memsync.episode import EpisodeDraft, JSONObject, KeyScope, Tombstone
 from memsync.scrub import secret_values
 from memsync.stopping import Sleeper, StopEvent
@@ -406,6 +407,14 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
                 close()  # stop paging: one answer is all a check needs
         changed = "a record changed" if first is not None else "nothing changed"
         return f"reached; {changed} in the last minute"
+
+    def webhook_receiver(self) -> WebhookReceiver[RecordT] | None:
+        """What receives this instance's pushed deliveries (``POST /v1/webhooks/{name}``),
+        when its type has a receiver and its config a ``webhook:``; ``None`` otherwise
+        (the endpoint answers 404). The records it parses are this connector's own, so
+        :meth:`to_episode` maps a pushed record exactly as its re-read. The default has
+        none."""
+        return None
 
     def secret_values(self) -> list[str]:
         """The secrets this instance sends to its source, so the framework can scrub them
