@@ -32,7 +32,7 @@ from memsync.connectors.config import (
 from memsync.connectors.declaration import ConnectorDeclaration, KeyPolicy, check_declared
 from memsync.connectors.errors import ConnectorDefinitionError, SkipRecord
 from memsync.connectors.webhooks import WebhookReceiver
-from memsync.episode import EpisodeDraft, JSONObject, KeyScope, Tombstone
+from memsync.episode import SOURCE_UPDATED_AT, EpisodeDraft, JSONObject, KeyScope, Tombstone
 from memsync.scrub import secret_values
 from memsync.stopping import Sleeper, StopEvent
 
@@ -408,6 +408,17 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
         changed = "a record changed" if first is not None else "nothing changed"
         return f"reached; {changed} in the last minute"
 
+    def source_updated_at(self, record: RecordT) -> datetime | None:
+        """When the source last changed ``record`` (its ``updated_at``), aware; ``None``
+        when the source does not say (the default).
+
+        Conflicts: ingest never lets a version older than the stored one replace it,
+        so a pushed edit is not undone by a re-read that read the record before the
+        edit and was ingested after it. Equal times keep arrival order. Only a time
+        that moves forward with every change of the payload may be returned here.
+        """
+        return None
+
     def webhook_receiver(self) -> WebhookReceiver[RecordT] | None:
         """What receives this instance's pushed deliveries (``POST /v1/webhooks/{name}``),
         when its type has a receiver and its config a ``webhook:``; ``None`` otherwise
@@ -448,8 +459,17 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
             payload=self.payload(record),
             idempotency_key=self.idempotency_key(record),
             occurred_at=occurred_at,
-            provenance={"connector": self.config.name, "connector_type": self.type},
+            provenance=self._provenance(record),
         )
+
+    def _provenance(self, record: RecordT) -> JSONObject:
+        provenance: JSONObject = {"connector": self.config.name, "connector_type": self.type}
+        updated_at = self.source_updated_at(record)
+        if updated_at is not None:
+            provenance[SOURCE_UPDATED_AT] = _require_aware(
+                updated_at, f"{self.type}.source_updated_at"
+            ).isoformat()
+        return provenance
 
 
 def fetch_every_stream(

@@ -18,7 +18,10 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
+from memsync.connectors import Window
+from memsync.connectors.github import GitHubIssue
 from memsync.connectors.github.fake_api import FakeGitHub
+from memsync.episode import IngestStatus
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import Settings
 from memsync.runtime.app.services import Services
@@ -160,6 +163,29 @@ def test_a_re_read_first_then_the_pushed_edit_and_comment_are_one_revision_each(
         f"github:acme:api:issue:1:comment:{comment.id}",
         ISSUE_KEY,
     ]
+
+
+def test_an_edit_pushed_is_not_undone_by_an_older_re_read_ingested_after_it(
+    client: TestClient, services: Services, fake: FakeGitHub, store: Store
+) -> None:
+    services.run_sync(services.connector("gh"))
+    config = services.connector("gh")
+    # A re-read that reads the issue now, before the edit, and is ingested after it.
+    with services.connector_instance(config) as connector:
+        read_before = [
+            connector.to_episode(item)
+            for item in connector.fetch(Window(start=T0, end=NOW), None)
+            if isinstance(item, GitHubIssue)
+        ]
+    fake.edit_issue("acme", "api", 1, title="Webhooks drop retries on 429")
+
+    pushed = deliver(client, "issues", fake.webhook_body("issues", "edited", "acme", "api", 1))
+    [late] = services.ingest.ingest(config.tenant, read_before)
+
+    assert pushed["outcome"] == "revised"
+    assert late.status is IngestStatus.DUPLICATE  # older than what is stored: nothing
+    [(revision, payload, _)] = stored(store, ISSUE_KEY)
+    assert (revision, payload["title"]) == (2, "Webhooks drop retries on 429")
 
 
 def test_a_deletion_pushed_is_a_tombstone_of_the_issue_and_its_comments(

@@ -446,6 +446,11 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
             )
         return self._client
 
+    def source_updated_at(self, record: GitHubRecord) -> datetime | None:
+        """An issue's, a comment's or a review comment's ``updated_at``: GitHub moves it
+        with every edit. Other records never change once written."""
+        return record.updated_at if isinstance(record, _EditableItem) else None
+
     def webhook_receiver(self) -> WebhookReceiver[GitHubRecord] | None:
         """``issues`` and ``issue_comment`` deliveries, when ``webhook:`` is configured."""
         if self.config.webhook is None:
