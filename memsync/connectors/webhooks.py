@@ -28,6 +28,7 @@ __all__ = [
     "WebhookDelivery",
     "WebhookReceiver",
     "WebhookRefused",
+    "check_hex_signature",
     "hmac_sha256",
     "json_object",
     "signature_matches",
@@ -108,6 +109,18 @@ def signature_matches(expected: str, given: str | None) -> bool:
     if given is None:
         return False
     return hmac.compare_digest(expected.encode("utf-8"), given.strip().encode("utf-8"))
+
+
+def check_hex_signature(
+    secret: str, signed: bytes, given: str | None, *, prefix: str, header: str
+) -> None:
+    """Refuse unless ``given`` (the ``header`` value) is ``prefix`` and the hex
+    HMAC-SHA256 of ``signed`` under ``secret``: ``UNSIGNED`` when it is missing,
+    ``BAD_SIGNATURE`` when it differs (compared in constant time)."""
+    if given is None:
+        raise WebhookRefused(Refusal.UNSIGNED, f"no {header} header")
+    if not signature_matches(prefix + hmac_sha256(secret, signed).hex(), given):
+        raise WebhookRefused(Refusal.BAD_SIGNATURE, f"{header} does not match")
 
 
 def json_object(body: bytes) -> Mapping[str, Any]:

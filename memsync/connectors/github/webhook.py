@@ -34,9 +34,8 @@ from memsync.connectors.webhooks import (
     Refusal,
     WebhookDelivery,
     WebhookRefused,
-    hmac_sha256,
+    check_hex_signature,
     json_object,
-    signature_matches,
 )
 from memsync.episode import Tombstone
 
@@ -67,11 +66,13 @@ class GitHubWebhookReceiver:
     def receive(
         self, headers: Mapping[str, str], body: bytes, now: datetime
     ) -> WebhookDelivery[GitHubRecord]:
-        given = headers.get(SIGNATURE_HEADER)
-        if given is None:
-            raise WebhookRefused(Refusal.UNSIGNED, f"no {SIGNATURE_HEADER} header")
-        if not signature_matches("sha256=" + hmac_sha256(self._secret, body).hex(), given):
-            raise WebhookRefused(Refusal.BAD_SIGNATURE, f"{SIGNATURE_HEADER} does not match")
+        check_hex_signature(
+            self._secret,
+            body,
+            headers.get(SIGNATURE_HEADER),
+            prefix="sha256=",
+            header=SIGNATURE_HEADER,
+        )
         event = headers.get(EVENT_HEADER, "")
         delivery_id = headers.get(DELIVERY_HEADER)
         if event not in ("issues", "issue_comment"):
