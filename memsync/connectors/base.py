@@ -261,6 +261,9 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
     #: What deletions ``fetch`` observes and reports, and what it cannot see, in a
     #: sentence or two (shown by ``memsync connectors list``). Empty: it reports none.
     deletions: ClassVar[str] = ""
+    #: What pushed deliveries :meth:`webhook_receiver` takes, in a few words; empty: none
+    #: (a ``webhook:`` in the configuration is refused when it is validated).
+    webhooks: ClassVar[str] = ""
     #: For a connector with one stream (the default :meth:`streams`): whether ``fetch``
     #: yields records in non-decreasing :meth:`record_cursor` order (see
     #: :class:`Stream`). Only then may the runner checkpoint in the middle of a run;
@@ -288,6 +291,7 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
         cls.example_key = declaration.example_key
         cls.subject_fields = declaration.subject_fields
         cls.deletions = declaration.deletions
+        cls.webhooks = declaration.webhooks
 
     def __init__(self, config: ConfigT, *, sleeper: Sleeper | None = None) -> None:
         """``sleeper`` is what the connector's waits (its :class:`~memsync.connectors.
