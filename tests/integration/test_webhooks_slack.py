@@ -164,10 +164,13 @@ def test_stale_or_forged_deliveries_are_refused_and_store_nothing(
             {"X-Slack-Signature": "v0=00"},
         )
     ]
-    malformed = client.post("/v1/webhooks/sl", content=b"[]", headers=signed(b"[]", NOW))
+    malformed = [
+        client.post("/v1/webhooks/sl", content=odd, headers=signed(odd, NOW)).status_code
+        for odd in (b"[]", body.replace(fake.team_id.encode(), b"T1:../x", 1))
+    ]
 
     assert statuses == [401, 401, 401, 401]
-    assert malformed.status_code == 400
+    assert malformed == [400, 400]
     assert stored(store, f"slack:{fake.team_id}:C1:{message.ts}") == []
 
 

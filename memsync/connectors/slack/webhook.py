@@ -17,6 +17,7 @@ gets the key, subject and payload its re-read gets.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,6 +45,7 @@ __all__ = ["SlackWebhookReceiver"]
 SIGNATURE_HEADER = "x-slack-signature"
 TIMESTAMP_HEADER = "x-slack-request-timestamp"
 REPLAY_WINDOW = timedelta(minutes=5)
+_TEAM_ID = re.compile(r"[A-Z0-9]{1,32}")
 
 
 class SlackWebhookReceiver:
@@ -93,8 +95,9 @@ class SlackWebhookReceiver:
             return WebhookDelivery(None, event=str(kind), ignored=True)
         delivery_id = optional_str(payload.get("event_id"))
         team = optional_str(payload.get("team_id"))
-        if team is None:
-            raise WebhookRefused(Refusal.MALFORMED, "event_callback without team_id")
+        if team is None or not _TEAM_ID.fullmatch(team):
+            # The team begins every key: only what Slack's ids look like may go there.
+            raise WebhookRefused(Refusal.MALFORMED, f"event_callback team_id {team!r}")
         try:
             return self._message_delivery(delivery_id, team, event)
         except StopRun as error:

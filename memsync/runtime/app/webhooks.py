@@ -156,7 +156,9 @@ class WebhookIntake:
             return self._answered(name, "duplicate", _receipt("duplicate", delivery, []))
         try:
             drafts = [connector.to_episode(record) for record in delivery.records]
-        except SkipRecord as error:
+        except (SkipRecord, ValueError) as error:
+            # SkipRecord: a subject the record cannot fill; ValueError: a hook's answer
+            # to_episode refuses (a naive time). Either way no record to store, no 500.
             return self._refused(name, Refusal.UNPROCESSABLE.value, 422, str(error))
         ingest = self._services.ingest
         outcomes = ingest.ingest(config.tenant, drafts) if drafts else []
