@@ -35,6 +35,7 @@ from typing import Any
 import rfc8785
 
 __all__ = [
+    "SOURCE_UPDATED_AT",
     "EpisodeDraft",
     "IngestStatus",
     "JSONObject",
@@ -47,6 +48,11 @@ __all__ = [
 ]
 
 JSONObject = dict[str, Any]
+
+SOURCE_UPDATED_AT = "source_updated_at"
+"""The provenance field (ISO 8601, aware) a connector's draft says when the source last
+changed the record in: ingest never lets a draft older than the stored revision replace
+it, so a pushed edit is not undone by a re-read that read before it and arrived after."""
 
 
 class NotCanonicalJSON(ValueError):

@@ -31,7 +31,8 @@ from memsync.connectors.config import (
 )
 from memsync.connectors.declaration import ConnectorDeclaration, KeyPolicy, check_declared
 from memsync.connectors.errors import ConnectorDefinitionError, SkipRecord
-from memsync.episode import EpisodeDraft, JSONObject, KeyScope, Tombstone
+from memsync.connectors.webhooks import WebhookReceiver
+from memsync.episode import SOURCE_UPDATED_AT, EpisodeDraft, JSONObject, KeyScope, Tombstone
 from memsync.scrub import secret_values
 from memsync.stopping import Sleeper, StopEvent
 
@@ -260,6 +261,9 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
     #: What deletions ``fetch`` observes and reports, and what it cannot see, in a
     #: sentence or two (shown by ``memsync connectors list``). Empty: it reports none.
     deletions: ClassVar[str] = ""
+    #: What pushed deliveries :meth:`webhook_receiver` takes, in a few words; empty: none
+    #: (a ``webhook:`` in the configuration is refused when it is validated).
+    webhooks: ClassVar[str] = ""
     #: For a connector with one stream (the default :meth:`streams`): whether ``fetch``
     #: yields records in non-decreasing :meth:`record_cursor` order (see
     #: :class:`Stream`). Only then may the runner checkpoint in the middle of a run;
@@ -287,6 +291,7 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
         cls.example_key = declaration.example_key
         cls.subject_fields = declaration.subject_fields
         cls.deletions = declaration.deletions
+        cls.webhooks = declaration.webhooks
 
     def __init__(self, config: ConfigT, *, sleeper: Sleeper | None = None) -> None:
         """``sleeper`` is what the connector's waits (its :class:`~memsync.connectors.
@@ -407,6 +412,25 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
         changed = "a record changed" if first is not None else "nothing changed"
         return f"reached; {changed} in the last minute"
 
+    def source_updated_at(self, record: RecordT) -> datetime | None:
+        """When the source last changed ``record`` (its ``updated_at``), aware; ``None``
+        when the source does not say (the default).
+
+        Conflicts: ingest never lets a version older than the stored one replace it,
+        so a pushed edit is not undone by a re-read that read the record before the
+        edit and was ingested after it. Equal times keep arrival order. Only a time
+        that moves forward with every change of the payload may be returned here.
+        """
+        return None
+
+    def webhook_receiver(self) -> WebhookReceiver[RecordT] | None:
+        """What receives this instance's pushed deliveries (``POST /v1/webhooks/{name}``),
+        when its type has a receiver and its config a ``webhook:``; ``None`` otherwise
+        (the endpoint answers 404). The records it parses are this connector's own, so
+        :meth:`to_episode` maps a pushed record exactly as its re-read. The default has
+        none."""
+        return None
+
     def secret_values(self) -> list[str]:
         """The secrets this instance sends to its source, so the framework can scrub them
         from error texts, run records and log lines (a source may echo a request back).
@@ -439,8 +463,17 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
             payload=self.payload(record),
             idempotency_key=self.idempotency_key(record),
             occurred_at=occurred_at,
-            provenance={"connector": self.config.name, "connector_type": self.type},
+            provenance=self._provenance(record),
         )
+
+    def _provenance(self, record: RecordT) -> JSONObject:
+        provenance: JSONObject = {"connector": self.config.name, "connector_type": self.type}
+        updated_at = self.source_updated_at(record)
+        if updated_at is not None:
+            provenance[SOURCE_UPDATED_AT] = _require_aware(
+                updated_at, f"{self.type}.source_updated_at"
+            ).isoformat()
+        return provenance
 
 
 def fetch_every_stream(

@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     PlainValidator,
+    SecretStr,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -225,6 +226,16 @@ class LabelRuleSetting(BaseModel):
     )
 
 
+class WebhookSettings(BaseModel):
+    """Where a connector also takes pushed deliveries (``POST /v1/webhooks/{name}``):
+    ``secret`` is the signing secret the vendor was given (write it as ``${VAR}``), a
+    ``SecretStr`` never shown in reprs, logs or messages."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    secret: SecretStr = Field(min_length=1)
+
+
 class ConnectorConfig(BaseModel):
     """What every connector instance is configured with; connectors subclass it.
 
@@ -253,6 +264,10 @@ class ConnectorConfig(BaseModel):
     # The same alphabet the API accepts in X-Tenant-ID, so a synced tenant is reachable.
     tenant: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
     labels: list[LabelRuleSetting] = Field(default_factory=list)
+
+    #: Pushed deliveries (a connector type with a webhook receiver only); ``None``: the
+    #: webhook endpoint answers 404 for this connector.
+    webhook: WebhookSettings | None = None
 
     @field_validator("name")
     @classmethod

@@ -90,6 +90,9 @@ class ConnectorDeclaration:
     implementation: str
     subject_fields: frozenset[str] = frozenset()
     deletions: str = ""
+    #: The pushed deliveries its webhook receiver takes, in a few words; empty: it has
+    #: none, and a ``webhook:`` in its configuration is refused.
+    webhooks: str = ""
 
     def load(self) -> builtins.type[Connector[Any, Any]]:
         """The class named by ``implementation`` (imported here if it was not yet);

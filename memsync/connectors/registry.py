@@ -356,6 +356,12 @@ class ConnectorRegistry:
                     f"{connector.type} records do not have (fields offered: {offered})"
                 )
                 continue
+            if config.webhook is not None and not getattr(connector, "webhooks", ""):
+                problems.append(
+                    f"{prefix}: webhook: {connector.type} connectors take no webhooks "
+                    "(remove it; the scheduled re-read is how this source is read)"
+                )
+                continue
             configs.append(config)
         if problems:
             raise ConnectorConfigError(problems)

@@ -78,6 +78,7 @@ from memsync.connectors.github.declaration import (
     GitHubConfig,
 )
 from memsync.connectors.retry import Retrier, retry_after_from_headers
+from memsync.connectors.webhooks import WebhookReceiver
 from memsync.episode import JSONObject, KeyScope, Tombstone
 from memsync.stopping import Sleeper
 
@@ -444,6 +445,20 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
                 timeout=max(1, int(self.config.timeout.total_seconds())),
             )
         return self._client
+
+    def source_updated_at(self, record: GitHubRecord) -> datetime | None:
+        """An issue's, a comment's or a review comment's ``updated_at``: GitHub moves it
+        with every edit. Other records never change once written."""
+        return record.updated_at if isinstance(record, _EditableItem) else None
+
+    def webhook_receiver(self) -> WebhookReceiver[GitHubRecord] | None:
+        """``issues`` and ``issue_comment`` deliveries, when ``webhook:`` is configured."""
+        if self.config.webhook is None:
+            return None
+        # Imported here: the receiver module builds on this one's record parsers.
+        from memsync.connectors.github.webhook import GitHubWebhookReceiver
+
+        return GitHubWebhookReceiver(self.config, self.config.webhook.secret.get_secret_value())
 
     def close(self) -> None:
         """Close the HTTP session, if one was opened."""

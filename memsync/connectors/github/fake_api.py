@@ -958,6 +958,32 @@ class FakeGitHub(FakeHTTPServer):
         response = FakeResponse(status, raw, pairs)
         return self._add_rule(f"error {status}", response, path, on_request_number, times)
 
+    def webhook_body(
+        self,
+        event: Literal["issues", "issue_comment"],
+        action: str,
+        owner: str,
+        repo: str,
+        number: int,
+        *,
+        comment_id: int | None = None,
+    ) -> bytes:
+        """The body GitHub delivers for ``event`` / ``action`` on issue ``number`` (and
+        its comment ``comment_id``) as the fake holds them now: ``action``, the REST
+        ``issue`` (and ``comment``) object, the ``repository`` and the ``sender``, per
+        https://docs.github.com/en/webhooks/webhook-events-and-payloads#issues and
+        https://docs.github.com/en/webhooks/webhook-events-and-payloads#issue_comment.
+        Unsigned: a test signs it as GitHub would, with the hook's secret."""
+        with self._lock:
+            r = self._repo(owner, repo)
+            issue = self._issue(owner, repo, number)
+            payload: dict[str, Any] = {"action": action, "issue": self._issue_json(r, issue)}
+            if comment_id is not None:
+                payload["comment"] = json.loads(self._comment_bytes(r, r.comments[comment_id]))
+            payload["repository"] = r.repo_json
+            payload["sender"] = self._user(issue.user)
+            return compact_json(payload)
+
     def issue(self, owner: str, repo: str, number: int) -> FakeIssue:
         with self._lock:
             return self._issue(owner, repo, number)

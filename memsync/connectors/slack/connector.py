@@ -80,6 +80,7 @@ from memsync.connectors.config import SubjectTemplateField
 from memsync.connectors.errors import RateLimited, RetryableError, SkipRecord, StopRun
 from memsync.connectors.retry import Retrier, retry_after_from_headers
 from memsync.connectors.slack.declaration import SLACK, SlackConfig
+from memsync.connectors.webhooks import WebhookReceiver
 from memsync.episode import JSONObject, KeyScope, Tombstone
 from memsync.stopping import Sleeper
 
@@ -489,6 +490,23 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         self._team_id: str | None = None
         self._resolved: dict[str, _Channel] | None = None
         self._answered = 0  # calls the source answered, to tell a stall from a spent budget
+
+    def source_updated_at(self, record: SlackMessage) -> datetime | None:
+        """Its edit (``edited.ts``), else its post: Slack marks every edit there."""
+        return record.changed_at
+
+    def webhook_receiver(self) -> WebhookReceiver[SlackMessage] | None:
+        """Events API ``message`` deliveries, when ``webhook:`` is configured."""
+        if self.config.webhook is None:
+            return None
+        # Imported here: the receiver module builds on this one's parser.
+        from memsync.connectors.slack.webhook import SlackWebhookReceiver
+
+        return SlackWebhookReceiver(
+            self.config.webhook.secret.get_secret_value(),
+            self._channels,
+            self.config.include_threads,
+        )
 
     @property
     def client(self) -> WebClient:

@@ -54,6 +54,7 @@ SLACK = ConnectorDeclaration(
     config_model=SlackConfig,
     example_key="slack:T024BE7LD:C123ABC:1712345678.000200",
     implementation="memsync.connectors.slack.connector:SlackConnector",
+    webhooks="Events API message, message_changed and message_deleted (X-Slack-Signature)",
     subject_fields=frozenset({"team", "channel", "channel_name", "user", "thread_ts"}),
     deletions=(
         "A top-level message absent from a complete re-read of the channel's history over "

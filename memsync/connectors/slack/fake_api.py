@@ -101,7 +101,7 @@ import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from memsync.connectors.fake_http import (
     FakeHTTPServer,
@@ -449,6 +449,46 @@ class FakeSlack(FakeHTTPServer):
         ``{"ok": false, "error": error}`` (e.g. ``invalid_auth``, ``internal_error``)."""
         body = compact_json({"ok": False, "error": error})
         return self._add_rule(method, FakeResponse(200, body, self._headers()), times)
+
+    def event_body(
+        self,
+        channel: str,
+        ts: str,
+        subtype: Literal["posted", "message_changed", "message_deleted"] = "posted",
+    ) -> bytes:
+        """The Events API delivery of message ``ts`` of ``channel`` as the fake holds it
+        now: the ``event_callback`` envelope (https://api.slack.com/apis/events-api#
+        callback-field) around a ``message`` event (https://api.slack.com/events/message),
+        a ``message_changed`` one with the message under ``message``
+        (https://api.slack.com/events/message/message_changed), or a
+        ``message_deleted`` one naming ``deleted_ts``
+        (https://api.slack.com/events/message/message_deleted). Unsigned: a test signs
+        it as Slack would, with the app's signing secret."""
+        with self._lock:
+            self._req_ids += 1
+            event_ts = micros_to_ts(self._new_ts(None))
+            event: dict[str, Json]
+            if subtype == "message_deleted":
+                event = {"subtype": subtype, "hidden": True, "deleted_ts": ts}
+            elif subtype == "message_changed":
+                message = self._message_json(self.message(channel, ts))
+                event = {"subtype": subtype, "hidden": True, "message": message}
+            else:
+                event = dict(self._message_json(self.message(channel, ts)))
+            event.update(type="message", channel=channel, channel_type="channel")
+            event.setdefault("event_ts", event_ts)
+            if subtype != "posted":
+                event["ts"] = event_ts
+            envelope = {
+                "token": "XXYYZZ",
+                "team_id": self.team_id,
+                "api_app_id": "AXXXXXXXXX",
+                "event": event,
+                "type": "event_callback",
+                "event_id": f"Ev{self._req_ids:08d}",
+                "event_time": int(float(event_ts)),
+            }
+            return compact_json(envelope)
 
     def message(self, channel: str, ts: str) -> FakeMessage:
         with self._lock:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from memsync.connectors.base import Connector
     from memsync.runtime.app.api.auth import Authenticator
     from memsync.runtime.app.observability.metrics import Metrics
+    from memsync.runtime.app.webhooks import WebhookIntake
     from memsync.runtime.compiling.service import CompileService
     from memsync.runtime.ingest.service import IngestService
     from memsync.runtime.jobs.queue import JobQueue
@@ -245,6 +246,13 @@ class Services:
     def ingest(self) -> IngestService:
         """The process's ingest path, every-N compile trigger attached (API, CLI)."""
         return self.new_ingest()
+
+    @cached_property
+    def webhooks(self) -> WebhookIntake:
+        """Where pushed deliveries enter the ingest path (``POST /v1/webhooks/…``)."""
+        from memsync.runtime.app.webhooks import WebhookIntake
+
+        return WebhookIntake(self)
 
     @cached_property
     def compile_service(self) -> CompileService:

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 
 from memsync.clock import utc
 from memsync.episode import (
+    SOURCE_UPDATED_AT,
     EpisodeDraft,
     IngestStatus,
     KeyScope,
@@ -241,6 +242,7 @@ class EpisodeStatements:
                 _episodes.c.revision,
                 _episodes.c.subject_id,
                 _episodes.c.deleted_at.is_not(None).label("deleted"),
+                _episodes.c.provenance,
             )
             .where(_episodes.c.tenant_id == tenant_id, _episodes.c.id.in_(ids))
             .order_by(_episodes.c.id)  # one lock order for every writer
@@ -249,17 +251,23 @@ class EpisodeStatements:
             # Another writer may be revising the same episode: re-read under the lock
             # (SQLite already holds the database write lock for this transaction).
             locked = locked.with_for_update()
+        rows = connection.execute(locked).all()
         current = {
             row.id: StoredKey(row.id, row.content_hash, row.revision, row.subject_id, row.deleted)
-            for row in connection.execute(locked)
+            for row in rows
         }
+        # Read only for the drafts that would revise: a re-read of unchanged records
+        # (the common case) never gets here.
+        stored_versions = {row.id: source_updated_at(row.provenance) for row in rows}
 
         outcomes: dict[str, IngestOutcome] = {}
         updates: list[dict[str, Any]] = []
         for draft, stored in candidates:
             now_stored = current[stored.episode_id]
             key = key_of(draft)
-            if now_stored.outcome_for(draft) is IngestStatus.DUPLICATE:
+            if now_stored.outcome_for(draft) is IngestStatus.DUPLICATE or _older(
+                source_updated_at(draft.provenance), stored_versions[stored.episode_id]
+            ):
                 outcomes[key] = IngestOutcome(
                     now_stored.episode_id, IngestStatus.DUPLICATE, now_stored.revision
                 )
@@ -476,6 +484,22 @@ def delete_episodes(
             )
         ).rowcount
     return episodes, revisions
+
+
+def source_updated_at(provenance: object) -> datetime | None:
+    """When the source last changed the record, as its connector said it
+    (``provenance["source_updated_at"]``); ``None`` when it did not say."""
+    if isinstance(provenance, str):  # SQLite hands JSON back as text in raw rows
+        provenance = json.loads(provenance)
+    moment = provenance.get(SOURCE_UPDATED_AT) if isinstance(provenance, dict) else None
+    return utc(datetime.fromisoformat(moment)) if isinstance(moment, str) else None
+
+
+def _older(incoming: datetime | None, stored: datetime | None) -> bool:
+    # A version older than the stored one arrived late (a re-read that read before a
+    # pushed edit): the source's order wins over arrival. Equal or unknown times keep
+    # arrival order, as before connectors said when a record changed.
+    return incoming is not None and stored is not None and incoming < stored
 
 
 def _content(draft: EpisodeDraft) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -27,7 +27,6 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from memsync.clock import Clock, SystemClock
-from memsync.compile.sensitivity import LabelRule
 from memsync.connectors import (
     DEFAULT_STREAM,
     Connector,
@@ -51,6 +50,7 @@ from memsync.runtime.ingest import (
     IngestSummary,
 )
 from memsync.runtime.ingest.limits import draft_problem
+from memsync.runtime.sync.labels import label_rules_of, labelled_episode
 from memsync.runtime.sync.policy import (
     RunKind,
     StreamStatus,
@@ -567,7 +567,7 @@ class SyncRunner:
         pending = _Pending()
         listings: list[Listing] = []
         scrub = self._scrub(connector)
-        label_rules = [LabelRule(rule.when, tuple(rule.add)) for rule in connector.config.labels]
+        label_rules = label_rules_of(connector.config)
         records = iter(connector.fetch_stream(stream, window, cursor))
         cut_short: Exception | None = None
 
@@ -607,9 +607,7 @@ class SyncRunner:
                 continue
             tally.fetched += 1
             try:
-                draft = connector.to_episode(record)
-                if label_rules:
-                    draft = _labelled(draft, connector.subject_values(record), label_rules)
+                draft = labelled_episode(connector, record, label_rules)
                 position = connector.record_cursor(record)
             except SkipRecord as skipped:
                 tally.skip(scrub(skipped.reason))
@@ -818,25 +816,3 @@ def _cursor_at(position: datetime, said: Progress | None) -> Cursor:
     if said is None:
         return Cursor(position=position)
     return Cursor(position=position, token=said.token, note=said.note)
-
-
-def _labelled(
-    draft: EpisodeDraft, fields: Mapping[str, object], rules: Sequence[LabelRule]
-) -> EpisodeDraft:
-    """``draft`` with the labels the connector's rules give it (on every read of the
-    record, so a revision carries them as the first version did); ``fields`` are the
-    record's subject fields."""
-    labels = LabelRule.labels_of(
-        rules,
-        {
-            "type": draft.type,
-            "source": draft.source,
-            "subject_id": draft.subject_id,
-            "session_id": draft.session_id,
-            "idempotency_key": draft.idempotency_key,
-            "payload": draft.payload,
-            "metadata": draft.metadata,
-            "fields": dict(fields),
-        },
-    )
-    return replace(draft, sensitivity_labels=labels) if labels else draft

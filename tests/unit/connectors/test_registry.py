@@ -223,6 +223,19 @@ def test_an_identity_field_not_known_here_is_a_problem() -> None:
     assert problem.startswith("connector 'chat' in f.yaml: tenant: its value is not known here")
 
 
+def test_a_webhook_is_refused_on_a_type_without_a_receiver_and_taken_on_one_with() -> None:
+    workspace = {"name": "ws", "type": "workspace", "subject": "ws:x", "root": "."}
+    with pytest.raises(memsync.connectors.ConnectorConfigError) as refused:
+        load_registry().parse_configs([{**workspace, "webhook": {"secret": "s"}}], source="f.yaml")
+    [problem] = refused.value.problems
+    assert problem.startswith("connector 'ws' in f.yaml: webhook: workspace connectors take no")
+
+    slack = {**SLACK, "token": "xoxb-1", "webhook": {"secret": "hush-hush-42"}}
+    [config] = load_registry().parse_configs([slack])
+    assert config.webhook is not None
+    assert "hush-hush-42" not in repr(config)  # a secret, never shown
+
+
 def test_entry_point_that_is_not_a_connector_is_refused() -> None:
     with pytest.raises(
         ConnectorDefinitionError,

@@ -22,6 +22,7 @@ from memsync.runtime.app.api import (
     receipts,
     runs,
     support,
+    webhooks,
 )
 from memsync.runtime.app.api.auth import LoopbackHostOnly
 from memsync.runtime.app.api.errors import (
@@ -82,6 +83,7 @@ def create_app(
     app.include_router(runs.router)
     app.include_router(jobs.router)
     app.include_router(connectors.router)
+    app.include_router(webhooks.router)
     install_ui(app, services)
 
     return app

@@ -205,6 +205,14 @@ class Metrics:
             ["model"],
             registry=registry,
         )
+        self.webhook_deliveries = Counter(
+            "memsync_webhook_deliveries",
+            "Webhook deliveries received, by connector and outcome (stored, revised, "
+            "duplicate, ignored, reply, or why one was refused; an unknown connector "
+            "is counted under connector '').",
+            ["connector", "outcome"],
+            registry=registry,
+        )
         self.http_duration = Histogram(
             "memsync_http_request_duration_seconds",
             "HTTP requests answered, by method, route template and status.",
@@ -220,6 +228,10 @@ class Metrics:
         for outcome, counter in RECORD_OUTCOMES.items():
             count = getattr(record, counter)
             self.sync_records.labels(connector=record.connector, outcome=outcome).inc(count)
+
+    def webhook_delivery(self, connector: str, outcome: str) -> None:
+        """Count one webhook delivery and what became of it."""
+        self.webhook_deliveries.labels(connector=connector, outcome=outcome).inc()
 
     def source(self, connector: str) -> RequestObserver:
         """The request observer of ``connector``'s runs."""

@@ -1,0 +1,207 @@
+"""Pushed deliveries into the one ingest path: ``POST /v1/webhooks/{connector_name}``.
+
+The connector's receiver verifies and parses a delivery into the connector's own
+records; they are mapped by the connector's ``to_episode`` and ingested exactly as a
+scheduled re-read would ingest them, so a delivery and the re-read of the same record
+store one episode. Compiling follows through the usual triggers. Every delivery is
+counted (``memsync_webhook_deliveries``) and every refusal logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from memsync.clock import Clock
+from memsync.connectors.config import ConnectorConfig
+from memsync.connectors.errors import SkipRecord
+from memsync.connectors.webhooks import Refusal, WebhookDelivery, WebhookRefused
+from memsync.episode import IngestStatus, JSONObject
+from memsync.runtime.app.config import MissingVariables
+from memsync.runtime.ingest import IngestOutcome
+from memsync.runtime.sync.labels import label_rules_of, labelled_episode
+
+if TYPE_CHECKING:
+    from memsync.connectors.base import Connector
+    from memsync.runtime.app.services import Services
+
+__all__ = ["DeliveryIds", "WebhookAnswer", "WebhookIntake"]
+
+log = logging.getLogger("memsync.webhooks")
+
+DELIVERY_MEMORY = timedelta(hours=1)
+"""How long a delivery id is remembered: long enough for a vendor's quick retries."""
+
+DELIVERY_CAPACITY = 10_000
+"""At most this many ids are remembered; the oldest are forgotten first."""
+
+
+class DeliveryIds:
+    """The delivery ids seen lately, per connector: answers a redelivery fast.
+
+    Bounded in time and in count, and per process: forgetting an id costs only the
+    ingest of a delivery whose records' keys already make it store nothing.
+    Thread-safe (deliveries are received on the server's thread pool).
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        keep_for: timedelta = DELIVERY_MEMORY,
+        capacity: int = DELIVERY_CAPACITY,
+    ) -> None:
+        self._clock = clock
+        self._keep_for = keep_for
+        self._capacity = capacity
+        self._seen: OrderedDict[tuple[str, str], datetime] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def seen(self, connector: str, delivery_id: str) -> bool:
+        """Whether ``delivery_id`` of ``connector`` was remembered and is still fresh."""
+        with self._lock:
+            self._forget_expired(self._clock.now())
+            return (connector, delivery_id) in self._seen
+
+    def remember(self, connector: str, delivery_id: str) -> None:
+        """Remember a delivery that was stored; repeats refresh nothing (first wins)."""
+        with self._lock:
+            now = self._clock.now()
+            self._forget_expired(now)
+            self._seen.setdefault((connector, delivery_id), now + self._keep_for)
+            while len(self._seen) > self._capacity:
+                self._seen.popitem(last=False)
+
+    def _forget_expired(self, now: datetime) -> None:
+        # Insertion order is expiry order: every id is kept for the same time.
+        while self._seen:
+            oldest, expires = next(iter(self._seen.items()))
+            if expires > now:
+                return
+            del self._seen[oldest]
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookAnswer:
+    """What the endpoint answers: ``body`` is a receipt, a vendor's handshake reply or
+    an error text (``error`` set, for the API's error shape)."""
+
+    status: int
+    outcome: str
+    body: JSONObject
+    error: str | None = None
+
+
+class WebhookIntake:
+    """Receives deliveries for the configured connectors of every tenant.
+
+    Repeats: a delivery id seen lately is a ``duplicate`` at once; past that memory, or
+    under another delivery id (the scheduled re-read), the records' keys make ingest
+    store nothing new. Conflicts: an edit of a record already stored is a revision, a
+    deletion a tombstone, as from a re-read. Refusals store nothing: 401 for a missing
+    or bad signature or a stale timestamp, 400 for a malformed body, 422 for one that
+    is not a record the connector reads, 404 for an unknown connector or one with no
+    ``webhook:``, 503 when this process lacks a variable the connector names.
+    """
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+        self._delivery_ids = DeliveryIds(services.clock)
+
+    def receive(self, name: str, headers: Mapping[str, str], body: bytes) -> WebhookAnswer:
+        """Verify, parse and ingest one delivery to connector ``name``."""
+        config = self._webhook_config(name)
+        if config is None:
+            reason = f"no connector named {name!r} takes webhooks"
+            return self._refused("", "not_found", 404, reason)
+        try:
+            with self._services.connector_instance(config) as connector:
+                return self._receive(config, connector, headers, body)
+        except MissingVariables as error:
+            return self._refused(name, "unavailable", 503, str(error))
+
+    def _webhook_config(self, name: str) -> ConnectorConfig | None:
+        for config in self._services.connectors:
+            if config.name == name and config.webhook is not None:
+                return config
+        return None
+
+    def _receive(
+        self,
+        config: ConnectorConfig,
+        connector: Connector[Any, Any],
+        headers: Mapping[str, str],
+        body: bytes,
+    ) -> WebhookAnswer:
+        name = config.name
+        receiver = connector.webhook_receiver()
+        if receiver is None:
+            return self._refused(
+                "", "not_found", 404, f"connector {name!r} (type {config.type}) takes no webhooks"
+            )
+        try:
+            delivery: WebhookDelivery[Any] = receiver.receive(
+                headers, body, self._services.clock.now()
+            )
+        except WebhookRefused as refused:
+            return self._refused(name, refused.refusal.value, refused.refusal.status, str(refused))
+        if delivery.reply is not None:
+            return self._answered(name, "reply", delivery.reply)
+        if delivery.ignored:
+            return self._answered(name, "ignored", {"outcome": "ignored", "event": delivery.event})
+        if delivery.delivery_id is not None and self._delivery_ids.seen(name, delivery.delivery_id):
+            return self._answered(name, "duplicate", _receipt("duplicate", delivery, []))
+        try:
+            rules = label_rules_of(config)
+            drafts = [labelled_episode(connector, record, rules) for record in delivery.records]
+        except (SkipRecord, ValueError) as error:
+            # SkipRecord: a subject the record cannot fill; ValueError: a hook's answer
+            # to_episode refuses (a naive time). Either way no record to store, no 500.
+            return self._refused(name, Refusal.UNPROCESSABLE.value, 422, str(error))
+        ingest = self._services.ingest
+        outcomes = ingest.ingest(config.tenant, drafts) if drafts else []
+        if delivery.tombstones:
+            outcomes += ingest.tombstone(config.tenant, delivery.tombstones)
+        if delivery.delivery_id is not None:
+            self._delivery_ids.remember(name, delivery.delivery_id)
+        outcome = _summary(outcomes)
+        log.info("webhook %s: %s %s", name, delivery.event, outcome)
+        return self._answered(name, outcome, _receipt(outcome, delivery, outcomes))
+
+    def _answered(self, connector: str, outcome: str, body: JSONObject) -> WebhookAnswer:
+        self._services.metrics.webhook_delivery(connector, outcome)
+        return WebhookAnswer(200, outcome, body)
+
+    def _refused(self, connector: str, outcome: str, status: int, reason: str) -> WebhookAnswer:
+        self._services.metrics.webhook_delivery(connector, outcome)
+        log.warning("webhook %s refused (%s, %d): %s", connector or "?", outcome, status, reason)
+        return WebhookAnswer(status, outcome, {}, error=reason)
+
+
+def _summary(outcomes: Sequence[IngestOutcome]) -> str:
+    """One word for the delivery: ``stored`` if it created an episode, ``revised`` if it
+    changed or deleted one, else ``duplicate`` (a deletion of nothing stored is one)."""
+    statuses = {outcome.status for outcome in outcomes}
+    if IngestStatus.CREATED in statuses:
+        return "stored"
+    if statuses & {IngestStatus.REVISED, IngestStatus.TOMBSTONED}:
+        return "revised"
+    return "duplicate"
+
+
+def _receipt(
+    outcome: str, delivery: WebhookDelivery[Any], outcomes: Sequence[IngestOutcome]
+) -> JSONObject:
+    return {
+        "outcome": outcome,
+        "event": delivery.event,
+        "delivery_id": delivery.delivery_id,
+        "episodes": [
+            {"id": str(o.episode_id), "status": o.status.value, "revision": o.revision}
+            for o in outcomes
+        ],
+    }
