@@ -342,6 +342,7 @@ def test_public_surface_is_what_we_meant() -> None:
             "RetryableError",
             "ScheduleSetting",
             "ScheduleSpec",
+            "SessionRecord",
             "SkipRecord",
             "SourceRecord",
             "StopRun",
