@@ -254,9 +254,9 @@ def read(status: ResolutionStatus, hours: int) -> SourceResolution:
     return SourceResolution("org:1", "ticket:1", SessionResolution(status, status.value, at, "x"))
 
 
-def record(store: Store, reads: list[SourceResolution], now: datetime) -> int:
-    with store.write_one_statement() as connection:
-        return record_source_resolutions(connection, "default", reads, now, connector="desk")
+def record(store: Store, reads: list[SourceResolution], now: datetime) -> None:
+    with store.write() as connection:
+        record_source_resolutions(connection, "default", reads, now, connector="desk")
 
 
 def stored_status(store: Store) -> tuple[str, str]:
