@@ -181,6 +181,23 @@ def test_a_reopened_ticket_is_open_again_and_a_re_sync_changes_nothing(
     assert resolutions(client, "org:42") == {"zendesk:acme:ticket:1": record}
 
 
+def test_forgetting_the_connector_removes_the_resolutions_it_recorded_and_no_others(
+    store: Store, clock: FakeClock, client: TestClient, desk: ZendeskDesk
+) -> None:
+    desk.put(1, "Printer on fire", "solved", T0)
+    desk.put(2, "Invoice total wrong", "open", T0)
+    desk.sync(store, clock)
+    by_hand = {"subject_id": "org:42", "session_id": "chat-7", "status": "resolved"}
+    assert client.post("/v1/resolutions", json=by_hand).status_code == 200
+
+    response = client.delete("/v1/connectors/desk/data")
+
+    assert response.status_code == 200, response.text
+    assert (response.json()["episodes"], response.json()["resolutions"]) == (2, 2)
+    assert list(resolutions(client, "org:42")) == ["chat-7"]
+    assert client.delete("/v1/connectors/desk/data").status_code == 404  # nothing left
+
+
 # -- Linear -----------------------------------------------------------------------------
 
 

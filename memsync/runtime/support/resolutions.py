@@ -26,6 +26,7 @@ from memsync.runtime.storage.engine import Store
 __all__ = [
     "Resolutions",
     "SourceResolution",
+    "delete_connector_resolutions",
     "delete_subject_resolutions",
     "record_source_resolutions",
 ]
@@ -172,6 +173,7 @@ def record_source_resolutions(
             else None,
             "created_at": now,
             "updated_at": now,
+            "source_connector": connector,
             "source_updated_at": resolution.as_of,
         }
         for (subject_id, session_id), resolution in newest.items()
@@ -188,6 +190,7 @@ def record_source_resolutions(
             "metadata": incoming.metadata,
             "resolved_at": _kept_resolved_at(insert),
             "updated_at": incoming.updated_at,
+            "source_connector": incoming.source_connector,
             "source_updated_at": incoming.source_updated_at,
         },
         where=sa.or_(
@@ -199,6 +202,17 @@ def record_source_resolutions(
     # executemany in C, psycopg's pipelined): a VALUES list of a thousand rows costs
     # SQLAlchemy more to compile and bind than the batch's whole ingest.
     connection.execute(statement, rows)
+
+
+def delete_connector_resolutions(connection: Connection, tenant_id: str, connector: str) -> int:
+    """Delete the records ``connector`` recorded last (with the connector's data, when
+    it is forgotten); a repeat deletes nothing more."""
+    result = connection.execute(
+        _resolutions.delete().where(
+            _resolutions.c.tenant_id == tenant_id, _resolutions.c.source_connector == connector
+        )
+    )
+    return result.rowcount
 
 
 def _kept_resolved_at(insert: Any) -> Any:
