@@ -8,16 +8,19 @@ read by the Slack connector (slack-sdk). Zendesk: 2,000 tickets, each with one c
 and one status change, read by the Zendesk connector (declared on the HTTP base) over an
 in-process ``httpx.MockTransport``; with ``--zendesk-baseline REV`` also by the
 hand-written connector of git revision ``REV`` (loaded from ``git show``), in the same
-run. Linear: 5,000 issues with 15,000 comments in one team, read by the Linear connector
-(httpx, GraphQL) from FakeLinear. Each is fetched twice over the same window: a first
-sync, then a re-sync. Every record goes through ``to_episode`` and the conformance kit's
-simulated ingest, so the table shows that the re-sync creates nothing. Prints a Markdown
-table; see docs/benchmarks.md ("Connectors").
+run. Jira: 1,000 issues with 3,000 comments in two projects, read by the Jira connector
+(on the HTTP base) from the fake Jira on loopback. Linear: 5,000 issues with 15,000
+comments in one team, read by the Linear connector (httpx, GraphQL) from FakeLinear.
+Each is fetched twice over the same window: a first sync, then a re-sync. Every record
+goes through ``to_episode`` and the conformance kit's simulated ingest, so the table
+shows that the re-sync creates nothing. Prints a Markdown table; see docs/benchmarks.md
+("Connectors").
 
     python -m bench.connectors [--issues 10000] [--comments 30000] [--messages 50000]
         [--pulls 1000] [--tickets 2000] [--zendesk-baseline 09f198f]
+        [--jira-issues 1000] [--jira-comments 3000]
         [--linear-issues 5000] [--linear-comments 15000]
-        [--sources github,github-reviews,slack,zendesk,linear]
+        [--sources github,github-reviews,slack,zendesk,jira,linear]
     python -m bench.connectors --walk   # the Linear walk's requests over shapes of history
 """
 
@@ -43,6 +46,8 @@ from memsync.clock import FakeClock
 from memsync.connectors.base import Connector, Window
 from memsync.connectors.github import GitHubConfig, GitHubConnector
 from memsync.connectors.github.fake_api import FakeGitHub
+from memsync.connectors.jira import JiraConfig, JiraConnector
+from memsync.connectors.jira.fake_api import FakeJira
 from memsync.connectors.linear import LinearConfig, LinearConnector
 from memsync.connectors.linear.fake_api import FakeLinear
 from memsync.connectors.linear.walk import WindowWalk
@@ -258,6 +263,30 @@ def walk_rows(records: int = 5_000, page_size: int = 100, days: int = 60) -> lis
         rows.append(
             [shape, f"{records:,}", page_size, minimum, requests, f"{requests / minimum:.2f}"]
         )
+    return rows
+
+
+def jira_rows(issues: int, comments: int) -> list[list[object]]:
+    with FakeJira(time_zone="Europe/Lisbon") as fake:
+        ids = [
+            fake.add_issue("ENG" if n % 2 else "OPS", f"Issue {n}", "Steps: " * 8).id
+            for n in range(issues)
+        ]
+        for index in range(comments):
+            fake.add_comment(ids[index % issues], f"Comment {index}: " + "details " * 10)
+        config = JiraConfig(
+            name="bench",
+            site="acme",
+            email="bot@acme.example",
+            token="jira-token",
+            base_url=fake.base_url,
+            projects=("ENG", "OPS"),
+        )
+        return first_and_resync(
+            f"Jira: {issues:,} issues + {comments:,} comments",
+            lambda: JiraConnector(config, sleeper=FakeSleeper(max_waits=0), clock=FakeClock()),
+            fake.request_count,
+        )
 
 
 ZENDESK_FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "zendesk"
@@ -371,9 +400,11 @@ def main() -> None:
     parser.add_argument("--pulls", type=int, default=1_000)
     parser.add_argument("--tickets", type=int, default=2_000)
     parser.add_argument("--zendesk-baseline", metavar="REV", default=None)
+    parser.add_argument("--jira-issues", type=int, default=1_000)
+    parser.add_argument("--jira-comments", type=int, default=3_000)
     parser.add_argument("--linear-issues", type=int, default=5_000)
     parser.add_argument("--linear-comments", type=int, default=15_000)
-    parser.add_argument("--sources", default="github,github-reviews,slack,zendesk,linear")
+    parser.add_argument("--sources", default="github,github-reviews,slack,zendesk,jira,linear")
     parser.add_argument("--walk", action="store_true", help="simulate the Linear walk only")
     args = parser.parse_args()
     if args.walk:
@@ -382,18 +413,16 @@ def main() -> None:
             walk_rows(),
         )
         return
-    sources = set(args.sources.split(","))
-    rows: list[list[object]] = []
-    if "github" in sources:
-        rows += github_rows(args.issues, args.comments)
-    if "github-reviews" in sources:
-        rows += github_review_rows(args.pulls)
-    if "slack" in sources:
-        rows += slack_rows(args.messages)
-    if "zendesk" in sources:
-        rows += zendesk_rows(args.tickets, args.zendesk_baseline)
-    if "linear" in sources:
-        rows += linear_rows(args.linear_issues, args.linear_comments)
+    sources: dict[str, Callable[[], list[list[object]]]] = {
+        "github": lambda: github_rows(args.issues, args.comments),
+        "github-reviews": lambda: github_review_rows(args.pulls),
+        "slack": lambda: slack_rows(args.messages),
+        "zendesk": lambda: zendesk_rows(args.tickets, args.zendesk_baseline),
+        "jira": lambda: jira_rows(args.jira_issues, args.jira_comments),
+        "linear": lambda: linear_rows(args.linear_issues, args.linear_comments),
+    }
+    chosen = args.sources.split(",")
+    rows = [row for name, build in sources.items() if name in chosen for row in build()]
     print(f"Machine: {machine()}\n")
     print_table(
         [

@@ -33,6 +33,8 @@ socket, the serving thread, the request log and shutdown:
 - every request is logged (method, path, query, lower-cased headers, body, form)
   before it is handled, under a lock, in arrival order (``requests``,
   ``request_count(path, method)``, ``clear_requests()``);
+- ``after_request(action)`` runs ``action(request)`` after each answer, before it is
+  sent (a test edits the source between two pages);
 - an exception raised by ``handle`` is a bug in the fake: the client gets a 500 with
   the traceback, and ``stop()`` re-raises it as :class:`FakeServerError` so the test
   fails loudly.
@@ -47,7 +49,7 @@ import contextlib
 import json
 import threading
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
@@ -128,6 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         try:
             response = owner.handle(request)
+            owner._after_answer(request)
         except Exception as exc:
             owner._record_error(exc)
             text = traceback.format_exc().encode("utf-8")
@@ -167,6 +170,7 @@ class FakeHTTPServer:
         self._server.owner = self
         self._thread: threading.Thread | None = None
         self._running = threading.Event()
+        self._after_request_actions: list[Callable[[RecordedRequest], None]] = []
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -227,6 +231,19 @@ class FakeHTTPServer:
     def handle(self, request: RecordedRequest) -> FakeResponse:
         """Turn a request into a response. Called from the server's threads."""
         raise NotImplementedError
+
+    def after_request(self, action: Callable[[RecordedRequest], None]) -> None:
+        """Call ``action(request)`` after each request is answered and before its response
+        is sent (so before the client can send the next one): edit the source between two
+        page requests, as a user would."""
+        with self._log_lock:
+            self._after_request_actions.append(action)
+
+    def _after_answer(self, request: RecordedRequest) -> None:
+        with self._log_lock:
+            actions = list(self._after_request_actions)
+        for action in actions:
+            action(request)
 
     # -- request log -----------------------------------------------------------
 

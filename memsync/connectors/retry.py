@@ -102,11 +102,12 @@ def retry_after_from_headers(headers: Mapping[str, str], now: datetime) -> float
 
     Reads ``Retry-After`` (delta seconds or an HTTP date), then the rate-limit reset
     headers: ``ratelimit-reset`` (delta seconds, IETF draft and Zendesk), and
-    ``x-ratelimit-reset`` / ``x-rate-limit-reset`` (epoch seconds as GitHub sends, or
-    delta seconds), then a per-budget reset (``x-ratelimit-requests-reset``,
-    ``x-ratelimit-complexity-reset``: Linear's, in epoch milliseconds) of a budget whose
-    ``…-remaining`` is 0, the latest if both ran out. Negative results (a reset already
-    past) become 0. Header names are matched case-insensitively.
+    ``x-ratelimit-reset`` / ``x-rate-limit-reset`` (epoch seconds as GitHub sends, delta
+    seconds, or an ISO 8601 time as Jira Cloud sends, ``2026-01-05T10:31Z``), then a
+    per-budget reset (``x-ratelimit-requests-reset``, ``x-ratelimit-complexity-reset``:
+    Linear's, in epoch milliseconds) of a budget whose ``…-remaining`` is 0, the latest
+    if both ran out. Negative results (a reset already past) become 0. Header names are
+    matched case-insensitively.
     """
     lowered = {name.lower(): value.strip() for name, value in headers.items()}
     retry_after = lowered.get("retry-after")
@@ -121,7 +122,10 @@ def retry_after_from_headers(headers: Mapping[str, str], now: datetime) -> float
         try:
             number = float(value)
         except ValueError:
-            continue
+            moment = _iso_time(value)
+            if moment is None:
+                continue
+            return max((moment - now).total_seconds(), 0.0)
         if number > _ABSOLUTE_EPOCH_THRESHOLD:
             number -= now.timestamp()
         return max(number, 0.0)
@@ -141,6 +145,15 @@ def _budget_reset(lowered: Mapping[str, str], now: datetime) -> float | None:
         seconds = number / 1000 if number > _ABSOLUTE_EPOCH_MILLIS_THRESHOLD else number
         waits.append(max(seconds - now.timestamp(), 0.0))
     return max(waits) if waits else None
+
+
+def _iso_time(value: str) -> datetime | None:
+    try:
+        # Python 3.11 reads "Z" and a time without seconds ("…T10:31Z").
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _seconds_or_date(value: str, now: datetime) -> float | None:

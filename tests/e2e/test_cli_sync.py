@@ -108,8 +108,8 @@ def test_backfill_reads_the_range_in_slices_and_exits_0(tmp_path: Path, store_ur
     ("entry", "expected"),
     [
         (
-            "  - name: gh\n    type: jira\n    subject: x\n",
-            "connector 'gh' in {config}: type: unknown connector type 'jira'",
+            "  - name: gh\n    type: trello\n    subject: x\n",
+            "connector 'gh' in {config}: type: unknown connector type 'trello'",
         ),
         (
             "  - name: zd\n    type: zendesk\n    subject: x\n    subdomain: acme\n"

@@ -16,7 +16,7 @@ from memsync.connectors import (
     parse_schedule,
 )
 
-KNOWN_TYPES = "fake, github, http, linear, slack, workspace, zendesk"
+KNOWN_TYPES = "fake, github, http, jira, linear, slack, workspace, zendesk"
 """The built-in connector types, as an error message lists them."""
 
 
@@ -81,7 +81,7 @@ def test_every_mistake_is_reported_at_once_with_its_field() -> None:
     problems = _problems(
         _config(name="a", bogus=1, retry={"max_attempts": 0}),
         _config(name="a"),
-        _config(name="b", type="jira"),
+        _config(name="b", type="trello"),
         {"name": "c", "subject": "x"},
         _config(name="Bad Name", base_url="ftp://example.com"),
     )
@@ -89,7 +89,7 @@ def test_every_mistake_is_reported_at_once_with_its_field() -> None:
         "connector 'a': retry.max_attempts: Input should be greater than or equal to 1",
         "connector 'a': bogus: unknown field (check the spelling)",
         "connector 'a': name 'a' is used by entries 1 and 2; connector names must be unique",
-        f"connector 'b': type: unknown connector type 'jira'; known types: {KNOWN_TYPES}",
+        f"connector 'b': type: unknown connector type 'trello'; known types: {KNOWN_TYPES}",
         f"connector 'c': type: field required; known types: {KNOWN_TYPES}",
         "connector 'Bad Name': name 'Bad Name' must be 1-64 lowercase letters, digits, '-', "
         "'_' or '.', starting with a letter or digit",

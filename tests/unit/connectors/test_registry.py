@@ -75,7 +75,7 @@ class LateConnector(FakeConnector, declaration=LATE):
     """Its attributes come from its declaration."""
 
 
-BUILT_IN_TYPES = ["fake", "github", "http", "linear", "slack", "workspace", "zendesk"]
+BUILT_IN_TYPES = ["fake", "github", "http", "jira", "linear", "slack", "workspace", "zendesk"]
 """The connector types memsync's own distribution registers, in the registry's order."""
 
 
@@ -91,6 +91,7 @@ def test_built_in_connectors_are_registered_through_entry_points() -> None:
         "fake": KeyPolicy.IDENTITY,
         "github": KeyPolicy.IDENTITY,
         "http": KeyPolicy.IDENTITY,
+        "jira": KeyPolicy.IDENTITY,
         "linear": KeyPolicy.IDENTITY,
         "slack": KeyPolicy.IDENTITY,
         "workspace": KeyPolicy.CONTENT,
@@ -281,7 +282,7 @@ def test_registry_from_classes_refuses_duplicates_too() -> None:
 
 def test_unknown_type_lists_the_known_ones() -> None:
     with pytest.raises(KeyError, match="known types: " + ", ".join(BUILT_IN_TYPES)):
-        load_registry().get("jira")
+        load_registry().get("trello")
 
 
 def test_build_makes_a_connector_from_parsed_config() -> None:

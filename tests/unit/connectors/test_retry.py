@@ -32,6 +32,10 @@ NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
         ({"x-ratelimit-reset": str(int(NOW.timestamp()) + 120)}, 120.0),
         ({"x-rate-limit-remaining": "0"}, None),
         ({"retry-after": "later", "ratelimit-reset": "5"}, 5.0),
+        # Jira Cloud's X-RateLimit-Reset is an ISO 8601 time to the minute.
+        ({"X-RateLimit-Reset": "2024-01-01T12:10Z"}, 600.0),
+        ({"x-ratelimit-reset": "2024-01-01T11:59Z"}, 0.0),
+        ({"x-ratelimit-reset": "soon"}, None),
     ],
 )
 def test_wait_comes_from_retry_after_or_reset_headers(

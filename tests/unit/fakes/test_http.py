@@ -90,3 +90,30 @@ def test_every_fixture_the_fakes_read_ships_as_package_data() -> None:
 
     assert fixtures
     assert unshipped == []
+
+
+def test_actions_after_a_request_run_before_its_answer_reaches_the_client() -> None:
+    class _Counter(FakeHTTPServer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.state = 0
+
+        def handle(self, request: RecordedRequest) -> FakeResponse:
+            return FakeResponse(200, str(self.state).encode())
+
+    seen: list[str] = []
+    with _Counter() as server:
+
+        def bump(request: RecordedRequest) -> None:
+            seen.append(request.path)
+            server.state += 1
+
+        server.after_request(bump)
+        answers = []
+        for path in ("/one", "/two"):
+            with urllib.request.urlopen(f"{server.base_url}{path}") as response:
+                answers.append(response.read())
+                # The action already ran: the state the next request sees has moved.
+                assert seen[-1] == path
+
+    assert answers == [b"0", b"1"]
