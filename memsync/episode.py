@@ -167,6 +167,9 @@ class EpisodeDraft:
     metadata: JSONObject = field(default_factory=dict)
     provenance: JSONObject = field(default_factory=dict)
     session_id: str | None = None
+    sensitivity_labels: tuple[str, ...] = field(default=(), compare=False)
+    """Labels a connector's rules gave the record (normalised). Not content: they are
+    not hashed, so a rule added later revises nothing; ingest stores them by episode."""
     content_hash: str = field(init=False)
     # The canonical JSON the hash was taken over, kept so the store can write the
     # payload without serialising it a second time.

@@ -14,7 +14,7 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -207,6 +207,24 @@ class RetrySettings(BaseModel):
         return RetryPolicy(max_attempts=self.max_attempts, max_wait=self.max_wait)
 
 
+class LabelRuleSetting(BaseModel):
+    """A connector's labelling rule: a record whose episode matches every entry of
+    ``when`` gets the sensitivity labels ``add``.
+
+    ``when`` maps a dotted path in the episode (``type``, ``source``, ``subject_id``,
+    ``session_id``, ``idempotency_key``, ``payload.…``, ``metadata.…``, ``fields.…``:
+    the record's subject fields) to the value it must have; a string is a glob
+    (``docs/hr/*``). E.g. ``{when: {fields.channel: C0PRIVATE1}, add:
+    [confidential]}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    when: dict[str, Any] = Field(min_length=1)
+    add: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(
+        min_length=1, max_length=32
+    )
+
+
 class ConnectorConfig(BaseModel):
     """What every connector instance is configured with; connectors subclass it.
 
@@ -215,7 +233,8 @@ class ConnectorConfig(BaseModel):
     ``overlap`` is how far each window reaches back before the cursor, so a record
     updated while the previous run was reading is read again (ingest recognises it);
     ``start`` is where the first run (and a backfill) begins; ``tenant`` is the tenant
-    the instance's episodes, cursor and run records belong to.
+    the instance's episodes, cursor and run records belong to; ``labels`` are rules
+    that give its episodes sensitivity labels (every matching rule adds its labels).
     """
 
     # Built on first validation, not at import: each connector type's model (which
@@ -233,6 +252,7 @@ class ConnectorConfig(BaseModel):
     retry: RetrySettings = RetrySettings()
     # The same alphabet the API accepts in X-Tenant-ID, so a synced tenant is reachable.
     tenant: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+    labels: list[LabelRuleSetting] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod

@@ -162,3 +162,25 @@ def test_the_redacted_dump_hides_every_secret(tmp_path: Path) -> None:
         assert secret not in dump
     assert "acme/api" in dump
     assert settings.api.keys[0].stored_hash() == hash_api_key("key-value")
+
+
+def test_a_read_policy_is_read_from_the_configuration_and_its_errors_name_the_field(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        "read_policy:\n  policy_mode: log_only\n  rules:\n"
+        "    - {labels: [PII], caller_type: [agent, bot], action: deny}\n"
+        "    - {name: hr, labels: [hr], action: redact}\n",
+    )
+    policy = load_settings(path, environ={}).read_policy.to_policy()
+    assert policy.mode == "log_only"
+    assert [(r.name, sorted(r.labels), r.action.value) for r in policy.rules] == [
+        ("rule-1", ["pii"], "deny"),
+        ("hr", ["hr"], "redact"),
+    ]
+    assert policy.rules[0].caller_types == {"agent", "bot"}
+    bad = write(tmp_path, "read_policy:\n  rules:\n    - {labels: [pii], action: hide}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_settings(bad, environ={})
+    assert str(raised.value).startswith(f"{bad}: read_policy.rules[0].action: ")

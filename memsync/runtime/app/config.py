@@ -26,6 +26,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from memsync.compile.layout import BundleLayout
+from memsync.compile.sensitivity import (
+    PolicyAction,
+    PolicyMode,
+    PolicyRule,
+    ReadPolicy,
+    normalise_labels,
+)
 from memsync.connectors.config import did_you_mean
 from memsync.runtime.compiling.settings import CompileSettings
 from memsync.schedule import parse_schedule
@@ -37,6 +44,8 @@ __all__ = [
     "ContextSettings",
     "JobsSettings",
     "MissingVariables",
+    "PolicyRuleSettings",
+    "ReadPolicySettings",
     "Settings",
     "hash_api_key",
     "load_settings",
@@ -197,6 +206,53 @@ class ContextSettings(_Strict):
     layout: BundleLayout = BundleLayout.MEMSYNC
 
 
+class PolicyRuleSettings(_Strict):
+    """One read-policy rule: any of ``labels`` on a memory, and a caller matching
+    ``caller_id`` / ``caller_type`` (each a name or a list; absent: any caller) →
+    ``action``."""
+
+    name: str | None = Field(default=None, description="shown in logs and metrics; default rule-N")
+    labels: list[str] = Field(min_length=1)
+    caller_id: str | list[str] | None = None
+    caller_type: str | list[str] | None = None
+    action: PolicyAction
+
+    @field_validator("labels")
+    @classmethod
+    def _normalised(cls, value: list[str]) -> list[str]:
+        return list(normalise_labels(value))
+
+
+class ReadPolicySettings(_Strict):
+    """The read policy (``read_policy:``): rules in order, first match wins."""
+
+    policy_mode: PolicyMode = PolicyMode.ENFORCE
+    require_caller_identity: bool = False
+    rules: list[PolicyRuleSettings] = Field(default_factory=list)
+
+    def to_policy(self) -> ReadPolicy:
+        return ReadPolicy(
+            tuple(
+                PolicyRule(
+                    rule.name or f"rule-{position}",
+                    frozenset(rule.labels),
+                    rule.action,
+                    _names(rule.caller_id),
+                    _names(rule.caller_type),
+                )
+                for position, rule in enumerate(self.rules, start=1)
+            ),
+            self.policy_mode,
+            self.require_caller_identity,
+        )
+
+
+def _names(value: str | list[str] | None) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    return frozenset([value] if isinstance(value, str) else value)
+
+
 class Settings(_Strict):
     """The whole configuration file."""
 
@@ -208,6 +264,7 @@ class Settings(_Strict):
     compile: CompileSettings = Field(default_factory=CompileSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
+    read_policy: ReadPolicySettings = Field(default_factory=ReadPolicySettings)
 
     source_path: Path | None = Field(default=None, exclude=True)
     secret_paths: frozenset[str] = Field(default_factory=frozenset, exclude=True)

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from memsync.runtime.reading.bundles import ContextReader
     from memsync.runtime.reading.episodes import EpisodeRepository
     from memsync.runtime.reading.indexes import MemorySearch, SubjectIndexes
+    from memsync.runtime.reading.labels import Labels, ReadGate
     from memsync.runtime.reading.memories import MemoryRepository
     from memsync.runtime.reading.receipts import Receipts
     from memsync.runtime.support.resolutions import Resolutions
@@ -307,6 +308,22 @@ class Services:
         from memsync.runtime.support.service import SupportService
 
         return SupportService(self.store, self.episodes, self.memories, self.resolutions)
+
+    @cached_property
+    def labels(self) -> Labels:
+        """Sensitivity labels of memories and episodes."""
+        from memsync.runtime.reading.labels import Labels
+
+        return Labels(self.store, self.clock)
+
+    @cached_property
+    def read_gate(self) -> ReadGate:
+        """The configured read policy, applied by every read path."""
+        from memsync.runtime.reading.labels import ReadGate
+
+        return ReadGate(
+            self.settings.read_policy.to_policy(), self.labels, self.metrics.policy_decided
+        )
 
     @cached_property
     def authenticator(self) -> Authenticator:

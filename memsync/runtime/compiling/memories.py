@@ -29,6 +29,7 @@ from memsync.compile.resolve import (
     SourceStanding,
     apply_changes,
 )
+from memsync.compile.sensitivity import LabelRule
 from memsync.compile.types import (
     CONTESTED,
     ConflictStatus,
@@ -629,6 +630,42 @@ def _insert_provenance(
     )
 
 
+def _label_new_memories(
+    connection: Connection,
+    tenant_id: str,
+    created: Sequence[StoredMemory],
+    rules: Sequence[LabelRule],
+    now: datetime,
+) -> None:
+    """The compile rules' labels of the memories just created (new ids: no row yet)."""
+    if not rules:
+        return
+    rows = []
+    for memory in created:
+        labels = LabelRule.labels_of(
+            rules,
+            {
+                "kind": memory.kind.value,
+                "claim_key": memory.claim_key,
+                "content": memory.content,
+                "metadata": dict(memory.metadata),
+            },
+        )
+        if labels:
+            rows.append(
+                {
+                    "tenant_id": tenant_id,
+                    "memory_id": memory.id,
+                    "subject_id": memory.subject_id,
+                    "labels": [],
+                    "rule_labels": list(labels),
+                    "updated_at": now,
+                }
+            )
+    if rows:
+        connection.execute(tables.memory_labels.insert(), rows)
+
+
 def apply_change_set(
     connection: Connection,
     tenant_id: str,
@@ -639,6 +676,7 @@ def apply_change_set(
     *,
     subject_id: str,
     analyze_memories: bool = False,
+    label_rules: Sequence[LabelRule] = (),
 ) -> None:
     """Write ``changes`` to ``subject_id``'s memories in the caller's transaction, as
     ``compile.apply_changes`` would, and bump the subject's memory version (unless the
@@ -646,6 +684,8 @@ def apply_change_set(
     reader sees).
 
     ``job_id`` is the compile that created the new memories (kept on their rows).
+    ``label_rules`` (the compile rules') label the new memories, in the same
+    transaction: a memory is never readable before its labels are.
     ``analyze_memories`` (PostgreSQL only) ANALYZEs ``memories`` between the new
     memories and their provenance: the provenance's foreign-key check then plans
     against the grown table, not against a plan cached while it was tiny.
@@ -692,6 +732,7 @@ def apply_change_set(
             ],
             ignore=False,
         )
+        _label_new_memories(connection, tenant_id, changes.memories_to_create, label_rules, now)
         if analyze_memories and _on_postgresql(connection):
             # In this transaction: ANALYZE counts its own uncommitted rows as live, and
             # it invalidates the cached plans on the table before the inserts below.

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from memsync.compile.claims import ClaimRegistry
 from memsync.compile.policy import PolicyTable
+from memsync.compile.sensitivity import LabelRule
 from memsync.compile.similarity import SimilarityThresholds
 from memsync.compile.types import MemoryKind
 from memsync.runtime.compiling.settings import CompileSettings
@@ -20,6 +21,9 @@ class CompileRules:
     registry: ClaimRegistry = field(default_factory=ClaimRegistry.default)
     policies: PolicyTable = field(default_factory=PolicyTable)
     thresholds: SimilarityThresholds = field(default_factory=SimilarityThresholds)
+    labels: tuple[LabelRule, ...] = ()
+    """Sensitivity labels given to the memories a compile creates, by what they are
+    (``kind``, ``claim_key``, ``content``, ``metadata.…``)."""
 
     @classmethod
     def from_settings(cls, settings: CompileSettings) -> CompileRules:
@@ -40,4 +44,5 @@ class CompileRules:
                     if kind != "default"
                 },
             ),
+            labels=tuple(LabelRule(rule.when, tuple(rule.add)) for rule in settings.labels),
         )

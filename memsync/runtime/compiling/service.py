@@ -902,6 +902,7 @@ class CompileService:
                     job_id,
                     subject_id=written_subject,
                     analyze_memories=changes is analyze_after,
+                    label_rules=self._rules.labels,
                 )
             known = None
             if following and not seen_again:
@@ -977,6 +978,7 @@ class CompileService:
                 now,
                 job_id,
                 subject_id=subject_id,
+                label_rules=self._rules.labels,
             )
             outcome = _ChunkOutcome.of(0, [changes], memories_loaded=len(stored))
             if on_chunk is not None:

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from memsync.connectors.config import LabelRuleSetting
+
 __all__ = ["DEFAULT_CHUNK_EPISODES", "CompileSettings", "LLMSettings"]
 
 DEFAULT_CHUNK_EPISODES = 2_000
@@ -85,6 +87,11 @@ class CompileSettings(_Settings):
     claims: dict[str, dict[str, str]] = Field(default_factory=dict)
     policies: dict[str, str] = Field(default_factory=dict)
     thresholds: dict[str, float] = Field(default_factory=dict)
+    labels: list[LabelRuleSetting] = Field(
+        default_factory=list,
+        description="sensitivity labels for the memories a compile creates: "
+        "[{when: {kind: profile_fact, claim_key: 'location.*'}, add: [pii]}]",
+    )
 
     @model_validator(mode="after")
     def _llm_needs_its_endpoint(self) -> CompileSettings:

@@ -30,6 +30,7 @@ from sqlalchemy.engine import Connection, RowMapping
 
 from memsync.clock import Clock, SystemClock
 from memsync.episode import EpisodeDraft, IngestStatus, KeyScope, Tombstone
+from memsync.runtime.ingest.labels import write_episode_labels
 from memsync.runtime.ingest.statements import EpisodeStatements, IngestOutcome, key_of
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.storage.statistics import StatisticsRefresher
@@ -123,7 +124,8 @@ class IngestService:
         stored by its insert alone, a transaction of one statement; only a key that
         turns out to be known takes a transaction to be looked up and perhaps revised.
         """
-        alone = len(drafts) == 1 and before_commit is None
+        # A labelled draft (a connector's) writes its labels too: not one statement.
+        alone = len(drafts) == 1 and before_commit is None and not drafts[0].sensitivity_labels
         outcome = None
         if alone and self._expect_new:
             with self._store.write_one_statement() as connection:
@@ -266,6 +268,7 @@ class IngestService:
                 # The next batch goes the way this one's mix of new and known suggests.
                 insert_first = self._expect_new
             outcomes = [outcome for outcome in placed if outcome is not None]
+            write_episode_labels(connection, tenant_id, drafts, outcomes)
             if with_stored:
                 outcomes = self._with_stored(connection, tenant_id, outcomes)
             if before_commit is not None:

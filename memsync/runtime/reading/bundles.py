@@ -39,6 +39,7 @@ from memsync.compile.similarity import tokens
 from memsync.compile.tokenizer import RememberingCounter, TokenCounter, default_counter
 from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository
 from memsync.runtime.reading.indexes import SubjectIndex, SubjectIndexes
+from memsync.runtime.reading.labels import EVERYTHING, Visibility
 from memsync.runtime.reading.memories import MemoryRepository, MemoryVersion
 
 __all__ = ["BUNDLE_EPISODES", "EMPTY_STORE_AS_OF", "ContextReader", "latest_change"]
@@ -94,8 +95,13 @@ class ContextReader:
         *,
         layout: BundleLayout | None = None,
         valid_at: datetime | None = None,
+        visibility: Visibility = EVERYTHING,
     ) -> Bundle:
         """The bundle as of ``as_of``, or as of the latest change it reflects.
+
+        ``visibility`` (a read policy's, for one caller) leaves out denied memories and
+        the episodes behind them, and shows redacted ones as the marker, before anything
+        is ranked into the budget, counted or dated.
 
         With ``valid_at``: what the store at that transaction time says held at that
         valid time (the reference path, from the memories' history). Without ``as_of``
@@ -116,17 +122,19 @@ class ContextReader:
                 utc(as_of),
                 layout,
                 utc(valid_at) if valid_at is not None else None,
+                visibility,
             )
         index = self._indexes.current(tenant_id, subject_id)
         recent = self._episodes.recent(tenant_id, subject_id, as_of=None, limit=BUNDLE_EPISODES)
+        recent = [episode for episode in recent if visibility.shows_episode(episode.id)]
         moment = latest_change(index.inputs.version, recent)
         ranked = index.ranking.ranked(tokens(task), moment)
         return assemble_ranked(
             subject_id,
             task,
-            self._with_rows(tenant_id, index, ranked),
-            index.inputs.open_conflicts,
-            [episode.view() for episode in recent],
+            self._with_rows(tenant_id, index, ranked, visibility),
+            visibility.conflicts(index.inputs.open_conflicts),
+            visibility.episodes(episode.view() for episode in recent),
             max_tokens,
             moment,
             withheld=index.inputs.withheld,
@@ -143,6 +151,7 @@ class ContextReader:
         moment: datetime,
         layout: BundleLayout,
         valid_at: datetime | None,
+        visibility: Visibility,
     ) -> Bundle:
         memories = self._memories.memories_at(tenant_id, subject_id, moment)
         conflicts = self._memories.conflicts(tenant_id, subject_id, as_of=moment)
@@ -152,9 +161,11 @@ class ContextReader:
         return assemble_bundle(
             subject_id,
             task,
-            memories,
-            [record.conflict for record in conflicts],
-            [episode.view() for episode in episodes],
+            visibility.memories(memories),
+            visibility.conflicts(record.conflict for record in conflicts),
+            visibility.episodes(
+                episode.view() for episode in episodes if visibility.shows_episode(episode.id)
+            ),
             max_tokens,
             moment,
             counter=self._counter,
@@ -170,7 +181,11 @@ class ContextReader:
         return self._remembering
 
     def _with_rows(
-        self, tenant_id: str, index: SubjectIndex, ranked: Iterator[Scored]
+        self,
+        tenant_id: str,
+        index: SubjectIndex,
+        ranked: Iterator[Scored],
+        visibility: Visibility,
     ) -> Iterable[RankedMemory]:
         """The ranked memories with their full rows, a batch at a time as the budget
         asks for more (rows the index has not read yet are read then)."""
@@ -180,8 +195,9 @@ class ContextReader:
             for score, entry in batch:
                 # A memory changed since the index was built is shown as it is now; the
                 # next request sees the new version and rebuilds.
-                if (memory := rows.get(entry.id)) is not None:
-                    yield RankedMemory(memory, score)
+                memory = rows.get(entry.id)
+                if memory is not None and (shown := visibility.memory(memory)) is not None:
+                    yield RankedMemory(shown, score)
             size *= 2
 
 

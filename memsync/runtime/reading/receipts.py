@@ -35,6 +35,7 @@ from memsync.clock import Clock, utc
 from memsync.compile.bundle import Bundle, BundleLayout
 from memsync.episode import canonical_json
 from memsync.runtime.reading.bundles import ContextReader
+from memsync.runtime.reading.labels import EVERYTHING, Visibility
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 
@@ -217,11 +218,13 @@ class Receipts:
         query_id: str | None = None,
         task_id: str | None = None,
         parent_receipt_id: str | None = None,
+        visibility: Visibility = EVERYTHING,
     ) -> ServedBundle:
         """The bundle's canonical JSON; with ``emit_receipt``, a receipt is written
         and the body carries its ``receipt_id`` and ``receipt_emitted: true`` (so the
-        hash covers the very bytes the caller got)."""
-        bundle = self._build(tenant_id, request, request.as_of)
+        hash covers the very bytes the caller got). ``visibility``: what the read
+        policy lets this caller see (the receipt records what was served)."""
+        bundle = self._build(tenant_id, request, request.as_of, visibility)
         if not emit_receipt:
             return ServedBundle(canonical_json(bundle.to_dict()).encode(), None)
         return self._receipted(
@@ -281,19 +284,26 @@ class Receipts:
         more = len(rows) > limit
         return ReceiptPage(receipts, _encode_cursor(receipts[-1]) if more else None)
 
-    def replay(self, tenant_id: str, receipt_id: str, mode: ReplayMode) -> Replay | None:
+    def replay(
+        self,
+        tenant_id: str,
+        receipt_id: str,
+        mode: ReplayMode,
+        visibility: Visibility = EVERYTHING,
+    ) -> Replay | None:
         """Replay the tenant's receipt (None if it has none of that id).
 
         ``exact``: the bundle as of the receipt's ``as_of``, with the original
         ``receipt_id`` in it, hashed and compared; nothing is written. ``current``:
         today's bundle for the same request (its ``as_of`` dropped), served with a new
         receipt (``as_of_replay``, parent the original); the original never changes.
+        Either is built for the replaying caller's ``visibility``.
         """
         original = self.get(tenant_id, receipt_id)
         if original is None:
             return None
         if mode is ReplayMode.EXACT:
-            bundle = self._build(tenant_id, original.request, original.as_of)
+            bundle = self._build(tenant_id, original.request, original.as_of, visibility)
             body = _body(bundle, original.id)
             return _replay(original, mode, body, None, _selected(bundle))
         request = original.request
@@ -302,7 +312,7 @@ class Receipts:
         served = self._receipted(
             tenant_id,
             current,
-            self._build(tenant_id, current, None),
+            self._build(tenant_id, current, None, visibility),
             ReceiptMode.AS_OF_REPLAY,
             str(original.id),
             original.query_id,
@@ -313,7 +323,13 @@ class Receipts:
 
     # -- internals ------------------------------------------------------------------
 
-    def _build(self, tenant_id: str, request: ContextRequest, as_of: datetime | None) -> Bundle:
+    def _build(
+        self,
+        tenant_id: str,
+        request: ContextRequest,
+        as_of: datetime | None,
+        visibility: Visibility,
+    ) -> Bundle:
         return self._context.bundle(
             tenant_id,
             request.subject_id,
@@ -322,6 +338,7 @@ class Receipts:
             as_of,
             layout=request.layout,
             valid_at=request.valid_at,
+            visibility=visibility,
         )
 
     def _receipted(

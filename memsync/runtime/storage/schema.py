@@ -22,12 +22,14 @@ __all__ = [
     "backfills",
     "conflict_history",
     "conflicts",
+    "episode_labels",
     "episode_revisions",
     "episodes",
     "jobs",
     "llm_extractions",
     "memories",
     "memory_history",
+    "memory_labels",
     "memory_sources",
     "memory_versions",
     "metadata",
@@ -401,6 +403,45 @@ resolution record. ``POST /v1/resolutions`` upserts it on (subject, session) in 
 statement; ``resolved_at`` is set when the status becomes ``resolved`` and kept while
 it stays so. Deleted with the subject.
 """
+
+memory_labels = sa.Table(
+    "memory_labels",
+    metadata,
+    sa.Column("tenant_id", identifier(TENANT_ID_LENGTH), primary_key=True),
+    sa.Column("memory_id", sa.Uuid, primary_key=True),
+    sa.Column("subject_id", identifier(SUBJECT_ID_LENGTH), nullable=False),
+    sa.Column("labels", JSONDocument, nullable=False),
+    sa.Column("rule_labels", JSONDocument, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.ForeignKeyConstraint(
+        ["tenant_id", "memory_id"], ["memories.tenant_id", "memories.id"], ondelete="CASCADE"
+    ),
+    # A read decides for one subject at a time: its labelled memories in one lookup.
+    sa.Index("ix_memory_labels_subject", "tenant_id", "subject_id"),
+)
+"""The sensitivity labels set on a memory itself: ``labels`` by
+``PATCH /v1/memories/{id}/labels`` (normalised, sorted, at most 32), ``rule_labels`` by
+the compile rules when the memory was created; no row when it has neither. What the
+policy reads is both plus the labels of the memory's source episodes
+(``episode_labels``)."""
+
+episode_labels = sa.Table(
+    "episode_labels",
+    metadata,
+    sa.Column("tenant_id", identifier(TENANT_ID_LENGTH), primary_key=True),
+    sa.Column("episode_id", sa.Uuid, primary_key=True),
+    sa.Column("subject_id", identifier(SUBJECT_ID_LENGTH), nullable=False),
+    sa.Column("labels", JSONDocument, nullable=False),
+    sa.ForeignKeyConstraint(
+        ["tenant_id", "episode_id"], ["episodes.tenant_id", "episodes.id"], ondelete="CASCADE"
+    ),
+    sa.Index("ix_episode_labels_subject", "tenant_id", "subject_id"),
+)
+"""The sensitivity labels a connector's rules gave an episode, keyed by the episode
+(not its revision): an edit of the record is a new revision of the same episode and
+keeps them, and every ingest of a labelled draft writes them again (the subject too,
+when the record moved)."""
+
 
 conflict_history = sa.Table(
     "conflict_history",

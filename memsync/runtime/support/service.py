@@ -28,6 +28,7 @@ from memsync.compile.support import (
 from memsync.compile.tokenizer import RememberingCounter, TokenCounter, default_counter
 from memsync.runtime.reading.bundles import BUNDLE_EPISODES, latest_change
 from memsync.runtime.reading.episodes import EpisodeRecord, EpisodeRepository
+from memsync.runtime.reading.labels import EVERYTHING, Visibility
 from memsync.runtime.reading.memories import MemoryRepository
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
@@ -85,10 +86,19 @@ class SupportService:
         )
 
     def handoff(
-        self, tenant_id: str, subject_id: str, session_id: str, reason: str, max_tokens: int
+        self,
+        tenant_id: str,
+        subject_id: str,
+        session_id: str,
+        reason: str,
+        max_tokens: int,
+        visibility: Visibility = EVERYTHING,
     ) -> Handoff:
         """The handoff brief of one session, within ``max_tokens``; a session with no
-        episodes is briefed from the subject's memories and history alone."""
+        episodes is briefed from the subject's memories and history alone.
+        ``visibility`` (the read policy's, for the caller): denied memories and the
+        episodes behind them are absent from every part, redacted ones show the
+        marker."""
         health, sessions, resolutions = self._health(tenant_id, subject_id)
         session = [e for e in sessions if e.session_id == session_id]
         recent = self._episodes.recent(tenant_id, subject_id, as_of=None, limit=BUNDLE_EPISODES)
@@ -98,10 +108,12 @@ class SupportService:
             session_id,
             reason,
             # Every status: the brief must know the losers, to withhold their episodes.
-            memories=self._memories.memories(tenant_id, subject_id, statuses=None),
-            open_conflicts=[record.conflict for record in conflicts],
-            session=_messages(session),
-            recent=[episode.view() for episode in recent],
+            memories=visibility.memories(
+                self._memories.memories(tenant_id, subject_id, statuses=None)
+            ),
+            open_conflicts=visibility.conflicts(record.conflict for record in conflicts),
+            session=_messages(session, visibility),
+            recent=visibility.episodes(episode.view() for episode in recent),
             resolutions=resolutions,
             health=health,
             as_of=self._moment(tenant_id, subject_id, [*sessions, *recent], resolutions),
@@ -161,12 +173,13 @@ class SupportService:
         return self._remembering
 
 
-def _messages(episodes: list[EpisodeRecord]) -> list[SessionMessage]:
+def _messages(
+    episodes: list[EpisodeRecord], visibility: Visibility = EVERYTHING
+) -> list[SessionMessage]:
     return [
         SessionMessage(
-            episode.session_id or "",
-            episode.view(),
-            speaker_of(episode.payload, episode.metadata),
+            episode.session_id or "", view, speaker_of(episode.payload, episode.metadata)
         )
         for episode in episodes
+        for view in visibility.episodes([episode.view()])
     ]

@@ -18,7 +18,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from memsync.clock import Clock, SystemClock
+from memsync.compile.sensitivity import LabelRule
 from memsync.connectors import (
     DEFAULT_STREAM,
     Connector,
@@ -588,6 +589,7 @@ class SyncRunner:
         pending = _Pending()
         listings: list[Listing] = []
         scrub = self._scrub(connector)
+        label_rules = [LabelRule(rule.when, tuple(rule.add)) for rule in connector.config.labels]
         records = iter(connector.fetch_stream(stream, window, cursor))
         cut_short: Exception | None = None
 
@@ -628,6 +630,8 @@ class SyncRunner:
             tally.fetched += 1
             try:
                 draft = connector.to_episode(record)
+                if label_rules:
+                    draft = _labelled(draft, connector.subject_values(record), label_rules)
                 position = connector.record_cursor(record)
                 resolution = connector.resolution_of(record)
             except SkipRecord as skipped:
@@ -848,3 +852,25 @@ def _cursor_at(position: datetime, said: Progress | None) -> Cursor:
     if said is None:
         return Cursor(position=position)
     return Cursor(position=position, token=said.token, note=said.note)
+
+
+def _labelled(
+    draft: EpisodeDraft, fields: Mapping[str, object], rules: Sequence[LabelRule]
+) -> EpisodeDraft:
+    """``draft`` with the labels the connector's rules give it (on every read of the
+    record, so a revision carries them as the first version did); ``fields`` are the
+    record's subject fields."""
+    labels = LabelRule.labels_of(
+        rules,
+        {
+            "type": draft.type,
+            "source": draft.source,
+            "subject_id": draft.subject_id,
+            "session_id": draft.session_id,
+            "idempotency_key": draft.idempotency_key,
+            "payload": draft.payload,
+            "metadata": draft.metadata,
+            "fields": dict(fields),
+        },
+    )
+    return replace(draft, sensitivity_labels=labels) if labels else draft

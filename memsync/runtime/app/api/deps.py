@@ -6,11 +6,12 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
+from memsync.compile.sensitivity import CallerIdentity
 from memsync.runtime.app.api.auth import Caller
 from memsync.runtime.app.api.openapi import API_KEY_HEADER
 from memsync.runtime.app.services import Services
 
-__all__ = ["MAX_PAGE", "CallerDep", "ServicesDep"]
+__all__ = ["MAX_PAGE", "CallerDep", "ReaderDep", "ServicesDep"]
 
 MAX_PAGE = 200
 """The largest page any list endpoint returns."""
@@ -40,3 +41,16 @@ async def _caller(request: Request, x_tenant_id: Annotated[str | None, Header()]
 
 ServicesDep = Annotated[Services, Depends(_services)]
 CallerDep = Annotated[Caller, Depends(_caller)]
+
+
+async def _reader(
+    x_caller_id: Annotated[str | None, Header(max_length=255)] = None,
+    x_caller_type: Annotated[str | None, Header(max_length=255)] = None,
+) -> CallerIdentity:
+    # Who reads, for the read policy (Statewave's headers); a body's caller_id and
+    # caller_type (context, handoff) take precedence over these.
+    return CallerIdentity(x_caller_id or None, x_caller_type or None)
+
+
+ReaderDep = Annotated[CallerIdentity, Depends(_reader)]
+"""The caller the read policy decides for, from ``X-Caller-ID`` / ``X-Caller-Type``."""

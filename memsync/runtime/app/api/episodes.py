@@ -7,6 +7,7 @@ they were added, so every route before them is a comparison per request.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Annotated
 
@@ -14,12 +15,14 @@ from fastapi import APIRouter, Path, Query, Response
 from pydantic import TypeAdapter
 
 from memsync.compile.bundle import MemoryJson
+from memsync.compile.sensitivity import REDACTION_MARKER
 from memsync.compile.types import MemoryStatus
 from memsync.episode import EpisodeDraft, IngestStatus
-from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
+from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ReaderDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.api.lean_route import LeanJsonRoute
 from memsync.runtime.app.api.openapi import error_responses
+from memsync.runtime.app.api.policy import shown_memories, visibility
 from memsync.runtime.app.api.schemas import (
     MAX_OFFSET,
     BatchCreateResponse,
@@ -111,10 +114,16 @@ def create_episodes_batch(
 
 @router.get("/v1/episodes/{episode_id}", responses=error_responses(404))
 def get_episode(
-    episode_id: uuid.UUID, services: ServicesDep, caller: CallerDep
+    episode_id: uuid.UUID, services: ServicesDep, caller: CallerDep, reader: ReaderDep
 ) -> EpisodeWithRevisionsResponse:
-    """One episode at its current revision, with every earlier revision."""
+    """One episode at its current revision, with every earlier revision. An episode the
+    read policy hides from the caller (denied, or behind a denied memory) is unknown:
+    404, and a redacted one is refused the same way (its revisions repeat its text)."""
     record = services.episodes.get_many(caller.tenant_id, [episode_id]).get(episode_id)
+    if record is not None:
+        seen = visibility(services, caller.tenant_id, record.subject_id, reader, "episode")
+        if not seen.shows_episode(episode_id) or episode_id in seen.redacted_episodes:
+            record = None
     if record is None:
         raise ApiError(404, "not_found", f"no episode {episode_id}")
     return EpisodeWithRevisionsResponse.with_revisions(
@@ -126,6 +135,7 @@ def get_episode(
 def timeline(
     services: ServicesDep,
     caller: CallerDep,
+    reader: ReaderDep,
     subject_id: Annotated[SubjectId, Query()],
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
@@ -135,7 +145,10 @@ def timeline(
     """A page of a subject's episodes and a page of its memories (every status),
     oldest first within each page. With ``as_of``, as the store held them then: the
     episodes filed under the subject at the revision each had, the memories that
-    existed with their status then."""
+    existed with their status then. What the read policy denies the caller is left out
+    of the page (which may then hold fewer rows than ``limit``); a redacted row shows
+    the marker instead of its text."""
+    seen = visibility(services, caller.tenant_id, subject_id, reader, "timeline")
     page = services.episodes.timeline(
         caller.tenant_id,
         subject_id,
@@ -164,11 +177,23 @@ def timeline(
         memories_page.reverse()
     return TimelineResponse(
         subject_id=subject_id,
-        episodes=[EpisodeResponse.of(record) for record in page.episodes],
-        memories=[MemoryJson.model_validate(memory) for memory in memories_page],
+        episodes=[
+            _redacted(EpisodeResponse.of(record))
+            if record.id in seen.redacted_episodes
+            else EpisodeResponse.of(record)
+            for record in page.episodes
+            if seen.shows_episode(record.id)
+        ],
+        memories=shown_memories(
+            (MemoryJson.model_validate(memory) for memory in memories_page), seen
+        ),
         episodes_has_more=page.has_more,
         memories_has_more=len(memories) > limit,
     )
+
+
+def _redacted(episode: EpisodeResponse) -> EpisodeResponse:
+    return dataclasses.replace(episode, payload={"text": REDACTION_MARKER}, metadata={})
 
 
 @router.get("/v1/subjects")

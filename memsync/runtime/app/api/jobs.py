@@ -9,13 +9,15 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from memsync.compile.bundle import MemoryJson
-from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
+from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ReaderDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError
 from memsync.runtime.app.api.openapi import error_responses
+from memsync.runtime.app.api.policy import visibility
 from memsync.runtime.app.api.schemas import MAX_OFFSET, Text
 from memsync.runtime.app.services import Services
 from memsync.runtime.compiling import COMPILE_JOB
 from memsync.runtime.jobs import Job, JobOutcome, JobStatus
+from memsync.runtime.reading.labels import EVERYTHING, Visibility
 
 __all__ = ["CompileJobResponse", "JobsResponse", "enqueue_compile", "router"]
 
@@ -52,11 +54,15 @@ def _find(services: Services, tenant_id: str, job_id: str, kind: str | None = No
     return job
 
 
-def compile_status(services: Services, job: Job) -> CompileJobResponse:
-    """A compile job and the memories it created, once it has."""
+def compile_status(
+    services: Services, job: Job, seen: Visibility = EVERYTHING
+) -> CompileJobResponse:
+    """A compile job and the memories it created, once it has, as ``seen`` shows them
+    (the read policy's visibility of its subject for the caller)."""
     result = job.result or {}
     memory_ids = [uuid.UUID(value) for value in result.get("memory_ids", [])]
-    found = services.memories.get(job.tenant_id, memory_ids) if memory_ids else {}
+    stored = services.memories.get(job.tenant_id, memory_ids) if memory_ids else {}
+    found = {memory.id: memory for memory in seen.memories(stored.values())}
     return CompileJobResponse(
         job_id=job.id,
         status=job.status,
@@ -75,9 +81,14 @@ def enqueue_compile(services: Services, tenant_id: str, subject_id: str) -> Comp
 
 
 @router.get("/v1/memories/compile/{job_id}", responses=error_responses(404))
-def get_compile_job(job_id: str, services: ServicesDep, caller: CallerDep) -> CompileJobResponse:
-    """The status of an async compile: pending, running, completed or failed."""
-    return compile_status(services, _find(services, caller.tenant_id, job_id, COMPILE_JOB))
+def get_compile_job(
+    job_id: str, services: ServicesDep, caller: CallerDep, reader: ReaderDep
+) -> CompileJobResponse:
+    """The status of an async compile: pending, running, completed or failed. The
+    memories it created are shown as the read policy lets the caller see them."""
+    job = _find(services, caller.tenant_id, job_id, COMPILE_JOB)
+    seen = visibility(services, caller.tenant_id, job.target, reader, "compile")
+    return compile_status(services, job, seen)
 
 
 @router.get("/v1/jobs")

@@ -15,10 +15,12 @@ from pydantic import BaseModel, Field
 
 from memsync.clock import IsoDatetime
 from memsync.episode import canonical_json
-from memsync.runtime.app.api.deps import CallerDep, ServicesDep
+from memsync.runtime.app.api.deps import CallerDep, ReaderDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError, validation_error
 from memsync.runtime.app.api.openapi import error_responses
+from memsync.runtime.app.api.policy import shown_entries, visibility
 from memsync.runtime.app.api.schemas import Moment, RequestBody, SubjectId, Text
+from memsync.runtime.reading.labels import Visibility
 from memsync.runtime.reading.receipts import BadCursor, Receipt, Replay, ReplayMode
 
 __all__ = ["ReceiptJson", "ReceiptListResponse", "ReplayResponse", "router"]
@@ -50,7 +52,9 @@ class ReceiptJson(BaseModel):
     output: dict[str, Any]
 
     @classmethod
-    def of(cls, receipt: Receipt) -> ReceiptJson:
+    def of(cls, receipt: Receipt, seen: Visibility) -> ReceiptJson:
+        """The receipt as the caller may see it: entries of denied memories, and of
+        the episodes behind them, left out."""
         request = receipt.request
         return cls(
             receipt_id=str(receipt.id),
@@ -73,7 +77,9 @@ class ReceiptJson(BaseModel):
                 # Only when asked for, as in the bundle: older receipts read as before.
                 **({"valid_at": request.valid_at.isoformat()} if request.valid_at else {}),
             },
-            selected_entries=[entry.to_json() for entry in receipt.selected_entries],
+            selected_entries=[
+                entry.to_json() for entry in shown_entries(receipt.selected_entries, seen)
+            ],
             output={
                 "context_hash": receipt.context_hash,
                 "token_estimate": receipt.token_estimate,
@@ -113,18 +119,22 @@ class ReplayResponse(BaseModel):
 
 
 @router.get("/v1/receipts/{receipt_id}", responses=error_responses(404))
-def get_receipt(receipt_id: str, services: ServicesDep, caller: CallerDep) -> ReceiptJson:
+def get_receipt(
+    receipt_id: str, services: ServicesDep, caller: CallerDep, reader: ReaderDep
+) -> ReceiptJson:
     """One receipt of the caller's tenant; another tenant's id is unknown (404)."""
     receipt = services.receipts.get(caller.tenant_id, receipt_id)
     if receipt is None:
         raise _unknown(receipt_id)
-    return ReceiptJson.of(receipt)
+    seen = visibility(services, caller.tenant_id, receipt.request.subject_id, reader, "receipts")
+    return ReceiptJson.of(receipt, seen)
 
 
 @router.get("/v1/receipts")
 def list_receipts(
     services: ServicesDep,
     caller: CallerDep,
+    reader: ReaderDep,
     subject_id: Annotated[SubjectId, Query()],
     since: Annotated[Moment | None, Query()] = None,
     until: Annotated[Moment | None, Query()] = None,
@@ -133,6 +143,7 @@ def list_receipts(
 ) -> ReceiptListResponse:
     """The subject's receipts created in ``[since, until)``, newest first; pass
     ``next_cursor`` back as ``cursor`` for the next page."""
+    seen = visibility(services, caller.tenant_id, subject_id, reader, "receipts")
     try:
         page = services.receipts.list(
             caller.tenant_id, subject_id, since=since, until=until, cursor=cursor, limit=limit
@@ -140,7 +151,7 @@ def list_receipts(
     except BadCursor as error:
         raise validation_error("cursor", str(error)) from None
     return ReceiptListResponse(
-        receipts=[ReceiptJson.of(receipt) for receipt in page.receipts],
+        receipts=[ReceiptJson.of(receipt, seen) for receipt in page.receipts],
         next_cursor=page.next_cursor,
     )
 
@@ -154,6 +165,7 @@ def replay_receipt(
     receipt_id: str,
     services: ServicesDep,
     caller: CallerDep,
+    reader: ReaderDep,
     body: Annotated[ReplayRequest | None, Body()] = None,
 ) -> Response:
     """Replay a receipt: ``{"mode": "exact"}`` builds the bundle as of its ``as_of``
@@ -161,13 +173,17 @@ def replay_receipt(
     default, and what an empty body means) builds today's bundle for the same request,
     with a receipt of its own, and says which memories and episodes came and went."""
     mode = body.mode if body is not None else ReplayMode.CURRENT
-    replay = services.receipts.replay(caller.tenant_id, receipt_id, mode)
+    original = services.receipts.get(caller.tenant_id, receipt_id)
+    if original is None:
+        raise _unknown(receipt_id)
+    seen = visibility(services, caller.tenant_id, original.request.subject_id, reader, "receipts")
+    replay = services.receipts.replay(caller.tenant_id, receipt_id, mode, seen)
     if replay is None:
         raise _unknown(receipt_id)
-    return Response(_replay_body(replay), media_type="application/json")
+    return Response(_replay_body(replay, seen), media_type="application/json")
 
 
-def _replay_body(replay: Replay) -> str:
+def _replay_body(replay: Replay, seen: Visibility) -> str:
     # Canonical JSON throughout, so the bundle inside is written exactly as it was
     # hashed: canonical_json(answer["bundle"]) is the bytes of ``diff.context_hash``.
     return canonical_json(
@@ -183,8 +199,8 @@ def _replay_body(replay: Replay) -> str:
                     "changed": not replay.reproduced,
                 },
                 "selected_entries": {
-                    "added": [entry.to_json() for entry in replay.added],
-                    "removed": [entry.to_json() for entry in replay.removed],
+                    "added": [entry.to_json() for entry in shown_entries(replay.added, seen)],
+                    "removed": [entry.to_json() for entry in shown_entries(replay.removed, seen)],
                     "common": replay.common,
                 },
                 "filters_applied": {"added": [], "removed": []},

@@ -16,9 +16,10 @@ from pydantic import Field, TypeAdapter
 from memsync.compile.support import Handoff, Health, Resolution, ResolutionStatus, SlaSummary
 from memsync.episode import canonical_json
 from memsync.runtime.app.api.auth import Caller
-from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ServicesDep
+from memsync.runtime.app.api.deps import MAX_PAGE, CallerDep, ReaderDep, ServicesDep
 from memsync.runtime.app.api.memories import MAX_BUNDLE_TOKENS
 from memsync.runtime.app.api.openapi import error_responses
+from memsync.runtime.app.api.policy import body_visibility
 from memsync.runtime.app.api.schemas import (
     MAX_OFFSET,
     JsonObject,
@@ -53,13 +54,16 @@ class ResolutionRequest(RequestBody):
 
 
 class HandoffRequest(RequestBody):
-    """Statewave's handoff body. ``caller_id``, ``caller_type``, ``emit_receipt`` and
-    the receipt ids are accepted and ignored (no receipt is written)."""
+    """Statewave's handoff body. ``caller_id`` and ``caller_type`` are the reader the
+    read policy decides for (over the ``X-Caller-*`` headers); ``emit_receipt`` and the
+    receipt ids are accepted and ignored (no receipt is written)."""
 
     subject_id: SubjectId
     session_id: Label
     reason: Text = Field(default="escalation", max_length=10_000)
     max_tokens: int = Field(default=1000, ge=1, le=MAX_BUNDLE_TOKENS)
+    caller_id: Label | None = None
+    caller_type: Label | None = None
 
 
 _HANDOFF = TypeAdapter(Handoff)
@@ -99,7 +103,9 @@ def list_resolutions(
 
 
 @router.post("/v1/handoff", response_model=Handoff)
-def handoff(body: HandoffRequest, services: ServicesDep, caller: CallerDep) -> Response:
+def handoff(
+    body: HandoffRequest, services: ServicesDep, caller: CallerDep, reader: ReaderDep
+) -> Response:
     """A handoff brief of one session for the next person or agent: the active issue,
     what the customer is known for, key facts, the agent's attempted steps, earlier
     sessions' resolutions and recent context, as fields and as Markdown
@@ -108,10 +114,12 @@ def handoff(body: HandoffRequest, services: ServicesDep, caller: CallerDep) -> R
     Current truth only, as a context bundle: active memories outside open conflicts,
     and no episode behind a superseded, tombstoned or contested memory. The wall clock
     is never read: ``generated_at`` is the latest change the brief reflects, so the
-    same request on the same state answers the same bytes (canonical JSON).
+    same request on the same state answers the same bytes (canonical JSON). The read
+    policy applies as to a context bundle.
     """
+    seen = body_visibility(services, caller.tenant_id, body, reader, "handoff")
     brief = services.support.handoff(
-        caller.tenant_id, body.subject_id, body.session_id, body.reason, body.max_tokens
+        caller.tenant_id, body.subject_id, body.session_id, body.reason, body.max_tokens, seen
     )
     answer = {**_HANDOFF.dump_python(brief, mode="json"), "receipt_emitted": False}
     return Response(canonical_json(answer), media_type="application/json")

@@ -44,6 +44,8 @@ from memsync.runtime.jobs.worker import JobHandler, JobResult
 from memsync.stopping import StopRequested
 
 if TYPE_CHECKING:
+    from memsync.compile.sensitivity import Decision
+
     # Annotations only: a process that counts a sync never imports the compiler.
     from memsync.runtime.compiling.service import CompileSummary, LLMSpend
     from memsync.runtime.sync.records import RunRecord
@@ -148,6 +150,13 @@ class Metrics:
             "(completed; error: the attempt raised and the job was retried or failed; "
             "released: the worker stopped and gave the job back to the queue).",
             ["kind", "outcome"],
+            registry=registry,
+        )
+        self.policy_decisions = Counter(
+            "memsync_policy_decisions",
+            "Read-policy decisions on memories and episodes, by rule and action "
+            "(deny, redact; would_deny, would_redact in log_only mode).",
+            ["rule", "action"],
             registry=registry,
         )
         self.compile_episodes = Counter(
@@ -265,6 +274,11 @@ class Metrics:
     def model(self, model: str) -> RequestObserver:
         """The request observer of the compiles asking ``model``."""
         return _CountedRequests(self.llm_requests, self.llm_rate_limit_wait, "outcome", model=model)
+
+    def policy_decided(self, decision: Decision) -> None:
+        """Count one read-policy decision (``would_…`` in ``log_only`` mode)."""
+        action = decision.action.value if decision.enforced else f"would_{decision.action.value}"
+        self.policy_decisions.labels(rule=decision.rule, action=action).inc()
 
     def http_request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.http_duration.labels(method=method, route=route, status=str(status)).observe(seconds)

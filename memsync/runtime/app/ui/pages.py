@@ -19,11 +19,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import StrictUndefined
 
+from memsync.compile.sensitivity import REDACTION_MARKER, CallerIdentity
 from memsync.compile.types import ConflictStatus
 from memsync.connectors.config import ConnectorConfig
 from memsync.episode import canonical_json
 from memsync.runtime.app.api.auth import Caller
 from memsync.runtime.app.api.errors import ApiError
+from memsync.runtime.app.api.policy import seen_conflicts, seen_report
 from memsync.runtime.app.config import hash_api_key
 from memsync.runtime.app.handlers import SYNC_JOB
 from memsync.runtime.app.services import Services, sync_schedule_id
@@ -41,6 +43,8 @@ __all__ = ["LoginRequired", "PageError", "UiContext", "router", "templates"]
 TEMPLATES = Path(__file__).parent / "templates"
 templates = Jinja2Templates(directory=TEMPLATES)
 PAYLOAD_PREVIEW_CHARS = 300
+ADMIN_CALLER_TYPE = "admin"
+"""The ``caller_type`` the read policy sees for a person on the admin pages."""
 
 
 def payload_text(payload: Any) -> str:
@@ -90,6 +94,12 @@ class UiContext:
     signer: SessionSigner
     fresh: bool = False
     """The session was made for this request (an open server's first visit)."""
+
+    @property
+    def reader(self) -> CallerIdentity:
+        """Who reads, for the read policy: a person on the admin page (``caller_type:
+        admin``), named by the API key they signed in with."""
+        return CallerIdentity(self.caller.key_name, ADMIN_CALLER_TYPE)
 
     def csrf(self, form: str) -> str:
         return self.signer.csrf_token(self.session, form)
@@ -401,6 +411,9 @@ def conflicts_page(request: Request, ui: Ui, resolved: str | None = None) -> HTM
     tenant = ui.caller.tenant_id
     memories: MemoryRepository = ui.services.memories
     conflicts = memories.conflicts(tenant, status=ConflictStatus.OPEN)
+    # A conflict states both memories: one the reader may not see hides it whole.
+    shown = seen_conflicts(ui.services, tenant, [r.conflict for r in conflicts], ui.reader)
+    conflicts = [record for record in conflicts if record.conflict in shown]
     memory_ids = [m for record in conflicts for m in record.conflict.memory_ids]
     by_id = memories.get(tenant, memory_ids) if memory_ids else {}
     episode_ids = [e for memory in by_id.values() for e in memory.source_episode_ids]
@@ -462,16 +475,21 @@ def subject_page(
 ) -> HTMLResponse:
     tenant = ui.caller.tenant_id
     moment = _moment(as_of)
-    report = inspect_subject(ui.services.episodes, ui.services.memories, tenant, subject_id)
+    seen = ui.services.read_gate.visibility(tenant, subject_id, ui.reader, path="admin")
+    report = seen_report(
+        inspect_subject(ui.services.episodes, ui.services.memories, tenant, subject_id), seen
+    )
     # The report lists episodes without their payloads; a person reads them here.
     stored = ui.services.episodes.get_many(tenant, [episode.id for episode in report.episodes])
     revisions = {
         episode.id: ui.services.episodes.revisions(tenant, episode.id)
         for episode in report.episodes
-        if episode.revisions_kept
+        if episode.revisions_kept and episode.id not in seen.redacted_episodes
     }
     bundle = (
-        ui.services.context.bundle(tenant, subject_id, task, max_tokens, moment).to_dict()
+        ui.services.context.bundle(
+            tenant, subject_id, task, max_tokens, moment, visibility=seen
+        ).to_dict()
         if task
         else None
     )
@@ -481,7 +499,13 @@ def subject_page(
         report=report,
         health=ui.services.support.health(tenant, subject_id),
         resolutions=ui.services.resolutions.list(tenant, subject_id, limit=PAGE),
-        payloads={episode_id: record.payload for episode_id, record in stored.items()},
+        payloads={
+            episode_id: {"text": REDACTION_MARKER}
+            if episode_id in seen.redacted_episodes
+            else record.payload
+            for episode_id, record in stored.items()
+        },
+        labels=ui.services.labels.of_subject(tenant, subject_id).memories,
         revisions=revisions,
         bundle=bundle,
         task=task,

@@ -4,8 +4,8 @@ update time of the ticket it was read from (``source_updated_at``: a later write
 an older read of the ticket is ignored). Records written by ``POST /v1/resolutions``
 have neither.
 
-Revision ID: 0020
-Revises: 0019
+Revision ID: 0021
+Revises: 0020
 Create Date: 2026-12-05
 """
 
@@ -16,8 +16,8 @@ from alembic import op
 
 from memsync.runtime.storage.types import UTCDateTime, identifier
 
-revision = "0020"
-down_revision = "0019"
+revision = "0021"
+down_revision = "0020"
 branch_labels = None
 depends_on = None
 
