@@ -21,12 +21,13 @@ a request or a ``memsync ingest`` that fails stores nothing of itself.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from typing import Any
 
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from memsync.clock import Clock, SystemClock
 from memsync.episode import EpisodeDraft, IngestStatus, KeyScope, Tombstone
@@ -117,7 +118,8 @@ class IngestService:
         ``batch_size`` drafts at a time), so a failure stores none of it and re-running
         the call is always safe. ``before_commit`` runs last inside that transaction.
         ``with_stored``: each outcome carries the episode's stored columns as the call
-        left them: a new episode's as its insert returned them, a known one's read
+        left them: a new episode's as its insert wrote them (on PostgreSQL the row the
+        insert was given, not read back; on SQLite what it returned), a known one's read
         back in the same transaction (for a caller that answers with them).
 
         A single draft with no ``before_commit`` (an API request) whose key is new is
@@ -432,8 +434,8 @@ class IngestService:
         return outcomes
 
 
-def _created(row: RowMapping, with_stored: bool) -> IngestOutcome:
-    """The outcome of a draft its insert stored, from the row the insert returned."""
+def _created(row: Mapping[Any, Any], with_stored: bool) -> IngestOutcome:
+    """The outcome of a draft its insert stored, from the row the insert wrote."""
     return IngestOutcome(row["id"], IngestStatus.CREATED, 1, row if with_stored else None)
 
 

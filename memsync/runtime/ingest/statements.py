@@ -10,13 +10,13 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from memsync.clock import utc
 from memsync.episode import (
@@ -54,10 +54,11 @@ class IngestOutcome(NamedTuple):
     episode_id: uuid.UUID
     status: IngestStatus
     revision: int
-    stored: RowMapping | None = None
+    stored: Mapping[Any, Any] | None = None
     """The episode's stored columns by name, when the call asked for them
-    (``with_stored``): as its insert returned them for a ``created`` outcome, else read
-    back in the call's transaction. A caller that answers with what was stored needs no
+    (``with_stored``): for a ``created`` outcome the row its insert was given on
+    PostgreSQL (what was written, not read back) or returned on SQLite, else read back
+    in the call's transaction. A caller that answers with what was stored needs no
     read after the write."""
 
 
@@ -129,10 +130,10 @@ class EpisodeStatements:
 
     def stored(
         self, connection: Connection, tenant_id: str, ids: Sequence[uuid.UUID]
-    ) -> dict[uuid.UUID, RowMapping]:
+    ) -> dict[uuid.UUID, Mapping[Any, Any]]:
         """Every stored column of the episodes with these ids, by id (missing ids are
         simply absent)."""
-        found: dict[uuid.UUID, RowMapping] = {}
+        found: dict[uuid.UUID, Mapping[Any, Any]] = {}
         for chunk in tables.in_slices(list(set(ids))):
             query = sa.select(*_STORED_COLUMNS).where(
                 _episodes.c.tenant_id == tenant_id,
@@ -149,27 +150,27 @@ class EpisodeStatements:
         now: datetime,
         *,
         with_stored: bool = False,
-    ) -> list[tuple[uuid.UUID, RowMapping | None]]:
+    ) -> list[tuple[uuid.UUID, Mapping[Any, Any] | None]]:
         """Insert keyless drafts (they cannot conflict); return their new ids in order,
         each with its stored columns when ``with_stored``."""
         ids = [uuid.uuid4() for _ in drafts]
         if self._postgresql:
-            result = connection.execute(
-                _pg_insert(returning=_STORED_COLUMNS if with_stored else None),
-                _pg_batch(tenant_id, ids, drafts, now),
-            )
-        else:
-            rows = [
-                _episode_row(tenant_id, id_, draft, now)
+            # Nothing to return: the ids are ours, and the stored row is the one given.
+            connection.execute(_pg_insert(returning=None), _pg_batch(tenant_id, ids, drafts, now))
+            return [
+                (id_, _episode_row(tenant_id, id_, draft, now) if with_stored else None)
                 for id_, draft in zip(ids, drafts, strict=True)
             ]
-            insert = _episodes.insert()
-            result = connection.execute(
-                insert.returning(*_STORED_COLUMNS, sort_by_parameter_order=True)
-                if with_stored
-                else insert,
-                rows,
-            )
+        rows = [
+            _episode_row(tenant_id, id_, draft, now) for id_, draft in zip(ids, drafts, strict=True)
+        ]
+        insert = _episodes.insert()
+        result = connection.execute(
+            insert.returning(*_STORED_COLUMNS, sort_by_parameter_order=True)
+            if with_stored
+            else insert,
+            rows,
+        )
         if not with_stored:
             return [(episode_id, None) for episode_id in ids]
         stored = {row.id: row._mapping for row in result}
@@ -183,7 +184,7 @@ class EpisodeStatements:
         now: datetime,
         *,
         with_stored: bool = False,
-    ) -> dict[str, RowMapping]:
+    ) -> dict[str, Mapping[Any, Any]]:
         """Insert keyed drafts, skipping keys that exist (under any subject); return the
         ones inserted, by key: their ``id``, and every stored column when
         ``with_stored``."""
@@ -191,27 +192,36 @@ class EpisodeStatements:
         # share keys wait on each other instead of deadlocking.
         ordered = sorted(drafts, key=key_of)
         ids = [uuid.uuid4() for _ in ordered]
-        returning = _STORED_COLUMNS if with_stored else _KEY_COLUMNS
         if self._postgresql:
             result = connection.execute(
-                _pg_insert(returning=returning, on_conflict=True),
+                _pg_insert(returning=_KEY_COLUMNS, on_conflict=True),
                 _pg_batch(tenant_id, ids, ordered, now),
             )
-        else:
-            statement = (
-                sqlite.insert(_episodes)
-                .on_conflict_do_nothing(
-                    index_elements=["tenant_id", "idempotency_key"],
-                    index_where=_episodes.c.idempotency_key.is_not(None),
-                )
-                .returning(*returning)
+            inserted: dict[str, Mapping[Any, Any]] = {
+                row.idempotency_key: row._mapping for row in result
+            }
+            if not with_stored:
+                return inserted
+            # What was written, not read back: the row an insert stored is the one it
+            # was given (the session's time zone is UTC, jsonb keeps every value).
+            return {
+                key: _episode_row(tenant_id, episode_id, draft, now)
+                for episode_id, draft in zip(ids, ordered, strict=True)
+                if (key := key_of(draft)) in inserted
+            }
+        statement = (
+            sqlite.insert(_episodes)
+            .on_conflict_do_nothing(
+                index_elements=["tenant_id", "idempotency_key"],
+                index_where=_episodes.c.idempotency_key.is_not(None),
             )
-            rows = [
-                _episode_row(tenant_id, id_, draft, now)
-                for id_, draft in zip(ids, ordered, strict=True)
-            ]
-            result = connection.execute(statement, rows)
-        return {row.idempotency_key: row._mapping for row in result}
+            .returning(*(_STORED_COLUMNS if with_stored else _KEY_COLUMNS))
+        )
+        rows = [
+            _episode_row(tenant_id, id_, draft, now)
+            for id_, draft in zip(ids, ordered, strict=True)
+        ]
+        return {row.idempotency_key: row._mapping for row in connection.execute(statement, rows)}
 
     def revise(
         self,
@@ -495,6 +505,7 @@ def _episode_row(
         "occurred_at": utc(draft.occurred_at) if draft.occurred_at else now,
         "created_at": now,
         "revised_at": None,
+        "deleted_at": None,
     }
 
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Row, RowMapping
+from sqlalchemy.engine import Row
 
 from memsync.compile.types import EpisodeView
 from memsync.runtime.storage import tables
@@ -69,7 +69,7 @@ class EpisodeRecord(Episode):
         return cls.from_columns(row._mapping)
 
     @classmethod
-    def from_columns(cls, columns: RowMapping) -> EpisodeRecord:
+    def from_columns(cls, columns: Mapping[Any, Any]) -> EpisodeRecord:
         """A record from an ``episodes`` row's columns by name (a select's row, or what
         an insert returned)."""
         return cls(**{name: columns[name] for name in _RECORD_FIELDS})

@@ -52,7 +52,7 @@ def _ingest(
     services: Services, tenant_id: str, drafts: list[EpisodeDraft]
 ) -> tuple[list[IngestOutcome], list[EpisodeResponse]]:
     """Ingest ``drafts`` and answer with what was stored: a new episode as its insert
-    returned it, a known one as read back in the ingest's transaction."""
+    wrote it (not read back), a known one as read back in the ingest's transaction."""
     outcomes = services.ingest.ingest(tenant_id, drafts, with_stored=True)
     return outcomes, [_answer(outcome) for outcome in outcomes]
 
