@@ -9,10 +9,12 @@ record a :class:`SessionResolution`, which the sync runner records through
 :class:`~memsync.runtime.support.resolutions.Resolutions` when the ticket's episode is
 created or revised (a duplicate records nothing).
 
-Jira, for instance, declares on its issue stream::
+A declared stream needs one line (Linear's issues)::
 
-    sessions=TicketSessions("{id}", TicketStatus(
-        "fields.status.statusCategory.key", frozenset({"done"}), title="fields.summary"))
+    sessions=TicketSessions(_ISSUE_KEY, TicketStatus("state.type", frozenset({"completed"})))
+
+and a record type that builds itself two properties, ``session_id`` and ``resolution``
+(Zendesk's and Jira's records).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Ticket connectors record resolutions (issue #31 part 3): a Zendesk or Linear sync
+"""Ticket connectors record resolutions (issue #31 part 3): a Zendesk, Linear or Jira sync
 stores each ticket's episodes under the ticket's session and records how the session
 stands from the ticket's status, visible through GET /v1/resolutions and the handoff;
 a reopened ticket is open again, a re-sync changes nothing, and an older read never
@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 from memsync.clock import FakeClock
 from memsync.compile.support import ResolutionStatus
+from memsync.connectors.jira import JiraConfig, JiraConnector
+from memsync.connectors.jira.fake_api import FakeJira
 from memsync.connectors.linear import LinearConfig, LinearConnector
 from memsync.connectors.linear.fake_api import FakeLinear
 from memsync.connectors.sessions import SessionResolution
@@ -261,6 +263,56 @@ def test_linear_completed_and_canceled_issues_are_resolved_and_unresolved_sessio
     sync_linear(store, linear_fake, clock)
 
     assert resolutions(client, "team:ENG")[session]["status"] == "open"
+
+
+# -- Jira -------------------------------------------------------------------------------
+
+
+def sync_jira(store: Store, fake: FakeJira, clock: FakeClock) -> RunRecord:
+    config = JiraConfig.model_validate(
+        {
+            "name": "eng-jira",
+            "site": "acme",
+            "base_url": fake.base_url,
+            "email": "bot@acme.example",
+            "token": "jira-token",
+            "projects": ["ENG"],
+            "subject": "project:{project_key}",
+            "start": "2026-01-01",
+        }
+    )
+    connector = JiraConnector(config, sleeper=FakeSleeper(clock, max_waits=0), clock=clock)
+    try:
+        return runner(store, clock).sync(connector)
+    finally:
+        connector.close()
+
+
+def test_a_jira_issue_done_is_resolved_and_reopened_is_open(
+    store: Store, clock: FakeClock, client: TestClient
+) -> None:
+    with FakeJira(start=T0 - timedelta(days=1)) as fake:
+        done = fake.add_issue("ENG", "Checkout times out")
+        fake.add_issue("ENG", "Flaky test")
+        comment = fake.add_comment(done.id, "Fixed in #12")
+        fake.edit_issue(done.id, status="Done")
+        sync_jira(store, fake, clock)
+
+        session = f"jira:acme:issue:{done.id}"
+        stored = resolutions(client, "project:ENG")
+        assert {key: item["status"] for key, item in stored.items()} == {
+            session: "resolved",
+            f"jira:acme:issue:{done.id + 1}": "open",
+        }
+        assert stored[session]["resolution_summary"] == "Checkout times out (done)"
+        assert stored[session]["metadata"] == {"source_status": "done", "connector": "eng-jira"}
+        assert sessions_of(store)[f"{session}:comment:{comment.id}"] == session
+
+        clock.advance(timedelta(hours=1))
+        fake.edit_issue(done.id, status="In Progress", at=clock.now() - timedelta(minutes=30))
+        sync_jira(store, fake, clock)
+
+    assert resolutions(client, "project:ENG")[session]["status"] == "open"
 
 
 # -- the ordering rule, straight on the statement ------------------------------------------
