@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from memsync.clock import FakeClock
 from memsync.compile.support import ResolutionStatus
+from memsync.connectors import Connector
 from memsync.connectors.jira import JiraConfig, JiraConnector
 from memsync.connectors.jira.fake_api import FakeJira
 from memsync.connectors.linear import LinearConfig, LinearConnector
@@ -35,6 +36,7 @@ from memsync.stopping import FakeSleeper
 from tests.helpers import API_NOW
 
 ZENDESK = "https://acme.zendesk.com"
+AnyConnector = Connector[Any, Any]
 T0 = API_NOW - timedelta(days=2)
 
 
@@ -42,6 +44,18 @@ def runner(store: Store, clock: FakeClock) -> SyncRunner:
     return SyncRunner(
         SyncRepository(store), IngestService(store, clock), clock=clock, heartbeat_every=None
     )
+
+
+def never_waits(clock: FakeClock) -> FakeSleeper:
+    return FakeSleeper(clock, max_waits=0)
+
+
+def sync_once(store: Store, clock: FakeClock, connector: AnyConnector) -> RunRecord:
+    """One sync of ``connector``, closed after."""
+    try:
+        return runner(store, clock).sync(connector)
+    finally:
+        connector.close()
 
 
 def resolutions(client: TestClient, subject: str, **params: Any) -> dict[str, dict[str, Any]]:
@@ -103,15 +117,12 @@ class ZendeskDesk:
             start=T0 - timedelta(days=1),
             overlap="1h",
         )
-        connector = ZendeskConnector(config, sleeper=FakeSleeper(clock, max_waits=0), clock=clock)
+        connector = ZendeskConnector(config, sleeper=never_waits(clock), clock=clock)
         with respx.mock(base_url=ZENDESK) as mock:
             mock.get("/api/v2/incremental/tickets/cursor.json").mock(side_effect=self.export)
             mock.get(url__regex=r"/comments\.json").respond(json={"comments": []})
             mock.get(url__regex=r"/audits\.json").respond(json={"audits": []})
-            try:
-                return runner(store, clock).sync(connector)
-            finally:
-                connector.close()
+            return sync_once(store, clock, connector)
 
 
 def _zulu(text: str) -> datetime:
@@ -223,11 +234,7 @@ def sync_linear(store: Store, fake: FakeLinear, clock: FakeClock) -> RunRecord:
             "start": (T0 - timedelta(days=1)).isoformat(),
         }
     )
-    connector = LinearConnector(config, sleeper=FakeSleeper(clock, max_waits=0), clock=clock)
-    try:
-        return runner(store, clock).sync(connector)
-    finally:
-        connector.close()
+    return sync_once(store, clock, LinearConnector(config, sleeper=never_waits(clock), clock=clock))
 
 
 def test_linear_completed_and_canceled_issues_are_resolved_and_unresolved_sessions(
@@ -281,11 +288,7 @@ def sync_jira(store: Store, fake: FakeJira, clock: FakeClock) -> RunRecord:
             "start": "2026-01-01",
         }
     )
-    connector = JiraConnector(config, sleeper=FakeSleeper(clock, max_waits=0), clock=clock)
-    try:
-        return runner(store, clock).sync(connector)
-    finally:
-        connector.close()
+    return sync_once(store, clock, JiraConnector(config, sleeper=never_waits(clock), clock=clock))
 
 
 def test_a_jira_issue_done_is_resolved_and_reopened_is_open(
