@@ -6,6 +6,7 @@ from .base import KeyScope as KeyScope
 from .base import Listing as Listing
 from .base import Progress as Progress
 from .base import RecordConnector as RecordConnector
+from .base import SessionRecord as SessionRecord
 from .base import SourceRecord as SourceRecord
 from .base import Stream as Stream
 from .base import Tombstone as Tombstone

@@ -13,7 +13,7 @@ from typing import Any
 
 from memsync.connectors.errors import StopRun
 
-__all__ = ["optional_int", "optional_str", "parse_iso_time", "required_int"]
+__all__ = ["dig", "optional_int", "optional_str", "parse_iso_time", "required_int"]
 
 
 def parse_iso_time(value: object, what: str, *, source: str) -> datetime:
@@ -42,4 +42,23 @@ def required_int(data: Mapping[str, Any], field: str, what: str, *, source: str)
     value = optional_int(data.get(field))
     if value is None:
         raise StopRun(f"{source}: {what} has no integer '{field}': {data.get(field)!r}")
+    return value
+
+
+_MISSING = object()
+
+
+def dig(body: object, path: str) -> Any:
+    """The value at dotted ``path`` in ``body`` (``""`` is the body itself), or ``None``
+    when a step is missing. A numeric step indexes a list."""
+    value: object = body
+    for step in path.split(".") if path else ():
+        if isinstance(value, Mapping):
+            value = value.get(step, _MISSING)
+        elif isinstance(value, list) and step.isdigit() and int(step) < len(value):
+            value = value[int(step)]
+        else:
+            return None
+        if value is _MISSING:
+            return None
     return value

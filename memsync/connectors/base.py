@@ -22,7 +22,16 @@ import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, final
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    Protocol,
+    TypeVar,
+    final,
+    runtime_checkable,
+)
 
 from memsync.connectors.config import (
     ConnectorConfig,
@@ -35,6 +44,11 @@ from memsync.connectors.webhooks import WebhookReceiver
 from memsync.episode import SOURCE_UPDATED_AT, EpisodeDraft, JSONObject, KeyScope, Tombstone
 from memsync.scrub import secret_values
 from memsync.stopping import Sleeper, StopEvent
+
+if TYPE_CHECKING:
+    # Only a type here: what a record says of its session is read by sessions, which
+    # imports the support types of memsync.compile, more than a connector needs to load.
+    from memsync.connectors.sessions import SessionResolution
 
 # KeyScope and Tombstone (from memsync.episode) are what a connector reports deletions
 # with, so the contract offers them too.
@@ -50,6 +64,7 @@ __all__ = [
     "Progress",
     "RecordConnector",
     "RecordT",
+    "SessionRecord",
     "SourceRecord",
     "SourceRecordT",
     "Stream",
@@ -388,6 +403,19 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
         Under ``content`` the payload must be a function of the key alone.
         """
 
+    def session_of(self, record: RecordT) -> str | None:
+        """The support session the record belongs to (a ticket's comments and status
+        changes: the ticket's), carried on its episode; ``None``, the default: none.
+        Stable for a given record, as its key is."""
+        return None
+
+    def resolution_of(self, record: RecordT) -> SessionResolution | None:
+        """How the record's session stands, when the record says so (a ticket, from its
+        status); ``None``, the default: it says nothing. The runner records it when the
+        record's episode is created or revised, never over a newer one (see
+        :mod:`memsync.connectors.sessions`)."""
+        return None
+
     def close(self) -> None:
         """Release what the connector holds (an HTTP session). The runtime calls it once
         after each run; closing twice is harmless. The default holds nothing."""
@@ -464,6 +492,7 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
             idempotency_key=self.idempotency_key(record),
             occurred_at=occurred_at,
             provenance=self._provenance(record),
+            session_id=self.session_of(record),
         )
 
     def _provenance(self, record: RecordT) -> JSONObject:
@@ -523,6 +552,23 @@ class SourceRecord(Protocol):
         ...
 
 
+@runtime_checkable
+class SessionRecord(Protocol):
+    """A :class:`SourceRecord` of a support session (a ticket and what belongs to it):
+    what :meth:`Connector.session_of` and :meth:`Connector.resolution_of` answer for
+    it under :class:`RecordConnector`."""
+
+    @property
+    def session_id(self) -> str | None:
+        """See :meth:`Connector.session_of`."""
+        ...
+
+    @property
+    def resolution(self) -> SessionResolution | None:
+        """See :meth:`Connector.resolution_of`."""
+        ...
+
+
 SourceRecordT = TypeVar("SourceRecordT", bound=SourceRecord)
 
 
@@ -557,6 +603,14 @@ class RecordConnector(Connector[ConfigT, SourceRecordT]):
     @final
     def payload(self, record: SourceRecordT) -> JSONObject:
         return record.payload()
+
+    @final
+    def session_of(self, record: SourceRecordT) -> str | None:
+        return record.session_id if isinstance(record, SessionRecord) else None
+
+    @final
+    def resolution_of(self, record: SourceRecordT) -> SessionResolution | None:
+        return record.resolution if isinstance(record, SessionRecord) else None
 
 
 def validate_connector_class(cls: type[Connector[Any, Any]]) -> None:

@@ -63,6 +63,8 @@ from memsync.stopping import Sleeper
 if TYPE_CHECKING:
     import httpx
 
+    from memsync.connectors.sessions import SessionResolution
+
 __all__ = ["HttpConnector", "HttpRecord"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -91,6 +93,8 @@ class HttpRecord:
     episode_type: str
     subject: Mapping[str, SubjectTemplateField]
     exclude: frozenset[str] = frozenset()
+    session_id: str | None = None
+    resolution: SessionResolution | None = None
 
     def key(self) -> str:
         return self.record_key
@@ -364,6 +368,7 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
             )
             for name, path in stream.subject_fields.items()
         }
+        sessions = stream.sessions
         return HttpRecord(
             stream=stream.name,
             data=data,
@@ -373,6 +378,11 @@ class HttpConnector(RecordConnector[ConfigT, SourceRecordT]):
             episode_type=stream.episode_type or f"{self.type}.{stream.name}",
             subject=subject,
             exclude=stream.exclude,
+            session_id=None
+            if sessions is None
+            else f"{self.type}:{self._render(sessions.session, data, parent_data)}",
+            # Dated by the record's own update time: where it was read may differ.
+            resolution=None if sessions is None else sessions.resolution(data, occurred),
         )
 
     def _position(self, stream: HttpStream, data: Mapping[str, Any]) -> datetime:

@@ -28,9 +28,11 @@ from pydantic import SecretStr
 
 # At run time, not only for type checking: the YAML form validates these dataclasses
 # with pydantic, which resolves every field's annotation.
+from memsync.connectors._parsing import dig
 from memsync.connectors.base import SourceRecord
 from memsync.connectors.config import ConnectorConfig
 from memsync.connectors.errors import ConnectorDefinitionError
+from memsync.connectors.sessions import TicketSessions
 
 __all__ = [
     "ApiKeyHeader",
@@ -62,28 +64,10 @@ __all__ = [
 
 JSONValue = Any
 
-_MISSING = object()
-
 
 class DeclarationError(ConnectorDefinitionError, ValueError):
     """A declaration that cannot work (a stream without a key template, say). A
     ``ValueError`` too, so that validating the YAML form reports it where it is."""
-
-
-def dig(body: object, path: str) -> JSONValue:
-    """The value at dotted ``path`` in ``body`` (``""`` is the body itself), or ``None``
-    when a step is missing. A numeric step indexes a list."""
-    value: object = body
-    for step in path.split(".") if path else ():
-        if isinstance(value, Mapping):
-            value = value.get(step, _MISSING)
-        elif isinstance(value, list) and step.isdigit() and int(step) < len(value):
-            value = value[int(step)]
-        else:
-            return None
-        if value is _MISSING:
-            return None
-    return value
 
 
 def config_secret(config: object, field_name: str) -> str:
@@ -496,6 +480,9 @@ class HttpStream:
     after every committed batch. ``absent_from_full_read``: a key prefix (after
     ``{type}:``, a template over the config) under which a stored record that a full
     read (no start: a first run or a backfill without ``start``) did not yield is gone.
+    ``sessions``: the records are a support ticket's (a ticket source), which says
+    their session id and how the ticket's status maps to a resolution (see
+    :mod:`memsync.connectors.sessions`); records a ``build`` makes say it themselves.
     """
 
     name: str
@@ -518,6 +505,7 @@ class HttpStream:
     ordered: bool = False
     absent_from_full_read: str | None = None
     build: RecordBuilder | None = None
+    sessions: TicketSessions | None = None
 
     def __post_init__(self) -> None:
         if self.build is None and not self.key:

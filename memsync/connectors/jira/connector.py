@@ -62,6 +62,7 @@ from memsync.connectors.http import (
 # The base's "this request answered 404 or 410": for an issue's comments, the issue is gone.
 from memsync.connectors.http.connector import _Gone as Gone
 from memsync.connectors.jira.declaration import JIRA, JiraConfig
+from memsync.connectors.sessions import SessionResolution, TicketStatus
 from memsync.episode import JSONObject, Tombstone
 from memsync.stopping import Sleeper
 
@@ -79,6 +80,10 @@ __all__ = [
 ]
 
 _SOURCE = "jira"
+# A status's category (StatusDetails.statusCategory.key: new, indeterminate or done), not
+# its name, which every workflow names its own way; reopened, an issue is open again.
+# https://developer.atlassian.com/cloud/jira/platform/rest/v3/api-group-workflow-statuses/
+_STATUS = TicketStatus("status.statusCategory.key", frozenset({"done"}), title="summary")
 _SEARCH_PATH = "/rest/api/3/search/jql"
 _MYSELF_PATH = "/rest/api/3/myself"
 # The enhanced search returns only ids unless asked: these are what the payload and the
@@ -145,6 +150,16 @@ class _IssueRecord:
     def subject_values(self) -> Mapping[str, SubjectTemplateField]:
         return self.issue.subject_values()
 
+    @property
+    def session_id(self) -> str:
+        # An issue is a support session: its key names it, on its comments too.
+        return self.issue.key_prefix
+
+    @property
+    def resolution(self) -> SessionResolution | None:
+        # Only the issue says how it stands; its comments belong to it.
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class JiraIssue(_IssueRecord):
@@ -156,6 +171,10 @@ class JiraIssue(_IssueRecord):
 
     def key(self) -> str:
         return self.issue.key_prefix
+
+    @property
+    def resolution(self) -> SessionResolution | None:
+        return _STATUS.resolution(self.fields, self.issue.updated)
 
     @property
     def occurred_at(self) -> datetime:

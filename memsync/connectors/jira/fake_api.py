@@ -121,6 +121,11 @@ class FakeJiraIssue:
     comments: list[FakeJiraComment] = field(default_factory=list)
 
 
+# The category of each status name the fake knows (Jira's default workflows'); any other
+# name is work in progress ("indeterminate").
+_STATUS_CATEGORIES = {"Open": "new", "To Do": "new", "Done": "done", "Closed": "done"}
+
+
 def _jira_time(moment: datetime) -> str:
     # Jira's format: milliseconds and a +hhmm offset ("2021-01-17T12:34:00.000+0000").
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + (
@@ -443,6 +448,10 @@ class FakeJira(FakeHTTPServer):
         fields["summary"] = issue.summary
         fields["description"] = _adf(issue.description)
         fields["status"]["name"] = issue.status
+        # StatusDetails.statusCategory (JIRAOAS): what the status means, whatever its name.
+        fields["status"]["statusCategory"] = {
+            "key": _STATUS_CATEGORIES.get(issue.status, "indeterminate")
+        }
         fields["project"]["key"] = issue.project
         fields["project"]["id"] = str(10000 + list(self._numbers).index(issue.project))
         fields["project"]["self"] = f"{self.base_url}/rest/api/3/project/{issue.project}"

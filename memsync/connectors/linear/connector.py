@@ -55,6 +55,7 @@ from memsync.connectors.http import (
 )
 from memsync.connectors.linear.declaration import LINEAR, LinearConfig
 from memsync.connectors.linear.walk import SubWindow, WindowWalk
+from memsync.connectors.sessions import TicketSessions, TicketStatus
 from memsync.episode import JSONObject, Tombstone
 
 __all__ = ["COMMENTS_QUERY", "ISSUES_QUERY", "LINEAR_SOURCE", "LinearConnector"]
@@ -84,6 +85,17 @@ COMMENTS_QUERY = (
     "id body createdAt updatedAt editedAt archivedAt parentId issueId user { id name } "
     f"issue {{ id identifier archivedAt trashed {_TEAM} project {{ id }} }} "
     f"}} {_PAGE_INFO} }} }}"
+)
+
+
+_ISSUE_KEY = "{team[organization][id]}:issue:{id}"
+_COMMENT_ISSUE_KEY = "{issue[team][organization][id]}:issue:{issue[id]}"
+"""A comment's issue's key: the session of an issue is its key, on its comments too."""
+# A workflow state's type: triage, backlog, unstarted, started, completed or canceled
+# (https://linear.app/developers/graphql: WorkflowState.type); moved back out of
+# completed, the issue is open again.
+_STATE = TicketStatus(
+    "state.type", resolved=frozenset({"completed"}), unresolved=frozenset({"canceled"})
 )
 
 
@@ -130,7 +142,8 @@ LINEAR_SOURCE = HttpSource(
             "issues",
             ISSUES_QUERY,
             # UUIDs only: ENG-12 changes when the issue moves to another team.
-            key="{team[organization][id]}:issue:{id}",
+            key=_ISSUE_KEY,
+            sessions=TicketSessions(_ISSUE_KEY, _STATE),
             episode_type="linear.issue",
             subject_fields=_subject_fields(""),
             # updatedAt moves without an edit a reader would see (a new comment).
@@ -141,7 +154,8 @@ LINEAR_SOURCE = HttpSource(
             "comments",
             COMMENTS_QUERY,
             # Under its issue's key, so that the issue's tombstone covers it.
-            key="{issue[team][organization][id]}:issue:{issue[id]}:comment:{id}",
+            key=f"{_COMMENT_ISSUE_KEY}:comment:{{id}}",
+            sessions=TicketSessions(_COMMENT_ISSUE_KEY),
             episode_type="linear.comment",
             occurred_at="createdAt",
             subject_fields=_subject_fields("issue."),

@@ -119,6 +119,9 @@ class FakeIssue:
     archived_at: datetime | None = None
     trashed: bool | None = None
     previous_identifiers: list[str] = field(default_factory=list)
+    # A WorkflowState's name and type (triage, backlog, unstarted, started, completed,
+    # canceled): https://linear.app/developers/graphql (WorkflowState).
+    state: tuple[str, str] = ("Todo", "unstarted")
 
     @property
     def identifier(self) -> str:
@@ -276,6 +279,17 @@ class FakeLinear(FakeHTTPServer):
             issue = self.issues[issue_id]
             issue.title = title if title is not None else issue.title
             issue.description = description if description is not None else issue.description
+            issue.updated_at = self._now(at)
+            self._changed()
+
+    def set_state(
+        self, issue_id: str, name: str, state_type: str, *, at: datetime | None = None
+    ) -> None:
+        """Move the issue to the workflow state ``name`` of type ``state_type``; Linear
+        sets ``completedAt`` / ``canceledAt`` while it is in such a state."""
+        with self._lock:
+            issue = self.issues[issue_id]
+            issue.state = (name, state_type)
             issue.updated_at = self._now(at)
             self._changed()
 
@@ -533,6 +547,9 @@ class FakeLinear(FakeHTTPServer):
             archivedAt=None if issue.archived_at is None else _iso(issue.archived_at),
             trashed=issue.trashed,
             startedAt=None,
+            completedAt=_iso(issue.updated_at) if issue.state[1] == "completed" else None,
+            canceledAt=_iso(issue.updated_at) if issue.state[1] == "canceled" else None,
+            state={"name": issue.state[0], "type": issue.state[1]},
             team=team,
             project=None if issue.project_id is None else {"id": issue.project_id, "name": "P"},
             parent=None,

@@ -47,6 +47,7 @@ from memsync.connectors.http import (
     NotFound,
     RecordBuilder,
 )
+from memsync.connectors.sessions import SessionResolution, TicketStatus
 from memsync.connectors.tickets.declaration import ZENDESK, ZendeskConfig
 from memsync.episode import JSONObject
 
@@ -57,6 +58,10 @@ _EXPORT_MIN_AGE = timedelta(minutes=1)
 # the payload means they never produce a revision.
 _VOLATILE_TICKET_FIELDS = frozenset({"generated_timestamp", "url"})
 _SOURCE = "zendesk"
+# Zendesk's statuses: new, open, pending, hold, solved, closed (and deleted, a
+# tombstone). A solved ticket can still be reopened, which makes it open again.
+# https://developer.zendesk.com/api-reference/ticketing/tickets/tickets/#json-format
+_STATUS = TicketStatus("status", resolved=frozenset({"solved", "closed"}), title="subject")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +112,16 @@ class _TicketRecord:
     def subject_values(self) -> Mapping[str, SubjectTemplateField]:
         return self.ticket.subject_values()
 
+    @property
+    def session_id(self) -> str:
+        # A ticket is a support session: the ticket's key names it, on all its records.
+        return self.ticket.key_prefix
+
+    @property
+    def resolution(self) -> SessionResolution | None:
+        # Only the ticket says how it stands; its comments and audits belong to it.
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class ZendeskTicket(_TicketRecord):
@@ -125,6 +140,10 @@ class ZendeskTicket(_TicketRecord):
 
     def payload(self) -> JSONObject:
         return dict(self.data)
+
+    @property
+    def resolution(self) -> SessionResolution | None:
+        return _STATUS.resolution(self.data, self.ticket.updated_at)
 
 
 @dataclass(frozen=True, slots=True)

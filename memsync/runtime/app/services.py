@@ -107,11 +107,13 @@ class ConnectorForgotten:
     """Stream checkpoints."""
     runs: int
     backfills: int
+    resolutions: int
+    """Resolution records of support sessions the connector recorded last."""
 
     @property
     def found_anything(self) -> bool:
         """Whether the connector had anything stored in the tenant."""
-        return any((self.episodes, self.streams, self.runs, self.backfills))
+        return any((self.episodes, self.streams, self.runs, self.backfills, self.resolutions))
 
 
 class _RolledBack(Exception):
@@ -583,8 +585,9 @@ class Services:
         """Remove everything the connector instance ``connector`` stored in the tenant, in
         one transaction: its episodes (those whose provenance names it) with their
         revisions, what they did to memories (:func:`~memsync.runtime.compiling.memories.
-        forget_episodes`), and its stream checkpoints, run records and backfills. Nothing
-        of another connector or tenant changes.
+        forget_episodes`), its stream checkpoints, run records and backfills, and the
+        resolution records it recorded last. Nothing of another connector or tenant
+        changes.
 
         Raises ``RunInProgress`` while a run of the connector is going (nothing changes).
         ``dry_run``: the same statements, rolled back: what would be removed. Repeats:
@@ -593,6 +596,7 @@ class Services:
         """
         from memsync.runtime.compiling.memories import forget_episodes, subjects_citing
         from memsync.runtime.ingest.statements import connector_episodes, delete_episodes
+        from memsync.runtime.support.resolutions import delete_connector_resolutions
 
         now = self.clock.now()
         try:
@@ -620,6 +624,7 @@ class Services:
                     streams=state.streams,
                     runs=state.runs,
                     backfills=state.backfills,
+                    resolutions=delete_connector_resolutions(connection, tenant_id, connector),
                 )
                 if dry_run:
                     raise _RolledBack(result)

@@ -409,6 +409,11 @@ resolutions = sa.Table(
     sa.Column("resolved_at", UTCDateTime),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
+    # Recorded from a source: the connector (forgetting it removes the record) and the
+    # ticket's update time there (an older read never overwrites a newer one). NULL:
+    # written through the API.
+    sa.Column("source_connector", identifier(CONNECTOR_NAME_LENGTH)),
+    sa.Column("source_updated_at", UTCDateTime),
     # The upsert's conflict target: one record per support session of a subject.
     sa.UniqueConstraint("tenant_id", "subject_id", "session_id"),
     # Listing reads one subject's records, most recently updated first.

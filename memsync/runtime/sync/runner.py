@@ -40,7 +40,8 @@ from memsync.connectors import (
     Tombstone,
     Window,
 )
-from memsync.episode import EpisodeDraft, NotCanonicalJSON
+from memsync.connectors.sessions import SessionResolution
+from memsync.episode import EpisodeDraft, IngestStatus, NotCanonicalJSON
 from memsync.logcontext import bound_log_context
 from memsync.runtime.ingest import (
     DEFAULT_BATCH_SIZE,
@@ -50,6 +51,7 @@ from memsync.runtime.ingest import (
     IngestSummary,
 )
 from memsync.runtime.ingest.limits import draft_problem
+from memsync.runtime.support.resolutions import SourceResolution, record_source_resolutions
 from memsync.runtime.sync.labels import label_rules_of, labelled_episode
 from memsync.runtime.sync.policy import (
     RunKind,
@@ -136,17 +138,33 @@ class _SlicePlace:
 
 @dataclass(slots=True)
 class _Pending:
-    """What the next commit writes: drafts (and their highest position), then the
-    tombstones read since the last commit."""
+    """What the next commit writes: drafts (and their highest position, and the
+    resolutions of the tickets among them, by draft), then the tombstones read since
+    the last commit."""
 
     drafts: list[EpisodeDraft] = field(default_factory=list)
     high: datetime | None = None
     tombstones: list[Tombstone] = field(default_factory=list)
     said: Progress | None = None
+    resolutions: dict[int, SessionResolution] = field(default_factory=dict)
 
-    def add(self, draft: EpisodeDraft, position: datetime) -> None:
+    def add(
+        self, draft: EpisodeDraft, position: datetime, resolution: SessionResolution | None
+    ) -> None:
+        if resolution is not None and draft.session_id is not None:
+            self.resolutions[len(self.drafts)] = resolution
         self.drafts.append(draft)
         self.high = position if self.high is None else max(self.high, position)
+
+    def changed_resolutions(self, outcomes: list[IngestOutcome]) -> list[SourceResolution]:
+        """The resolutions of the drafts ``outcomes`` (theirs, in order) created or
+        revised: a duplicate's was recorded when it was stored."""
+        return [
+            SourceResolution(draft.subject_id, draft.session_id, resolution)
+            for index, resolution in self.resolutions.items()
+            if outcomes[index].status in _CHANGED
+            and (draft := self.drafts[index]).session_id is not None
+        ]
 
     def tombstone_covers(self, draft: EpisodeDraft) -> bool:
         if not self.tombstones:
@@ -160,6 +178,10 @@ class _Pending:
 
     def clear(self) -> None:
         self.drafts, self.high, self.tombstones, self.said = [], None, [], None
+        self.resolutions = {}
+
+
+_CHANGED = frozenset({IngestStatus.CREATED, IngestStatus.REVISED})
 
 
 class SyncRunner:
@@ -609,6 +631,7 @@ class SyncRunner:
             try:
                 draft = labelled_episode(connector, record, label_rules)
                 position = connector.record_cursor(record)
+                resolution = connector.resolution_of(record)
             except SkipRecord as skipped:
                 tally.skip(scrub(skipped.reason))
                 continue
@@ -629,7 +652,7 @@ class SyncRunner:
             if pending.tombstone_covers(draft):
                 # Deleted, then seen again in the same read: the deletion goes first.
                 commit()
-            pending.add(draft, position)
+            pending.add(draft, position, resolution)
             if len(pending.drafts) >= self._batch_size:
                 commit()
                 if connector.sleeper.stop_requested:
@@ -700,6 +723,7 @@ class SyncRunner:
                     stream.name,
                     cursor if last else None,
                     reached if last else None,
+                    pending=pending,
                 ),
             )
             # Committed: the counts now stand for what is stored.
@@ -736,12 +760,22 @@ class SyncRunner:
         stream: str,
         cursor: Cursor | None,
         reached: tuple[SliceRef, SliceReach] | None = None,
+        *,
+        pending: _Pending | None = None,
     ) -> BeforeCommit:
         """What an ingest transaction writes before it commits: the run's counts with its
-        outcomes added, ``stream``'s checkpoint ``cursor`` when it moves, and how far
-        a backfill slice got (``reached``); all commit or roll back with it."""
+        outcomes added, ``stream``'s checkpoint ``cursor`` when it moves, how far a
+        backfill slice got (``reached``), and the resolutions of the tickets among the
+        ``pending`` drafts it created or revised; all commit or roll back with it."""
 
         def record(connection: Connection, outcomes: list[IngestOutcome]) -> None:
+            changed = [] if pending is None else pending.changed_resolutions(outcomes)
+            if changed:
+                # Cheap in the batch's own transaction (one statement): a ticket's
+                # status and its resolution are stored together, or neither is.
+                record_source_resolutions(
+                    connection, config.tenant, changed, self._clock.now(), connector=config.name
+                )
             counted = replace(tally, skipped_reasons=list(tally.skipped_reasons))
             counted.add(IngestSummary.of(outcomes))
             self.repository.record_progress(

@@ -356,6 +356,7 @@ def test_public_surface_is_what_we_meant() -> None:
             "RetryableError",
             "ScheduleSetting",
             "ScheduleSpec",
+            "SessionRecord",
             "SkipRecord",
             "SourceRecord",
             "StopRun",

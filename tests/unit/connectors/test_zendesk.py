@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memsync.clock import FakeClock
+from memsync.compile.support import ResolutionStatus
 from memsync.connectors import (
     Deletion,
     RateLimitExhausted,
@@ -349,3 +350,31 @@ def test_keys_are_built_from_ids_only_and_never_collide(
     if other != child:
         moved = ZendeskComment(ticket=ref, comment_id=other, created_at=NOW, data={})
         assert connector.idempotency_key(moved) != connector.idempotency_key(comment)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ("new", ResolutionStatus.OPEN),
+        ("open", ResolutionStatus.OPEN),
+        ("pending", ResolutionStatus.OPEN),
+        ("hold", ResolutionStatus.OPEN),
+        ("solved", ResolutionStatus.RESOLVED),
+        ("closed", ResolutionStatus.RESOLVED),
+    ],
+)
+def test_every_record_of_a_ticket_is_in_its_session_and_the_ticket_says_how_it_stands(
+    status: str, expected: ResolutionStatus
+) -> None:
+    connector = Harness().connector
+    ticket, comment, change = _recorded(status)
+    sessions = {connector.to_episode(record).session_id for record in (ticket, comment, change)}
+    assert sessions == {"zendesk:acme:ticket:35436"}
+    resolution = connector.resolution_of(ticket)
+    assert resolution is not None
+    assert (resolution.status, resolution.source_status) == (expected, status)
+    assert resolution.summary == f"Help, my printer is on fire! ({status})"
+    assert resolution.as_of == connector.record_cursor(ticket)
+    # Comments and status changes belong to the session; only the ticket says how it stands.
+    assert connector.resolution_of(comment) is None
+    assert connector.resolution_of(change) is None

@@ -147,8 +147,9 @@ def forget(
     as_json: JsonOption = False,
 ) -> None:
     """Remove a connector's data: its episodes and their revisions, the memories derived
-    only from them, its checkpoints, run records and backfills; nothing of any other
-    connector. Without --yes, print what would be removed and exit 2, changing nothing."""
+    only from them, its checkpoints, run records and backfills, the resolution records it
+    recorded; nothing of any other connector. Without --yes, print what would be removed
+    and exit 2, changing nothing."""
     from pydantic import TypeAdapter
 
     from memsync.runtime.app.services import ConnectorForgotten, UnknownConnector
@@ -198,4 +199,5 @@ _FORGOTTEN_ROWS = (
     ("streams", "stream checkpoints"),
     ("runs", "run records"),
     ("backfills", "backfills"),
+    ("resolutions", "resolution records it recorded"),
 )
