@@ -3,9 +3,10 @@ API process and with several.
 
     python -m bench.load [--processes 1 2] [--clients 1 16 64] [--seconds 20]
 
-Per server (``--processes N``, a fresh one each, on one throwaway database seeded with
-``--subjects`` subjects of 30 compiled episodes each) and per number of clients, the
-clients run for ``--seconds`` together, each on its own keep-alive connection, each
+Per server (one for each ``--processes N``, all running at once on one throwaway
+database seeded with ``--subjects`` subjects of 30 compiled episodes each, each warmed
+up for 3 s) and per number of clients, taking turns between the servers, the clients
+run for ``--seconds`` together, each on its own keep-alive connection, each
 request drawn (seeded) from the mix a busy memory service sees:
 
 - 60% ``POST /v1/episodes`` (one new chat statement),
@@ -30,6 +31,7 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,7 @@ from bench.compile import statement
 
 MIX = (("ingest", 60), ("context", 20), ("timeline", 15), ("compile", 5))
 SEEDED_EPISODES = 30
+WARM_UP_SECONDS = 3.0
 SERVER_CONFIG = "jobs:\n  serve_workers: 0\n"
 """No job workers beside the API: the load is the requests alone."""
 
@@ -146,21 +149,31 @@ def main() -> None:
     with (
         tempfile.TemporaryDirectory() as directory,
         throwaway_store("postgresql", directory) as url,
+        ExitStack() as servers,
     ):
-        for processes in arguments.processes:
-            with memsync_server(
-                url, directory, SERVER_CONFIG, processes=processes, start_timeout=120
-            ) as (base, _):
-                if not results:
-                    seed(base, subjects)
-                for clients in arguments.clients:
-                    results[processes, clients] = asyncio.run(
-                        phase(base, clients, arguments.seconds, subjects)
-                    )
+        # Every server runs for the whole benchmark and the phases take turns between
+        # them at each number of clients, so that the store's growth (ingest is 60% of
+        # the mix) and the machine's slower moments fall on all of them alike.
+        bases = {
+            processes: servers.enter_context(
+                memsync_server(
+                    url, directory, SERVER_CONFIG, processes=processes, start_timeout=120
+                )
+            )[0]
+            for processes in arguments.processes
+        }
+        seed(next(iter(bases.values())), subjects)
+        for base in bases.values():  # each process's caches and pools, before timing
+            asyncio.run(phase(base, 4, WARM_UP_SECONDS, subjects))
+        for clients in arguments.clients:
+            for processes, base in bases.items():
+                results[processes, clients] = asyncio.run(
+                    phase(base, clients, arguments.seconds, subjects)
+                )
     print(f"machine: {machine()}; PostgreSQL; {arguments.seconds:g} s a phase\n")
     kinds = [kind for kind, _ in MIX]
     rows = []
-    for (processes, clients), result in results.items():
+    for (processes, clients), result in sorted(results.items()):
         one = results.get((1, clients))
         ratio = f"{result['per_s'] / one['per_s']:.2f}x" if one else "-"
         timings = [
