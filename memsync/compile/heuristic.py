@@ -495,9 +495,15 @@ _HYPOTHETICAL = _Caseless.compile(
     r"hypothetically|unless|whether|wish|considering|thinking (?:about|of)|i'll|i will|"
     r"planning to|plan to|going to|want to|wanna|hope to)\b"
 )
+# Digits are digits in any case: whether a clause has a figure needs no case folding.
+_DIGIT = re.compile(r"\d")
 
 
-def _clauses(text: str) -> Iterator[str]:
+def _sentences(text: str) -> Iterator[tuple[str, list[str]]]:
+    """Each sentence of ``text`` that is not a question, its quotes taken out, with its
+    clauses, before they are checked for what makes them assert nothing (a hypothetical
+    sentence, a clause that starts as a question): :func:`_clauses` checks every clause,
+    the compiler only those that would yield a memory, most yield none."""
     for sentence in _SENTENCE_END.split(text.translate(_TYPOGRAPHIC)):
         stripped = sentence.strip()
         if not stripped or stripped.endswith("?"):
@@ -505,12 +511,19 @@ def _clauses(text: str) -> Iterator[str]:
         # The patterns are skipped where they cannot match: no quote, or (in ASCII) none
         # of the words a clause is split at; most sentences have neither.
         unquoted = _QUOTED.sub(" ", stripped) if '"' in stripped or "'" in stripped else stripped
-        if _HYPOTHETICAL.search(unquoted):
+        pieces = _CLAUSE_SPLIT.split(unquoted) if _may_split(unquoted) else [unquoted]
+        cleaned = (" ".join(piece.split()).rstrip(".!") for piece in pieces)
+        yield unquoted, [clause for clause in cleaned if clause]
+
+
+def _clauses(text: str) -> Iterator[str]:
+    """The clauses of ``text`` that may assert something."""
+    for sentence, clauses in _sentences(text):
+        if _HYPOTHETICAL.search(sentence):
             continue
-        for clause in _CLAUSE_SPLIT.split(unquoted) if _may_split(unquoted) else [unquoted]:
-            cleaned = " ".join(clause.split()).rstrip(".!")
-            if cleaned and not _QUESTION_START.match(cleaned):
-                yield cleaned
+        for clause in clauses:
+            if not _QUESTION_START.match(clause):
+                yield clause
 
 
 def _may_split(sentence: str) -> bool:
@@ -553,9 +566,20 @@ class HeuristicCompiler:
     def _episode(self, episode: EpisodeView) -> Iterator[CandidateMemory]:
         texts = list(passages(episode.payload))
         for passage in texts:
-            for clause in _clauses(passage.text):
-                candidate = self._clause(episode, clause, passage.speaks_for_subject)
-                if candidate is not None:
+            # What ``_clauses`` yields, but a clause is first tried against the rules and
+            # only one that yields a memory is checked further (a search of the whole
+            # sentence for a hypothetical, once a sentence): most clauses of long texts
+            # yield none, and the checks only ever drop a memory, never add one.
+            for sentence, clauses in _sentences(passage.text):
+                hypothetical: bool | None = None
+                for clause in clauses:
+                    candidate = self._clause(episode, clause, passage.speaks_for_subject)
+                    if candidate is None or _QUESTION_START.match(clause):
+                        continue
+                    if hypothetical is None:
+                        hypothetical = _HYPOTHETICAL.search(sentence) is not None
+                    if hypothetical:
+                        break
                     yield candidate
         summary = self._summary(episode, texts)
         if summary is not None:
@@ -606,7 +630,7 @@ class HeuristicCompiler:
         )
 
     def _fact(self, episode: EpisodeView, clause: str) -> CandidateMemory | None:
-        if not (_FIGURE.search(clause) and _FACT_WORDS.search(clause)):
+        if not (_DIGIT.search(clause) and _FACT_WORDS.search(clause)):
             return None
         return self._candidate(episode, _FACT_RULE, clause, None)
 
