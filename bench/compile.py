@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -71,6 +72,71 @@ def statement(i: int) -> str:
         f"The {pick[0]} {pick[1]} {pick[3]} {pick[4]} gateway answers {100 + i % 900} calls.",
         f"Deploys of {pick[2]} {pick[3]} stall when {pick[1]} {pick[5]} is cold.",
     ][i % 5]
+
+
+_FILLER = (
+    "the build was green on staging yesterday but the nightly job kept timing out",
+    "can someone take a look at the retry logic before the release goes out",
+    "we saw the same error in the logs after the last deploy to production",
+    "the customer reported that the dashboard loads slowly after logging in",
+    "this blocks the migration of the billing tables to the new cluster",
+    "steps to reproduce are in the linked ticket along with the stack trace",
+    "rolling back fixed it for now though the root cause is still unclear",
+    "please keep the thread updated with anything you find in the metrics",
+    "the on-call rotation picked it up around midnight and paged the owner",
+    "expected behaviour is that the export finishes within a few minutes",
+    "the config flag was left on after the experiment ended last sprint",
+    "latency went up for about twenty minutes while the cache warmed up",
+)
+
+
+def long_text(i: int) -> str:
+    """40-200 words of prose for episode ``i``: a few of the varied statements (so the
+    text still makes claims that collide) among sentences of the kind Slack threads,
+    issue bodies and tickets are mostly made of, with a few rarer words each."""
+    pick = random.Random(i)
+    target = pick.randint(40, 200)
+    sentences: list[str] = []
+    words = 0
+    while words < target:
+        if pick.random() < 0.3:
+            sentence = statement(pick.randrange(1_000_000))
+        else:
+            rare = " ".join(pick.choice(WORDS) for _ in range(pick.randint(1, 3)))
+            sentence = f"{pick.choice(_FILLER).capitalize()} on {rare}."
+        if sentences and words + len(sentence.split()) > 200:
+            break
+        sentences.append(sentence)
+        words += len(sentence.split())
+    return " ".join(sentences)
+
+
+def long_payload(i: int) -> dict[str, Any]:
+    """Episode ``i`` of the long-text mode, shaped in turn as a Slack thread (messages of
+    the subject and a colleague), a GitHub issue (title and body) and a support ticket
+    (subject and description)."""
+    text = long_text(i)
+    shape = i % 3
+    if shape == 0:
+        sentences = text.split(". ")
+        middle = max(1, len(sentences) // 2)
+        return {
+            "messages": [
+                {"role": "user", "content": ". ".join(sentences[:middle])},
+                {"role": "assistant", "content": ". ".join(sentences[middle:])},
+            ]
+        }
+    title = WORDS[i % len(WORDS)].capitalize() + " " + _FILLER[i % len(_FILLER)][:40]
+    if shape == 1:
+        return {"title": title, "body": text}
+    return {"subject": title, "description": text}
+
+
+def payload(i: int, text: str = "short") -> dict[str, Any]:
+    """Episode ``i``'s payload: a chat statement (``short``) or 40-200 words (``long``)."""
+    if text == "long":
+        return long_payload(i)
+    return {"messages": [{"role": "user", "content": statement(i)}]}
 
 
 def episodes(subject: str, count: int, offset: int = 0) -> list[EpisodeDraft]:

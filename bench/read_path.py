@@ -2,6 +2,7 @@
 
     python -m bench.read_path [--db sqlite postgresql] [--sizes 1000 10000 50000]
                               [--requests 200] [--compile-episodes 4000] [--singles 1000]
+                              [--parts ...] [--compile-text short|long]
 
 Per database, in one run against one server (so the ratios compare like with like):
 
@@ -29,6 +30,8 @@ system, from /proc) for that work: on a shared machine it varies far less than w
 time. It leaves out the database server's own work.
 
 ``--parts`` runs some of the three (``reads``, ``compile``, ``single``); default all.
+``--compile-text long`` gives the compile part episodes of 40-200 words instead of chat
+statements (``bench.compile.long_payload``: Slack threads, issue bodies and tickets).
 
 Setting up the large subjects (ingest and compile in process) is not timed. Prints one
 Markdown table per database; see docs/benchmarks.md.
@@ -58,7 +61,7 @@ from bench.common import (
     run_child,
     throwaway_store,
 )
-from bench.compile import TOOLS, WORDS, statement
+from bench.compile import TOOLS, WORDS, payload
 from memsync.episode import EpisodeDraft
 from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
@@ -98,12 +101,13 @@ def fill(store: Store, subject: str, count: int, text: Callable[[int], str]) -> 
     return MemoryRepository(store).count_by_subject(TENANT, [subject]).get(subject, 0)
 
 
-def chat_body(subject: str, i: int) -> dict[str, Any]:
+def chat_body(subject: str, i: int, text: str = "short") -> dict[str, Any]:
+    """Episode ``i`` of ``subject``: a chat statement, or 40-200 words (``text="long"``)."""
     return {
         "subject_id": subject,
         "source": "chat",
         "type": "message",
-        "payload": {"messages": [{"role": "user", "content": statement(i)}]},
+        "payload": payload(i, text),
         "idempotency_key": f"{subject}:{i}",
         "occurred_at": (START + timedelta(minutes=i)).isoformat(),
     }
@@ -139,6 +143,7 @@ def child(
     compile_count: int,
     singles: int,
     parts: list[str],
+    text: str = "short",
 ) -> None:
     result: dict[str, Any] = {"sizes": {}}
     with tempfile.TemporaryDirectory() as directory, throwaway_store(backend, directory) as url:
@@ -196,7 +201,7 @@ def child(
                     **{name: percentiles(values) for name, values in samples.items()},
                 }
             if "compile" in parts:
-                result["compile"] = compile_during_reads(base, pid, client, compile_count)
+                result["compile"] = compile_during_reads(base, pid, client, compile_count, text)
             if "single" in parts:
                 result["single"] = single_ingests(base, client, singles, pid)
                 result["single"]["health"] = percentiles(
@@ -239,9 +244,9 @@ def small_read(client: httpx.Client) -> float:
     return timed(lambda: client.get("/v1/timeline", params={"subject_id": SMALL, "limit": 10}))
 
 
-def ingest_batches(client: httpx.Client, subject: str, count: int) -> float:
+def ingest_batches(client: httpx.Client, subject: str, count: int, text: str = "short") -> float:
     """Ingest ``count`` chat episodes of ``subject`` by POST /v1/episodes/batch; seconds."""
-    bodies = [chat_body(subject, i) for i in range(count)]
+    bodies = [chat_body(subject, i, text) for i in range(count)]
     started = time.perf_counter()
     for start in range(0, count, 1000):
         client.post(
@@ -261,16 +266,18 @@ def compile_http(base: str, subject: str, done: threading.Event | None = None) -
     return seconds
 
 
-def compile_during_reads(base: str, pid: int, client: httpx.Client, count: int) -> dict[str, Any]:
+def compile_during_reads(
+    base: str, pid: int, client: httpx.Client, count: int, text: str = "short"
+) -> dict[str, Any]:
     # Throughput: ingest, then compile with nothing else running.
     cpu_before = cpu_seconds(pid)
-    ingest_seconds = ingest_batches(client, "compiled", count)
+    ingest_seconds = ingest_batches(client, "compiled", count, text)
     cpu_ingested = cpu_seconds(pid)
     compile_seconds = compile_http(base, "compiled")
     cpu_compiled = cpu_seconds(pid)
     # Responsiveness: the same episodes for another subject, compiled while another
     # connection reads small pages back to back.
-    ingest_batches(client, "compiled-while-reading", count)
+    ingest_batches(client, "compiled-while-reading", count, text)
     idle = [small_read(client) for _ in range(200)]
     done = threading.Event()
     thread = threading.Thread(target=compile_http, args=(base, "compiled-while-reading", done))
@@ -358,10 +365,16 @@ def main() -> None:
     parser.add_argument("--compile-episodes", type=int, default=4_000)
     parser.add_argument("--singles", type=int, default=1_000)
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
-    parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--compile-text",
+        choices=("short", "long"),
+        default="short",
+        help="the compile part's episodes: chat statements, or 40-200 words each",
+    )
+    parser.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.child:
-        backend, sizes, requests, compile_count, singles, parts = arguments.child
+        backend, sizes, requests, compile_count, singles, parts, text = arguments.child
         child(
             backend,
             [int(size) for size in sizes.split(",")],
@@ -369,6 +382,7 @@ def main() -> None:
             int(compile_count),
             int(singles),
             parts.split(","),
+            text,
         )
         return
 
@@ -383,6 +397,7 @@ def main() -> None:
                 str(arguments.compile_episodes),
                 str(arguments.singles),
                 ",".join(arguments.parts),
+                arguments.compile_text,
             ],
         )
         print(f"\n{backend}", json.dumps(result), file=sys.stderr, flush=True)

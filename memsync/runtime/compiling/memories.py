@@ -73,12 +73,36 @@ a claim that flips often made the table grow with the square of it; the record k
 the counts, and ``memory_sources`` keeps every id of both memories."""
 
 
-def _recorded(episode_ids: Sequence[uuid.UUID], texts: dict[uuid.UUID, str]) -> list[str]:
-    """The ids a record lists of one side, as text (``texts`` remembers each id's)."""
-    return [
-        texts.get(episode_id) or texts.setdefault(episode_id, str(episode_id))
-        for episode_id in episode_ids[:RECORDED_EPISODES_PER_SIDE]
-    ]
+class _RecordedIds:
+    """The ids supersession records list of their sides, as text, for one change set.
+
+    A claim that flips often lists the same episodes in record after record, and the
+    loser of one record is often the very memory (the same tuple) that won the one
+    before: each id is written out as text once (looked up by its number, which hashes
+    in C, where a ``UUID`` hashes in Python), and each side's list once per tuple. The
+    tuples are held here, so an identity seen again is the same tuple, never a new one
+    at a recycled address."""
+
+    def __init__(self) -> None:
+        self._texts: dict[int, str] = {}
+        self._lists: dict[int, tuple[Sequence[uuid.UUID], list[str]]] = {}
+
+    def of(self, episode_ids: Sequence[uuid.UUID]) -> list[str]:
+        """The first ``RECORDED_EPISODES_PER_SIDE`` of ``episode_ids``, as text. The
+        same list is answered for the same tuple: its rows only read it."""
+        listed = self._lists.get(id(episode_ids))
+        if listed is not None and listed[0] is episode_ids:
+            return listed[1]
+        texts = self._texts
+        rendered = []
+        for episode_id in episode_ids[:RECORDED_EPISODES_PER_SIDE]:
+            number = episode_id.int
+            text = texts.get(number)
+            if text is None:
+                text = texts[number] = str(episode_id)
+            rendered.append(text)
+        self._lists[id(episode_ids)] = (episode_ids, rendered)
+        return rendered
 
 
 _memories = tables.memories
@@ -845,11 +869,10 @@ def apply_change_set(
         },
         now,
     )
-    # A claim that flips often lists the same episodes in record after record: each id
-    # is written out as text once per change set. The records' rows are made as they
-    # are written, a statement's worth at a time: a compile of many thousand episodes
-    # can make as many records, and rendering them all at once costs memory for nothing.
-    id_texts: dict[uuid.UUID, str] = {}
+    # The records' rows are made as they are written, a statement's worth at a time: a
+    # compile of many thousand episodes can make as many records, and rendering them all
+    # at once costs memory for nothing.
+    recorded = _RecordedIds()
     tables.insert_rows(
         connection,
         _supersessions,
@@ -866,8 +889,8 @@ def apply_change_set(
                 "winner_memory_key": record.winner_memory_key,
                 "loser_memory_id": record.loser_memory_id,
                 "loser_memory_key": record.loser_memory_key,
-                "winner_episode_ids": _recorded(record.winner_episode_ids, id_texts),
-                "loser_episode_ids": _recorded(record.loser_episode_ids, id_texts),
+                "winner_episode_ids": recorded.of(record.winner_episode_ids),
+                "loser_episode_ids": recorded.of(record.loser_episode_ids),
                 "winner_episode_count": len(record.winner_episode_ids),
                 "loser_episode_count": len(record.loser_episode_ids),
                 "job_id": record.job_id,
