@@ -172,7 +172,10 @@ def test_in_log_only_mode_the_memory_is_served_and_the_would_be_denial_logged(
             "memsync_policy_decisions_total", {"rule": "pii-to-agents", "action": "would_deny"}
         )
     assert "Lisbon" in context.text
-    assert [getattr(r, "policy_action", None) for r in caplog.records] == ["would_deny"]
+    # Only the policy's lines: what else is captured depends on the levels earlier tests
+    # left on other loggers.
+    decisions = [r for r in caplog.records if r.name == "memsync.policy"]
+    assert [getattr(r, "policy_action", None) for r in decisions] == ["would_deny"]
     assert counted == 1
 
 
