@@ -76,8 +76,12 @@ def server(tmp_path: Path, store_url: str) -> Iterator[Server]:
         yield running
     finally:
         if running.process.poll() is None:
-            running.process.kill()
-            running.process.wait(timeout=30)
+            running.process.send_signal(signal.SIGTERM)  # stops its children too
+            try:
+                running.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                running.process.kill()  # the children then leave on their own
+                running.process.wait(timeout=30)
         running.log.close()
 
 
@@ -173,3 +177,18 @@ def _is_zombie_of_nobody(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except FileNotFoundError:
         return True
+
+
+def test_the_processes_leave_when_the_parent_is_killed_outright(server: Server) -> None:
+    answered = {server.pid_of(server.request("GET", "/v1/health"))}
+    serving = server.children() & answered
+    assert serving
+
+    server.process.kill()  # no SIGTERM for its children: they must notice
+    server.process.wait(timeout=30)
+
+    wait_until(
+        lambda: all(_is_zombie_of_nobody(pid) for pid in serving),
+        timeout=60,
+        what="the orphaned API processes to stop",
+    )

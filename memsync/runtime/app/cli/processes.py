@@ -232,6 +232,7 @@ class ServingProcess:
         await self._app(scope, receive, send)
 
     def _start(self) -> ASGIApp:
+        _leave_with_the_parent(os.getppid())
         from memsync.runtime.app.api.app import create_app
         from memsync.runtime.app.api.server import prepare_serving_process
         from memsync.runtime.app.observability import configure_logging
@@ -247,6 +248,28 @@ class ServingProcess:
         scrub_every_log_record(services.scrubber)
         prepare_serving_process()
         return create_app(services, beside=partial(_beside_the_api, services, self._workers))
+
+
+PARENT_CHECK_SECONDS = 1.0
+"""How often a serving process checks that the process that started it is still there."""
+
+
+def _leave_with_the_parent(parent: int) -> None:
+    """Stop this serving process gracefully (SIGTERM to itself) once ``parent`` is gone.
+
+    The supervisor stops its children on SIGTERM; a supervisor killed outright (SIGKILL,
+    the OOM killer) cannot, and a child left behind would go on serving the port and
+    running jobs with nothing to restart or stop it. A daemon thread polls the parent
+    id: a child whose parent died is adopted, so its parent id changes."""
+    stop_checking = threading.Event()
+
+    def watch() -> None:
+        while not stop_checking.wait(PARENT_CHECK_SECONDS):
+            if os.getppid() != parent:
+                stop_checking.set()
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 @contextmanager
