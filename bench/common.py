@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -210,6 +211,41 @@ def cpu_seconds(pid: int) -> float:
         # Fields after the command name (in parentheses); utime and stime are 14 and 15.
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and of its live descendants (a supervisor and the serving
+    processes it forked); a descendant that has exited is counted in its parent's
+    children's times only once waited for, which a benchmark's phase does not cross."""
+    parents: dict[int, list[int]] = defaultdict(list)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone since the listing
+            continue
+        parents[int(fields[1])].append(int(entry))
+    total, pending = 0.0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            total += cpu_seconds(current)
+        except OSError:
+            continue
+        pending.extend(parents.get(current, ()))
+    return total
+
+
+def machine_busy_seconds() -> tuple[float, float]:
+    """CPU seconds the whole machine has spent busy and idle so far (all cores, from
+    ``/proc/stat``): a phase's difference says whether the cores were saturated."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        ticks = [int(value) for value in stat.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle and iowait
+    per_second = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks[:8]) - idle) / per_second, idle / per_second
 
 
 def run_child(module: str, arguments: Sequence[str]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 API process and with several.
 
     python -m bench.load [--processes 1 2] [--clients 1 16 64] [--seconds 20]
+                         [--client-processes 2]
 
 Per server (one for each ``--processes N``, all running at once on one throwaway
 database seeded with ``--subjects`` subjects of 30 compiled episodes each, each warmed
@@ -14,11 +15,14 @@ request drawn (seeded) from the mix a busy memory service sees:
 - 15% ``GET /v1/timeline`` (20 episodes),
 - 5% ``POST /v1/memories/compile`` (synchronous: what arrived since the last one),
 
-each on a random subject. The clients are asyncio tasks over httpx in this process: the
-load client, the server's processes and PostgreSQL share the machine's cores, as they do
-on a one-machine deployment. Printed: requests per second, errors (any status >= 400 or
-transport error), and p50/p99 per request type, then the ratio of requests per second of
-each process count to one process at the same number of clients. Results and method:
+each on a random subject. The clients are asyncio tasks over httpx, spread over
+``--client-processes`` processes of their own (2 by default), so that the load client is
+not one interpreter's single core: the client, the server's processes and PostgreSQL
+share the machine's cores, as they do on a one-machine deployment. Printed: requests per
+second, errors (any status >= 400 or transport error), p50/p99 per request type, the
+ratio of requests per second of each process count to one process at the same number of
+clients, and where the cores went (CPU seconds a second of the server's processes and of
+the client's, and how busy the whole machine was). Results and method:
 docs/benchmarks.md ("Serving from several processes").
 """
 
@@ -31,28 +35,46 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from bench.common import machine, memsync_server, print_table, throwaway_store
+from bench.common import (
+    machine,
+    machine_busy_seconds,
+    memsync_server,
+    print_table,
+    throwaway_store,
+    tree_cpu_seconds,
+)
 from bench.compile import statement
 
 MIX = (("ingest", 60), ("context", 20), ("timeline", 15), ("compile", 5))
 SEEDED_EPISODES = 30
 WARM_UP_SECONDS = 3.0
+START_MARGIN_SECONDS = 0.5
+"""A phase starts this long after it is handed to the client processes (all at once)."""
 SERVER_CONFIG = "jobs:\n  serve_workers: 0\n"
 """No job workers beside the API: the load is the requests alone."""
 
 
 @dataclass
 class Tally:
-    """What the clients of one phase saw."""
+    """What the clients of one phase (in one client process) saw."""
 
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: int = 0
+    #: CPU seconds this client process spent in the phase.
+    client_cpu: float = 0.0
+
+    def add(self, other: Tally) -> None:
+        for kind, samples in other.latencies.items():
+            self.latencies[kind].extend(samples)
+        self.errors += other.errors
+        self.client_cpu += other.client_cpu
 
 
 def body(kind: str, subject: str, serial: int) -> tuple[str, str, dict[str, Any]]:
@@ -81,7 +103,7 @@ async def client(
     weights = [weight for _, weight in MIX]
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as connection:
-        while time.monotonic() < deadline:
+        while time.time() < deadline:
             kind = draw.choices(kinds, weights)[0]
             serials[0] += 1
             method, path, arguments = body(kind, draw.choice(subjects), serials[0])
@@ -95,20 +117,82 @@ async def client(
             tally.errors += failed
 
 
-async def phase(base: str, clients: int, seconds: float, subjects: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Share:
+    """One client process's part of a phase: its clients' seeds, and when (wall clock,
+    shared by every process) they start and stop."""
+
+    base: str
+    seeds: tuple[int, ...]
+    subjects: list[str]
+    starts_at: float
+    ends_at: float
+    first_serial: int
+
+
+def run_share(share: Share) -> Tally:
+    """Run one client process's clients for the phase (in that process)."""
+    return asyncio.run(_share(share))
+
+
+async def _share(share: Share) -> Tally:
     tally = Tally()
-    serials = [10_000_000 * clients]
-    deadline = time.monotonic() + seconds
-    started = time.perf_counter()
+    # Every client process starts at the same instant, so the phase's clients all run
+    # for the same window whatever each process's start-up took.
+    await asyncio.sleep(max(0.0, share.starts_at - time.time()))
+    serials = [share.first_serial]
+    cpu_before = time.process_time()
     await asyncio.gather(
-        *(client(base, seed, subjects, deadline, serials, tally) for seed in range(clients))
+        *(
+            client(share.base, seed, share.subjects, share.ends_at, serials, tally)
+            for seed in share.seeds
+        )
     )
-    elapsed = time.perf_counter() - started
+    tally.client_cpu = time.process_time() - cpu_before
+    return tally
+
+
+def phase(
+    pool: ProcessPoolExecutor,
+    client_processes: int,
+    server_pid: int,
+    base: str,
+    clients: int,
+    seconds: float,
+    subjects: list[str],
+) -> dict[str, Any]:
+    """``clients`` clients against ``base`` for ``seconds``, spread round-robin over the
+    ``client_processes`` processes of ``pool``."""
+    starts_at = time.time() + START_MARGIN_SECONDS
+    ends_at = starts_at + seconds
+    shares = [
+        Share(
+            base,
+            tuple(range(process, clients, client_processes)),
+            subjects,
+            starts_at,
+            ends_at,
+            10_000_000 * clients + 1_000_000 * process,
+        )
+        for process in range(min(client_processes, clients))
+    ]
+    server_cpu_before = tree_cpu_seconds(server_pid)
+    busy_before, idle_before = machine_busy_seconds()
+    tally = Tally()
+    for part in pool.map(run_share, shares):
+        tally.add(part)
+    elapsed = max(seconds, time.time() - starts_at)
+    server_cpu = tree_cpu_seconds(server_pid) - server_cpu_before
+    busy_after, idle_after = machine_busy_seconds()
+    busy, idle = busy_after - busy_before, idle_after - idle_before
     total = sum(len(samples) for samples in tally.latencies.values())
     return {
         "per_s": total / elapsed,
         "requests": total,
         "errors": tally.errors,
+        "server_cpu_per_s": server_cpu / elapsed,
+        "client_cpu_per_s": tally.client_cpu / elapsed,
+        "machine_busy": busy / (busy + idle),
         "p50_p99_ms": {
             kind: (statistics.median(samples) * 1000, _p99(samples) * 1000)
             for kind, samples in tally.latencies.items()
@@ -143,6 +227,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--subjects", type=int, default=50)
+    parser.add_argument("--client-processes", type=int, default=2)
     arguments = parser.parse_args()
     subjects = [f"user-{number}" for number in range(arguments.subjects)]
     results: dict[tuple[int, int], dict[str, Any]] = {}
@@ -150,27 +235,35 @@ def main() -> None:
         tempfile.TemporaryDirectory() as directory,
         throwaway_store("postgresql", directory) as url,
         ExitStack() as servers,
+        ProcessPoolExecutor(arguments.client_processes) as pool,
     ):
         # Every server runs for the whole benchmark and the phases take turns between
         # them at each number of clients, so that the store's growth (ingest is 60% of
         # the mix) and the machine's slower moments fall on all of them alike.
-        bases = {
+        servers_by_processes = {
             processes: servers.enter_context(
                 memsync_server(
                     url, directory, SERVER_CONFIG, processes=processes, start_timeout=120
                 )
-            )[0]
+            )
             for processes in arguments.processes
         }
-        seed(next(iter(bases.values())), subjects)
-        for base in bases.values():  # each process's caches and pools, before timing
-            asyncio.run(phase(base, 4, WARM_UP_SECONDS, subjects))
+        seed(next(iter(servers_by_processes.values()))[0], subjects)
+
+        def run(server: tuple[str, int], clients: int, seconds: float) -> dict[str, Any]:
+            base, pid = server
+            return phase(pool, arguments.client_processes, pid, base, clients, seconds, subjects)
+
+        # Each server process's caches and pools, and each client process, before timing.
+        for server in servers_by_processes.values():
+            run(server, 4 * arguments.client_processes, WARM_UP_SECONDS)
         for clients in arguments.clients:
-            for processes, base in bases.items():
-                results[processes, clients] = asyncio.run(
-                    phase(base, clients, arguments.seconds, subjects)
-                )
-    print(f"machine: {machine()}; PostgreSQL; {arguments.seconds:g} s a phase\n")
+            for processes, server in servers_by_processes.items():
+                results[processes, clients] = run(server, clients, arguments.seconds)
+    print(
+        f"machine: {machine()}; PostgreSQL; {arguments.seconds:g} s a phase; "
+        f"clients in {arguments.client_processes} processes\n"
+    )
     kinds = [kind for kind, _ in MIX]
     rows = []
     for (processes, clients), result in sorted(results.items()):
@@ -182,12 +275,25 @@ def main() -> None:
             else "-"
             for kind in kinds
         ]
+        cores = (
+            f"{result['server_cpu_per_s']:.2f} / {result['client_cpu_per_s']:.2f} / "
+            f"{result['machine_busy']:.0%}"
+        )
         rows.append(
-            (processes, clients, f"{result['per_s']:,.0f}", ratio, result["errors"], *timings)
+            (
+                processes,
+                clients,
+                f"{result['per_s']:,.0f}",
+                ratio,
+                result["errors"],
+                *timings,
+                cores,
+            )
         )
     print_table(
         ["processes", "clients", "req/s", "vs 1 process", "errors"]
-        + [f"{kind} p50 / p99 ms" for kind in kinds],
+        + [f"{kind} p50 / p99 ms" for kind in kinds]
+        + ["server / client CPU s/s / machine busy"],
         rows,
     )
 
