@@ -13,7 +13,10 @@ What is read, per window ``[start, end]``:
   the fields the payload needs (the enhanced search returns only ``id`` by default), paged
   as described below;
 - for each issue updated in the window, ``GET /rest/api/3/issue/{id}/comment`` with
-  ``orderBy=created``, paged by ``startAt``.
+  ``orderBy=created``, paged by ``startAt``;
+- for a pushed delivery (:mod:`memsync.connectors.jira.webhook`), ``GET
+  /rest/api/3/issue/{id}`` with the same fields, then its comments as above: the re-read
+  of one issue.
 
 Paging the search: JQL compares ``updated`` at minute precision, in the account's time
 zone, so each next page asks again from the minute of the last issue read (a *keyset*
@@ -38,7 +41,7 @@ of scope, is tombstoned with its comments.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -63,6 +66,7 @@ from memsync.connectors.http import (
 from memsync.connectors.http.connector import _Gone as Gone
 from memsync.connectors.jira.declaration import JIRA, JiraConfig
 from memsync.connectors.sessions import SessionResolution, TicketStatus
+from memsync.connectors.webhooks import WebhookReceiver
 from memsync.episode import JSONObject, Tombstone
 from memsync.stopping import Sleeper
 
@@ -76,6 +80,7 @@ __all__ = [
     "JiraIssue",
     "JiraRecord",
     "adf_text",
+    "issue_key_prefix",
     "jql_time",
 ]
 
@@ -85,6 +90,7 @@ _SOURCE = "jira"
 # https://developer.atlassian.com/cloud/jira/platform/rest/v3/api-group-workflow-statuses/
 _STATUS = TicketStatus("status.statusCategory.key", frozenset({"done"}), title="summary")
 _SEARCH_PATH = "/rest/api/3/search/jql"
+_ISSUE_PATH = "/rest/api/3/issue/{id}"
 _MYSELF_PATH = "/rest/api/3/myself"
 # The enhanced search returns only ids unless asked: these are what the payload and the
 # subject fields read.
@@ -119,9 +125,8 @@ class IssueRef:
 
     @property
     def key_prefix(self) -> str:
-        """``jira:{site}:issue:{id}``: the issue's key and the start of its comments'. The
-        numeric id, not the issue key, which changes when the issue moves project."""
-        return f"{_SOURCE}:{self.site}:issue:{self.id}"
+        """``jira:{site}:issue:{id}``: the issue's key and the start of its comments'."""
+        return issue_key_prefix(self.site, self.id)
 
     def subject_values(self) -> Mapping[str, SubjectTemplateField]:
         return {
@@ -133,6 +138,12 @@ class IssueRef:
             "reporter_id": self.reporter_id,
             "assignee_id": self.assignee_id,
         }
+
+
+def issue_key_prefix(site: str, issue_id: str) -> str:
+    """``jira:{site}:issue:{id}``: an issue's key and the start of its comments'. The
+    numeric id, not the issue key, which changes when the issue moves project."""
+    return f"{_SOURCE}:{site}:issue:{issue_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +224,8 @@ class JiraComment(_IssueRecord):
     comment_id: str
     created: datetime
     data: JSONObject
+    #: Its last edit (``updated``; its ``created`` when Jira left that out).
+    updated: datetime | None = None
 
     episode_type: ClassVar[str] = "jira.comment"
 
@@ -329,11 +342,16 @@ def comment_of(issue: IssueRef, raw: object) -> JiraComment:
     """One item of an issue's comment list as a record."""
     if not isinstance(raw, dict):
         raise StopRun(f"{_SOURCE}: comment of issue {issue.key} is {raw!r:.200}")
+    created = _parse_time(raw.get("created"), f"comment of issue {issue.key} created")
+    updated = raw.get("updated")
     return JiraComment(
         issue=issue,
         comment_id=_numeric_id(raw.get("id"), f"comment of issue {issue.key}"),
-        created=_parse_time(raw.get("created"), f"comment of issue {issue.key} created"),
+        created=created,
         data=raw,
+        updated=created
+        if updated is None
+        else _parse_time(updated, f"comment of issue {issue.key} updated"),
     )
 
 
@@ -574,6 +592,43 @@ class JiraConnector(HttpConnector[JiraConfig, JiraRecord], declaration=JIRA):
                     present = frozenset(f"{issue.key_prefix}:comment:{c}" for c in read)
                     yield Listing(KeyScope(f"{issue.key_prefix}:comment:"), present)
                     return
+
+    def read_issue(self, issue_id: str) -> Sequence[JiraRecord] | None:
+        """The re-read of one issue, as :meth:`fetch_stream` reads each issue of a window:
+        ``GET /rest/api/3/issue/{id}`` with the search's fields, parsed by the search's
+        parser, then (``include_comments``) its comments; ``None`` when it is gone (404).
+        What receives a pushed delivery reads through this, so a pushed record is built
+        from what the re-read sees (v3's ADF text, not the webhook's wiki markup).
+
+        Repeats: reading again returns the issue as it is then. Raises what
+        :meth:`fetch` raises for refused credentials, rate limits and outages."""
+        try:
+            raw = self._get(_ISSUE_PATH.format(id=issue_id), {"fields": _SEARCH_FIELDS})
+            issue = issue_of(self.config.site, raw)
+            if not self.config.include_comments:
+                return [issue]
+            comments = [c for c in self._comments(issue.issue) if isinstance(c, JiraComment)]
+        except Gone:
+            return None
+        return [issue, *comments]
+
+    def source_updated_at(self, record: JiraRecord) -> datetime | None:
+        """An issue's ``updated`` (Jira moves it with every change of the issue); a
+        comment's own ``updated`` (moved by each edit of it), else its ``created``."""
+        if isinstance(record, JiraIssue):
+            return record.issue.updated
+        return record.updated or record.created
+
+    def webhook_receiver(self) -> WebhookReceiver[JiraRecord] | None:
+        """``jira:issue_*`` and ``comment_*`` deliveries, when ``webhook:`` is configured."""
+        if self.config.webhook is None:
+            return None
+        # Imported here: the receiver module builds on this one's parsers.
+        from memsync.connectors.jira.webhook import JiraWebhookReceiver
+
+        return JiraWebhookReceiver(
+            self.config, self.config.webhook.secret.get_secret_value(), self.read_issue
+        )
 
     # --- requests -------------------------------------------------------------------------
 

@@ -116,6 +116,11 @@ JIRA = ConnectorDeclaration(
         "with its comments; a full read (from `start`, e.g. --full-refresh) lists every issue "
         "in scope, so a stored issue absent from it is reported with its comments; each read "
         "of an issue's comments lists them, so a deleted comment is reported. An issue deleted "
-        "between full reads is not seen until the next one."
+        "between full reads is not seen until the next one, unless a webhook reports it "
+        "(jira:issue_deleted, comment_deleted)."
+    ),
+    webhooks=(
+        "jira:issue_created/updated/deleted and comment_created/updated/deleted "
+        "(X-Hub-Signature), created and updated read back through the REST API"
     ),
 )

@@ -31,7 +31,13 @@ Served:
   50, at most 5000) and ``nextPageToken``; ``isLast`` on every page and
   ``nextPageToken`` only on pages that are not the last (as documented);
 - ``GET /rest/api/3/issue/{idOrKey}/comment``: ``startAt``, ``maxResults`` (default
-  100), ``orderBy=created``; ``total``; 404 for an unknown or deleted issue.
+  100), ``orderBy=created``; ``total``; 404 for an unknown or deleted issue;
+- ``GET /rest/api/3/issue/{idOrKey}``: the issue as the search renders it (``fields``
+  as there), current (not lagging); 404 for an unknown or deleted issue.
+
+:meth:`FakeJira.webhook_body` renders what a Jira webhook delivers about an issue (and a
+comment) the fake holds, from Atlassian's example callback (``webhook_issue_event.variant.json``),
+with the text as webhooks carry it (a string, not ADF).
 
 Every request needs basic auth with the configured email and token (else 401).
 
@@ -81,6 +87,7 @@ DEFAULT_START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 _SEARCH = "/rest/api/3/search/jql"
 _MYSELF = "/rest/api/3/myself"
 _COMMENTS = re.compile(r"^/rest/api/3/issue/(?P<issue>[^/]+)/comment$")
+_ISSUE = re.compile(r"^/rest/api/3/issue/(?P<issue>[^/]+)$")
 _QUERY = re.compile(
     r'^(?:(?P<scope>.+) AND )?updated >= "(?P<since>\d{4}-\d{2}-\d{2} \d{2}:\d{2})" '
     r"ORDER BY updated ASC, key ASC$"
@@ -307,6 +314,47 @@ class FakeJira(FakeHTTPServer):
             issue.updated = self._stamp(at)
             self._changed(issue)
 
+    def webhook_body(
+        self,
+        event: str,
+        issue_id: int,
+        *,
+        comment_id: int | None = None,
+        at: datetime | None = None,
+    ) -> bytes:
+        """The body Jira delivers for ``event`` (``jira:issue_updated``, ``comment_created``,
+        …) about issue ``issue_id`` (and its comment ``comment_id``) as the fake holds them
+        now: Atlassian's example callback (``webhook_issue_event.variant.json``, see the
+        fixtures README) with ``timestamp`` (``at``, else the issue's ``updated``, in
+        milliseconds), ``webhookEvent``, ids, key, project, summary and texts overridden;
+        the description and the comment's body are strings, as webhooks carry them, not
+        ADF. Unsigned: a test signs it as Jira would, with the webhook's secret."""
+        with self._lock:
+            issue = self._issues[issue_id]
+            payload: dict[str, Json] = load_fixture("jira", "webhook_issue_event.variant.json")
+            payload["timestamp"] = int((at or issue.updated).timestamp() * 1000)
+            payload["webhookEvent"] = event
+            payload.pop("changelog")
+            rendered = payload["issue"]
+            rendered["id"], rendered["key"] = str(issue.id), issue.key
+            rendered["self"] = f"{self.base_url}/rest/api/2/issue/{issue.id}"
+            fields = rendered["fields"]
+            fields["summary"], fields["description"] = issue.summary, issue.description
+            fields["labels"], fields["created"] = list(issue.labels), _jira_time(issue.created)
+            fields["project"]["key"] = issue.project
+            if comment_id is None:
+                payload.pop("comment")
+            else:
+                (comment,) = (c for c in issue.comments if c.id == comment_id)
+                shape = payload["comment"]
+                shape["id"], shape["body"] = str(comment.id), comment.body
+                shape["self"] = f"{self.base_url}/rest/api/2/issue/{issue.id}/comment/{comment.id}"
+                shape["created"], shape["updated"] = (
+                    _jira_time(comment.created),
+                    _jira_time(comment.updated),
+                )
+            return compact_json(payload)
+
     def script_rate_limit(
         self, *, times: int = 1, retry_after: int = 30, path: str | None = None
     ) -> None:
@@ -341,6 +389,9 @@ class FakeJira(FakeHTTPServer):
         match = _COMMENTS.match(request.path)
         if match:
             return self._comments(request, match["issue"])
+        match = _ISSUE.match(request.path)
+        if match:
+            return self._get_issue(request, match["issue"])
         return self._error(404, f"No resource at {request.path}")
 
     def _rate_limit(self, request: RecordedRequest) -> FakeResponse | None:
@@ -482,11 +533,23 @@ class FakeJira(FakeHTTPServer):
             return self._issues.get(int(id_or_key))
         return next((i for i in self._issues.values() if i.key == id_or_key), None)
 
+    def _get_issue(self, request: RecordedRequest, id_or_key: str) -> FakeResponse:
+        issue = self._find(id_or_key)
+        if issue is None:
+            return self._not_found()
+        return self._json(
+            self._render_issue(issue, set((request.param("fields") or "*all").split(",")))
+        )
+
+    @staticmethod
+    def _not_found() -> FakeResponse:
+        recorded = load_fixture("jira", "error_issue_not_found.variant.response.json")
+        return FakeResponse(404, compact_json(recorded["body"]), json_headers())
+
     def _comments(self, request: RecordedRequest, id_or_key: str) -> FakeResponse:
         issue = self._find(id_or_key)
         if issue is None:
-            recorded = load_fixture("jira", "error_issue_not_found.variant.response.json")
-            return FakeResponse(404, compact_json(recorded["body"]), json_headers())
+            return self._not_found()
         start = int(request.param("startAt") or 0)
         size = int(request.param("maxResults") or 100)
         comments = sorted(issue.comments, key=lambda c: (c.created, c.id))
