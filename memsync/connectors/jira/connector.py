@@ -315,16 +315,17 @@ def _numeric_id(value: object, what: str) -> str:
     return text
 
 
-def issue_of(site: str, raw: object) -> JiraIssue:
-    """A search result as a record; :class:`StopRun` when it is not Jira's shape."""
+def issue_of(site: str, raw: object, path: str = _SEARCH_PATH) -> JiraIssue:
+    """A search result (or the issue ``path`` answered) as a record; :class:`StopRun`
+    when it is not Jira's shape."""
     if not isinstance(raw, dict) or not isinstance(raw.get("fields"), dict):
-        raise StopRun(_shape_error(_SEARCH_PATH, f"issue without fields: {raw!r:.200}"))
+        raise StopRun(_shape_error(path, f"issue without fields: {raw!r:.200}"))
     fields: dict[str, Any] = raw["fields"]
     project = fields.get("project")
     project = project if isinstance(project, dict) else {}
     key = optional_str(raw.get("key"))
     if key is None:
-        raise StopRun(_shape_error(_SEARCH_PATH, f"issue without a key: {raw!r:.200}"))
+        raise StopRun(_shape_error(path, f"issue without a key: {raw!r:.200}"))
     ref = IssueRef(
         site=site,
         id=_numeric_id(raw.get("id"), f"issue {key}"),
@@ -603,8 +604,8 @@ class JiraConnector(HttpConnector[JiraConfig, JiraRecord], declaration=JIRA):
         Repeats: reading again returns the issue as it is then. Raises what
         :meth:`fetch` raises for refused credentials, rate limits and outages."""
         try:
-            raw = self._get(_ISSUE_PATH.format(id=issue_id), {"fields": _SEARCH_FIELDS})
-            issue = issue_of(self.config.site, raw)
+            path = _ISSUE_PATH.format(id=issue_id)
+            issue = issue_of(self.config.site, self._get(path, {"fields": _SEARCH_FIELDS}), path)
             if not self.config.include_comments:
                 return [issue]
             comments = [c for c in self._comments(issue.issue) if isinstance(c, JiraComment)]

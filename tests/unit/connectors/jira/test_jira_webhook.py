@@ -77,7 +77,7 @@ def refusal(jira: JiraConnector, body: bytes, sent: dict[str, str] | None = None
     return refused.value.refusal
 
 
-def test_the_documented_example_callback_verifies_and_names_its_issue(fake: FakeJira) -> None:
+def test_the_documented_example_verifies_and_nothing_is_taken_from_its_body(fake: FakeJira) -> None:
     # Atlassian's example (fixtures README): issue 99291 of JRA, unknown to this fake.
     body = json.dumps(load_fixture("jira", "webhook_issue_event.variant.json")).encode()
 
