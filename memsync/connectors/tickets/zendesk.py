@@ -31,6 +31,7 @@ credentials are only ever sent to that host and a fake server works unchanged.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -83,6 +84,8 @@ _TICKET_ID_FIELDS = (
 # The detail writes these upper-case (``OPEN``); the REST ticket lower-case.
 _TICKET_ENUM_FIELDS = ("status", "priority", "type")
 _TICKET_TEXT_FIELDS = ("subject", "description", "external_id")
+# An id written as a string: ASCII digits, no more than an int64 holds.
+_DECIMAL_ID = re.compile(r"[0-9]{1,18}")
 # Zendesk's statuses: new, open, pending, hold, solved, closed (and deleted, a
 # tombstone). A solved ticket can still be reopened, which makes it open again.
 # https://developer.zendesk.com/api-reference/ticketing/tickets/tickets/#json-format
@@ -291,7 +294,7 @@ def zendesk_ticket(subdomain: str, raw: Mapping[str, Any]) -> ZendeskTicket:
     ref = TicketRef(
         subdomain=subdomain,
         id=ticket_id,
-        updated_at=_parse_time(raw.get("updated_at"), "ticket updated_at"),
+        updated_at=_utc(raw.get("updated_at"), "ticket updated_at"),
         organization_id=optional_int(data["organization_id"]),
         requester_id=optional_int(data["requester_id"]),
         assignee_id=optional_int(data["assignee_id"]),
@@ -304,7 +307,10 @@ def zendesk_ticket(subdomain: str, raw: Mapping[str, Any]) -> ZendeskTicket:
 def _ticket_id(value: object) -> int | None:
     # Zendesk ids are positive; a detail writes "0" for none (the example of
     # https://developer.zendesk.com/api-reference/webhooks/event-types/webhook-event-types/).
-    number = int(value) if isinstance(value, str) and value.isdigit() else optional_int(value)
+    if isinstance(value, str):
+        number = int(value) if _DECIMAL_ID.fullmatch(value) else None
+    else:
+        number = optional_int(value)
     return number if number else None
 
 
@@ -312,12 +318,21 @@ def _lower(value: object) -> str | None:
     return value.lower() if isinstance(value, str) and value else None
 
 
+def _utc(value: object, what: str) -> datetime:
+    """An ISO 8601 time in UTC; :class:`StopRun` if it is not one, or has none (a time
+    at the edge of the calendar whose offset takes it out of range)."""
+    moment = _parse_time(value, what)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise StopRun(f"{_SOURCE}: {what} {value!r} is out of range") from None
+
+
 def _utc_text(value: object) -> str | None:
     try:
-        moment = _parse_time(value, "ticket time")
+        return _utc(value, "ticket time").isoformat().replace("+00:00", "Z")
     except StopRun:
         return None
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _ticket(item: Item) -> Iterator[ZendeskTicket]:

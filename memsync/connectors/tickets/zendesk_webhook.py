@@ -59,7 +59,7 @@ REPLAY_WINDOW = timedelta(minutes=5)
 
 _TICKET_EVENT = "zen:event-type:ticket."
 # Zendesk ids are positive integers; bounded so a key never holds an absurd number.
-_TICKET_SUBJECT = re.compile(r"zen:ticket:([1-9][0-9]{0,18})")
+_TICKET_SUBJECT = re.compile(r"zen:ticket:([1-9][0-9]{0,17})")
 #: Events after which the ticket is no longer one the re-read finds.
 _TICKET_GONE = frozenset({"soft_deleted", "permanently_deleted", "marked_as_spam"})
 #: Events about a comment or its attachments: the comment they carry is not the

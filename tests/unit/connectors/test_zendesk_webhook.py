@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 import respx
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from memsync.connectors import Tombstone, Window
+from memsync.connectors import SkipRecord, Tombstone, Window
 from memsync.connectors.tickets import ZendeskConfig, ZendeskConnector, ZendeskTicket
 from memsync.connectors.webhooks import Refusal, WebhookDelivery, WebhookRefused
 from tests.unit.connectors.fixtures import load_fixture, zendesk_signed
@@ -223,6 +225,12 @@ def _without(name: str) -> dict[str, Any]:
     return body
 
 
+def _with_detail(**fields: Any) -> dict[str, Any]:
+    body = delivery("ticket_status_changed")
+    body["detail"] |= fields
+    return body
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
@@ -234,6 +242,8 @@ def _without(name: str) -> dict[str, Any]:
         (delivery("ticket_status_changed", detail=None), Refusal.MALFORMED),
         (_without("updated_at"), Refusal.UNPROCESSABLE),
         (_without("id"), Refusal.UNPROCESSABLE),
+        (_with_detail(id="\u00b2"), Refusal.UNPROCESSABLE),  # a digit to isdigit(), not to int()
+        (_with_detail(updated_at="0001-01-01T00:00:00+05:00"), Refusal.UNPROCESSABLE),
     ],
     ids=[
         "not_json",
@@ -244,7 +254,42 @@ def _without(name: str) -> dict[str, Any]:
         "no_detail",
         "no_updated_at",
         "no_id",
+        "superscript_id",
+        "updated_before_the_calendar",
     ],
 )
 def test_malformed_deliveries_are_refused(body: dict[str, Any] | bytes, expected: Refusal) -> None:
     assert refusal(body) is expected
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=6,
+)
+odd_times = st.datetimes(timezones=st.timezones()).map(datetime.isoformat) | st.text(max_size=30)
+detail_fields = st.sampled_from(
+    ["id", "updated_at", "created_at", "status", "tags", "via", "organization_id", "form_id"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(detail_fields, json_values | odd_times, max_size=4))
+def test_whatever_a_signed_detail_holds_it_is_a_record_or_a_refusal(
+    changes: dict[str, Any],
+) -> None:
+    body = delivery("ticket_status_changed")
+    body["detail"] |= changes
+
+    try:
+        pushed = receive(body)
+    except WebhookRefused:
+        return
+    for record in pushed.records:
+        # Maps as any re-read record does; SkipRecord (an empty subject field) is what
+        # the intake answers 422 for.
+        try:
+            episode = CONNECTOR.to_episode(record)
+        except SkipRecord:
+            continue
+        assert episode.idempotency_key == TICKET_KEY
