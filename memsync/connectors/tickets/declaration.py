@@ -63,6 +63,9 @@ ZENDESK = ConnectorDeclaration(
         "A ticket the incremental export shows with status 'deleted' (soft-deleted, in "
         "the trash) is reported with its comments and status changes. A ticket purged "
         "from the trash before the next run is not seen, and neither is a comment "
-        "redacted or removed from a ticket that still exists."
+        "redacted or removed from a ticket that still exists. With a webhook, the "
+        "ticket.soft_deleted, ticket.permanently_deleted and ticket.marked_as_spam events "
+        "report the same at once, purged tickets included."
     ),
+    webhooks="ticket events of an event-subscribed webhook (X-Zendesk-Webhook-Signature)",
 )

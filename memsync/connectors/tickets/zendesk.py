@@ -12,6 +12,11 @@ What is read, per window:
 A ticket the export shows with status ``deleted`` is a tombstone for the ticket and
 everything below its key (comments, status changes); nothing more is read for it.
 
+A ticket's payload is :func:`ticket_payload`: the fields the REST ticket and the
+``detail`` of a webhook's ticket event (:mod:`~memsync.connectors.tickets.zendesk_webhook`)
+both carry, under the REST names and normalised alike, so a pushed ticket and its
+re-read store one episode.
+
 One stream, ``tickets``, ordered: the export hands tickets out in the order of their
 ``generated_timestamp`` (what ``start_time`` compares with; a time-based export's
 ``end_time`` is the last ticket's), which is never before the ticket's ``updated_at``,
@@ -26,13 +31,15 @@ credentials are only ever sent to that host and a fake server works unchanged.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
-from memsync.connectors._parsing import optional_int, parse_iso_time, required_int
+from memsync.connectors._parsing import optional_int, optional_str, parse_iso_time, required_int
 from memsync.connectors.config import SubjectTemplateField
+from memsync.connectors.errors import StopRun
 from memsync.connectors.http import (
     BasicAuth,
     BodyCursor,
@@ -49,15 +56,36 @@ from memsync.connectors.http import (
 )
 from memsync.connectors.sessions import SessionResolution, TicketStatus
 from memsync.connectors.tickets.declaration import ZENDESK, ZendeskConfig
+from memsync.connectors.webhooks import WebhookReceiver
 from memsync.episode import JSONObject
 
 _INCREMENTAL_PATH = "/api/v2/incremental/tickets/cursor.json"
 # Zendesk refuses an incremental export that starts less than a minute ago.
 _EXPORT_MIN_AGE = timedelta(minutes=1)
-# Fields that change without anything a reader would call an edit; keeping them out of
-# the payload means they never produce a revision.
-_VOLATILE_TICKET_FIELDS = frozenset({"generated_timestamp", "url"})
 _SOURCE = "zendesk"
+# A ticket's payload holds only what the REST ticket and a webhook's ``detail`` both
+# carry (https://developer.zendesk.com/api-reference/ticketing/tickets/tickets/#json-format,
+# https://developer.zendesk.com/api-reference/webhooks/event-types/ticket-events/), so
+# the two paths agree; volatile fields (``generated_timestamp``, ``url``) are not among
+# them, so they never produce a revision. The detail names two of them otherwise.
+_DETAIL_NAMES = {"form_id": "ticket_form_id", "custom_status": "custom_status_id"}
+# The detail writes ids as strings; the REST ticket as numbers.
+_TICKET_ID_FIELDS = (
+    "id",
+    "requester_id",
+    "submitter_id",
+    "assignee_id",
+    "organization_id",
+    "group_id",
+    "brand_id",
+    "ticket_form_id",
+    "custom_status_id",
+)
+# The detail writes these upper-case (``OPEN``); the REST ticket lower-case.
+_TICKET_ENUM_FIELDS = ("status", "priority", "type")
+_TICKET_TEXT_FIELDS = ("subject", "description", "external_id")
+# An id written as a string: ASCII digits, no more than an int64 holds.
+_DECIMAL_ID = re.compile(r"[0-9]{1,18}")
 # Zendesk's statuses: new, open, pending, hold, solved, closed (and deleted, a
 # tombstone). A solved ticket can still be reopened, which makes it open again.
 # https://developer.zendesk.com/api-reference/ticketing/tickets/tickets/#json-format
@@ -82,7 +110,7 @@ class TicketRef:
     def key_prefix(self) -> str:
         """``zendesk:{subdomain}:ticket:{id}``, the ticket's key and the start of the
         keys of its comments and audits: Zendesk never reuses an id in an account."""
-        return f"{_SOURCE}:{self.subdomain}:ticket:{self.id}"
+        return ticket_key_prefix(self.subdomain, self.id)
 
     def subject_values(self) -> Mapping[str, SubjectTemplateField]:
         """The subject fields of every record of this ticket (``subject_fields``)."""
@@ -226,21 +254,89 @@ def _required_int(data: Mapping[str, Any], field: str, what: str) -> int:
     return required_int(data, field, what, source=_SOURCE)
 
 
-def _ticket(item: Item) -> Iterator[ZendeskTicket]:
-    raw = item.data
+def ticket_key_prefix(subdomain: str, ticket_id: int) -> str:
+    """The key of ticket ``ticket_id`` of account ``subdomain`` (see
+    :attr:`TicketRef.key_prefix`), for a deletion that names only the id."""
+    return f"{_SOURCE}:{subdomain}:ticket:{ticket_id}"
+
+
+def ticket_payload(raw: Mapping[str, Any]) -> JSONObject:
+    """The payload of a ticket read as the REST API returns it or pushed as a webhook's
+    ``detail``: the fields both carry, under the REST names, normalised alike (ids as
+    numbers, an id of 0 as none, ``status``/``priority``/``type`` and ``via.channel``
+    lower-case, tags sorted, times as UTC ISO 8601 with ``Z``). The same ticket in the
+    same state gives the same payload whichever way it came."""
+    fields = {_DETAIL_NAMES.get(name, name): value for name, value in raw.items()}
+    payload: JSONObject = {name: _ticket_id(fields.get(name)) for name in _TICKET_ID_FIELDS}
+    payload.update({name: _lower(fields.get(name)) for name in _TICKET_ENUM_FIELDS})
+    payload.update({name: optional_str(fields.get(name)) for name in _TICKET_TEXT_FIELDS})
+    public = fields.get("is_public")
+    payload["is_public"] = public if isinstance(public, bool) else None
+    tags = fields.get("tags")
+    # A set to Zendesk: the two paths need not list it in one order.
+    payload["tags"] = (
+        sorted(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else []
+    )
+    via = fields.get("via")
+    payload["via"] = {"channel": _lower(via.get("channel") if isinstance(via, dict) else None)}
+    for name in ("created_at", "updated_at"):
+        payload[name] = _utc_text(fields.get(name))
+    return payload
+
+
+def zendesk_ticket(subdomain: str, raw: Mapping[str, Any]) -> ZendeskTicket:
+    """The ticket record of ``raw`` (a REST ticket or a webhook's ``detail``) in account
+    ``subdomain``; :class:`StopRun` if it has no id or ``updated_at``."""
+    data = ticket_payload(raw)
+    ticket_id = optional_int(data["id"])
+    if ticket_id is None:
+        raise StopRun(f"{_SOURCE}: ticket has no integer 'id': {raw.get('id')!r}")
     ref = TicketRef(
-        subdomain=item.config.subdomain,
-        id=_required_int(raw, "id", "ticket"),
-        updated_at=_parse_time(raw.get("updated_at"), "ticket updated_at"),
-        organization_id=optional_int(raw.get("organization_id")),
-        requester_id=optional_int(raw.get("requester_id")),
-        assignee_id=optional_int(raw.get("assignee_id")),
-        group_id=optional_int(raw.get("group_id")),
-        brand_id=optional_int(raw.get("brand_id")),
+        subdomain=subdomain,
+        id=ticket_id,
+        updated_at=_utc(raw.get("updated_at"), "ticket updated_at"),
+        organization_id=optional_int(data["organization_id"]),
+        requester_id=optional_int(data["requester_id"]),
+        assignee_id=optional_int(data["assignee_id"]),
+        group_id=optional_int(data["group_id"]),
+        brand_id=optional_int(data["brand_id"]),
     )
-    yield ZendeskTicket(
-        ticket=ref, data={k: v for k, v in raw.items() if k not in _VOLATILE_TICKET_FIELDS}
-    )
+    return ZendeskTicket(ticket=ref, data=data)
+
+
+def _ticket_id(value: object) -> int | None:
+    # Zendesk ids are positive; a detail writes "0" for none (the example of
+    # https://developer.zendesk.com/api-reference/webhooks/event-types/webhook-event-types/).
+    if isinstance(value, str):
+        number = int(value) if _DECIMAL_ID.fullmatch(value) else None
+    else:
+        number = optional_int(value)
+    return number if number else None
+
+
+def _lower(value: object) -> str | None:
+    return value.lower() if isinstance(value, str) and value else None
+
+
+def _utc(value: object, what: str) -> datetime:
+    """An ISO 8601 time in UTC; :class:`StopRun` if it is not one, or has none (a time
+    at the edge of the calendar whose offset takes it out of range)."""
+    moment = _parse_time(value, what)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise StopRun(f"{_SOURCE}: {what} {value!r} is out of range") from None
+
+
+def _utc_text(value: object) -> str | None:
+    try:
+        return _utc(value, "ticket time").isoformat().replace("+00:00", "Z")
+    except StopRun:
+        return None
+
+
+def _ticket(item: Item) -> Iterator[ZendeskTicket]:
+    yield zendesk_ticket(item.config.subdomain, item.data)
 
 
 def _parent_ticket(item: Item) -> TicketRef:
@@ -342,3 +438,19 @@ class ZendeskConnector(HttpConnector[ZendeskConfig, ZendeskRecord], declaration=
     """
 
     source = ZENDESK_API
+
+    def source_updated_at(self, record: ZendeskRecord) -> datetime | None:
+        """A ticket's ``updated_at``: Zendesk moves it with every change of the ticket.
+        Comments and status changes carry no update time of their own."""
+        return record.ticket.updated_at if isinstance(record, ZendeskTicket) else None
+
+    def webhook_receiver(self) -> WebhookReceiver[ZendeskRecord] | None:
+        """Ticket-event deliveries, when ``webhook:`` is configured."""
+        if self.config.webhook is None:
+            return None
+        # Imported here: the receiver module builds on this one's ticket parser.
+        from memsync.connectors.tickets.zendesk_webhook import ZendeskWebhookReceiver
+
+        return ZendeskWebhookReceiver(
+            self.config.subdomain, self.config.webhook.secret.get_secret_value()
+        )

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
+import hmac
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +35,22 @@ def fixture_response(service: str, name: str) -> httpx.Response:
     body = recorded["body"]
     content = body.encode("utf-8") if isinstance(body, str) else json.dumps(body).encode()
     return httpx.Response(recorded["status"], headers=headers, content=content)
+
+
+def zendesk_signed(
+    body: bytes, at: datetime, secret: str, invocation_id: str | None = "8350205582"
+) -> dict[str, str]:
+    """The headers Zendesk sends with a webhook delivery signed at ``at``
+    (https://developer.zendesk.com/documentation/webhooks/anatomy-of-a-webhook-request/):
+    ``base64(HMAC-SHA256(timestamp + body))`` as
+    https://developer.zendesk.com/documentation/webhooks/verifying/ describes."""
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    digest = hmac.new(secret.encode(), stamp.encode() + body, hashlib.sha256).digest()
+    headers = {
+        "X-Zendesk-Webhook-Signature": base64.b64encode(digest).decode(),
+        "X-Zendesk-Webhook-Signature-Timestamp": stamp,
+        "Content-Type": "application/json",
+    }
+    if invocation_id is not None:
+        headers["X-Zendesk-Webhook-Invocation-Id"] = invocation_id
+    return headers
