@@ -224,7 +224,8 @@ class LinearConnector(HttpConnector[LinearConfig, HttpRecord], declaration=LINEA
         if not self._in_configured_teams(declared, node):
             return []
         position = _updated_at(node)
-        return list(self._nodes_read(declared, [node], Window(None, position), position))
+        read = self._nodes_read(declared, [node], Window(None, position), position)
+        return [item for item in read if isinstance(item, HttpRecord | Tombstone)]
 
     def removed(self, stream: str, node: Mapping[str, Any]) -> Tombstone:
         """The tombstone of issue (``stream`` ``issues``, with its comments) or comment

@@ -21,8 +21,9 @@ query text; any other document is a bug in the caller and fails the test), with 
 fields the connector's documents select. ``issues`` / ``comments`` take
 ``filter`` (``and`` / ``or`` lists; ``updatedAt``, ``createdAt``, ``archivedAt`` with
 ``gte`` / ``gt`` / ``lte`` / ``lt`` / ``eq``; ``id: {eq | in}``; ``team: {key: {in |
-eq}}``, and for comments ``issue: {team: ...}``), ``first`` (default 50, at most 250, as Linear documents),
-``after``, ``includeArchived`` (default false: archived and trashed records are left out)
+eq}}``, and for comments ``issue: {team: ...}``), ``first`` (default 50, at most 250,
+as Linear documents), ``after``, ``includeArchived`` (default false: archived and
+trashed records are left out)
 and ``orderBy`` (``createdAt``, the default, or ``updatedAt``), newest first, ties by id.
 ``pageInfo`` has ``hasNextPage`` and ``endCursor``; a cursor names the position of the
 page's last node in the sort order (its sort time and id), so a record that moves while
