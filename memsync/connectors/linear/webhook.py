@@ -5,7 +5,7 @@ Linear signs each delivery with ``Linear-Signature: <hex HMAC-SHA256 of the raw 
 under the webhook's signing secret>``, names it with ``Linear-Delivery`` (a UUID) and
 its resource type with ``Linear-Event``; the body's ``webhookTimestamp`` (milliseconds
 since the epoch, signed with the body) more than a minute from now is a replay
-(https://linear.app/developers/webhooks, "Securing webhooks"; Linear's SDK checks the
+(https://linear.app/developers/webhooks; Linear's SDK checks the
 same minute, and falls back to a ``Linear-Timestamp`` header when the body has no
 timestamp: ``packages/sdk/src/webhooks/client.ts`` of ``linear/linear``). The envelope
 is ``EntityWebhookPayload`` (``action``, ``type``, ``data``, ``url``, ``createdAt``,
