@@ -45,11 +45,16 @@ class Refusal(enum.Enum):
     STALE = "stale"  # signed, but outside the vendor's replay window
     MALFORMED = "malformed"  # not JSON, or not the vendor's envelope
     UNPROCESSABLE = "unprocessable"  # well-formed, but not a record this connector reads
+    # Verified, but the record could not be read back from the source (a timeout, a 5xx,
+    # a rate limit, refused credentials): the vendor's redelivery may succeed.
+    SOURCE_UNAVAILABLE = "source_unavailable"
 
     @property
     def status(self) -> int:
         if self in (Refusal.UNSIGNED, Refusal.BAD_SIGNATURE, Refusal.STALE):
             return 401
+        if self is Refusal.SOURCE_UNAVAILABLE:
+            return 503
         return 400 if self is Refusal.MALFORMED else 422
 
 

@@ -28,6 +28,10 @@ offset.
 
 Keys come from the nodes alone: the workspace's UUID is read with each record
 (``team { organization { id } }``), so no request is spent on it.
+
+Pushed deliveries (:mod:`.webhook`) carry Linear's webhook shape, not these documents'
+nodes, so :meth:`LinearConnector.read_one` reads the record back by id with the same
+document and the same mapping: a pushed record and its re-read are one episode.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from memsync.connectors.http import (
 from memsync.connectors.linear.declaration import LINEAR, LinearConfig
 from memsync.connectors.linear.walk import SubWindow, WindowWalk
 from memsync.connectors.sessions import TicketSessions, TicketStatus
+from memsync.connectors.webhooks import WebhookReceiver
 from memsync.episode import JSONObject, Tombstone
 
 __all__ = ["COMMENTS_QUERY", "ISSUES_QUERY", "LINEAR_SOURCE", "LinearConnector"]
@@ -182,6 +187,60 @@ class LinearConnector(HttpConnector[LinearConfig, HttpRecord], declaration=LINEA
 
     source = LINEAR_SOURCE
 
+    def source_updated_at(self, record: HttpRecord) -> datetime | None:
+        """The issue's or comment's ``updatedAt``: Linear moves it with every edit (and
+        with more, a new comment on an issue, which only makes it later)."""
+        return _updated_at(record.data)
+
+    def webhook_receiver(self) -> WebhookReceiver[HttpRecord] | None:
+        """``Issue`` and ``Comment`` deliveries, when ``webhook:`` is configured."""
+        if self.config.webhook is None:
+            return None
+        # Imported here: the receiver module builds on this one.
+        from memsync.connectors.linear.webhook import LinearWebhookReceiver
+
+        return LinearWebhookReceiver(self, self.config.webhook.secret.get_secret_value())
+
+    def read_one(self, stream: str, record_id: str) -> list[HttpRecord | Tombstone] | None:
+        """Issue (``stream`` ``issues``) or comment (``comments``) ``record_id`` as a
+        re-read finds it now, in one request: ``[record]``, ``[tombstone]`` when it is
+        archived or trashed (a comment also when its issue is), ``[]`` when it is not one
+        this connector reads (another team's, a comment that is not on an issue), and
+        ``None`` when Linear answers with no such record (purged, or out of the API
+        key's sight).
+
+        Sent once, without the retries and waits of a run: a delivery is answered
+        within Linear's five seconds, and Linear delivers a refused one again. Raises
+        the connector errors of a request (:class:`RetryableError` for a timeout, a 5xx
+        or a rate limit, :class:`StopRun` for the rest); repeats read the same record.
+        """
+        [declared] = [s for s in self.source.streams if s.name == stream]
+        where: JSONObject = {"id": {"eq": record_id}}
+        nodes, _ = self._page(declared, where, None, first=1, retrying=False)
+        found = [node for node in nodes if node.get("id") == record_id]
+        if not found:
+            return None
+        [node] = found
+        if not self._in_configured_teams(declared, node):
+            return []
+        position = _updated_at(node)
+        read = self._nodes_read(declared, [node], Window(None, position), position)
+        return [item for item in read if isinstance(item, HttpRecord | Tombstone)]
+
+    def removed(self, stream: str, node: Mapping[str, Any]) -> Tombstone:
+        """The tombstone of issue (``stream`` ``issues``, with its comments) or comment
+        (``comments``) ``node``, which needs only the ids its key is built from (see
+        :data:`LINEAR_SOURCE`): a deletion pushed names no more."""
+        [declared] = [s for s in self.source.streams if s.name == stream]
+        key = self._render(declared.key, node, {})
+        return Tombstone(f"{self.type}:{key}", with_children=stream == "issues")
+
+    def _in_configured_teams(self, declared: HttpStream, node: Mapping[str, Any]) -> bool:
+        if self.config.teams is None:
+            return True
+        issue = node if declared.name == "issues" else node.get("issue")
+        return dig(issue, "team.key") in self.config.teams if isinstance(issue, dict) else True
+
     def fetch_stream(
         self, stream: Stream, window: Window, cursor: Cursor | None
     ) -> Iterator[HttpRecord | Deletion]:
@@ -268,12 +327,20 @@ class LinearConnector(HttpConnector[LinearConfig, HttpRecord], declaration=LINEA
         return {"and": [within, team if declared.name == "issues" else {"issue": team}]}
 
     def _page(
-        self, declared: HttpStream, where: JSONObject, after: str | None
+        self,
+        declared: HttpStream,
+        where: JSONObject,
+        after: str | None,
+        *,
+        first: int | None = None,
+        retrying: bool = True,
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """One page: its nodes and, when there is a next page, the cursor to it."""
-        variables = {"filter": where, "first": self.config.page_size, "after": after}
+        """One page (``first`` nodes, by default the configured page size; sent once
+        unless ``retrying``): its nodes and, when there is a next page, the cursor to it."""
+        variables = {"filter": where, "first": first or self.config.page_size, "after": after}
         request = PageRequest(declared.path, variables=variables)
-        body, _ = self._send(declared, request)
+        send = self._send if retrying else self._send_once
+        body, _ = send(declared, request)
         nodes = dig(body, declared.records or "")
         if not isinstance(nodes, list):
             raise StopRun(self._malformed(declared, request, f"no '{declared.records}' list"))

@@ -95,6 +95,8 @@ LINEAR = ConnectorDeclaration(
         "An issue or comment the API returns archived (archivedAt set) or trashed "
         "(includeArchived: true) is reported; an issue with its comments, and a comment "
         "of an archived issue with it. A comment deleted outright, and an issue purged "
-        "from the trash before the next run, are not seen."
+        "from the trash before the next run, are not seen by a re-read; with webhook: "
+        "configured, a pushed remove of either is a tombstone at once."
     ),
+    webhooks="Issue and Comment create, update and remove (Linear-Signature)",
 )

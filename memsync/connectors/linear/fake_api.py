@@ -20,9 +20,10 @@ Served: the root fields ``organization``, ``issues`` and ``comments`` (recognise
 query text; any other document is a bug in the caller and fails the test), with the
 fields the connector's documents select. ``issues`` / ``comments`` take
 ``filter`` (``and`` / ``or`` lists; ``updatedAt``, ``createdAt``, ``archivedAt`` with
-``gte`` / ``gt`` / ``lte`` / ``lt`` / ``eq``; ``team: {key: {in | eq}}``, and for comments
-``issue: {team: ...}``), ``first`` (default 50, at most 250, as Linear documents),
-``after``, ``includeArchived`` (default false: archived and trashed records are left out)
+``gte`` / ``gt`` / ``lte`` / ``lt`` / ``eq``; ``id: {eq | in}``; ``team: {key: {in |
+eq}}``, and for comments ``issue: {team: ...}``), ``first`` (default 50, at most 250,
+as Linear documents), ``after``, ``includeArchived`` (default false: archived and
+trashed records are left out)
 and ``orderBy`` (``createdAt``, the default, or ``updatedAt``), newest first, ties by id.
 ``pageInfo`` has ``hasNextPage`` and ``endCursor``; a cursor names the position of the
 page's last node in the sort order (its sort time and id), so a record that moves while
@@ -54,6 +55,10 @@ Scripting:
 - ``between_pages(after, action)``: run ``action()`` (a mutation) just before the list
   request numbered ``after + 1`` is answered: a record edited while a sync pages;
 - inspection: ``list_requests()`` (the list pages served), ``requests`` (every request).
+
+Webhooks: ``webhook_body(type, action, id, *, at=None)`` is the delivery Linear would
+push about issue or comment ``id`` as the fake holds it now (built from the
+``webhook_*.json`` shapes), unsigned: a test signs it as Linear would.
 
 Times: mutations stamp ``at`` or, without it, the injected clock's now (a
 :class:`~memsync.clock.Clock`); without a clock, a counter that starts at
@@ -160,6 +165,7 @@ class _Entry:
     def of(cls, record: FakeIssue | FakeComment, node: Json, order: str) -> _Entry:
         moment = record.updated_at if order == "updatedAt" else record.created_at
         fields: dict[str, Any] = {
+            "id": record.id,
             "updatedAt": record.updated_at,
             "createdAt": record.created_at,
             "archivedAt": record.archived_at,
@@ -214,6 +220,10 @@ class FakeLinear(FakeHTTPServer):
         ][0]
         self._rate_limited = load_fixture("linear", "error_ratelimited.response.json")
         self._unauthenticated = load_fixture("linear", "error_authentication.response.json")
+        self._webhook_shapes = {
+            "Issue": load_fixture("linear", "webhook_issue.json"),
+            "Comment": load_fixture("linear", "webhook_comment.json"),
+        }
         self.teams: dict[str, FakeTeam] = {}
         self.issues: dict[str, FakeIssue] = {}
         self.comments: dict[str, FakeComment] = {}
@@ -370,7 +380,80 @@ class FakeLinear(FakeHTTPServer):
         with self._lock:
             return self._list_requests
 
+    def webhook_body(
+        self,
+        kind: str,
+        action: str,
+        record_id: str,
+        *,
+        at: datetime | None = None,
+    ) -> bytes:
+        """The delivery Linear pushes when ``action`` (``create``, ``update``,
+        ``remove``) happened to issue (``kind`` ``Issue``) or comment (``Comment``)
+        ``record_id``: the ``EntityWebhookPayload`` envelope around the record's
+        ``IssueWebhookPayload`` / ``CommentWebhookPayload`` as the fake holds it now
+        (https://linear.app/developers/webhooks), sent at ``at`` (default: now) as
+        ``webhookTimestamp``. Build a removed comment's before deleting it."""
+        with self._lock:
+            sent = at or (self._clock.now() if self._clock is not None else self._tick)
+            payload = copy.deepcopy(self._webhook_shapes[kind])
+            record = self.issues[record_id] if kind == "Issue" else self.comments[record_id]
+            data = payload["data"]
+            if isinstance(record, FakeIssue):
+                data.update(self._issue_webhook_data(record))
+                data["state"].update(name=record.state[0], type=record.state[1])
+                url = data["url"]
+            else:
+                issue = record.issue
+                data.update(
+                    id=record.id,
+                    body=record.body,
+                    createdAt=_iso(record.created_at),
+                    updatedAt=_iso(record.updated_at),
+                    editedAt=None if record.edited_at is None else _iso(record.edited_at),
+                    archivedAt=None if record.archived_at is None else _iso(record.archived_at),
+                    issueId=issue.id,
+                )
+                data["issue"].update(
+                    id=issue.id,
+                    identifier=issue.identifier,
+                    title=issue.title,
+                    teamId=issue.team.id,
+                    team={"id": issue.team.id, "key": issue.team.key, "name": issue.team.name},
+                    url=f"https://linear.app/acme/issue/{issue.identifier}",
+                )
+                url = f"https://linear.app/acme/issue/{issue.identifier}#comment-{record.id[:8]}"
+            if action != "update":
+                payload.pop("updatedFrom", None)
+            payload.update(
+                action=action,
+                createdAt=_iso(sent),
+                url=url,
+                organizationId=self.workspace_id,
+                webhookTimestamp=int(sent.timestamp() * 1000),
+            )
+            return compact_json(payload)
+
     # -- internals -------------------------------------------------------------
+
+    def _issue_webhook_data(self, issue: FakeIssue) -> Json:
+        team = issue.team
+        return {
+            "id": issue.id,
+            "number": issue.number,
+            "identifier": issue.identifier,
+            "title": issue.title,
+            "description": issue.description,
+            "createdAt": _iso(issue.created_at),
+            "updatedAt": _iso(issue.updated_at),
+            "archivedAt": None if issue.archived_at is None else _iso(issue.archived_at),
+            "trashed": issue.trashed,
+            "url": f"https://linear.app/acme/issue/{issue.identifier}",
+            "teamId": team.id,
+            "team": {"id": team.id, "key": team.key, "name": team.name},
+            "projectId": issue.project_id,
+            "previousIdentifiers": list(issue.previous_identifiers),
+        }
 
     def _now(self, at: datetime | None) -> datetime:
         if at is not None:
@@ -636,6 +719,8 @@ def _condition(name: str, condition: Json) -> Test:
         return _time_test(name, condition)
     if name == "team":
         return lambda fields: _compare_key(fields.get("team"), condition)
+    if name == "id":
+        return _id_test(condition)
     if name == "issue":
         nested = _compile(condition)
         return lambda fields: nested(fields.get("issue") or {})
@@ -661,6 +746,13 @@ def _time_test(name: str, condition: Json) -> Callable[[dict[str, Any]], bool]:
         return moment is not None and all(check(moment, bound) for check, bound in bounds)
 
     return test
+
+
+def _id_test(condition: Json) -> Test:
+    if not isinstance(condition, dict) or not set(condition) <= {"eq", "in"} or not condition:
+        raise _Invalid(f"IDComparator {condition!r}")
+    wanted = set(condition.get("in", [])) | ({condition["eq"]} if "eq" in condition else set())
+    return lambda fields: fields.get("id") in wanted
 
 
 def _compare_key(team: Json, condition: Json) -> bool:
