@@ -448,11 +448,19 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
 
     def source_updated_at(self, record: GitHubRecord) -> datetime | None:
         """An issue's, a comment's or a review comment's ``updated_at``: GitHub moves it
-        with every edit. Other records never change once written."""
+        with every edit. A review has no update time of its own (it can be edited and
+        dismissed), so it is dated by its pull request's ``updated_at`` as read with it,
+        which never goes back: a review read with an older pull request is the older
+        read. An edit of a review that leaves its pull request's ``updated_at`` where it
+        was ties with the version before it, and then arrival decides. Other records
+        never change once written."""
+        if isinstance(record, GitHubReview):
+            return record.pull_updated_at
         return record.updated_at if isinstance(record, _EditableItem) else None
 
     def webhook_receiver(self) -> WebhookReceiver[GitHubRecord] | None:
-        """``issues`` and ``issue_comment`` deliveries, when ``webhook:`` is configured."""
+        """``issues``, ``issue_comment``, ``pull_request``, ``pull_request_review`` and
+        ``pull_request_review_comment`` deliveries, when ``webhook:`` is configured."""
         if self.config.webhook is None:
             return None
         # Imported here: the receiver module builds on this one's record parsers.
@@ -529,27 +537,9 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
 
     def _reviews(self, pull: GitHubIssue) -> Iterator[GitHubReview]:
         for raw in self._list(pull.repo, f"/pulls/{pull.number}/reviews", {}):
-            submitted = raw.get("submitted_at")
-            if submitted is None:
-                continue  # a pending review: not submitted, visible only to its author
-            yield GitHubReview(
-                repo=pull.repo,
-                pull_number=pull.number,
-                review_id=required_int(raw, "id", "review", source=_SOURCE),
-                submitted_at=parse_iso_time(submitted, "review submitted_at", source=_SOURCE),
-                pull_updated_at=pull.updated_at,
-                author=_login(raw.get("user")),
-                data={
-                    "id": raw.get("id"),
-                    "pull_number": pull.number,
-                    "state": raw.get("state"),
-                    "body": raw.get("body"),
-                    "author": _login(raw.get("user")),
-                    "commit_id": raw.get("commit_id"),
-                    "submitted_at": submitted,
-                    "html_url": raw.get("html_url"),
-                },
-            )
+            review = _review(pull, raw)
+            if review is not None:
+                yield review
 
     def _comments(
         self, repo: RepoRef, since: datetime | None, until: datetime
@@ -880,8 +870,25 @@ class GitHubConnector(RecordConnector[GitHubConfig, GitHubRecord], declaration=G
 
 
 def _issue(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubIssue:
-    is_pull = isinstance(raw.get("pull_request"), dict)
-    pull = raw.get("pull_request") if is_pull else None
+    """An item of the issues list: a pull request is one with a ``pull_request`` object
+    (which holds its ``merged_at``)."""
+    pull = raw.get("pull_request")
+    if isinstance(pull, dict):
+        return _issue_or_pull(repo, raw, is_pull=True, merged_at=pull.get("merged_at"))
+    return _issue_or_pull(repo, raw, is_pull=False, merged_at=None)
+
+
+def _pull(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubIssue:
+    """A pull request object (the ``pull_request`` of a webhook delivery, GitHub's pulls
+    API) as the issues list's item for the same pull request: one key and payload."""
+    return _issue_or_pull(repo, raw, is_pull=True, merged_at=raw.get("merged_at"))
+
+
+def _issue_or_pull(
+    repo: RepoRef, raw: Mapping[str, Any], *, is_pull: bool, merged_at: object
+) -> GitHubIssue:
+    """The one mapping of an issue or pull request, whichever object GitHub sent: the
+    issues list's item and a pull request object carry the same fields but these two."""
     author = _login(raw.get("user"))
     # updated_at and the comment count are left out: a new comment bumps both, and
     # must be one new comment episode, not also a revision of its issue.
@@ -890,7 +897,9 @@ def _issue(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubIssue:
         "title": raw.get("title"),
         "body": raw.get("body"),
         "state": raw.get("state"),
-        "state_reason": raw.get("state_reason"),
+        # Why an issue was closed. A pull request object has no state_reason (merged_at
+        # says how it ended), so a pull request says none whichever way it was read.
+        "state_reason": None if is_pull else raw.get("state_reason"),
         "author": author,
         "labels": sorted(_names(raw.get("labels"), "name")),
         "assignees": sorted(_names(raw.get("assignees"), "login")),
@@ -901,8 +910,8 @@ def _issue(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubIssue:
         "html_url": raw.get("html_url"),
         "is_pull_request": is_pull,
     }
-    if isinstance(pull, dict):
-        data["merged_at"] = pull.get("merged_at")
+    if is_pull:
+        data["merged_at"] = merged_at
     return GitHubIssue(
         repo=repo,
         number=required_int(raw, "number", "issue", source=_SOURCE),
@@ -911,6 +920,36 @@ def _issue(repo: RepoRef, raw: Mapping[str, Any]) -> GitHubIssue:
         updated_at=parse_iso_time(raw.get("updated_at"), "issue updated_at", source=_SOURCE),
         author=author,
         data=data,
+    )
+
+
+def _review(pull: GitHubIssue, raw: Mapping[str, Any]) -> GitHubReview | None:
+    """A review of ``pull`` as its reviews list or a ``pull_request_review`` delivery
+    gives it; ``None`` for a pending review (not submitted: visible only to its author).
+    The list says ``APPROVED`` where a delivery says ``approved``: the state is kept
+    upper-case, as the list gives it, so both are one payload."""
+    submitted = raw.get("submitted_at")
+    if submitted is None:
+        return None
+    state = optional_str(raw.get("state"))
+    author = _login(raw.get("user"))
+    return GitHubReview(
+        repo=pull.repo,
+        pull_number=pull.number,
+        review_id=required_int(raw, "id", "review", source=_SOURCE),
+        submitted_at=parse_iso_time(submitted, "review submitted_at", source=_SOURCE),
+        pull_updated_at=pull.updated_at,
+        author=author,
+        data={
+            "id": raw.get("id"),
+            "pull_number": pull.number,
+            "state": state.upper() if state is not None else None,
+            "body": raw.get("body"),
+            "author": author,
+            "commit_id": raw.get("commit_id"),
+            "submitted_at": submitted,
+            "html_url": raw.get("html_url"),
+        },
     )
 
 

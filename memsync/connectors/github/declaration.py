@@ -103,7 +103,10 @@ GITHUB = ConnectorDeclaration(
     config_model=GitHubConfig,
     example_key="github:acme:api-server:issue:4471:opened",
     implementation="memsync.connectors.github.connector:GitHubConnector",
-    webhooks="issues and issue_comment events (X-Hub-Signature-256)",
+    webhooks=(
+        "issues, issue_comment, pull_request, pull_request_review and "
+        "pull_request_review_comment events (X-Hub-Signature-256)"
+    ),
     subject_fields=frozenset({"owner", "repo", "repository", "number", "author", "kind"}),
     deletions=(
         "An issue whose events in the window say it was transferred or deleted, and "

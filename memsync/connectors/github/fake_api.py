@@ -44,7 +44,10 @@ strings; omitted ones come from the fake's clock, one minute per call after
   ``labeled`` / ``unlabeled`` also change the issue and bump it.
 - ``add_review(owner, repo, number, state="APPROVED", body="", *, submitted_at=None,
   user="octocat", commit_id=..., id=None) -> FakeReview``: pull requests only; bumps
-  the pull request.
+  the pull request. ``edit_review(owner, repo, review_id, *, body=None, state=None,
+  updated_at=None)`` changes it (``state="DISMISSED"``) and bumps the pull request.
+- ``merge_pull(owner, repo, number, *, merged_at=None) -> FakeIssue``: closes the pull
+  request as merged (``merged_at`` and ``closed_at``) and bumps it.
 - ``delete_issue(owner, repo, number)``: the issue and its comments leave every list
   and ``/issues/{n}`` answers 410 "This issue was deleted", as GitHub does; its events
   stay listed (GitHub lists no event for a deletion: to exercise a connector's 410
@@ -66,6 +69,10 @@ strings; omitted ones come from the fake's clock, one minute per call after
   timeline; both bump ``number``'s ``updated_at``. ``add_event(..., "connected")`` is a
   ``connected`` item there (and in the events lists). ``delete_comment(owner, repo,
   comment_id)`` removes a comment from the lists and its issue's timeline.
+- ``webhook_body(event, action, owner, repo, number, *, comment_id=None,
+  review_id=None)``: the unsigned body GitHub would deliver for ``issues``,
+  ``issue_comment``, ``pull_request``, ``pull_request_review`` or
+  ``pull_request_review_comment`` about the state the fake holds now.
 - ``after_request(action)``: ``action(request)`` runs after each request is answered
   and before the next one is (edit an issue between two page requests).
 - ``script_rate_limit(kind="primary" | "secondary", *, on_request_number=None,
@@ -716,6 +723,45 @@ class FakeGitHub(FakeHTTPServer):
             self._touch(issue, when)
             return review
 
+    def edit_review(
+        self,
+        owner: str,
+        repo: str,
+        review_id: int,
+        *,
+        body: str | None = None,
+        state: Literal["APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED"] | None = None,
+        updated_at: Timestamp | None = None,
+    ) -> FakeReview:
+        """Edit a review's body or change its state (``DISMISSED``); a review has no
+        update time of its own, so this bumps its pull request's ``updated_at``."""
+        with self._lock:
+            r = self._repo(owner, repo)
+            review = next(
+                (v for reviews in r.reviews.values() for v in reviews if v.id == review_id),
+                None,
+            )
+            if review is None:
+                raise KeyError(f"{owner}/{repo} has no review {review_id}")
+            if body is not None:
+                review.body = body
+            if state is not None:
+                review.state = state
+            self._touch(self._pull(owner, repo, review.pull_number), self._time(updated_at))
+            return review
+
+    def merge_pull(
+        self, owner: str, repo: str, number: int, *, merged_at: Timestamp | None = None
+    ) -> FakeIssue:
+        """Merge pull request ``number``: it is closed, ``merged_at`` and ``closed_at``
+        are set (to ``merged_at``, or the fake's clock) and its ``updated_at`` bumped."""
+        with self._lock:
+            issue = self._pull(owner, repo, number)
+            when = self._time(merged_at)
+            issue.state, issue.closed_at, issue.merged_at = "closed", when, when
+            self._touch(issue, when)
+            return issue
+
     def add_review_comment(
         self,
         owner: str,
@@ -960,26 +1006,52 @@ class FakeGitHub(FakeHTTPServer):
 
     def webhook_body(
         self,
-        event: Literal["issues", "issue_comment"],
+        event: Literal[
+            "issues",
+            "issue_comment",
+            "pull_request",
+            "pull_request_review",
+            "pull_request_review_comment",
+        ],
         action: str,
         owner: str,
         repo: str,
         number: int,
         *,
         comment_id: int | None = None,
+        review_id: int | None = None,
     ) -> bytes:
-        """The body GitHub delivers for ``event`` / ``action`` on issue ``number`` (and
-        its comment ``comment_id``) as the fake holds them now: ``action``, the REST
-        ``issue`` (and ``comment``) object, the ``repository`` and the ``sender``, per
-        https://docs.github.com/en/webhooks/webhook-events-and-payloads#issues and
-        https://docs.github.com/en/webhooks/webhook-events-and-payloads#issue_comment.
+        """The body GitHub delivers for ``event`` / ``action`` on issue or pull request
+        ``number`` (and its comment ``comment_id``, review comment ``comment_id`` or
+        review ``review_id``) as the fake holds them now, with the ``repository`` and
+        the ``sender``, per
+        https://docs.github.com/en/webhooks/webhook-events-and-payloads (sections
+        ``issues``, ``issue_comment``, ``pull_request``, ``pull_request_review``,
+        ``pull_request_review_comment``): the ``issues`` events carry the REST
+        ``issue``, the pull request events the pull request object (no
+        ``state_reason``; ``merged_at`` at its top), and a ``review``'s ``state`` is
+        lower-case there (``approved``), where the reviews list says ``APPROVED``.
         Unsigned: a test signs it as GitHub would, with the hook's secret."""
         with self._lock:
             r = self._repo(owner, repo)
             issue = self._issue(owner, repo, number)
-            payload: dict[str, Any] = {"action": action, "issue": self._issue_json(r, issue)}
-            if comment_id is not None:
+            payload: dict[str, Any] = {"action": action}
+            if event in ("issues", "issue_comment"):
+                payload["issue"] = self._issue_json(r, issue)
+            else:
+                if event == "pull_request":
+                    payload["number"] = number
+                payload["pull_request"] = self._pull_json(r, self._pull(owner, repo, number))
+            if event == "issue_comment" and comment_id is not None:
                 payload["comment"] = json.loads(self._comment_bytes(r, r.comments[comment_id]))
+            if event == "pull_request_review_comment" and comment_id is not None:
+                comment = r.review_comments[comment_id]
+                payload["comment"] = json.loads(self._review_comment_bytes(r, comment))
+            if event == "pull_request_review" and review_id is not None:
+                [found] = [v for v in r.reviews.get(number, []) if v.id == review_id]
+                review = self._review_json(r, found)
+                review["state"] = found.state.lower()
+                payload["review"] = review
             payload["repository"] = r.repo_json
             payload["sender"] = self._user(issue.user)
             return compact_json(payload)
@@ -1173,7 +1245,9 @@ class FakeGitHub(FakeHTTPServer):
             state_reason=issue.state_reason,
         )
         if issue.is_pull_request:
+            # merged_at is in GitHub's issue schema (not in the RAD example's item).
             data["pull_request"] = {
+                "merged_at": _iso(issue.merged_at),
                 "url": f"{api}/pulls/{n}",
                 "html_url": f"{html}/pull/{n}",
                 "diff_url": f"{html}/pull/{n}.diff",

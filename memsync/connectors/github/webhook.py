@@ -1,14 +1,33 @@
-"""GitHub webhook deliveries (``issues``, ``issue_comment``) as the connector's own records.
+"""GitHub webhook deliveries as the connector's own records: ``issues``,
+``issue_comment``, ``pull_request``, ``pull_request_review`` and
+``pull_request_review_comment``.
 
 GitHub signs each delivery with ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the
 raw body under the webhook secret>`` and names it with ``X-GitHub-Delivery`` (a GUID a
 redelivery repeats) and the event with ``X-GitHub-Event``:
 https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries and
 https://docs.github.com/en/webhooks/webhook-events-and-payloads#delivery-headers.
-The ``issue`` and ``comment`` objects of the ``issues`` and ``issue_comment`` payloads
-(https://docs.github.com/en/webhooks/webhook-events-and-payloads#issues,
-…#issue_comment) are the REST API's issue and issue comment, so they are parsed by the
-very functions the re-read uses: one key, subject and payload for both.
+Each payload's object is parsed by the very function the re-read uses, so a pushed
+record and its re-read share key, subject and payload
+(https://docs.github.com/en/webhooks/webhook-events-and-payloads#issues, …#issue_comment,
+…#pull_request, …#pull_request_review, …#pull_request_review_comment):
+
+- ``issue`` and ``comment`` (of ``issues``, ``issue_comment``) are the REST API's issue
+  and issue comment;
+- ``pull_request`` is a pull request object, where the re-read reads the issues list's
+  item for the pull request: the two differ in where ``merged_at`` is and in
+  ``state_reason`` (the issue item's alone), which the connector's one mapping of both
+  shapes settles (``_issue_or_pull``);
+- ``review`` is the reviews list's item but for its ``state``, lower-case
+  (``approved``) where the list says ``APPROVED``: the shared parser upper-cases it.
+  Reviews have no update time; they are ordered by their pull request's
+  (:meth:`~memsync.connectors.github.connector.GitHubConnector.source_updated_at`);
+- ``comment`` of ``pull_request_review_comment`` is the review-comment list's item.
+
+Deletions the re-read cannot see are pushed: ``issues`` ``deleted`` / ``transferred``
+(the issue and every key below it), ``issue_comment`` and
+``pull_request_review_comment`` ``deleted``. A pull request is never deleted; closing
+or merging it is an edit (a revision), as when re-read.
 
 GitHub signs no timestamp, so there is no replay window to check: a replayed delivery
 is a duplicate by its delivery id, or by its record's key (which stores nothing new).
@@ -16,18 +35,20 @@ is a duplicate by its delivery id, or by its record's key (which stores nothing 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from memsync.connectors.errors import StopRun
 from memsync.connectors.github.connector import (
-    GitHubComment,
-    GitHubIssue,
     GitHubRecord,
     RepoRef,
     _comment,
     _issue,
+    _pull,
+    _review,
+    _review_comment,
 )
 from memsync.connectors.github.declaration import GitHubConfig, GitHubStream
 from memsync.connectors.webhooks import (
@@ -75,8 +96,9 @@ class GitHubWebhookReceiver:
         )
         event = headers.get(EVENT_HEADER, "")
         delivery_id = headers.get(DELIVERY_HEADER)
-        if event not in ("issues", "issue_comment"):
-            # ping, and events this receiver does not read yet: acknowledged, so GitHub
+        parse = _PARSERS.get(event)
+        if parse is None:
+            # ping, and events this receiver does not read: acknowledged, so GitHub
             # does not mark the hook failing; the scheduled re-read still finds them.
             return WebhookDelivery(delivery_id, event=event, ignored=True)
         payload = json_object(body)
@@ -84,15 +106,17 @@ class GitHubWebhookReceiver:
         described = f"{event}.{action}"
         repo = self._repo(payload)
         try:
-            record, stream, gone = _parsed(event, repo, payload, action)
+            parsed = parse(repo, payload, action)
         except StopRun as error:
             # The re-read's parsers say "this is not a record" with StopRun.
             raise WebhookRefused(Refusal.UNPROCESSABLE, str(error)) from None
-        if stream not in self._streams:
+        if parsed.stream not in self._streams:
             return WebhookDelivery(delivery_id, event=described, ignored=True)
-        if gone is not None:
-            return WebhookDelivery(delivery_id, tombstones=(gone,), event=described)
-        return WebhookDelivery(delivery_id, records=(record,), event=described)
+        if parsed.gone is not None:
+            return WebhookDelivery(delivery_id, tombstones=(parsed.gone,), event=described)
+        if parsed.record is None:
+            return WebhookDelivery(delivery_id, event=described, ignored=True)
+        return WebhookDelivery(delivery_id, records=(parsed.record,), event=described)
 
     def _repo(self, payload: Mapping[str, Any]) -> RepoRef:
         repository = payload.get("repository")
@@ -107,21 +131,66 @@ class GitHubWebhookReceiver:
         return repo
 
 
-def _parsed(
-    event: str, repo: RepoRef, payload: Mapping[str, Any], action: object
-) -> tuple[GitHubIssue | GitHubComment, GitHubStream, Tombstone | None]:
-    """The delivery's record, the stream the re-read finds it in, and its deletion if
-    the action removed it from the repository (else ``None``)."""
-    if event == "issues":
-        issue = _issue(repo, _object_field(payload, "issue"))
-        gone = (
-            Tombstone(repo.issue_key_prefix(issue.number), with_children=True)
-            if action in _ISSUE_GONE
-            else None
-        )
-        return issue, "pull_requests" if issue.is_pull_request else "issues", gone
-    comment = _comment(repo, _object_field(payload, "comment"))
-    return comment, "issue_comments", Tombstone(comment.key()) if action == "deleted" else None
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    """What a delivery carries: its record (``None`` when it is no record the re-read
+    stores, a pending review), the stream the re-read finds it in, and its deletion if
+    the action removed it from the repository."""
+
+    record: GitHubRecord | None
+    stream: GitHubStream
+    gone: Tombstone | None = None
+
+
+def _issues(repo: RepoRef, payload: Mapping[str, Any], action: object) -> _Parsed:
+    issue = _issue(repo, _object_field(payload, "issue"))
+    gone = (
+        Tombstone(repo.issue_key_prefix(issue.number), with_children=True)
+        if action in _ISSUE_GONE
+        else None
+    )
+    return _Parsed(issue, "pull_requests" if issue.is_pull_request else "issues", gone)
+
+
+def _issue_comment(repo: RepoRef, payload: Mapping[str, Any], action: object) -> _Parsed:
+    return _comment_parsed(
+        _comment(repo, _object_field(payload, "comment")), "issue_comments", action
+    )
+
+
+def _pull_request(repo: RepoRef, payload: Mapping[str, Any], action: object) -> _Parsed:
+    # Every action (opened, edited, closed, labeled, synchronize, …) carries the pull
+    # request as it is now: a change of what the payload keeps is a revision, the rest
+    # stores nothing. A pull request cannot be deleted.
+    return _Parsed(_pull(repo, _object_field(payload, "pull_request")), "pull_requests")
+
+
+def _pull_request_review(repo: RepoRef, payload: Mapping[str, Any], action: object) -> _Parsed:
+    # submitted, edited and dismissed all carry the review as it is now; none deletes it.
+    pull = _pull(repo, _object_field(payload, "pull_request"))
+    return _Parsed(_review(pull, _object_field(payload, "review")), "reviews")
+
+
+def _pull_request_review_comment(
+    repo: RepoRef, payload: Mapping[str, Any], action: object
+) -> _Parsed:
+    comment = _review_comment(repo, _object_field(payload, "comment"))
+    return _comment_parsed(comment, "review_comments", action)
+
+
+def _comment_parsed(record: GitHubRecord, stream: GitHubStream, action: object) -> _Parsed:
+    """A comment delivery: ``deleted`` is a tombstone of the comment's key, every other
+    action the comment as it is now."""
+    return _Parsed(record, stream, Tombstone(record.key()) if action == "deleted" else None)
+
+
+_PARSERS: Mapping[str, Callable[[RepoRef, Mapping[str, Any], object], _Parsed]] = {
+    "issues": _issues,
+    "issue_comment": _issue_comment,
+    "pull_request": _pull_request,
+    "pull_request_review": _pull_request_review,
+    "pull_request_review_comment": _pull_request_review_comment,
+}
 
 
 def _object_field(payload: Mapping[str, Any], name: str) -> Mapping[str, Any]:

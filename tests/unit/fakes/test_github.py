@@ -7,6 +7,7 @@ memsync.connectors.github.fake_api).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -241,6 +242,54 @@ def test_a_timeline_through_pygithub_in_the_documented_shape(fake_github: FakeGi
     }
     for item in [*timeline, *commits]:
         assert set(item.raw_data) == set(fixtures[item.event]), item.event
+
+
+def test_pull_request_deliveries_have_the_shape_of_githubs_documented_examples(
+    fake_github: FakeGitHub,
+) -> None:
+    fake_github.add_issue("acme", "api", 7, "Fix", is_pull_request=True)
+    review = fake_github.add_review("acme", "api", 7, "APPROVED", "lgtm")
+    comment = fake_github.add_review_comment("acme", "api", 7, "nit")
+    fake_github.merge_pull("acme", "api", 7)
+    rendered = {
+        "pull_request_closed": fake_github.webhook_body("pull_request", "closed", "acme", "api", 7),
+        "pull_request_review_submitted": fake_github.webhook_body(
+            "pull_request_review", "submitted", "acme", "api", 7, review_id=review.id
+        ),
+        "pull_request_review_comment_created": fake_github.webhook_body(
+            "pull_request_review_comment", "created", "acme", "api", 7, comment_id=comment.id
+        ),
+    }
+    # What the documented deliveries have beyond the fake's: a GitHub App's installation,
+    # a pull request's statistics and merge state, a comment's reactions.
+    extras = {
+        "installation",
+        "additions",
+        "changed_files",
+        "comments",
+        "commits",
+        "deletions",
+        "maintainer_can_modify",
+        "mergeable",
+        "mergeable_state",
+        "merged",
+        "merged_by",
+        "rebaseable",
+        "review_comments",
+        "reactions",
+    }
+
+    for name, body in rendered.items():
+        delivery, documented = json.loads(body), load_fixture("github", f"webhook_{name}.json")
+        assert set(documented) - extras == set(delivery), name
+        for part in ("pull_request", "review", "comment"):
+            if part in documented:
+                # Every field of GitHub's example (older ones lack a newer draft, auto_merge).
+                assert set(documented[part]) - extras <= set(delivery[part]), (name, part)
+    pull = json.loads(rendered["pull_request_closed"])["pull_request"]
+    assert "state_reason" not in pull
+    assert pull["merged_at"] is not None
+    assert json.loads(rendered["pull_request_review_submitted"])["review"]["state"] == "approved"
 
 
 def test_an_unknown_issue_is_a_404(fake_github: FakeGitHub) -> None:
