@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 import yaml
+from click.testing import Result
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -141,12 +142,9 @@ def test_a_connector_without_a_webhook_or_unknown_gets_no_row(
     assert rows == []
 
 
-def test_state_show_prints_the_counts_and_json_has_them(
-    client: TestClient, fake: FakeGitHub, store: Store, tmp_path: Path
-) -> None:
-    opened = fake.webhook_body("issues", "opened", "acme", "api", 1)
-    post(client, "issues", opened)
-    post(client, "issues", opened, secret="guess")
+def state_show(tmp_path: Path, fake: FakeGitHub, store: Store, *options: str) -> Result:
+    """``memsync state show gh`` from a configuration file, as a person runs it (its
+    clock is the system's: the deliveries of these tests are long past)."""
     config = tmp_path / "memsync.yaml"
     # Secrets are never written in the file: the environment has them.
     written = connectors(fake)
@@ -155,15 +153,20 @@ def test_state_show_prints_the_counts_and_json_has_them(
     written[0]["webhook"]["secret"] = "${GH_HOOK_SECRET}"
     config.write_text(yaml.safe_dump({"store": str(store.engine.url), "connectors": written}))
     env = {"GH_TOKEN": "t", "GH_HOOK_SECRET": SECRET}
+    command = ["--config", str(config), "state", "show", "gh", *options]
+    result = CliRunner().invoke(cli_app, command, env=env)
+    assert result.exit_code == 0, result.output
+    return result
 
-    def cli(*args: str) -> str:
-        command = ["--config", str(config), "state", "show", *args]
-        result = CliRunner().invoke(cli_app, command, env=env)
-        assert result.exit_code == 0, result.output
-        return result.stdout
 
-    shown = cli("gh", "--json")
-    text = cli("gh")
+def test_state_show_prints_the_counts_and_json_has_them(
+    client: TestClient, fake: FakeGitHub, store: Store, tmp_path: Path
+) -> None:
+    opened = fake.webhook_body("issues", "opened", "acme", "api", 1)
+    post(client, "issues", opened)
+    post(client, "issues", opened, secret="guess")
+    shown = state_show(tmp_path, fake, store, "--json").stdout
+    text = state_show(tmp_path, fake, store).stdout
 
     webhook = json.loads(shown)["webhook"]
     assert counts(webhook) == {**NONE, "stored": 1, "refused": 1}
@@ -181,7 +184,12 @@ def run_finding_a_new_issue(
 
 
 def test_a_push_gap_is_flagged_while_re_reads_find_new_records_and_cleared_by_a_delivery(
-    client: TestClient, services: Services, fake: FakeGitHub, clock: FakeClock, tmp_path: Path
+    client: TestClient,
+    services: Services,
+    fake: FakeGitHub,
+    clock: FakeClock,
+    store: Store,
+    tmp_path: Path,
 ) -> None:
     assert post(client, "issues", fake.webhook_body("issues", "opened", "acme", "api", 1)) == 200
     services.run_sync(services.connector("gh"))  # finds nothing the push did not bring
@@ -200,6 +208,9 @@ def test_a_push_gap_is_flagged_while_re_reads_find_new_records_and_cleared_by_a_
     assert datetime.fromisoformat(gap["last_accepted_at"]) == NOW
     assert datetime.fromisoformat(gap["first_found_at"]) == found_at
     assert (gap["runs"], gap["new_records"]) == (2, 2)
+    assert "push gap: no delivery with records accepted since 2024-06-01T00:00:00" in (
+        state_show(tmp_path, fake, store).stderr
+    )
 
     # Issue 3's delivery arrives at last (the re-read stored it first): the hook works.
     assert post(client, "issues", fake.webhook_body("issues", "opened", "acme", "api", 3)) == 200
