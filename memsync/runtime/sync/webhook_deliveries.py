@@ -115,6 +115,11 @@ class WebhookState:
     push_gap_after_seconds: float
     push_gap: PushGap | None
 
+    @property
+    def total(self) -> int:
+        """Every delivery counted, whatever became of it."""
+        return self.stored + self.duplicate + self.revised + self.ignored + self.refused
+
 
 class WebhookDeliveries:
     """Reads and writes ``webhook_deliveries``; reads ``sync_runs`` for the push gap."""

@@ -92,29 +92,20 @@ def state_show(
 
 
 def _print_webhook(webhook: WebhookState) -> None:
-    refusal = (
-        f"{webhook.last_refusal} ({webhook.last_refusal_status}) {_moment(webhook.last_refused_at)}"
-        if webhook.last_refused_at is not None
-        else "never"
-    )
+    def last(moment: datetime | None, what: str = "") -> str:
+        return f"{what}{_moment(moment)}" if moment is not None else "never"
+
+    refused = f"{webhook.last_refusal} ({webhook.last_refusal_status}) "
     print_table(
         "webhook deliveries",
-        ("stored", "duplicate", "revised", "ignored", "refused", "last delivery", "last refusal"),
+        ("outcome", "deliveries", "last"),
         [
-            (
-                *(
-                    f"{count:,}"
-                    for count in (
-                        webhook.stored,
-                        webhook.duplicate,
-                        webhook.revised,
-                        webhook.ignored,
-                        webhook.refused,
-                    )
-                ),
-                _moment(webhook.last_delivery_at) if webhook.last_delivery_at else "never",
-                refusal,
-            )
+            ("stored", f"{webhook.stored:,}", last(webhook.last_stored_at)),
+            ("revised", f"{webhook.revised:,}", ""),
+            ("duplicate", f"{webhook.duplicate:,}", ""),
+            ("ignored", f"{webhook.ignored:,}", ""),
+            ("refused", f"{webhook.refused:,}", last(webhook.last_refused_at, refused)),
+            ("any", f"{webhook.total:,}", last(webhook.last_delivery_at)),
         ],
     )
     gap = webhook.push_gap
@@ -125,7 +116,7 @@ def _print_webhook(webhook: WebhookState) -> None:
     since = f"accepted since {_moment(accepted)}" if accepted is not None else "ever accepted"
     errors.print(
         f"push gap: no delivery with records {since}, while {gap.runs:,} "
-        f"scheduled re-read(s) from {_moment(gap.first_found_at)} on found "
+        f"re-read(s) from {_moment(gap.first_found_at)} on found "
         f"{gap.new_records:,} new or changed record(s); check the webhook at the vendor "
         "(its URL, its events, its secret) and the refusals above",
         markup=False,
