@@ -6,6 +6,7 @@ brought, then cleared by the next delivery."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -175,6 +176,16 @@ def test_state_show_prints_the_counts_and_json_has_them(
     assert "bad_signature (401)" in text
 
 
+def admin_webhook_cells(client: TestClient) -> dict[str, str]:
+    """The admin page's connectors, each with the text of its Webhook cell."""
+    page = client.get("/ui/connectors")
+    assert page.status_code == 200, page.text
+    rows = re.findall(
+        r'class="connector-link">([^<]+)</a>.*?<td class="webhook">(.*?)</td>', page.text, re.S
+    )
+    return {name: " ".join(re.sub(r"<[^>]+>", " ", cell).split()) for name, cell in rows}
+
+
 def run_finding_a_new_issue(
     services: Services, fake: FakeGitHub, clock: FakeClock, number: int
 ) -> int:
@@ -211,11 +222,17 @@ def test_a_push_gap_is_flagged_while_re_reads_find_new_records_and_cleared_by_a_
     assert "push gap: no delivery with records accepted since 2024-06-01T00:00:00" in (
         state_show(tmp_path, fake, store).stderr
     )
+    assert admin_webhook_cells(client) == {
+        "gh": "push gap 1 stored · 0 duplicate · 0 revised · 0 ignored · 0 refused "
+        "last delivery 2024-06-01 00:00",
+        "unhooked": "\u2013",  # an en dash: no webhook
+    }
 
     # Issue 3's delivery arrives at last (the re-read stored it first): the hook works.
     assert post(client, "issues", fake.webhook_body("issues", "opened", "acme", "api", 3)) == 200
     cleared = webhook_state(client)
     assert (cleared["push_gap"], cleared["duplicate"]) == (None, 1)
+    assert "push gap" not in admin_webhook_cells(client)["gh"]
 
 
 def test_before_any_delivery_the_first_run_reads_history_and_later_finds_flag_a_gap(
