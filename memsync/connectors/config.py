@@ -229,11 +229,22 @@ class LabelRuleSetting(BaseModel):
 class WebhookSettings(BaseModel):
     """Where a connector also takes pushed deliveries (``POST /v1/webhooks/{name}``):
     ``secret`` is the signing secret the vendor was given (write it as ``${VAR}``), a
-    ``SecretStr`` never shown in reprs, logs or messages."""
+    ``SecretStr`` never shown in reprs, logs or messages; ``push_gap_after`` is how long
+    the scheduled re-reads may keep finding new records with no delivery accepted
+    before the connector's state flags a push gap (its webhook looks broken)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     secret: SecretStr = Field(min_length=1)
+    # Four runs of the default schedule: one slow delivery is not a gap, an hour is.
+    push_gap_after: Duration = timedelta(hours=1)
+
+    @field_validator("push_gap_after")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("push_gap_after must be longer than 0 (e.g. 1h)")
+        return value
 
 
 class ConnectorConfig(BaseModel):

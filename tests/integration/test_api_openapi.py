@@ -149,3 +149,25 @@ def test_an_unreachable_store_answers_503_with_retry_after_as_documented(tmp_pat
     # The process's own metrics are still served, saying the store is away.
     assert scraped.status_code == 200
     assert "memsync_store_up 0.0" in scraped.text
+
+
+def test_a_connectors_state_documents_its_webhook_deliveries_and_push_gap(store: Store) -> None:
+    document = TestClient(build_app(store), base_url=LOOPBACK).get("/openapi.json").json()
+    components = document["components"]["schemas"]
+    operation = document["paths"]["/v1/connectors/{name}/state"]["get"]
+    schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+
+    webhook = _resolved(schema, components)["properties"]["webhook"]
+    [described, none] = webhook["anyOf"]
+    state = _resolved(described, components)
+    gap = state["properties"]["push_gap"]["anyOf"][0]
+
+    assert none == {"type": "null"}
+    assert {"stored", "duplicate", "revised", "ignored", "refused"} <= state["properties"].keys()
+    assert {"last_delivery_at", "last_refusal", "push_gap_after_seconds"} <= state[
+        "properties"
+    ].keys()
+    assert {"last_accepted_at", "first_found_at", "runs", "new_records"} <= (
+        _resolved(gap, components)["properties"].keys()
+    )
+    assert "push gap" in state["description"]

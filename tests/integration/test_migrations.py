@@ -577,3 +577,25 @@ def test_0012_downgrade_keeps_the_earliest_checkpoint_of_each_connector(store: S
         (t + timedelta(hours=2), Cursor(position=t + timedelta(hours=2)))
     ]
     upgrade(store)
+
+
+def test_0022_adds_webhook_deliveries_to_a_store_of_0021_and_its_downgrade_drops_them(
+    store: Store,
+) -> None:
+    from memsync.runtime.sync.webhook_deliveries import WebhookDeliveries
+
+    downgrade(store, "0021")
+    with store.read() as connection:
+        assert "webhook_deliveries" not in sa.inspect(connection).get_table_names()
+
+    upgrade(store)
+    deliveries = WebhookDeliveries(store)
+    deliveries.record("default", "gh", "stored", 200, T0)
+    deliveries.record("default", "gh", "stored", 200, T0 + timedelta(seconds=1))
+    [state] = deliveries.states("default", {"gh": timedelta(hours=1)}, T0).values()
+    assert (state.stored, state.last_stored_at) == (2, T0 + timedelta(seconds=1))
+
+    downgrade(store, "0021")
+    with store.read() as connection:
+        assert "webhook_deliveries" not in sa.inspect(connection).get_table_names()
+    upgrade(store)

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from memsync.runtime.sync.records import RunRecord
     from memsync.runtime.sync.repository import ConnectorState, SyncRepository
     from memsync.runtime.sync.runner import BatchProgress, SliceProgress, SyncRunner
+    from memsync.runtime.sync.webhook_deliveries import WebhookDeliveries
 
 __all__ = [
     "NIGHTLY_COMPILE",
@@ -211,6 +212,13 @@ class Services:
         from memsync.runtime.sync.repository import SyncRepository
 
         return SyncRepository(self.store)
+
+    @cached_property
+    def webhook_deliveries(self) -> WebhookDeliveries:
+        """Webhook deliveries counted per connector, and the push gap."""
+        from memsync.runtime.sync.webhook_deliveries import WebhookDeliveries
+
+        return WebhookDeliveries(self.store)
 
     @cached_property
     def episodes(self) -> EpisodeRepository:
@@ -509,11 +517,17 @@ class Services:
             connector.close()
 
     def connector_state(self, config: ConnectorConfig) -> ConnectorState:
-        """Where a configured connector stands: every stream it reads (read yet or not)
-        and the streams it no longer reads that still have a checkpoint."""
-        return self.runs.state(
-            config.tenant, config.name, self.clock.now(), self.stream_names(config)
+        """Where a configured connector stands: every stream it reads (read yet or not),
+        the streams it no longer reads that still have a checkpoint, and with a
+        ``webhook:``, its deliveries and push gap."""
+        now = self.clock.now()
+        state = self.runs.state(config.tenant, config.name, now, self.stream_names(config))
+        if config.webhook is None:
+            return state
+        webhooks = self.webhook_deliveries.states(
+            config.tenant, {config.name: config.webhook.push_gap_after}, now
         )
+        return dataclasses.replace(state, webhook=webhooks[config.name])
 
     def reset_connector_state(
         self, config: ConnectorConfig, *, stream: str | None, to: datetime | None
@@ -585,9 +599,9 @@ class Services:
         """Remove everything the connector instance ``connector`` stored in the tenant, in
         one transaction: its episodes (those whose provenance names it) with their
         revisions, what they did to memories (:func:`~memsync.runtime.compiling.memories.
-        forget_episodes`), its stream checkpoints, run records and backfills, and the
-        resolution records it recorded last. Nothing of another connector or tenant
-        changes.
+        forget_episodes`), its stream checkpoints, run records, backfills and webhook
+        delivery counts, and the resolution records it recorded last. Nothing of another
+        connector or tenant changes.
 
         Raises ``RunInProgress`` while a run of the connector is going (nothing changes).
         ``dry_run``: the same statements, rolled back: what would be removed. Repeats:
@@ -609,6 +623,7 @@ class Services:
                 memories = forget_episodes(connection, tenant_id, ids, now)
                 deleted, revisions = delete_episodes(connection, tenant_id, ids)
                 state = self.runs.forget_state(connection, tenant_id, connector)
+                self.webhook_deliveries.forget(connection, tenant_id, connector)
                 result = ConnectorForgotten(
                     tenant_id=tenant_id,
                     connector=connector,

@@ -4,7 +4,9 @@ The connector's receiver verifies and parses a delivery into the connector's own
 records; they are mapped by the connector's ``to_episode`` and ingested exactly as a
 scheduled re-read would ingest them, so a delivery and the re-read of the same record
 store one episode. Compiling follows through the usual triggers. Every delivery is
-counted (``memsync_webhook_deliveries``) and every refusal logged.
+counted (``memsync_webhook_deliveries``) and every refusal logged; every delivery to a
+configured connector is also counted in the store by outcome (``webhook_deliveries``:
+``state show``, the admin page, the push gap).
 """
 
 from __future__ import annotations
@@ -116,13 +118,21 @@ class WebhookIntake:
         """Verify, parse and ingest one delivery to connector ``name``."""
         config = self._webhook_config(name)
         if config is None:
+            # Metrics only: a name nobody configured gets no row in the store.
             reason = f"no connector named {name!r} takes webhooks"
-            return self._refused("", "not_found", 404, reason)
+            return self._refused(None, "not_found", 404, reason)
         try:
             with self._services.connector_instance(config) as connector:
-                return self._receive(config, connector, headers, body)
+                answer = self._receive(config, connector, headers, body)
         except MissingVariables as error:
-            return self._refused(name, "unavailable", 503, str(error))
+            answer = self._refused(config, "unavailable", 503, str(error))
+        # After the delivery's own transaction: a store error here is answered as any
+        # store error is (503 when it cannot be reached), and the vendor's retry finds
+        # the records' keys already stored.
+        self._services.webhook_deliveries.record(
+            config.tenant, name, answer.outcome, answer.status, self._services.clock.now()
+        )
+        return answer
 
     def _webhook_config(self, name: str) -> ConnectorConfig | None:
         for config in self._services.connectors:
@@ -140,15 +150,15 @@ class WebhookIntake:
         name = config.name
         receiver = connector.webhook_receiver()
         if receiver is None:
-            return self._refused(
-                "", "not_found", 404, f"connector {name!r} (type {config.type}) takes no webhooks"
-            )
+            reason = f"connector {name!r} (type {config.type}) takes no webhooks"
+            return self._refused(config, "not_found", 404, reason)
         try:
             delivery: WebhookDelivery[Any] = receiver.receive(
                 headers, body, self._services.clock.now()
             )
         except WebhookRefused as refused:
-            return self._refused(name, refused.refusal.value, refused.refusal.status, str(refused))
+            refusal = refused.refusal
+            return self._refused(config, refusal.value, refusal.status, str(refused))
         if delivery.reply is not None:
             return self._answered(name, "reply", delivery.reply)
         if delivery.ignored:
@@ -161,7 +171,7 @@ class WebhookIntake:
         except (SkipRecord, ValueError) as error:
             # SkipRecord: a subject the record cannot fill; ValueError: a hook's answer
             # to_episode refuses (a naive time). Either way no record to store, no 500.
-            return self._refused(name, Refusal.UNPROCESSABLE.value, 422, str(error))
+            return self._refused(config, Refusal.UNPROCESSABLE.value, 422, str(error))
         ingest = self._services.ingest
         outcomes = ingest.ingest(config.tenant, drafts) if drafts else []
         if delivery.tombstones:
@@ -176,7 +186,10 @@ class WebhookIntake:
         self._services.metrics.webhook_delivery(connector, outcome)
         return WebhookAnswer(200, outcome, body)
 
-    def _refused(self, connector: str, outcome: str, status: int, reason: str) -> WebhookAnswer:
+    def _refused(
+        self, config: ConnectorConfig | None, outcome: str, status: int, reason: str
+    ) -> WebhookAnswer:
+        connector = "" if config is None else config.name
         self._services.metrics.webhook_delivery(connector, outcome)
         log.warning("webhook %s refused (%s, %d): %s", connector or "?", outcome, status, reason)
         return WebhookAnswer(status, outcome, {}, error=reason)

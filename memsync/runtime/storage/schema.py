@@ -38,6 +38,7 @@ __all__ = [
     "supersessions",
     "sync_runs",
     "sync_streams",
+    "webhook_deliveries",
 ]
 
 NAMING_CONVENTION = {
@@ -596,6 +597,33 @@ At most one run per (tenant, connector) is ``running``: a partial unique index
 says so, so a second run cannot start however it is launched. A run whose
 process died is recognised by its stale heartbeat (or its dead pid on this host)
 and marked ``failed`` before another may start.
+"""
+
+
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    sa.Column("tenant_id", identifier(TENANT_ID_LENGTH), primary_key=True),
+    sa.Column("connector", identifier(CONNECTOR_NAME_LENGTH), primary_key=True),
+    sa.Column("stored", sa.Integer, server_default=sa.text("0"), nullable=False),
+    sa.Column("duplicate", sa.Integer, server_default=sa.text("0"), nullable=False),
+    sa.Column("revised", sa.Integer, server_default=sa.text("0"), nullable=False),
+    sa.Column("ignored", sa.Integer, server_default=sa.text("0"), nullable=False),
+    sa.Column("refused", sa.Integer, server_default=sa.text("0"), nullable=False),
+    sa.Column("last_delivery_at", UTCDateTime, nullable=False),
+    sa.Column("last_accepted_at", UTCDateTime),
+    sa.Column("last_stored_at", UTCDateTime),
+    sa.Column("last_refused_at", UTCDateTime),
+    # The refusal's kind and status only: the receiver's message can quote the body.
+    sa.Column("last_refusal", identifier(32)),
+    sa.Column("last_refusal_status", sa.Integer),
+)
+"""What the webhook deliveries to one connector instance became, counted by outcome
+(``stored``, ``duplicate``, ``revised``, ``ignored``, a handshake too, and
+``refused``), and when the last of each kind arrived. One row per (tenant, connector),
+written by one upsert per delivery; ``last_accepted_at`` is the last delivery that
+carried records the connector reads (stored, revised or duplicate): the push gap is
+measured from it. Deleted when the connector is forgotten.
 """
 
 

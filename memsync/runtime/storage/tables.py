@@ -38,6 +38,7 @@ from memsync.runtime.storage.schema import (
     supersessions,
     sync_runs,
     sync_streams,
+    webhook_deliveries,
 )
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "sync_streams",
     "update_each_if",
     "upsert",
+    "webhook_deliveries",
 ]
 
 

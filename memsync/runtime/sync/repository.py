@@ -31,6 +31,7 @@ from memsync.runtime.sync.policy import (
     plan_slices,
 )
 from memsync.runtime.sync.records import RunRecord, Tally
+from memsync.runtime.sync.webhook_deliveries import WebhookState
 
 __all__ = [
     "ALL_STREAMS",
@@ -141,6 +142,8 @@ class ConnectorState:
     """Its stalest stream's lag: now minus the end of the earliest window among the
     last ones each stream read completely (None: some stream never was)."""
     streams: list[StreamState]
+    webhook: WebhookState | None = None
+    """Its webhook deliveries and push gap (None: it has no ``webhook:``)."""
 
 
 @dataclass(frozen=True, slots=True)

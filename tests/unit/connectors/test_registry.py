@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+from datetime import timedelta
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Literal
@@ -409,3 +410,24 @@ def test_connectors_never_import_storage_scheduler_or_runtime() -> None:
 def test_the_package_and_the_benchmarks_never_import_the_test_suite(tree: str) -> None:
     # The fake API servers live in memsync.connectors for this reason.
     assert _imports_of(REPO / tree, ("tests",)) == []
+
+
+def test_a_webhook_push_gap_is_an_hour_unless_set_and_never_zero() -> None:
+    hooked = {**SLACK, "token": "xoxb-1", "webhook": {"secret": "hush-hush-42"}}
+    [default] = load_registry().parse_configs([hooked])
+    [set_] = load_registry().parse_configs(
+        [{**hooked, "webhook": {"secret": "s", "push_gap_after": "3h"}}]
+    )
+    with pytest.raises(memsync.connectors.ConnectorConfigError) as refused:
+        load_registry().parse_configs(
+            [{**hooked, "webhook": {"secret": "s", "push_gap_after": "0s"}}], source="f.yaml"
+        )
+
+    assert default.webhook is not None
+    assert set_.webhook is not None
+    assert (default.webhook.push_gap_after, set_.webhook.push_gap_after) == (
+        timedelta(hours=1),
+        timedelta(hours=3),
+    )
+    [problem] = refused.value.problems
+    assert "push_gap_after must be longer than 0" in problem

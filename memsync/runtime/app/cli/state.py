@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,6 +23,9 @@ from memsync.runtime.app.cli.common import (
     usage_error,
 )
 
+if TYPE_CHECKING:
+    from memsync.runtime.sync.webhook_deliveries import WebhookState
+
 __all__ = ["state_app"]
 
 state_app = typer.Typer(
@@ -38,7 +41,9 @@ def state_show(
 ) -> None:
     """The connector's last run, last success and lag, and per stream its checkpoint, its
     last run and how that ended for it, its last success and its lag (now - the end of
-    the last window it read completely)."""
+    the last window it read completely); with a ``webhook:``, its deliveries counted by
+    outcome, its last refusal, and a push gap (to stderr) when re-reads keep finding
+    records no delivery brought."""
     with open_services() as services:
         config = services.connector(name)
         state = services.connector_state(config)
@@ -82,6 +87,40 @@ def state_show(
     for stream in state.streams:
         if stream.cursor is not None and stream.cursor.note is not None:
             console.print(f"{stream.stream}: {stream.cursor.note}", markup=False)
+    if state.webhook is not None:
+        _print_webhook(state.webhook)
+
+
+def _print_webhook(webhook: WebhookState) -> None:
+    def last(moment: datetime | None, what: str = "") -> str:
+        return f"{what}{_moment(moment)}" if moment is not None else "never"
+
+    refused = f"{webhook.last_refusal} ({webhook.last_refusal_status}) "
+    print_table(
+        "webhook deliveries",
+        ("outcome", "deliveries", "last"),
+        [
+            ("stored", f"{webhook.stored:,}", last(webhook.last_stored_at)),
+            ("revised", f"{webhook.revised:,}", ""),
+            ("duplicate", f"{webhook.duplicate:,}", ""),
+            ("ignored", f"{webhook.ignored:,}", ""),
+            ("refused", f"{webhook.refused:,}", last(webhook.last_refused_at, refused)),
+            ("any", f"{webhook.total:,}", last(webhook.last_delivery_at)),
+        ],
+    )
+    gap = webhook.push_gap
+    if gap is None:
+        return
+    # A broken webhook sends nothing to count: the re-reads finding its records show it.
+    accepted = gap.last_accepted_at
+    since = f"accepted since {_moment(accepted)}" if accepted is not None else "ever accepted"
+    errors.print(
+        f"push gap: no delivery with records {since}, while {gap.runs:,} "
+        f"re-read(s) from {_moment(gap.first_found_at)} on found "
+        f"{gap.new_records:,} new or changed record(s); check the webhook at the vendor "
+        "(its URL, its events, its secret) and the refusals above",
+        markup=False,
+    )
 
 
 def _moment(moment: datetime) -> str:

@@ -36,6 +36,7 @@ from memsync.runtime.reading import inspect_subject
 from memsync.runtime.reading.memories import MemoryRepository
 from memsync.runtime.sync import RunRecord, RunStatus
 from memsync.runtime.sync.records import COUNTERS
+from memsync.runtime.sync.webhook_deliveries import WebhookState
 from memsync.schedule import format_duration
 
 __all__ = ["LoginRequired", "PageError", "UiContext", "router", "templates"]
@@ -253,6 +254,7 @@ class ConnectorRow:
     next_fire: datetime | None
     last_run: RunRecord | None
     lag: timedelta | None
+    webhook: WebhookState | None
 
 
 def _tenant_connectors(ui: UiContext) -> list[ConnectorConfig]:
@@ -266,8 +268,14 @@ def connectors_page(request: Request, ui: Ui, enqueued: str | None = None) -> HT
     schedules = {schedule.id: schedule for schedule in services.schedules}
     latest = services.runs.latest_runs(tenant)
     positions = services.runs.committed_positions(tenant)
+    configs = _tenant_connectors(ui)
+    webhooks = services.webhook_deliveries.states(
+        tenant,
+        {c.name: c.webhook.push_gap_after for c in configs if c.webhook is not None},
+        now,
+    )
     rows = []
-    for config in _tenant_connectors(ui):
+    for config in configs:
         info = services.registry.get(config.type)
         schedule = schedules.get(sync_schedule_id(config))
         position = positions.get((tenant, config.name))
@@ -279,6 +287,7 @@ def connectors_page(request: Request, ui: Ui, enqueued: str | None = None) -> HT
                 next_fire=schedule.next_fire_time(now) if schedule is not None else None,
                 last_run=latest.get(config.name),
                 lag=now - position if position is not None else None,
+                webhook=webhooks.get(config.name),
             )
         )
     return ui.render(request, "connectors.html", connectors=rows, enqueued=enqueued)
