@@ -35,6 +35,7 @@ from typing import Any
 import rfc8785
 
 __all__ = [
+    "SOURCE_DELETED_AT",
     "SOURCE_UPDATED_AT",
     "EpisodeDraft",
     "IngestStatus",
@@ -53,6 +54,12 @@ SOURCE_UPDATED_AT = "source_updated_at"
 """The provenance field (ISO 8601, aware) a connector's draft says when the source last
 changed the record in: ingest never lets a draft older than the stored revision replace
 it, so a pushed edit is not undone by a re-read that read before it and arrived after."""
+
+SOURCE_DELETED_AT = "source_deleted_at"
+"""The provenance field (ISO 8601, aware) ingest writes on a tombstoned revision when
+the :class:`Tombstone` said when the source deleted the record (``deleted_at``): a
+draft whose ``source_updated_at`` is not after it stores nothing, so a deletion pushed
+is not undone by a re-read that read before it and arrived after."""
 
 
 class NotCanonicalJSON(ValueError):
@@ -119,12 +126,22 @@ class Tombstone:
     what its connector reads (a GitHub issue transferred to another repository).
 
     ``with_children`` also covers every record whose key starts with ``key + ":"`` (a
-    deleted ticket's comments and audits). Repeats: a tombstone for a record already
-    deleted, or never stored, changes nothing.
+    deleted ticket's comments and audits). ``deleted_at`` is when the source deleted it,
+    on the source's own clock (the clock of its ``source_updated_at``), when the
+    connector knows: a version of the record updated no later than that stores nothing
+    afterwards, whenever it arrives; one updated after it is the record re-created and
+    is stored. Repeats: a tombstone for a record already deleted, or never stored,
+    changes nothing (a deletion of a record never stored is not remembered). Conflicts:
+    a stored version updated after ``deleted_at`` is left live.
     """
 
     key: str
     with_children: bool = False
+    deleted_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.deleted_at is not None and self.deleted_at.utcoffset() is None:
+            raise ValueError(f"tombstone {self.key!r}: deleted_at must be timezone-aware")
 
     @property
     def children_range(self) -> tuple[str, str]:

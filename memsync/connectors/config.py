@@ -231,13 +231,22 @@ class WebhookSettings(BaseModel):
     ``secret`` is the signing secret the vendor was given (write it as ``${VAR}``), a
     ``SecretStr`` never shown in reprs, logs or messages; ``push_gap_after`` is how long
     the scheduled re-reads may keep finding new records with no delivery accepted
-    before the connector's state flags a push gap (its webhook looks broken)."""
+    before the connector's state flags a push gap (its webhook looks broken).
+
+    ``rate_limit`` (deliveries a second) and ``burst`` bound what one serving process
+    takes for the connector (a token bucket: ``burst`` at once, refilled at
+    ``rate_limit``); a delivery over it is answered 429 with ``Retry-After`` (Slack
+    retries it; GitHub redelivers only by hand), and the scheduled re-read finds its
+    record either way. Per process: ``serve --processes N`` takes up to N times it.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     secret: SecretStr = Field(min_length=1)
     # Four runs of the default schedule: one slow delivery is not a gap, an hour is.
     push_gap_after: Duration = timedelta(hours=1)
+    rate_limit: float = Field(default=50.0, gt=0, allow_inf_nan=False)
+    burst: int = Field(default=100, ge=1)
 
     @field_validator("push_gap_after")
     @classmethod

@@ -67,6 +67,11 @@ def services(store: Store, fake: FakeGitHub, tmp_path: Path) -> Services:
                     "labels": [{"when": {"payload.title": "Webhooks*"}, "add": ["internal"]}],
                 },
                 {**github, "name": "unhooked"},
+                {
+                    **github,
+                    "name": "throttled",
+                    "webhook": {"secret": SECRET, "rate_limit": 0.5, "burst": 2},
+                },
             ],
         }
     )
@@ -210,6 +215,31 @@ def test_a_deletion_pushed_is_a_tombstone_of_the_issue_and_its_comments(
         assert (revision, deleted_at is not None) == (2, True)
 
 
+def test_a_deletion_pushed_is_not_undone_by_an_older_re_read_ingested_after_it(
+    client: TestClient, services: Services, fake: FakeGitHub, store: Store
+) -> None:
+    comment = fake.add_comment("acme", "api", 1, "Reproduced on staging.")
+    config = services.connector("gh")
+    services.run_sync(config)
+    # A re-read that reads the issue and its comment before the deletion, ingested after.
+    with services.connector_instance(config) as connector:
+        read_before = [
+            connector.to_episode(item) for item in connector.fetch(Window(start=T0, end=NOW), None)
+        ]
+    body = fake.webhook_body("issues", "deleted", "acme", "api", 1)
+    fake.delete_issue("acme", "api", 1)
+
+    gone = deliver(client, "issues", body)
+    late = services.ingest.ingest(config.tenant, read_before)
+
+    assert gone["outcome"] == "revised"
+    comment_key = f"github:acme:api:issue:1:comment:{comment.id}"
+    assert [o.status for o in late] == [IngestStatus.DUPLICATE] * len(read_before)
+    for key in (ISSUE_KEY, comment_key):
+        [(_, _, deleted_at)] = stored(store, key)
+        assert deleted_at is not None, key
+
+
 def test_a_ping_and_events_not_read_are_acknowledged_and_store_nothing(
     client: TestClient, services: Services, store: Store
 ) -> None:
@@ -267,6 +297,52 @@ def test_refusals_store_nothing_and_are_counted(
     assert every_key(store) == []
     assert counted(services, "gh", "bad_signature") == 2
     assert counted(services, "", "not_found") == 2
+    assert counted(services, "gh", "too_large") == 1
+
+
+def test_a_body_over_the_limit_is_counted_once_however_it_arrives(
+    client: TestClient, services: Services
+) -> None:
+    too_big = b'{"padding":"' + b"x" * MAX_BODY + b'"}'
+
+    def chunks() -> Iterator[bytes]:
+        # No Content-Length: the limit is found while the route reads the body.
+        for start in range(0, len(too_big), 4096):
+            yield too_big[start : start + 4096]
+
+    declared = client.post("/v1/webhooks/gh", content=too_big, headers=signed("issues", too_big))
+    streamed = client.post("/v1/webhooks/gh", content=chunks(), headers=signed("issues", too_big))
+    unknown = client.post("/v1/webhooks/nobody", content=too_big)
+    elsewhere = client.post("/v1/episodes", content=too_big)
+
+    statuses = [r.status_code for r in (declared, streamed, unknown, elsewhere)]
+    assert statuses == [413, 413, 413, 413]
+    assert "content-length" not in streamed.request.headers
+    assert counted(services, "gh", "too_large") == 2
+    assert counted(services, "", "too_large") == 1  # only the webhook route is counted
+
+
+def test_deliveries_over_the_connectors_rate_are_refused_429_and_store_nothing(
+    client: TestClient, services: Services, fake: FakeGitHub, store: Store
+) -> None:
+    ping = b'{"zen": "Keep it logically awesome.", "hook_id": 1}'
+    body = fake.webhook_body("issues", "opened", "acme", "api", 1)
+    path = "/v1/webhooks/throttled"
+    burst = [client.post(path, content=ping, headers=signed("ping", ping)) for _ in range(2)]
+
+    over = client.post(path, content=body, headers=signed("issues", body))
+    forged = client.post(path, content=body, headers=signed("issues", body, secret="guess"))
+    other = client.post("/v1/webhooks/gh", content=body, headers=signed("issues", body))
+
+    assert [r.status_code for r in burst] == [200, 200]
+    assert (over.status_code, over.headers["retry-after"]) == (429, "2")  # 1 token at 0.5/s
+    assert over.json()["error"]["code"] == "rate_limited"
+    assert forged.status_code == 429  # checked before the signature: a flood costs nothing
+    assert other.status_code == 200  # another connector's bucket
+    assert counted(services, "throttled", "rate_limited") == 2
+    assert isinstance(services.clock, FakeClock)
+    services.clock.advance(timedelta(seconds=2))
+    assert client.post(path, content=body, headers=signed("issues", body)).status_code == 200
 
 
 def test_a_delivery_id_is_forgotten_after_its_time_and_the_key_still_holds(

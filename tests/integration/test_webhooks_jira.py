@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
 from memsync.connectors import Window
-from memsync.connectors.jira import JiraIssue
+from memsync.connectors.jira import JiraComment, JiraIssue
 from memsync.connectors.jira.fake_api import FakeJira, FakeJiraComment, FakeJiraIssue
 from memsync.episode import IngestStatus
 from memsync.runtime.app.api.app import create_app
@@ -256,6 +256,36 @@ def test_deletions_pushed_are_tombstones_of_the_issue_with_its_comments_and_of_a
         assert (revision, deleted_at is not None) == (2, True)
     [(_, _, deleted_at)] = stored(store, issue_key(other))
     assert deleted_at is None
+
+
+def test_a_deletion_pushed_is_not_undone_by_an_older_re_read_ingested_after_it(
+    client: TestClient,
+    services: Services,
+    fake: FakeJira,
+    store: Store,
+    issue: FakeJiraIssue,
+    comment: FakeJiraComment,
+) -> None:
+    config = services.connector("jira")
+    services.run_sync(config)
+    # A re-read that reads the issue and its comment before the deletion, ingested after.
+    with services.connector_instance(config) as connector:
+        read_before = [
+            connector.to_episode(item)
+            for item in connector.fetch(Window(None, NOW), None)
+            if isinstance(item, JiraIssue | JiraComment)
+        ]
+    body = fake.webhook_body("jira:issue_deleted", issue.id)
+    fake.delete_issue(issue.id)
+
+    gone = deliver(client, body)
+    late = services.ingest.ingest(config.tenant, read_before)
+
+    assert gone["outcome"] == "revised"
+    assert [o.status for o in late] == [IngestStatus.DUPLICATE] * 2
+    for key in (issue_key(issue), comment_key(issue, comment)):
+        [(_, _, deleted_at)] = stored(store, key)
+        assert deleted_at is not None, key
 
 
 def test_a_delivery_whose_issue_cannot_be_read_back_is_left_to_the_re_read(

@@ -228,6 +228,31 @@ def test_a_removal_pushed_is_a_tombstone_of_the_issue_and_its_comments(
         assert (revision, deleted_at is not None) == (2, True)
 
 
+def test_a_removal_pushed_is_not_undone_by_an_older_re_read_ingested_after_it(
+    client: TestClient, services: Services, fake: FakeLinear, issue: FakeIssue, store: Store
+) -> None:
+    comment = fake.add_comment(issue.id, "Reproduced with 250 items.")
+    config = services.connector("lin")
+    services.run_sync(config)
+    # A re-read that reads the issue and its comment before the removal, ingested after.
+    with services.connector_instance(config) as connector:
+        read_before = [
+            connector.to_episode(item)
+            for item in connector.fetch(Window(start=START, end=NOW), None)
+            if isinstance(item, HttpRecord)
+        ]
+    fake.archive_issue(issue.id, trash=True)
+
+    gone = deliver(client, fake.webhook_body("Issue", "remove", issue.id))
+    late = services.ingest.ingest(config.tenant, read_before)
+
+    assert gone["outcome"] == "revised"
+    assert [o.status for o in late] == [IngestStatus.DUPLICATE] * 2
+    for key in (issue_key(fake, issue), f"{issue_key(fake, issue)}:comment:{comment.id}"):
+        [(_, _, deleted_at)] = stored(store, key)
+        assert deleted_at is not None, key
+
+
 def test_records_not_read_are_acknowledged_and_store_nothing(
     client: TestClient, fake: FakeLinear, issue: FakeIssue, store: Store
 ) -> None:

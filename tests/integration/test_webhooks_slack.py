@@ -16,7 +16,10 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
+from memsync.connectors import Window
+from memsync.connectors.slack.connector import SlackMessage
 from memsync.connectors.slack.fake_api import FakeSlack
+from memsync.episode import IngestStatus
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import Settings
 from memsync.runtime.app.services import Services
@@ -148,6 +151,35 @@ def test_a_deletion_pushed_is_a_tombstone(
     assert answer["outcome"] == "revised"
     [(revision, _, deleted_at)] = stored(store, f"slack:{fake.team_id}:C1:{message.ts}")
     assert (revision, deleted_at is not None) == (2, True)
+
+
+def test_a_deletion_pushed_is_not_undone_by_an_older_re_read_ingested_after_it(
+    client: TestClient, services: Services, fake: FakeSlack, store: Store
+) -> None:
+    message = fake.post_message("C1", "Wrong channel, sorry")
+    fake.edit_message("C1", message.ts, "Wrong channel, sorry!")
+    config = services.connector("sl")
+    # A re-read that reads the message now, before the deletion, and is ingested after it.
+    with services.connector_instance(config) as connector:
+        read_before = [
+            connector.to_episode(item)
+            for item in connector.fetch(Window(start=START, end=NOW), None)
+            if isinstance(item, SlackMessage)
+        ]
+    deliver(client, fake.event_body("C1", message.ts))
+    fake.delete_message("C1", message.ts)
+
+    gone = deliver(client, fake.event_body("C1", message.ts, "message_deleted"))
+    [late] = services.ingest.ingest(config.tenant, read_before)
+
+    assert gone["outcome"] == "revised"
+    assert late.status is IngestStatus.DUPLICATE  # read before the deletion: nothing
+    [(revision, payload, deleted_at)] = stored(store, f"slack:{fake.team_id}:C1:{message.ts}")
+    assert (revision, payload["text"], deleted_at is not None) == (
+        2,
+        "Wrong channel, sorry!",
+        True,
+    )
 
 
 def test_stale_or_forged_deliveries_are_refused_and_store_nothing(

@@ -176,6 +176,33 @@ def test_a_deletion_pushed_is_a_tombstone_of_the_ticket_and_its_comments(
         assert (revision, deleted_at is not None) == (2, True)
 
 
+def test_a_deletion_pushed_is_not_undone_by_an_older_re_read_after_it(
+    client: TestClient, services: Services, account: ZendeskAccount, store: Store
+) -> None:
+    account.re_read(services)
+
+    deliver(client, body_of("ticket_soft_deleted"))
+    # The export has not caught up: it still serves the ticket as it was before.
+    late = account.re_read(services)
+    ticket_after_late = stored(store, TICKET_KEY)
+    comment_after_late = stored(store, COMMENT_KEY)
+    account.ticket |= {"status": "deleted", "updated_at": "2011-05-06T09:00:00Z"}
+    caught_up = account.re_read(services)
+
+    # The ticket has an update time older than the deletion: it stays deleted.
+    [(revision, _, deleted_at)] = ticket_after_late
+    assert (revision, deleted_at is not None) == (2, True)
+    # Its comment has none (Zendesk comments carry only created_at): the late re-read
+    # stores it again, until the export reports the ticket deleted (documented).
+    assert late.revised == 1
+    [(_, _, comment_deleted_at)] = comment_after_late
+    assert comment_deleted_at is None
+    assert caught_up.tombstoned == 1
+    for key in (TICKET_KEY, COMMENT_KEY):
+        [(_, _, deleted_at)] = stored(store, key)
+        assert deleted_at is not None, key
+
+
 def test_a_comment_event_is_acknowledged_and_left_to_the_re_read(
     client: TestClient, services: Services, account: ZendeskAccount, store: Store
 ) -> None:

@@ -1,12 +1,20 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memsync.episode import EpisodeDraft, IngestStatus, canonical_json, classify, content_hash
+from memsync.episode import (
+    EpisodeDraft,
+    IngestStatus,
+    Tombstone,
+    canonical_json,
+    classify,
+    content_hash,
+)
 
 SAFE_INTEGERS = st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
 json_scalars = st.none() | st.booleans() | SAFE_INTEGERS | st.text(max_size=8)
@@ -100,3 +108,10 @@ def test_classify_covers_the_three_outcomes() -> None:
 def test_draft_hashes_its_payload() -> None:
     draft = EpisodeDraft(subject_id="s", source="api", type="note", payload={"x": 1})
     assert draft.content_hash == content_hash({"x": 1})
+
+
+def test_a_tombstone_is_dated_only_by_an_aware_time() -> None:
+    aware = datetime(2024, 3, 1, tzinfo=UTC)
+    assert Tombstone("k", deleted_at=aware).deleted_at == aware
+    with pytest.raises(ValueError, match="timezone-aware"):
+        Tombstone("k", deleted_at=datetime(2024, 3, 1))

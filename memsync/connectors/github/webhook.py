@@ -31,6 +31,16 @@ or merging it is an edit (a revision), as when re-read.
 
 GitHub signs no timestamp, so there is no replay window to check: a replayed delivery
 is a duplicate by its delivery id, or by its record's key (which stores nothing new).
+
+A deletion (``issues.deleted`` / ``transferred``, a comment's ``deleted``) is dated
+by when the delivery is received: GitHub's payload carries no deletion time, and the
+deleted object's ``updated_at`` would not do for an issue's comments (editing a
+comment does not move its issue's ``updated_at``, so a comment edited after the issue's
+last change would escape the deletion). Every version a re-read could have read
+before the deletion is older than its receipt, so none brings the record back when it
+arrives after. The cost: the receipt is on our clock, not GitHub's, so an issue
+transferred back within the two clocks' skew of its delivery stays deleted until its
+next edit.
 """
 
 from __future__ import annotations
@@ -103,10 +113,12 @@ class GitHubWebhookReceiver:
             return WebhookDelivery(delivery_id, event=event, ignored=True)
         payload = json_object(body)
         action = payload.get("action")
+        if not isinstance(action, str):
+            raise WebhookRefused(Refusal.MALFORMED, "no action in the payload")
         described = f"{event}.{action}"
         repo = self._repo(payload)
         try:
-            parsed = parse(repo, payload, action)
+            parsed = parse(repo, payload, action, now)
         except StopRun as error:
             # The re-read's parsers say "this is not a record" with StopRun.
             raise WebhookRefused(Refusal.UNPROCESSABLE, str(error)) from None
@@ -142,49 +154,58 @@ class _Parsed:
     gone: Tombstone | None = None
 
 
-def _issues(repo: RepoRef, payload: Mapping[str, Any], action: object) -> _Parsed:
+def _issues(repo: RepoRef, payload: Mapping[str, Any], action: str, received: datetime) -> _Parsed:
     issue = _issue(repo, _object_field(payload, "issue"))
     gone = (
-        Tombstone(repo.issue_key_prefix(issue.number), with_children=True)
+        Tombstone(repo.issue_key_prefix(issue.number), with_children=True, deleted_at=received)
         if action in _ISSUE_GONE
         else None
     )
     return _Parsed(issue, "pull_requests" if issue.is_pull_request else "issues", gone)
 
 
-def _issue_comment(repo: RepoRef, payload: Mapping[str, Any], action: object) -> _Parsed:
+def _issue_comment(
+    repo: RepoRef, payload: Mapping[str, Any], action: str, received: datetime
+) -> _Parsed:
     return _comment_parsed(
-        _comment(repo, _object_field(payload, "comment")), "issue_comments", action
+        _comment(repo, _object_field(payload, "comment")), "issue_comments", action, received
     )
 
 
-def _pull_request(repo: RepoRef, payload: Mapping[str, Any], action: object) -> _Parsed:
+def _pull_request(
+    repo: RepoRef, payload: Mapping[str, Any], action: str, received: datetime
+) -> _Parsed:
     # Every action (opened, edited, closed, labeled, synchronize, …) carries the pull
     # request as it is now: a change of what the payload keeps is a revision, the rest
     # stores nothing. A pull request cannot be deleted.
     return _Parsed(_pull(repo, _object_field(payload, "pull_request")), "pull_requests")
 
 
-def _pull_request_review(repo: RepoRef, payload: Mapping[str, Any], action: object) -> _Parsed:
+def _pull_request_review(
+    repo: RepoRef, payload: Mapping[str, Any], action: str, received: datetime
+) -> _Parsed:
     # submitted, edited and dismissed all carry the review as it is now; none deletes it.
     pull = _pull(repo, _object_field(payload, "pull_request"))
     return _Parsed(_review(pull, _object_field(payload, "review")), "reviews")
 
 
 def _pull_request_review_comment(
-    repo: RepoRef, payload: Mapping[str, Any], action: object
+    repo: RepoRef, payload: Mapping[str, Any], action: str, received: datetime
 ) -> _Parsed:
     comment = _review_comment(repo, _object_field(payload, "comment"))
-    return _comment_parsed(comment, "review_comments", action)
+    return _comment_parsed(comment, "review_comments", action, received)
 
 
-def _comment_parsed(record: GitHubRecord, stream: GitHubStream, action: object) -> _Parsed:
-    """A comment delivery: ``deleted`` is a tombstone of the comment's key, every other
-    action the comment as it is now."""
-    return _Parsed(record, stream, Tombstone(record.key()) if action == "deleted" else None)
+def _comment_parsed(
+    record: GitHubRecord, stream: GitHubStream, action: str, received: datetime
+) -> _Parsed:
+    """A comment delivery: ``deleted`` is a tombstone of the comment's key (dated
+    ``received``), every other action the comment as it is now."""
+    gone = Tombstone(record.key(), deleted_at=received) if action == "deleted" else None
+    return _Parsed(record, stream, gone)
 
 
-_PARSERS: Mapping[str, Callable[[RepoRef, Mapping[str, Any], object], _Parsed]] = {
+_PARSERS: Mapping[str, Callable[[RepoRef, Mapping[str, Any], str, datetime], _Parsed]] = {
     "issues": _issues,
     "issue_comment": _issue_comment,
     "pull_request": _pull_request,

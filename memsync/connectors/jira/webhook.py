@@ -23,7 +23,11 @@ the requests and parsers of the scheduled read), which gives the very records, k
 subjects and payloads the re-read gives, as Jira has them now (never older than the
 event). When that read fails (Jira down, rate limited), the delivery is acknowledged
 and left to the scheduled re-read. Deletions need no read: ``jira:issue_deleted`` is a
-tombstone of the issue and its comments, ``comment_deleted`` of the comment.
+tombstone of the issue and its comments, ``comment_deleted`` of the comment, each dated
+by when the delivery is received (``Tombstone.deleted_at``): so no version a re-read
+read before the deletion brings the record back when it is ingested after it. The
+event's ``timestamp`` is not used: it is on Jira's clock like ``updated``, but a retried
+delivery carries the first attempt's, and receipt is never earlier than the deletion.
 
 Scope: with ``projects`` configured, a delivery about an issue of another project is
 refused (422: the webhook is registered on more than this connector reads); with ``jql``,
@@ -107,7 +111,9 @@ class JiraWebhookReceiver:
         issue_id = self._issue_id(payload)
         if event in _DELETIONS:
             return WebhookDelivery(
-                delivery_id, tombstones=(self._deletion(event, issue_id, payload),), event=event
+                delivery_id,
+                tombstones=(self._deletion(event, issue_id, payload, now),),
+                event=event,
             )
         if self._by_jql:
             return WebhookDelivery(delivery_id, event=event, ignored=True)
@@ -130,12 +136,16 @@ class JiraWebhookReceiver:
                 )
         return issue_id
 
-    def _deletion(self, event: str, issue_id: str, payload: Mapping[str, Any]) -> Tombstone:
+    def _deletion(
+        self, event: str, issue_id: str, payload: Mapping[str, Any], received: datetime
+    ) -> Tombstone:
+        """The deletion the event reports, dated ``received`` (see the module
+        docstring)."""
         prefix = issue_key_prefix(self._site, issue_id)
         if event == "jira:issue_deleted":
-            return Tombstone(prefix, with_children=True)
+            return Tombstone(prefix, with_children=True, deleted_at=received)
         comment_id = _numeric(_object_field(payload, "comment").get("id"), "comment.id")
-        return Tombstone(f"{prefix}:comment:{comment_id}")
+        return Tombstone(f"{prefix}:comment:{comment_id}", deleted_at=received)
 
     def _read_back(
         self, delivery_id: str | None, event: str, issue_id: str

@@ -227,13 +227,18 @@ class LinearConnector(HttpConnector[LinearConfig, HttpRecord], declaration=LINEA
         read = self._nodes_read(declared, [node], Window(None, position), position)
         return [item for item in read if isinstance(item, HttpRecord | Tombstone)]
 
-    def removed(self, stream: str, node: Mapping[str, Any]) -> Tombstone:
+    def removed(
+        self, stream: str, node: Mapping[str, Any], *, deleted_at: datetime | None = None
+    ) -> Tombstone:
         """The tombstone of issue (``stream`` ``issues``, with its comments) or comment
         (``comments``) ``node``, which needs only the ids its key is built from (see
-        :data:`LINEAR_SOURCE`): a deletion pushed names no more."""
+        :data:`LINEAR_SOURCE`): a deletion pushed names no more. ``deleted_at``: when it
+        was deleted, if known (:class:`~memsync.episode.Tombstone`)."""
         [declared] = [s for s in self.source.streams if s.name == stream]
         key = self._render(declared.key, node, {})
-        return Tombstone(f"{self.type}:{key}", with_children=stream == "issues")
+        return Tombstone(
+            f"{self.type}:{key}", with_children=stream == "issues", deleted_at=deleted_at
+        )
 
     def _in_configured_teams(self, declared: HttpStream, node: Mapping[str, Any]) -> bool:
         if self.config.teams is None:

@@ -18,7 +18,9 @@ or ``update`` (or any action other than ``remove``) is read back by id through t
 connector's own document and mapping (:meth:`LinearConnector.read_one`; Linear
 recommends webhooks over polling, and one query per delivery is what it costs): the
 record's key, subject and payload are its re-read's. A ``remove`` becomes a tombstone
-built from the ids in ``data`` without a read-back (an issue with its comments).
+built from the ids in ``data`` without a read-back (an issue with its comments), dated
+by when the delivery is received (``Tombstone.deleted_at``), so no version a re-read
+read before the removal brings the record back when it is ingested after it.
 
 Answers: a record of a team the connector is not configured for is acknowledged and
 ignored (a Linear webhook hears all public teams or one team, which need not be the
@@ -99,12 +101,17 @@ class LinearWebhookReceiver:
             # A comment on a project update, a document or an initiative: not read.
             return WebhookDelivery(delivery_id, event=described, ignored=True)
         if action == "remove":
-            gone = self._removed(stream, record_id, payload, data)
+            gone = self._removed(stream, record_id, payload, data, now)
             return WebhookDelivery(delivery_id, tombstones=(gone,), event=described)
         return self._read_back(delivery_id, described, stream, record_id)
 
     def _removed(
-        self, stream: str, record_id: str, payload: Mapping[str, Any], data: Mapping[str, Any]
+        self,
+        stream: str,
+        record_id: str,
+        payload: Mapping[str, Any],
+        data: Mapping[str, Any],
+        received: datetime,
     ) -> Tombstone:
         # Whatever the team: a key names the record in the workspace, and a tombstone of
         # one never stored deletes nothing.
@@ -112,9 +119,11 @@ class LinearWebhookReceiver:
             "organization": {"id": _id(payload.get("organizationId"), "organizationId")}
         }
         if stream == "issues":
-            return self._connector.removed(stream, {"id": record_id, "team": organization})
-        issue = {"id": _id(_issue_id(data), "data.issueId"), "team": organization}
-        return self._connector.removed(stream, {"id": record_id, "issue": issue})
+            node: dict[str, Any] = {"id": record_id, "team": organization}
+        else:
+            issue = {"id": _id(_issue_id(data), "data.issueId"), "team": organization}
+            node = {"id": record_id, "issue": issue}
+        return self._connector.removed(stream, node, deleted_at=received)
 
     def _read_back(
         self, delivery_id: str | None, described: str, stream: str, record_id: str

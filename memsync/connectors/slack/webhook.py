@@ -13,13 +13,18 @@ message as ``conversations.history`` returns it, ``message_changed``
 ``message``, ``message_deleted`` (https://api.slack.com/events/message/message_deleted)
 the ``deleted_ts``. They are parsed by the re-read's own parser, so a pushed message
 gets the key, subject and payload its re-read gets.
+
+A deletion is dated by the ``message_deleted`` event's own ``ts`` (``event_ts``, the
+same), else the envelope's ``event_time``: when Slack deleted the message, on the clock
+its edits' ``edited.ts`` are on, so a re-read that read the message before it was
+deleted (any version of it is no later) and arrives after does not bring it back.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memsync.connectors._parsing import optional_str
@@ -30,6 +35,7 @@ from memsync.connectors.slack.connector import (
     _Channel,
     _key,
     _message,
+    slack_ts_to_datetime,
 )
 from memsync.connectors.webhooks import (
     Refusal,
@@ -99,13 +105,17 @@ class SlackWebhookReceiver:
             # The team begins every key: only what Slack's ids look like may go there.
             raise WebhookRefused(Refusal.MALFORMED, f"event_callback team_id {team!r}")
         try:
-            return self._message_delivery(delivery_id, team, event)
+            return self._message_delivery(delivery_id, team, event, payload.get("event_time"))
         except StopRun as error:
             # The re-read's parser says "this is not a message" with StopRun.
             raise WebhookRefused(Refusal.UNPROCESSABLE, str(error)) from None
 
     def _message_delivery(
-        self, delivery_id: str | None, team: str, event: Mapping[str, Any]
+        self,
+        delivery_id: str | None,
+        team: str,
+        event: Mapping[str, Any],
+        event_time: object,
     ) -> WebhookDelivery[SlackMessage]:
         subtype = optional_str(event.get("subtype"))
         described = f"{event.get('type')}.{subtype or 'posted'}"
@@ -116,7 +126,9 @@ class SlackWebhookReceiver:
             deleted_ts = optional_str(event.get("deleted_ts"))
             if deleted_ts is None:
                 raise WebhookRefused(Refusal.MALFORMED, "message_deleted without deleted_ts")
-            gone = Tombstone(_key(team, channel.id, deleted_ts))
+            gone = Tombstone(
+                _key(team, channel.id, deleted_ts), deleted_at=_deleted_at(event, event_time)
+            )
             return WebhookDelivery(delivery_id, tombstones=(gone,), event=described)
         raw = event.get("message") if subtype == "message_changed" else event
         if not isinstance(raw, dict):
@@ -132,3 +144,17 @@ class SlackWebhookReceiver:
         if channel_id is None:
             raise WebhookRefused(Refusal.MALFORMED, "message event without a channel")
         return next((c for c in self._channels().values() if c.id == channel_id), None)
+
+
+def _deleted_at(event: Mapping[str, Any], event_time: object) -> datetime | None:
+    """When Slack deleted the message (see the module docstring); ``None`` if the
+    delivery does not say, and the deletion keeps arrival order."""
+    ts = optional_str(event.get("event_ts")) or optional_str(event.get("ts"))
+    if ts is not None:
+        return slack_ts_to_datetime(ts)
+    if isinstance(event_time, int) and not isinstance(event_time, bool) and event_time >= 0:
+        try:
+            return datetime.fromtimestamp(event_time, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise WebhookRefused(Refusal.MALFORMED, f"event_time {event_time}") from None
+    return None

@@ -19,10 +19,15 @@ as it now stands in ``detail``, which is parsed by the re-read's own ticket pars
 (:func:`~memsync.connectors.tickets.zendesk.zendesk_ticket`): a pushed ticket gets the
 key, subject and payload its re-read gets. ``ticket.soft_deleted``,
 ``ticket.permanently_deleted`` and ``ticket.marked_as_spam`` are a tombstone of the
-ticket and everything below it. Events about comments and attachments carry the comment
-in a shape the re-read does not store, so they are acknowledged and ignored: the next
-scheduled re-read stores the comment. Events of other domains (users, organizations, …)
-are acknowledged and ignored.
+ticket and everything below it, dated by when the delivery is received
+(``Tombstone.deleted_at``), so no version a re-read read before the deletion brings the
+ticket back when it is ingested after it (a restored ticket is stored again once a
+version updated after the deletion is read). Its comments and status changes have no
+update time (:meth:`ZendeskConnector.source_updated_at`): such a re-read stores them
+again, until the next one finds the ticket deleted and tombstones them. Events about
+comments and attachments carry the comment in a shape the re-read does not store, so
+they are acknowledged and ignored: the next scheduled re-read stores the comment.
+Events of other domains (users, organizations, …) are acknowledged and ignored.
 
 The envelope names the account by ``account_id`` only, never by subdomain, so nothing in
 it can be checked against the configured ``subdomain``: the webhook's own signing secret
@@ -104,7 +109,9 @@ class ZendeskWebhookReceiver:
         described = f"ticket.{action}"
         ticket_id = _subject_ticket(payload)
         if action in _TICKET_GONE:
-            gone = Tombstone(ticket_key_prefix(self._subdomain, ticket_id), with_children=True)
+            gone = Tombstone(
+                ticket_key_prefix(self._subdomain, ticket_id), with_children=True, deleted_at=now
+            )
             return WebhookDelivery(delivery_id, tombstones=(gone,), event=described)
         if action in _ABOUT_COMMENTS:
             return WebhookDelivery(delivery_id, event=described, ignored=True)
@@ -122,7 +129,7 @@ class ZendeskWebhookReceiver:
             )
         if ticket.data.get("status") == "deleted":
             # As the re-read reports a ticket the export shows deleted.
-            gone = Tombstone(ticket.ticket.key_prefix, with_children=True)
+            gone = Tombstone(ticket.ticket.key_prefix, with_children=True, deleted_at=now)
             return WebhookDelivery(delivery_id, tombstones=(gone,), event=described)
         return WebhookDelivery(delivery_id, records=(ticket,), event=described)
 

@@ -12,6 +12,7 @@ configured connector is also counted in the store by outcome (``webhook_deliveri
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from memsync.connectors.base import Connector
     from memsync.runtime.app.services import Services
 
-__all__ = ["DeliveryIds", "WebhookAnswer", "WebhookIntake"]
+__all__ = ["DeliveryIds", "DeliveryRates", "WebhookAnswer", "WebhookIntake"]
 
 log = logging.getLogger("memsync.webhooks")
 
@@ -87,15 +88,52 @@ class DeliveryIds:
             del self._seen[oldest]
 
 
+class DeliveryRates:
+    """A token bucket per connector: ``burst`` deliveries at once, refilled at
+    ``rate`` a second on the injected clock.
+
+    Per process: it protects this process and the store from a flood, and a delivery
+    it refuses is not lost (the scheduled re-read finds its record), so buckets need
+    no sharing between processes. Thread-safe. A connector whose limits changed
+    (a reload) starts a full bucket under the new ones.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        # connector -> (rate, burst, tokens, when they were counted)
+        self._buckets: dict[str, tuple[float, int, float, datetime]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, connector: str, rate: float, burst: int) -> float | None:
+        """Take one delivery's token: ``None`` when there was one, else the seconds
+        until there will be (nothing taken)."""
+        with self._lock:
+            now = self._clock.now()
+            known = self._buckets.get(connector)
+            if known is None or known[:2] != (rate, burst):
+                tokens = float(burst)
+            else:
+                # A clock stepped back refills nothing, and takes nothing away.
+                elapsed = max(0.0, (now - known[3]).total_seconds())
+                tokens = min(float(burst), known[2] + elapsed * rate)
+            if tokens < 1.0:
+                self._buckets[connector] = (rate, burst, tokens, now)
+                return (1.0 - tokens) / rate
+            self._buckets[connector] = (rate, burst, tokens - 1.0, now)
+            return None
+
+
 @dataclass(frozen=True, slots=True)
 class WebhookAnswer:
     """What the endpoint answers: ``body`` is a receipt, a vendor's handshake reply or
-    an error text (``error`` set, for the API's error shape)."""
+    an error text (``error`` set, for the API's error shape); ``retry_after`` the
+    seconds a rate-limited vendor should wait."""
 
     status: int
     outcome: str
     body: JSONObject
     error: str | None = None
+    retry_after: int | None = None
 
 
 class WebhookIntake:
@@ -107,12 +145,15 @@ class WebhookIntake:
     deletion a tombstone, as from a re-read. Refusals store nothing: 401 for a missing
     or bad signature or a stale timestamp, 400 for a malformed body, 422 for one that
     is not a record the connector reads, 404 for an unknown connector or one with no
-    ``webhook:``, 503 when this process lacks a variable the connector names.
+    ``webhook:``, 413 for a body over the API's limit (see :meth:`too_large`), 429 over
+    the connector's ``webhook.rate_limit`` (checked first, before any work), 503 when
+    this process lacks a variable the connector names.
     """
 
     def __init__(self, services: Services) -> None:
         self._services = services
         self._delivery_ids = DeliveryIds(services.clock)
+        self._rates = DeliveryRates(services.clock)
 
     def receive(self, name: str, headers: Mapping[str, str], body: bytes) -> WebhookAnswer:
         """Verify, parse and ingest one delivery to connector ``name``."""
@@ -121,18 +162,48 @@ class WebhookIntake:
             # Metrics only: a name nobody configured gets no row in the store.
             reason = f"no connector named {name!r} takes webhooks"
             return self._refused(None, "not_found", 404, reason)
+        limited = self._over_rate(config)
+        if limited is not None:
+            # Metrics and log only: a flood of deliveries must not become a flood of
+            # writes, which is what the limit is there to prevent.
+            return limited
         try:
             with self._services.connector_instance(config) as connector:
                 answer = self._receive(config, connector, headers, body)
         except MissingVariables as error:
             answer = self._refused(config, "unavailable", 503, str(error))
+        self._record(config, answer)
+        return answer
+
+    def too_large(self, name: str, max_bytes: int) -> WebhookAnswer:
+        """Count and log a delivery to ``name`` that the API refused (413) for a body
+        over ``max_bytes``, before it was read; an unknown connector counts as ``''``
+        (in the metrics only)."""
+        config = self._webhook_config(name)
+        answer = self._refused(config, "too_large", 413, f"body over {max_bytes} bytes")
+        if config is not None:
+            self._record(config, answer)
+        return answer
+
+    def _over_rate(self, config: ConnectorConfig) -> WebhookAnswer | None:
+        """A 429 if the delivery is over the connector's token bucket, else ``None``
+        (and the delivery has taken its token)."""
+        limits = config.webhook
+        if limits is None:
+            return None
+        wait = self._rates.take(config.name, limits.rate_limit, limits.burst)
+        if wait is None:
+            return None
+        reason = f"over {limits.rate_limit:g} deliveries a second (burst {limits.burst})"
+        return self._refused(config, "rate_limited", 429, reason, retry_after=math.ceil(wait))
+
+    def _record(self, config: ConnectorConfig, answer: WebhookAnswer) -> None:
         # After the delivery's own transaction: a store error here is answered as any
         # store error is (503 when it cannot be reached), and the vendor's retry finds
         # the records' keys already stored.
         self._services.webhook_deliveries.record(
-            config.tenant, name, answer.outcome, answer.status, self._services.clock.now()
+            config.tenant, config.name, answer.outcome, answer.status, self._services.clock.now()
         )
-        return answer
 
     def _webhook_config(self, name: str) -> ConnectorConfig | None:
         for config in self._services.connectors:
@@ -187,12 +258,18 @@ class WebhookIntake:
         return WebhookAnswer(200, outcome, body)
 
     def _refused(
-        self, config: ConnectorConfig | None, outcome: str, status: int, reason: str
+        self,
+        config: ConnectorConfig | None,
+        outcome: str,
+        status: int,
+        reason: str,
+        *,
+        retry_after: int | None = None,
     ) -> WebhookAnswer:
         connector = "" if config is None else config.name
         self._services.metrics.webhook_delivery(connector, outcome)
         log.warning("webhook %s refused (%s, %d): %s", connector or "?", outcome, status, reason)
-        return WebhookAnswer(status, outcome, {}, error=reason)
+        return WebhookAnswer(status, outcome, {}, error=reason, retry_after=retry_after)
 
 
 def _summary(outcomes: Sequence[IngestOutcome]) -> str:

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 
 from memsync.clock import utc
 from memsync.episode import (
+    SOURCE_DELETED_AT,
     SOURCE_UPDATED_AT,
     EpisodeDraft,
     IngestStatus,
@@ -86,12 +87,18 @@ class StoredKey(NamedTuple):
 
 
 class LiveEpisode(NamedTuple):
-    """A stored episode that is not a tombstone: what a tombstone turns into one."""
+    """A stored episode that is not a tombstone: what a tombstone turns into one.
+
+    ``deleted_at`` is when the source deleted it, if the tombstone said; then
+    ``provenance`` is the stored one, which the tombstoned revision keeps with that
+    time added."""
 
     episode_id: uuid.UUID
     key: str
     revision: int
     subject_id: str
+    deleted_at: datetime | None = None
+    provenance: Mapping[str, Any] | None = None
 
 
 def key_of(draft: EpisodeDraft) -> str:
@@ -259,14 +266,22 @@ class EpisodeStatements:
         # Read only for the drafts that would revise: a re-read of unchanged records
         # (the common case) never gets here.
         stored_versions = {row.id: source_updated_at(row.provenance) for row in rows}
+        deletions = {
+            row.id: _provenance_time(row.provenance, SOURCE_DELETED_AT)
+            for row in rows
+            if row.deleted
+        }
 
         outcomes: dict[str, IngestOutcome] = {}
         updates: list[dict[str, Any]] = []
         for draft, stored in candidates:
             now_stored = current[stored.episode_id]
             key = key_of(draft)
-            if now_stored.outcome_for(draft) is IngestStatus.DUPLICATE or _older(
-                source_updated_at(draft.provenance), stored_versions[stored.episode_id]
+            incoming = source_updated_at(draft.provenance)
+            if (
+                now_stored.outcome_for(draft) is IngestStatus.DUPLICATE
+                or _older(incoming, stored_versions[stored.episode_id])
+                or _not_after(incoming, deletions.get(stored.episode_id))
             ):
                 outcomes[key] = IngestOutcome(
                     now_stored.episode_id, IngestStatus.DUPLICATE, now_stored.revision
@@ -318,7 +333,12 @@ class EpisodeStatements:
     ) -> list[LiveEpisode]:
         """The episodes the tombstones cover that are not tombstones yet, locked on
         PostgreSQL, in one lock order: a statement per slice of exact keys and one for
-        the key ranges of ``with_children``."""
+        the key ranges of ``with_children``.
+
+        A dated tombstone (``deleted_at``) does not cover an episode whose stored
+        version the source updated after that time (the record re-created); when
+        several dated ones cover an episode, the latest deletion counts."""
+        dated = _DeletionTimes(tombstones)
         keys = sorted({tombstone.key for tombstone in tombstones})
         ranges = sorted({t.children_range for t in tombstones if t.with_children})
         conditions: list[sa.ColumnElement[bool]] = [
@@ -351,11 +371,24 @@ class EpisodeStatements:
                 )
                 .order_by(_episodes.c.id)
             )
+            if dated:
+                # Only a dated deletion needs the stored version's time (a re-read's
+                # tombstones of records it no longer finds are undated).
+                query = query.add_columns(_episodes.c.provenance)
             if self._postgresql:
                 query = query.with_for_update()
             for row in connection.execute(query):
+                deleted_at = dated.of(row.idempotency_key)
+                provenance = _json_dict(row.provenance) if deleted_at is not None else None
+                if _older(deleted_at, source_updated_at(provenance)):
+                    continue
                 found[row.id] = LiveEpisode(
-                    row.id, row.idempotency_key, row.revision, row.subject_id
+                    row.id,
+                    row.idempotency_key,
+                    row.revision,
+                    row.subject_id,
+                    deleted_at,
+                    provenance,
                 )
         return [found[episode_id] for episode_id in sorted(found)]
 
@@ -367,22 +400,36 @@ class EpisodeStatements:
         now: datetime,
     ) -> None:
         """Give each episode a revision marked deleted: the current one is archived and
-        the new one keeps its content, so what was deleted stays readable."""
+        the new one keeps its content, so what was deleted stays readable. An episode
+        with a ``deleted_at`` keeps it in the new revision's provenance
+        (``source_deleted_at``): two statements per slice, dated and undated."""
         for some in tables.in_slices(episodes):
             _archive(connection, tenant_id, [episode.episode_id for episode in some], now)
-            connection.execute(
-                tables.update_each_if(_episodes, tenant_id, "revision").values(
-                    revision=sa.bindparam("revision"), deleted_at=now, revised_at=now
-                ),
-                [
-                    {
-                        "b_id": episode.episode_id,
-                        "b_guard": episode.revision,
-                        "revision": episode.revision + 1,
-                    }
-                    for episode in some
-                ],
+            marked = tables.update_each_if(_episodes, tenant_id, "revision").values(
+                revision=sa.bindparam("revision"), deleted_at=now, revised_at=now
             )
+            undated = [
+                {"b_id": e.episode_id, "b_guard": e.revision, "revision": e.revision + 1}
+                for e in some
+                if e.deleted_at is None
+            ]
+            dated = [
+                {
+                    "b_id": e.episode_id,
+                    "b_guard": e.revision,
+                    "revision": e.revision + 1,
+                    "provenance": {
+                        **(e.provenance or {}),
+                        SOURCE_DELETED_AT: utc(e.deleted_at).isoformat(),
+                    },
+                }
+                for e in some
+                if e.deleted_at is not None
+            ]
+            if undated:
+                connection.execute(marked, undated)
+            if dated:
+                connection.execute(marked.values(provenance=sa.bindparam("provenance")), dated)
 
     def live_keys(self, connection: Connection, tenant_id: str, scope: KeyScope) -> list[str]:
         """The keys of the episodes in ``scope`` that are not tombstones: one range scan
@@ -489,10 +536,44 @@ def delete_episodes(
 def source_updated_at(provenance: object) -> datetime | None:
     """When the source last changed the record, as its connector said it
     (``provenance["source_updated_at"]``); ``None`` when it did not say."""
-    if isinstance(provenance, str):  # SQLite hands JSON back as text in raw rows
-        provenance = json.loads(provenance)
-    moment = provenance.get(SOURCE_UPDATED_AT) if isinstance(provenance, dict) else None
+    return _provenance_time(provenance, SOURCE_UPDATED_AT)
+
+
+class _DeletionTimes:
+    """When the dated tombstones of a batch say each key was deleted: exact keys by a
+    lookup, ``with_children`` ranges by a scan of the (few) dated ranges."""
+
+    def __init__(self, tombstones: Sequence[Tombstone]) -> None:
+        self._exact: dict[str, datetime] = {}
+        self._ranges: list[tuple[str, str, datetime]] = []
+        for tombstone in tombstones:
+            if tombstone.deleted_at is None:
+                continue
+            moment = utc(tombstone.deleted_at)
+            self._exact[tombstone.key] = max(moment, self._exact.get(tombstone.key, moment))
+            if tombstone.with_children:
+                self._ranges.append((*tombstone.children_range, moment))
+
+    def __bool__(self) -> bool:
+        return bool(self._exact)
+
+    def of(self, key: str) -> datetime | None:
+        """The latest deletion time of a dated tombstone covering ``key``, if any."""
+        times = [moment for low, high, moment in self._ranges if low <= key < high]
+        if key in self._exact:
+            times.append(self._exact[key])
+        return max(times, default=None)
+
+
+def _provenance_time(provenance: object, field: str) -> datetime | None:
+    moment = _json_dict(provenance).get(field)
     return utc(datetime.fromisoformat(moment)) if isinstance(moment, str) else None
+
+
+def _json_dict(document: object) -> dict[str, Any]:
+    if isinstance(document, str):  # SQLite hands JSON back as text in raw rows
+        document = json.loads(document)
+    return document if isinstance(document, dict) else {}
 
 
 def _older(incoming: datetime | None, stored: datetime | None) -> bool:
@@ -500,6 +581,13 @@ def _older(incoming: datetime | None, stored: datetime | None) -> bool:
     # pushed edit): the source's order wins over arrival. Equal or unknown times keep
     # arrival order, as before connectors said when a record changed.
     return incoming is not None and stored is not None and incoming < stored
+
+
+def _not_after(incoming: datetime | None, deleted: datetime | None) -> bool:
+    # A version the source had before it deleted the record (a re-read that read before
+    # a pushed deletion) does not bring it back; on a tie the deletion is the later
+    # event. A version of unknown time keeps arrival order, as :func:`_older` does.
+    return incoming is not None and deleted is not None and incoming <= deleted
 
 
 def _content(draft: EpisodeDraft) -> dict[str, Any]:

@@ -65,7 +65,11 @@ def create_app(
     )
     app.state.services = services
     install_error_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=services.settings.api.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=services.settings.api.max_body_bytes,
+        on_refused=webhooks.counting_refusals(services),
+    )
     if not services.authenticator.enabled:
         app.add_middleware(LoopbackHostOnly)
     install_observability(app, services.metrics)

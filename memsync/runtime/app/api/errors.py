@@ -10,7 +10,7 @@ that leaks nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -174,12 +174,19 @@ class BodySizeLimit:
     """ASGI middleware: refuse request bodies over ``max_bytes`` with 413.
 
     It checks ``Content-Length`` up front and also counts streamed chunks, so a
-    chunked upload cannot slip past the limit.
+    chunked upload cannot slip past the limit. ``on_refused`` hears of each refusal
+    (with the request's scope), once, so a route can count its own (webhooks do).
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        on_refused: Callable[[Scope, int], None] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.on_refused = on_refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -198,6 +205,7 @@ class BodySizeLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
+                    self._heard(scope)
                     # An HTTPException survives FastAPI's body parsing as itself.
                     raise StarletteHTTPException(413, self._message())
             return message
@@ -207,6 +215,11 @@ class BodySizeLimit:
     def _message(self) -> str:
         return f"request body is over the limit of {self.max_bytes} bytes"
 
+    def _heard(self, scope: Scope) -> None:
+        if self.on_refused is not None:
+            self.on_refused(scope, self.max_bytes)
+
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._heard(scope)
         response = error_response(413, "payload_too_large", self._message())
         await response(scope, receive, send)

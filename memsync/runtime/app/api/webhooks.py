@@ -8,19 +8,24 @@ authenticates it, and the connector's configuration names its tenant. See
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Scope
 
 from memsync.runtime.app.api.deps import ServicesDep
 from memsync.runtime.app.api.errors import error_response
 from memsync.runtime.app.api.openapi import ErrorResponse, error_responses
 from memsync.runtime.storage.schema import CONNECTOR_NAME_LENGTH
 
-__all__ = ["router"]
+if TYPE_CHECKING:
+    from memsync.runtime.app.services import Services
+
+__all__ = ["counting_refusals", "router"]
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 
@@ -47,9 +52,35 @@ _REFUSALS = {
     400: "The body is not the vendor's JSON envelope",
     401: "Missing or bad signature, or a timestamp outside the vendor's window",
     422: "A signed event that is not a record the connector reads",
+    429: "Over the connector's webhook.rate_limit; retry after Retry-After seconds",
 }
 
-_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 422: "unprocessable"}
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    413: "payload_too_large",
+    422: "unprocessable",
+    429: "rate_limited",
+}
+
+_PATH_PREFIX = router.prefix + "/"
+
+
+def counting_refusals(services: Services) -> Callable[[Scope, int], None]:
+    """What the API's body limit calls when it refuses a body (413, before the route
+    reads it): a delivery to a connector is counted and logged as ``too_large`` under
+    it, as every other refusal of a delivery is."""
+
+    def refused(scope: Scope, max_bytes: int) -> None:
+        path = str(scope.get("path", ""))
+        if scope.get("method") != "POST" or not path.startswith(_PATH_PREFIX):
+            return
+        name = path[len(_PATH_PREFIX) :]
+        if name and "/" not in name:
+            services.webhooks.too_large(name, max_bytes)
+
+    return refused
 
 
 @router.post(
@@ -84,5 +115,8 @@ async def receive_webhook(
     )
     if answer.error is not None:
         code = _CODES.get(answer.status, answer.outcome)
-        return error_response(answer.status, code, answer.error, {"outcome": answer.outcome})
+        headers = {"Retry-After": str(answer.retry_after)} if answer.retry_after else None
+        return error_response(
+            answer.status, code, answer.error, {"outcome": answer.outcome}, headers
+        )
     return JSONResponse(answer.body, status_code=answer.status)

@@ -155,7 +155,8 @@ def test_a_documented_review_comment_is_stored_and_its_deletion_is_a_tombstone_o
     comment = the_record(created)
     assert isinstance(comment, GitHubReviewComment)
     assert comment.key() == f"{DOCUMENTED_PR}:review_comment:284312630"
-    assert (deleted.records, deleted.tombstones) == ((), (Tombstone(comment.key()),))
+    gone = Tombstone(comment.key(), deleted_at=NOW)
+    assert (deleted.records, deleted.tombstones) == ((), (gone,))
     assert deleted.event == "pull_request_review_comment.deleted"
 
 

@@ -138,10 +138,10 @@ def test_deletions_are_tombstones_without_a_read(
     jira = connector(fake)
 
     assert receive(jira, issue_gone).tombstones == (
-        Tombstone(f"jira:acme:issue:{issue.id}", with_children=True),
+        Tombstone(f"jira:acme:issue:{issue.id}", with_children=True, deleted_at=NOW),
     )
     assert receive(jira, comment_gone).tombstones == (
-        Tombstone(f"jira:acme:issue:{issue.id}:comment:{comment.id}"),
+        Tombstone(f"jira:acme:issue:{issue.id}:comment:{comment.id}", deleted_at=NOW),
     )
 
 

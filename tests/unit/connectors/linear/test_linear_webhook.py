@@ -159,9 +159,10 @@ def test_a_removal_is_a_tombstone_built_from_data_without_a_read_back(
         receive(receiver, comment_removed).tombstones + receive(receiver, issue_removed).tombstones
     )
 
+    # Dated by their receipt: no version read before it brings them back.
     assert removed == (
-        Tombstone(connector.idempotency_key(comment_record)),  # type: ignore[arg-type]
-        Tombstone(connector.idempotency_key(issue_record), with_children=True),  # type: ignore[arg-type]
+        Tombstone(connector.idempotency_key(comment_record), deleted_at=NOW),  # type: ignore[arg-type]
+        Tombstone(connector.idempotency_key(issue_record), with_children=True, deleted_at=NOW),  # type: ignore[arg-type]
     )
     assert fake.list_requests() == requests
 
