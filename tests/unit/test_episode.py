@@ -4,12 +4,14 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given
+import rfc8785
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from memsync.episode import (
     EpisodeDraft,
     IngestStatus,
+    NotCanonicalJSON,
     Tombstone,
     canonical_json,
     classify,
@@ -93,6 +95,48 @@ def test_without_fractional_numbers_the_canonical_form_is_the_one_hashed_before(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
     assert canonical_json(value) == before
+
+
+# Anything a caller may hand canonical_json: every JSON type at its edges (floats of
+# every size, integers past the safe range, keys and strings beyond the BMP, lone
+# surrogates) and what JSON does not have (tuples, datetimes, str subclasses).
+anything = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**64), max_value=2**64)
+    | st.floats()
+    | st.text(max_size=6)
+    | st.text(alphabet=st.characters(codec=None, min_codepoint=0xD800, max_codepoint=0xE001))
+    | st.sampled_from([IngestStatus.CREATED, datetime(2024, 1, 1, tzinfo=UTC)]),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.tuples(children)
+        | st.dictionaries(
+            st.text(max_size=4) | st.sampled_from(["\U0001f600", "\ufb01", "\ue000"]),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@given(anything)
+@example({"\ufb01": 1, "\U0001f600": 2})  # code point and UTF-16 orders differ
+@example([1.0, 1e21, 1e-7])  # ECMAScript's number forms
+@example({"id": 2**53})  # past the safe range: refused
+def test_canonical_json_is_rfc8785_whichever_encoder_writes_it(value: object) -> None:
+    # canonical_json writes plain JSON with orjson and leaves the rest to rfc8785: the
+    # answer, or the refusal, must be rfc8785's either way.
+    try:
+        expected: str | type[Exception] = rfc8785.dumps(value).decode("utf-8")
+    except (rfc8785.CanonicalizationError, ValueError, TypeError, RecursionError):
+        expected = NotCanonicalJSON
+    try:
+        written: str | type[Exception] = canonical_json(value)
+    except NotCanonicalJSON:
+        written = NotCanonicalJSON
+    assert written == expected
 
 
 def test_content_hash_changes_with_any_value() -> None:
