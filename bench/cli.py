@@ -14,6 +14,11 @@ is wall time on a quiet machine; on a busy one the wall time includes waiting fo
 core, and the CPU time is the closer measure of what the command itself costs. Prints a Markdown
 table; results and method live in docs/benchmarks.md ("CLI start-up").
 
+``--instructions`` also runs each once under valgrind's callgrind
+(``PYTHONHASHSEED=0``) and reports the instructions it executed, in millions, and as a
+multiple of ``import sqlalchemy``'s: a count that does not move with the machine's
+other work, which the times do (about fifteen seconds a command; needs valgrind).
+
 ``--against DIR`` also times every command from another source tree of memsync (a
 directory holding its ``memsync/`` package, e.g. ``git archive OLD memsync | tar -x -C
 DIR``), taking turns with this one: a before-and-after comparison from one run. Entry
@@ -22,7 +27,7 @@ built-in connectors named classes before they named declarations), put a
 ``memsync-0.1.0.dist-info`` holding that tree's ``METADATA`` and ``entry_points.txt`` in
 DIR: the first distribution of a name on ``sys.path`` is the one read.
 
-    python -m bench.cli [--runs 10] [--against DIR]
+    python -m bench.cli [--runs 10] [--against DIR] [--instructions]
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.common import machine, print_table
+from bench.common import counted_instructions, machine, print_table
 
 COMMANDS: tuple[tuple[str, ...], ...] = (
     ("--help",),
@@ -84,10 +89,15 @@ def memsync_args(config: Path, command: Sequence[str]) -> list[str]:
 
 
 def run_once(
-    arguments: Sequence[str], directory: Path, source: Path | None = None
+    arguments: Sequence[str],
+    directory: Path,
+    source: Path | None = None,
+    wrapper: Sequence[str] = (),
+    extra_environment: dict[str, str] | None = None,
 ) -> tuple[float, float]:
     """Wall and CPU seconds of one ``python ARGUMENTS`` run (which must succeed), with
-    memsync imported from ``source`` if given."""
+    memsync imported from ``source`` if given, under ``wrapper`` (a program and its
+    arguments) if given."""
     # Without PYTHONDONTWRITEBYTECODE: the warm-up run writes the .pyc files, and every
     # timed run reads them, as an installed memsync does (compiling memsync's modules
     # from source on every run would add tens of milliseconds to each).
@@ -99,10 +109,11 @@ def run_once(
     environment["BENCH_ZENDESK_TOKEN"] = "bench-token-not-used"
     if source is not None:
         environment["PYTHONPATH"] = str(source)
+    environment.update(extra_environment or {})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     completed = subprocess.run(
-        [sys.executable, *arguments],
+        [*wrapper, sys.executable, *arguments],
         cwd=directory,
         env=environment,
         capture_output=True,
@@ -116,16 +127,39 @@ def run_once(
     return wall, cpu
 
 
+def instructions(arguments: Sequence[str], directory: Path, source: Path | None) -> int:
+    """The instructions one ``python ARGUMENTS`` run executes, counted by callgrind."""
+    output = directory / "callgrind.out"
+    run_once(
+        arguments,
+        directory,
+        source,
+        wrapper=("valgrind", "--tool=callgrind", f"--callgrind-out-file={output}"),
+        # The hash seed changes how many probes dicts and sets take: fixed, the count
+        # repeats to the instruction.
+        extra_environment={"PYTHONHASHSEED": "0"},
+    )
+    try:
+        return counted_instructions(output)
+    finally:
+        output.unlink()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--against", type=Path, help="another memsync source tree")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count instructions (valgrind)"
+    )
     args = parser.parse_args()
     trees: list[Path | None] = [None] if args.against is None else [None, args.against.resolve()]
     with tempfile.TemporaryDirectory() as temporary:
         directory = Path(temporary)
         config = write_config(directory)
-        scenarios = [("python -c pass", None, list(BASELINE))]
+        scenarios: list[tuple[str, Path | None, list[str]]] = [
+            ("python -c pass", None, list(BASELINE))
+        ]
         scenarios += [(f"python -c '{floor[1]}'", None, list(floor)) for floor in FLOORS]
         scenarios += [
             ("memsync " + " ".join(command), tree, memsync_args(config, command))
@@ -141,23 +175,43 @@ def main() -> None:
                 wall, cpu = run_once(arguments, directory, tree)
                 walls.setdefault((name, tree), []).append(wall)
                 cpus.setdefault((name, tree), []).append(cpu)
+        counted = {
+            (name, tree): instructions(arguments, directory, tree)
+            for name, tree, arguments in (scenarios if args.instructions else [])
+        }
     baseline = statistics.median(walls[("python -c pass", None)])
+    sqlalchemy = ("python -c 'import sqlalchemy'", None)
+    sqlalchemy_cpu = statistics.median(cpus[sqlalchemy])
     rows = []
     for name, tree, _arguments in scenarios:
         wall = statistics.median(walls[(name, tree)])
-        rows.append(
-            (
-                name if tree is None else f"{name} ({tree.name})",
-                f"{wall * 1000:.0f}",
-                f"{statistics.median(cpus[(name, tree)]) * 1000:.0f}",
-                f"{wall / baseline:.1f}",
-                "yes" if wall <= TARGET_SECONDS else "no",
-            )
-        )
+        cpu = statistics.median(cpus[(name, tree)])
+        row = [
+            name if tree is None else f"{name} ({tree.name})",
+            f"{wall * 1000:.0f}",
+            f"{cpu * 1000:.0f}",
+            f"{wall / baseline:.1f}",
+            f"{cpu / sqlalchemy_cpu:.2f}",
+            "yes" if wall <= TARGET_SECONDS else "no",
+        ]
+        if counted:
+            row += [
+                f"{counted[(name, tree)] / 1e6:,.0f}",
+                f"{counted[(name, tree)] / counted[sqlalchemy]:.2f}",
+            ]
+        rows.append(row)
     print(f"{machine()}; median of {args.runs} runs each, commands taking turns\n")
-    print_table(
-        ("command", "wall ms", "cpu ms", "x python -c pass", f"<= {TARGET_SECONDS} s"), rows
-    )
+    headers = [
+        "command",
+        "wall ms",
+        "cpu ms",
+        "x python -c pass",
+        "cpu x import sqlalchemy",
+        f"<= {TARGET_SECONDS} s",
+    ]
+    if counted:
+        headers += ["M instructions", "instructions x import sqlalchemy"]
+    print_table(headers, rows)
 
 
 if __name__ == "__main__":

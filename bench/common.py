@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -280,3 +281,11 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Non
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for row in cells:
         print("| " + " | ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) + " |")
+
+
+def counted_instructions(output: Path) -> int:
+    """The total of a callgrind output file (its ``summary:`` or ``totals:`` line)."""
+    totals = re.findall(r"^(?:summary|totals): (\d+)", output.read_text(errors="replace"), re.M)
+    if not totals:
+        raise RuntimeError(f"no totals in {output}")
+    return max(int(total) for total in totals)

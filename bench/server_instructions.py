@@ -18,25 +18,16 @@ sixth pass".
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import memsync_server, print_table, throwaway_store
+from bench.common import counted_instructions, memsync_server, print_table, throwaway_store
 from bench.read_path import chat_body, stdlib_post
 
 WARM_REQUESTS = 100
-
-
-def counted_instructions(output: Path) -> int:
-    """The total of a callgrind output file (its ``summary:`` or ``totals:`` line)."""
-    totals = re.findall(r"^(?:summary|totals): (\d+)", output.read_text(errors="replace"), re.M)
-    if not totals:
-        raise RuntimeError(f"no totals in {output}")
-    return max(int(total) for total in totals)
 
 
 def measure(url: str, directory: str, requests: int) -> int:

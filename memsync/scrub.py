@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import base64
 import logging
+import threading
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-__all__ = ["REDACTED", "Scrubber", "ScrubbingFilter", "scrub_every_log_record", "secret_values"]
+__all__ = [
+    "REDACTED",
+    "LearningScrubber",
+    "Scrubber",
+    "ScrubbingFilter",
+    "scrub_every_log_record",
+    "secret_values",
+]
 
 REDACTED = "***"
 # Shorter values would scrub ordinary words; no real token is this short.
@@ -34,30 +42,75 @@ class Scrubber:
     """
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        forms: set[str] = set()
-        for secret in secrets:
-            if len(secret) < _MIN_SECRET_LENGTH:
-                continue
-            forms.add(secret)
-            forms.add(urllib.parse.quote(secret, safe=""))
-            forms.add(base64.b64encode(secret.encode("utf-8")).decode("ascii"))
-        # Longest first, so a secret containing another is replaced whole.
-        self._forms = sorted(forms, key=len, reverse=True)
+        self._forms = _sorted_forms(secrets)
+
+    def _known_forms(self) -> list[str]:
+        return self._forms
 
     def __bool__(self) -> bool:
-        return bool(self._forms)
+        return bool(self._known_forms())
 
     def __call__(self, text: str) -> str:
-        for form in self._forms:
+        for form in self._known_forms():
             if form in text:
                 text = text.replace(form, REDACTED)
         return text
 
     def extended(self, secrets: Iterable[str]) -> Scrubber:
         """A scrubber that knows these values too."""
-        combined = Scrubber(secrets)
-        combined._forms = sorted({*self._forms, *combined._forms}, key=len, reverse=True)
+        combined = Scrubber()
+        combined._forms = sorted(
+            {*self._known_forms(), *_sorted_forms(secrets)}, key=len, reverse=True
+        )
         return combined
+
+
+class LearningScrubber(Scrubber):
+    """A scrubber that knows ``secrets`` at once and learns the rest from ``learn`` when
+    it is first used (to scrub a text, or asked whether it knows any value).
+
+    For secrets that cost work to find: the configured connectors' are known only once
+    their configurations are parsed, which a command that never logs, prints an error
+    or builds a connector need not pay for. ``learn`` runs once; if it raises, the
+    error goes to the caller and the next use tries again. Another thread using the
+    scrubber while ``learn`` runs waits for it; a log record made by ``learn`` itself
+    (the same thread) is scrubbed of ``secrets`` only, the rest being unknown yet.
+    """
+
+    def __init__(self, secrets: Iterable[str], learn: Callable[[], Iterable[str]]) -> None:
+        super().__init__(secrets)
+        self._learn: Callable[[], Iterable[str]] | None = learn
+        self._learning = False
+        self._lock = threading.RLock()
+
+    def _known_forms(self) -> list[str]:
+        if self._learn is None:
+            return self._forms
+        with self._lock:
+            learn = self._learn
+            if learn is None or self._learning:  # learnt meanwhile, or re-entered by learn
+                return self._forms
+            self._learning = True
+            try:
+                learnt = _sorted_forms(learn())
+            finally:
+                self._learning = False
+            self._forms = sorted({*self._forms, *learnt}, key=len, reverse=True)
+            self._learn = None
+            return self._forms
+
+
+def _sorted_forms(secrets: Iterable[str]) -> list[str]:
+    """Each secret long enough to be one, as it is, URL-encoded and base64-encoded,
+    longest first, so a secret containing another is replaced whole."""
+    forms: set[str] = set()
+    for secret in secrets:
+        if len(secret) < _MIN_SECRET_LENGTH:
+            continue
+        forms.add(secret)
+        forms.add(urllib.parse.quote(secret, safe=""))
+        forms.add(base64.b64encode(secret.encode("utf-8")).decode("ascii"))
+    return sorted(forms, key=len, reverse=True)
 
 
 class ScrubbingFilter(logging.Filter):

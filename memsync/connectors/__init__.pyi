@@ -1,6 +1,4 @@
-from .base import DEFAULT_STREAM as DEFAULT_STREAM
 from .base import Connector as Connector
-from .base import Cursor as Cursor
 from .base import Deletion as Deletion
 from .base import KeyScope as KeyScope
 from .base import Listing as Listing
@@ -10,9 +8,11 @@ from .base import SessionRecord as SessionRecord
 from .base import SourceRecord as SourceRecord
 from .base import Stream as Stream
 from .base import Tombstone as Tombstone
-from .base import Window as Window
 from .base import fetch_every_stream as fetch_every_stream
 from .base import validate_connector_class as validate_connector_class
+from .checkpoints import DEFAULT_STREAM as DEFAULT_STREAM
+from .checkpoints import Cursor as Cursor
+from .checkpoints import Window as Window
 from .config import ConnectorConfig as ConnectorConfig
 from .config import Duration as Duration
 from .config import RetrySettings as RetrySettings

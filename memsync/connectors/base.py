@@ -33,6 +33,13 @@ from typing import (
     runtime_checkable,
 )
 
+from memsync.connectors.checkpoints import (
+    DEFAULT_STREAM,
+    STREAM_NAME_LENGTH,
+    Cursor,
+    Window,
+    require_aware,
+)
 from memsync.connectors.config import (
     ConnectorConfig,
     SubjectTemplateError,
@@ -73,81 +80,6 @@ __all__ = [
     "fetch_every_stream",
     "validate_connector_class",
 ]
-
-
-def _require_aware(moment: datetime, what: str) -> datetime:
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError(f"{what} must be an aware datetime, got naive {moment.isoformat()}")
-    return moment
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """The time range a fetch covers: records updated in ``[start, end]``.
-
-    ``start`` ``None`` means "from the beginning" (a first run or a full backfill).
-    Both bounds are aware datetimes; ``start`` never lies after ``end``.
-    """
-
-    start: datetime | None
-    end: datetime
-
-    def __post_init__(self) -> None:
-        _require_aware(self.end, "Window.end")
-        if self.start is not None:
-            _require_aware(self.start, "Window.start")
-            if self.start > self.end:
-                raise ValueError(
-                    f"Window.start {self.start.isoformat()} is after end {self.end.isoformat()}"
-                )
-
-    def contains(self, moment: datetime) -> bool:
-        """Whether ``moment`` (aware) lies in the window, both ends included."""
-        return (self.start is None or self.start <= moment) and moment <= self.end
-
-
-@dataclass(frozen=True, slots=True)
-class Cursor:
-    """A sync checkpoint: a high-water mark plus an optional source-specific token.
-
-    ``position`` is the latest record time the runtime has committed (aware UTC).
-    ``token`` is opaque to the framework; a connector may use it to resume (e.g. a
-    pagination cursor), but must still be correct when it is ``None``. Stored as JSON
-    through :meth:`to_json` / :meth:`from_json`.
-    """
-
-    position: datetime
-    token: str | None = None
-    #: Where the stream stands within its read, for people (``state show``), as the
-    #: connector last said it with a :class:`Progress`; ``None`` when it said nothing.
-    note: str | None = None
-
-    def __post_init__(self) -> None:
-        _require_aware(self.position, "Cursor.position")
-
-    def to_json(self) -> dict[str, str | None]:
-        """A JSON-serialisable form; :meth:`from_json` reverses it exactly."""
-        stored = {"position": self.position.isoformat(), "token": self.token}
-        # Only when there is one: cursors stored before notes existed stay as they were.
-        return stored if self.note is None else {**stored, "note": self.note}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> Cursor:
-        """Rebuild a cursor stored with :meth:`to_json`; raises ``ValueError`` if malformed."""
-        position, token, note = data.get("position"), data.get("token"), data.get("note")
-        if not (
-            isinstance(position, str)
-            and (token is None or isinstance(token, str))
-            and (note is None or isinstance(note, str))
-        ):
-            raise ValueError(f"not a stored cursor: {dict(data)!r}")
-        return cls(position=datetime.fromisoformat(position), token=token, note=note)
-
-    def advanced_to(self, position: datetime, token: str | None = None) -> Cursor:
-        """Return a cursor at ``position``, or this one if it would move backwards."""
-        if position <= self.position:
-            return self
-        return Cursor(position=position, token=token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,12 +130,6 @@ class Progress:
     #: Whether the read got further than the token it started from; ``False`` when the
     #: connector only says why it did not (then a run that stored nothing is ``failed``).
     advanced: bool = True
-
-
-DEFAULT_STREAM = "records"
-"""The name of the one stream of a connector that does not declare streams."""
-
-STREAM_NAME_LENGTH = 255
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,7 +405,7 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
         empty field), and ``ValueError`` when a hook returns a naive ``occurred_at``
         (a connector bug, not a property of the record).
         """
-        occurred_at = _require_aware(self.occurred_at(record), f"{self.type}.occurred_at")
+        occurred_at = require_aware(self.occurred_at(record), f"{self.type}.occurred_at")
         try:
             subject_id = self.config.subject.render(self.subject_values(record))
         except SubjectTemplateError as error:
@@ -499,7 +425,7 @@ class Connector(abc.ABC, Generic[ConfigT, RecordT]):
         provenance: JSONObject = {"connector": self.config.name, "connector_type": self.type}
         updated_at = self.source_updated_at(record)
         if updated_at is not None:
-            provenance[SOURCE_UPDATED_AT] = _require_aware(
+            provenance[SOURCE_UPDATED_AT] = require_aware(
                 updated_at, f"{self.type}.source_updated_at"
             ).isoformat()
         return provenance

@@ -142,3 +142,23 @@ def test_commands_over_the_store_load_no_http_stack_and_no_other_connector(
     assert "sqlalchemy.dialects.postgresql" not in loaded
     # The registry imports the connector types the configuration names, no other.
     assert not any(name.startswith("memsync.connectors.tickets") for name in loaded)
+
+
+@pytest.mark.parametrize("command", [["runs", "list"], ["jobs", "list"]])
+def test_listing_runs_or_jobs_parses_no_connector(config: Path, command: list[str]) -> None:
+    loaded = imported_by(["--config", str(config), *command], config.parent)
+
+    assert "sqlalchemy" in loaded  # the probe sees what the command imports
+    # The secret scrubber learns the connectors' secrets when it first scrubs; a
+    # command that logs nothing and fails nowhere reads no connector's declaration.
+    assert not any(name.endswith(".declaration") for name in loaded)
+    assert "memsync.connectors.registry" not in loaded  # nor reads an entry point
+    assert loaded & {"memsync.connectors.workspace", "memsync.connectors.github"} == set()
+
+
+def test_a_table_too_wide_for_a_pipe_is_printed_without_rich(config: Path) -> None:
+    # Nine columns do not fit a pipe's 80: one block of plain text a run (none here).
+    loaded = imported_by(["--config", str(config), "runs", "list"], config.parent)
+
+    assert "sqlalchemy" in loaded  # the probe sees what the command imports
+    assert "rich" not in loaded

@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import base64
 import logging
+import threading
 import urllib.parse
+from collections.abc import Iterator
 
+import pytest
 from pydantic import BaseModel, SecretStr
 
-from memsync.scrub import REDACTED, Scrubber, ScrubbingFilter, secret_values
+from memsync.scrub import (
+    REDACTED,
+    LearningScrubber,
+    Scrubber,
+    ScrubbingFilter,
+    scrub_every_log_record,
+    secret_values,
+)
 
 TOKEN = "ghp_s3cr3t/t0ken+value"
 
@@ -71,3 +81,94 @@ def test_the_filter_scrubs_message_arguments_and_traceback() -> None:
     assert TOKEN not in line
     assert "sent ***" in line
     assert "upstream said ***" in line
+
+
+LEARNT = "xoxb-learnt-later-token"
+
+
+@pytest.fixture
+def plain_log_records() -> Iterator[None]:
+    """The process's log record factory put back after a test that replaces it."""
+    factory = logging.getLogRecordFactory()
+    yield
+    logging.setLogRecordFactory(factory)
+
+
+def test_a_learning_scrubber_learns_once_on_first_use_and_knows_both() -> None:
+    calls: list[str] = []
+
+    def learn() -> list[str]:
+        calls.append("learn")
+        return [LEARNT]
+
+    scrub = LearningScrubber([TOKEN], learn=learn)
+
+    assert calls == []  # made, not yet used
+    assert scrub(f"{TOKEN} and {LEARNT}") == "*** and ***"
+    assert scrub.extended(["another-secret"])(f"{LEARNT} another-secret") == "*** ***"
+    assert scrub
+    assert calls == ["learn"]
+
+
+def test_a_learning_scrubber_whose_learning_fails_tries_again_on_next_use() -> None:
+    attempts: list[int] = []
+
+    def learn() -> list[str]:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("the registry failed to load")
+        return [LEARNT]
+
+    scrub = LearningScrubber([], learn=learn)
+
+    with pytest.raises(RuntimeError):
+        scrub(LEARNT)
+    assert scrub(LEARNT) == REDACTED
+    assert len(attempts) == 2
+
+
+def test_a_record_logged_while_learning_is_scrubbed_of_what_is_known_already(
+    plain_log_records: None,
+) -> None:
+    logged: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logged.append(record.getMessage())
+
+    logger = logging.getLogger("memsync.test.learning")
+    logger.propagate = False
+    logger.addHandler(Keep())
+    logger.setLevel(logging.INFO)
+
+    def learn() -> list[str]:
+        logger.info("parsing connectors; the API key %s", TOKEN)  # re-enters the scrubber
+        return [LEARNT]
+
+    scrub_every_log_record(LearningScrubber([TOKEN], learn=learn))
+    logger.info("first line, quoting %s", LEARNT)
+
+    assert logged == ["parsing connectors; the API key ***", "first line, quoting ***"]
+
+
+def test_a_thread_using_the_scrubber_while_another_learns_waits_for_the_whole_set() -> None:
+    learning = threading.Event()
+    finish = threading.Event()
+
+    def learn() -> list[str]:
+        learning.set()
+        finish.wait(timeout=10)
+        return [LEARNT]
+
+    scrub = LearningScrubber([], learn=learn)
+    first = threading.Thread(target=scrub, args=("x",))
+    first.start()
+    learning.wait(timeout=10)
+    said: list[str] = []
+    second = threading.Thread(target=lambda: said.append(scrub(LEARNT)))
+    second.start()
+    finish.set()
+    first.join(timeout=10)
+    second.join(timeout=10)
+
+    assert said == [REDACTED]

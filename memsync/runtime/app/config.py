@@ -20,22 +20,19 @@ import os
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from memsync.compile.label_terms import PolicyAction, PolicyMode, normalise_labels
 from memsync.compile.layout import BundleLayout
-from memsync.compile.sensitivity import (
-    PolicyAction,
-    PolicyMode,
-    PolicyRule,
-    ReadPolicy,
-    normalise_labels,
-)
 from memsync.connectors.config import did_you_mean
 from memsync.runtime.compiling.settings import CompileSettings
 from memsync.schedule import parse_schedule
+
+if TYPE_CHECKING:
+    from memsync.compile.sensitivity import ReadPolicy
 
 __all__ = [
     "ApiKey",
@@ -231,6 +228,9 @@ class ReadPolicySettings(_Strict):
     rules: list[PolicyRuleSettings] = Field(default_factory=list)
 
     def to_policy(self) -> ReadPolicy:
+        """The policy these settings describe (each call builds a new, equal one)."""
+        from memsync.compile.sensitivity import PolicyRule, ReadPolicy
+
         return ReadPolicy(
             tuple(
                 PolicyRule(

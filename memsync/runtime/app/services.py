@@ -20,21 +20,17 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import sqlalchemy as sa
 
 from memsync.clock import Clock, SystemClock
-from memsync.connectors import (
-    ConnectorConfigError,
-    ConnectorRegistry,
-    load_registry,
-    observing_requests,
-)
+from memsync.connectors import ConnectorConfigError, observing_requests
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.config import ConfigError, JobsSettings, MissingVariables, Settings
 from memsync.runtime.storage import Store, upgrade
-from memsync.scrub import Scrubber, secret_values
+from memsync.scrub import LearningScrubber, Scrubber, secret_values
 from memsync.stopping import StopEvent
 from memsync.timerange import check_backfill, check_source_time
 
 if TYPE_CHECKING:
     from memsync.connectors.base import Connector
+    from memsync.connectors.registry import ConnectorRegistry
     from memsync.runtime.app.api.auth import Authenticator
     from memsync.runtime.app.observability.metrics import Metrics
     from memsync.runtime.app.webhooks import WebhookIntake
@@ -363,25 +359,34 @@ class Services:
     def scrubber(self) -> Scrubber:
         """Every secret value this process knows: API keys, the LLM key, the store's
         password and each configured connector's secrets. Error texts, run records, job
-        errors, the CLI's output and log lines are scrubbed of them."""
+        errors, the CLI's output and log lines are scrubbed of them.
+
+        The connectors' secrets are learnt when it is first used: parsing the
+        connectors (the registry's entry points, each type's declaration and config
+        model) is a sixth of what ``runs list`` costs beyond SQLAlchemy, and a command
+        that logs nothing, prints no error and builds no connector never scrubs."""
         known = [key.key for key in self.settings.api.keys if key.key]
         known += secret_values(self.settings)
         password = sa.make_url(self.settings.store).password
         if password:
             known.append(str(password))
+        return LearningScrubber(known, learn=self._connector_secrets)
+
+    def _connector_secrets(self) -> list[str]:
         try:
             configured = self.connectors
         except ConfigError:
             configured = ()  # reported where the connectors are used
-        for config in configured:
-            known += secret_values(config)
-        return Scrubber(known)
+        return [secret for config in configured for secret in secret_values(config)]
 
     # -- sync --------------------------------------------------------------------------
 
     @cached_property
     def registry(self) -> ConnectorRegistry:
         """Every installed connector type (loaded from entry points on first use)."""
+        # Imported here: only a command that parses connectors needs the registry.
+        from memsync.connectors.registry import load_registry
+
         return load_registry()
 
     @cached_property

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from memsync.connectors.base import STREAM_NAME_LENGTH
+from memsync.connectors.checkpoints import STREAM_NAME_LENGTH
 from memsync.runtime.storage.types import JSONDocument, UTCDateTime, identifier
 
 __all__ = [

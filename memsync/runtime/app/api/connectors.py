@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from memsync.clock import utc
-from memsync.connectors.base import STREAM_NAME_LENGTH
+from memsync.connectors.checkpoints import STREAM_NAME_LENGTH
 from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.api.deps import CallerDep, ServicesDep
 from memsync.runtime.app.api.errors import ApiError

@@ -61,6 +61,7 @@ __all__ = [
     "logging_options",
     "open_services",
     "parse_moment",
+    "print_plain",
     "print_table",
     "progress",
     "resolve_id",
@@ -91,6 +92,16 @@ class _ConsoleOnFirstUse:
     def __init__(self, **options: Any) -> None:
         self._options = options
         self._console: Console | None = None
+
+    @property
+    def is_made(self) -> bool:
+        """Whether the console exists (something printed through rich already)."""
+        return self._console is not None
+
+    @property
+    def is_stderr(self) -> bool:
+        """Whether this console prints to stderr (:data:`errors`) or stdout."""
+        return bool(self._options.get("stderr", False))
 
     def made(self) -> Console:
         if self._console is None:
@@ -378,12 +389,12 @@ def print_table(
     ``column: value`` line per cell (:func:`described`), so no column is squeezed to a
     few characters a line; ``--json`` is there for machines."""
     listed = [list(row) for row in rows]
-    if _natural_width(columns, listed) > made_console(out).width:
+    if _natural_width(columns, listed) > _width(out):
         blocks = [
             described(f"{columns[0]} {row[0]}", list(zip(columns[1:], row[1:], strict=True)))
             for row in listed
         ]
-        out.print("\n\n".join([f"{title}:", *blocks]), markup=False, highlight=False)
+        print_plain("\n\n".join([f"{title}:", *blocks]), out=out)
         return
     from rich.table import Table
 
@@ -393,6 +404,30 @@ def print_table(
     for row in listed:
         table.add_row(*row)
     out.print(table)
+
+
+def print_plain(text: str, *, out: Console = console) -> None:
+    """Print ``text`` as it is (no markup, no highlighting) to ``out``. Through
+    :data:`console` or :data:`errors` before either printed anything, it is written
+    without importing rich (about 100 M instructions, a sixth of what a store command
+    costs beyond ``import sqlalchemy``): plain text needs none of it."""
+    standing_in = cast("Any", out)
+    if isinstance(standing_in, _ConsoleOnFirstUse) and not standing_in.is_made:
+        typer.echo(text, err=standing_in.is_stderr)
+        return
+    out.print(text, markup=False, highlight=False)
+
+
+def _width(out: Console) -> int:
+    """The columns ``out`` prints in: a made console's own width, else the terminal's
+    (as :func:`described` wraps to; 80 for a pipe), so that deciding whether a table
+    fits does not import rich."""
+    standing_in = cast("Any", out)
+    if isinstance(standing_in, _ConsoleOnFirstUse) and not standing_in.is_made:
+        import shutil
+
+        return shutil.get_terminal_size().columns
+    return out.width
 
 
 def _natural_width(columns: Sequence[str], rows: list[list[str]]) -> int:
