@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -76,11 +77,10 @@ def canonical_json(value: Any) -> str:
     ``ValueError`` for what JSON cannot hold exactly: NaN, infinities, integers beyond
     ±(2^53 - 1) (send those as strings) and keys that are not strings.
     """
-    if _orjson_writes_it_canonically(value):
-        try:
-            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
-        except orjson.JSONEncodeError:
-            pass  # a lone surrogate, or nesting too deep: rfc8785 says which, below
+    try:
+        return orjson.dumps(_plain(value), option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    except (_NotPlain, orjson.JSONEncodeError, RecursionError):
+        pass  # rfc8785 writes it, or says why it cannot be written
     try:
         return rfc8785.dumps(value).decode("utf-8")
     except rfc8785.IntegerDomainError as error:
@@ -98,39 +98,48 @@ _SAFE_INTEGER = 2**53 - 1
 _FIRST_ASTRAL = "\U00010000"
 
 
-def _orjson_writes_it_canonically(value: Any) -> bool:
-    """Whether orjson's output with sorted keys is the RFC 8785 form of ``value``.
+class _NotPlain(Exception):
+    """A value :func:`_plain` leaves to ``rfc8785``."""
 
-    It is for JSON of exactly dicts, lists, strings, integers within ±(2^53 - 1),
-    booleans and ``None``, when no key has a character beyond the Basic Multilingual
-    Plane: orjson escapes strings as RFC 8785 does (only ``"``, ``\\`` and the control
-    characters, with the same short forms), and sorts keys by code point, which is
-    UTF-16 order while no key needs a surrogate pair. A float (ECMAScript's number
-    form differs from orjson's), an integer beyond the safe range, such a key, or any
-    other type (a tuple, a ``datetime``, a ``str`` subclass) is left to ``rfc8785``,
-    which writes or refuses it. A walk in Python, but some 40 times cheaper than
-    ``rfc8785``'s encoder (a context bundle: 0.7 ms down to about 0.02 ms).
+
+def _plain(value: Any) -> Any:
+    """``value`` with its integral floats as integers, if orjson's output with sorted
+    keys is then the RFC 8785 form of ``value``; raises :class:`_NotPlain` otherwise.
+
+    orjson escapes strings as RFC 8785 does (only ``"``, ``\\`` and the control
+    characters, with the same short forms), sorts keys by code point, which is UTF-16
+    order while no key needs a surrogate pair, and writes a non-integral float as
+    ECMAScript does but between 1e-6 and 1e-5 (``1e-6`` for ``0.000001``); an integral
+    float is written as ECMAScript writes it once it is an ``int`` (``1.0`` is ``1``).
+    Left to ``rfc8785`` (which writes or refuses them): such a key or float, an integer
+    or integral float past ±(2^53 - 1), NaN and infinities, and any type but exactly
+    dict, list, str, int, float, bool and ``None`` (a tuple, a ``datetime``, a ``str``
+    subclass). In Python, but a bundle's walk costs a few per cent of ``rfc8785``'s
+    pure-Python encoder.
     """
-    pending: list[Any] = [value]
-    while pending:
-        item = pending.pop()
-        kind = type(item)
-        if kind is str or kind is bool or item is None:
-            continue
-        if kind is int:
-            if -_SAFE_INTEGER <= item <= _SAFE_INTEGER:
-                continue
-            return False
-        if kind is dict:
-            for key in item:
-                if type(key) is not str or (not key.isascii() and max(key) >= _FIRST_ASTRAL):
-                    return False
-            pending.extend(item.values())
-        elif kind is list:
-            pending.extend(item)
-        else:
-            return False
-    return True
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int:
+        if -_SAFE_INTEGER <= value <= _SAFE_INTEGER:
+            return value
+        raise _NotPlain
+    if kind is float:
+        if value.is_integer():
+            if -_SAFE_INTEGER <= value <= _SAFE_INTEGER:
+                return int(value)
+            raise _NotPlain
+        if math.isfinite(value) and not 1e-6 <= abs(value) < 1e-5:
+            return value
+        raise _NotPlain
+    if kind is dict:
+        for key in value:
+            if type(key) is not str or (not key.isascii() and max(key) >= _FIRST_ASTRAL):
+                raise _NotPlain
+        return {key: _plain(item) for key, item in value.items()}
+    if kind is list:
+        return [_plain(item) for item in value]
+    raise _NotPlain
 
 
 def content_hash(payload: JSONObject) -> str:

@@ -123,7 +123,10 @@ anything = st.recursive(
 
 @given(anything)
 @example({"\ufb01": 1, "\U0001f600": 2})  # code point and UTF-16 orders differ
-@example([1.0, 1e21, 1e-7])  # ECMAScript's number forms
+@example([1.0, -0.0, 2.0**52, 0.1 + 0.2, 123.456, 1e-7, 9.99e-7, 1e-5])  # ECMAScript's forms
+@example([1e-6])  # orjson writes 1e-6 to 1e-5 with an exponent, ECMAScript without
+@example([5e-6])
+@example([1e21, 2.0**53])  # integral, past the safe range
 @example({"id": 2**53})  # past the safe range: refused
 def test_canonical_json_is_rfc8785_whichever_encoder_writes_it(value: object) -> None:
     # canonical_json writes plain JSON with orjson and leaves the rest to rfc8785: the
