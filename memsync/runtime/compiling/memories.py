@@ -461,7 +461,7 @@ def active_rivals(
             sa.and_(_memories.c.claim_key.is_(None), _memories.c.kind.in_(kinds)),
         ),
     )
-    return with_sources(connection, tenant_id, list(connection.execute(query)))
+    return with_sources(connection, tenant_id, connection.execute(query).all())
 
 
 def open_conflicts_of(
@@ -478,7 +478,7 @@ def open_conflicts_of(
                 _conflicts.c.second_memory_id.in_(some_ids),
             ),
         )
-        for row in connection.execute(query):
+        for row in connection.execute(query).all():
             found[row.id] = conflict_record(row).conflict
     return [found[key] for key in sorted(found)]
 
@@ -581,7 +581,7 @@ def source_standings(
     ).select_from(joined)
     for some_ids in tables.in_slices(sorted(by_id)):
         query = columns.where(_sources.c.tenant_id == tenant_id, _sources.c.memory_id.in_(some_ids))
-        for row in connection.execute(query):
+        for row in connection.execute(query).all():
             source = _Source(*row)
             standing = _standing(source, by_id[source.memory_id], recompiled)
             standings[source.memory_id][source.episode_id] = standing
@@ -1086,7 +1086,7 @@ def forget_episodes(
         citing = sa.select(_sources.c.memory_id, _sources.c.subject_id).where(
             _sources.c.tenant_id == tenant_id, _sources.c.episode_id.in_(some_ids)
         )
-        touched.update((row.memory_id, row.subject_id) for row in connection.execute(citing))
+        touched.update((row.memory_id, row.subject_id) for row in connection.execute(citing).all())
         connection.execute(
             _sources.delete().where(
                 _sources.c.tenant_id == tenant_id, _sources.c.episode_id.in_(some_ids)

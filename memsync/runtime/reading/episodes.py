@@ -177,7 +177,7 @@ class EpisodeRepository:
         with self._store.read() as connection:
             return [
                 RevisionRecord(**_fields_of(row, _REVISION_FIELDS))
-                for row in connection.execute(query)
+                for row in connection.execute(query).all()
             ]
 
     def timeline(
@@ -212,7 +212,7 @@ class EpisodeRepository:
             query = query.order_by(*order)
         query = query.limit(limit + 1).offset(offset)
         with self._store.read() as connection:
-            rows = [EpisodeRecord.from_row(row) for row in connection.execute(query)]
+            rows = [EpisodeRecord.from_row(row) for row in connection.execute(query).all()]
         has_more = len(rows) > limit
         rows = rows[:limit]
         if newest_first:
@@ -248,7 +248,7 @@ class EpisodeRepository:
             .limit(limit)
         )
         with self._store.read() as connection:
-            return [EpisodeRecord.from_row(row) for row in connection.execute(query)]
+            return [EpisodeRecord.from_row(row) for row in connection.execute(query).all()]
 
     def _recent_as_of(
         self, tenant_id: str, subject_id: str, as_of: datetime, occurred_by: datetime, limit: int
@@ -261,7 +261,7 @@ class EpisodeRepository:
             .limit(limit)
         )
         with self._store.read() as connection:
-            return [EpisodeRecord.from_row(row) for row in connection.execute(query)]
+            return [EpisodeRecord.from_row(row) for row in connection.execute(query).all()]
 
     def subjects_touched(
         self,
@@ -289,7 +289,7 @@ class EpisodeRepository:
         with self._store.read() as connection:
             return [
                 SubjectSummary(row.subject_id, row.episode_count)
-                for row in connection.execute(query)
+                for row in connection.execute(query).all()
             ]
 
     def subjects(self, tenant_id: str, *, limit: int, offset: int) -> SubjectPage:
@@ -304,7 +304,7 @@ class EpisodeRepository:
         with self._store.read() as connection:
             subjects = [
                 SubjectSummary(row.subject_id, row.episode_count)
-                for row in connection.execute(page)
+                for row in connection.execute(page).all()
             ]
             total_count = connection.execute(total).scalar_one()
         return SubjectPage(subjects, total_count)

@@ -145,7 +145,7 @@ class MemoryRepository:
         if limit is not None:
             query = query.limit(limit).offset(offset)
         with self._store.read() as connection:
-            rows = list(connection.execute(query))
+            rows = connection.execute(query).all()
             return with_sources(connection, tenant_id, rows, as_of=as_of)
 
     def version(self, tenant_id: str, subject_id: str) -> MemoryVersion | None:
@@ -178,7 +178,7 @@ class MemoryRepository:
         query = _as_it_stood(tenant_id, subject_id, as_of)
         query = query.order_by(query.selected_columns.valid_from, _memories.c.id)
         with self._store.read() as connection:
-            rows = list(connection.execute(query))
+            rows = connection.execute(query).all()
             return with_sources(connection, tenant_id, rows, as_of=as_of)
 
     def get(
@@ -188,7 +188,7 @@ class MemoryRepository:
             _memories.c.tenant_id == tenant_id, _memories.c.id.in_(list(memory_ids))
         )
         with self._store.read() as connection:
-            rows = list(connection.execute(query))
+            rows = connection.execute(query).all()
             return {memory.id: memory for memory in with_sources(connection, tenant_id, rows)}
 
     def search(
@@ -219,7 +219,7 @@ class MemoryRepository:
             )
         query = query.order_by(_memories.c.asserted_at.desc(), _memories.c.id).limit(limit)
         with self._store.read() as connection:
-            rows = list(connection.execute(query))
+            rows = connection.execute(query).all()
             return with_sources(connection, tenant_id, rows)
 
     def memories_held(
@@ -252,7 +252,7 @@ class MemoryRepository:
             sa.or_(row.valid_to.is_(None), row.valid_to > valid_at),
         ).order_by(row.valid_from, _memories.c.id)
         with self._store.read() as connection:
-            rows = list(connection.execute(query))
+            rows = connection.execute(query).all()
             return with_sources(connection, tenant_id, rows, as_of=as_of)
 
     def search_at(
@@ -300,7 +300,7 @@ class MemoryRepository:
             .group_by(_memories.c.subject_id)
         )
         with self._store.read() as connection:
-            return {subject: count for subject, count in connection.execute(query)}
+            return {subject: count for subject, count in connection.execute(query).all()}
 
     def count_not_asserted_since(self, tenant_id: str, subject_id: str, moment: datetime) -> int:
         """The subject's active memories that nothing has asserted after ``moment`` (one
@@ -340,7 +340,7 @@ class MemoryRepository:
                 query = query.where(_conflicts.c.status == status)
             query = query.order_by(_conflicts.c.detected_at, _conflicts.c.id)
         with self._store.read() as connection:
-            return [conflict_record(row) for row in connection.execute(query)]
+            return [conflict_record(row) for row in connection.execute(query).all()]
 
     def conflict(self, tenant_id: str, conflict_id: uuid.UUID) -> ConflictRecord | None:
         query = sa.select(_conflicts).where(
@@ -373,7 +373,7 @@ class MemoryRepository:
             query = query.where(_history.c.recorded_at <= as_of)
         query = query.order_by(_history.c.memory_id, _history.c.recorded_at)
         with self._store.read() as connection:
-            rows = list(connection.execute(query))
+            rows = connection.execute(query).all()
         versions = [
             EarlierVersion(
                 memory_id=row.memory_id,
@@ -421,7 +421,7 @@ class MemoryRepository:
                     job_id=row.job_id,
                     decided_at=row.decided_at,
                 )
-                for row in connection.execute(query)
+                for row in connection.execute(query).all()
             ]
 
 

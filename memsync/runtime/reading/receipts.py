@@ -279,7 +279,7 @@ class Receipts:
             limit + 1
         )
         with self._store.read() as connection:
-            rows = list(connection.execute(query))
+            rows = connection.execute(query).all()
         receipts = [_receipt(row) for row in rows[:limit]]
         more = len(rows) > limit
         return ReceiptPage(receipts, _encode_cursor(receipts[-1]) if more else None)

@@ -112,7 +112,7 @@ class Resolutions:
         if limit is not None:
             query = query.limit(limit)
         with self._store.read() as connection:
-            return [_resolution(row) for row in connection.execute(query)]
+            return [_resolution(row) for row in connection.execute(query).all()]
 
 
 def delete_subject_resolutions(connection: Connection, tenant_id: str, subject_id: str) -> int:
