@@ -14,20 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
 from memsync.connectors import Window
-from memsync.connectors.github import GitHubIssue
 from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.episode import IngestStatus
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.reading.labels import Labels
-from memsync.runtime.storage import Store, tables
+from memsync.runtime.storage import Store
 from tests.helpers import LOOPBACK
+
+from .webhook_support import accepted, counted, every_key, read_now, refused, stored
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
@@ -96,36 +96,8 @@ def signed(event: str, body: bytes, *, secret: str = SECRET) -> dict[str, str]:
 
 
 def deliver(client: TestClient, event: str, body: bytes, **headers: str) -> dict[str, Any]:
-    response = client.post("/v1/webhooks/gh", content=body, headers=signed(event, body) | headers)
-    assert response.status_code == 200, response.text
-    answer: dict[str, Any] = response.json()
-    return answer
-
-
-def stored(store: Store, key: str) -> list[sa.Row[tuple[int, object, object]]]:
-    episodes = tables.episodes
-    with store.engine.connect() as connection:
-        return list(
-            connection.execute(
-                sa.select(episodes.c.revision, episodes.c.payload, episodes.c.deleted_at).where(
-                    episodes.c.idempotency_key == key
-                )
-            )
-        )
-
-
-def every_key(store: Store) -> list[str]:
-    with store.engine.connect() as connection:
-        return sorted(
-            connection.execute(sa.select(tables.episodes.c.idempotency_key)).scalars().all()
-        )
-
-
-def counted(services: Services, connector: str, outcome: str) -> float:
-    value = services.metrics.registry.get_sample_value(
-        "memsync_webhook_deliveries_total", {"connector": connector, "outcome": outcome}
-    )
-    return value or 0.0
+    """The answer of connector ``gh`` to ``body`` delivered as ``event``, taken (200)."""
+    return accepted(client, "/v1/webhooks/gh", body, signed(event, body) | headers)
 
 
 def test_an_issue_pushed_then_redelivered_then_re_read_is_one_episode(
@@ -146,7 +118,7 @@ def test_an_issue_pushed_then_redelivered_then_re_read_is_one_episode(
     assert (run.created, run.revised) == (0, 0)
     [(revision, payload, deleted_at)] = stored(store, ISSUE_KEY)
     assert (revision, deleted_at) == (1, None)
-    assert payload["title"] == "Webhooks drop retries"  # type: ignore[index]
+    assert payload["title"] == "Webhooks drop retries"
     assert counted(services, "gh", "stored") == 1
     assert counted(services, "gh", "duplicate") == 2
 
@@ -169,7 +141,7 @@ def test_a_re_read_first_then_the_pushed_edit_and_comment_are_one_revision_each(
     assert (edited["outcome"], commented["outcome"]) == ("revised", "stored")
     assert (run.created, run.revised) == (0, 0)
     [(revision, payload, _)] = stored(store, ISSUE_KEY)
-    assert (revision, payload["title"]) == (2, "Webhooks drop retries on 429")  # type: ignore[index]
+    assert (revision, payload["title"]) == (2, "Webhooks drop retries on 429")
     assert every_key(store) == [
         f"github:acme:api:issue:1:comment:{comment.id}",
         ISSUE_KEY,
@@ -182,12 +154,7 @@ def test_an_edit_pushed_is_not_undone_by_an_older_re_read_ingested_after_it(
     services.run_sync(services.connector("gh"))
     config = services.connector("gh")
     # A re-read that reads the issue now, before the edit, and is ingested after it.
-    with services.connector_instance(config) as connector:
-        read_before = [
-            connector.to_episode(item)
-            for item in connector.fetch(Window(start=T0, end=NOW), None)
-            if isinstance(item, GitHubIssue)
-        ]
+    read_before = read_now(services, config, Window(start=T0, end=NOW))
     fake.edit_issue("acme", "api", 1, title="Webhooks drop retries on 429")
 
     pushed = deliver(client, "issues", fake.webhook_body("issues", "edited", "acme", "api", 1))
@@ -222,10 +189,7 @@ def test_a_deletion_pushed_is_not_undone_by_an_older_re_read_ingested_after_it(
     config = services.connector("gh")
     services.run_sync(config)
     # A re-read that reads the issue and its comment before the deletion, ingested after.
-    with services.connector_instance(config) as connector:
-        read_before = [
-            connector.to_episode(item) for item in connector.fetch(Window(start=T0, end=NOW), None)
-        ]
+    read_before = read_now(services, config, Window(start=T0, end=NOW))
     body = fake.webhook_body("issues", "deleted", "acme", "api", 1)
     fake.delete_issue("acme", "api", 1)
 
@@ -248,16 +212,6 @@ def test_a_ping_and_events_not_read_are_acknowledged_and_store_nothing(
 
     assert (ping["outcome"], starred["outcome"]) == ("ignored", "ignored")
     assert every_key(store) == []
-
-
-def refused(
-    client: TestClient, path: str, body: bytes, headers: dict[str, str], status: int
-) -> str:
-    response = client.post(path, content=body, headers=headers)
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["message"]  # says why, for the person reading the vendor's delivery log
-    return str(error.get("details", {}).get("outcome", error["code"]))
 
 
 def test_refusals_store_nothing_and_are_counted(

@@ -15,7 +15,6 @@ from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
 from memsync.connectors import Window
-from memsync.connectors.github import GitHubIssue, GitHubReview, GitHubReviewComment
 from memsync.connectors.github.fake_api import FakeGitHub
 from memsync.episode import IngestStatus
 from memsync.runtime.app.api.app import create_app
@@ -23,15 +22,9 @@ from memsync.runtime.app.config import Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.storage import Store
 from tests.helpers import LOOPBACK
-from tests.integration.test_webhooks_github import (
-    SECRET,
-    counted,
-    deliver,
-    every_key,
-    refused,
-    signed,
-    stored,
-)
+from tests.integration.test_webhooks_github import SECRET, deliver, signed
+
+from .webhook_support import counted, every_key, read_now, refused, stored
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
@@ -111,9 +104,9 @@ def test_a_closed_pull_its_review_and_review_comment_pushed_redelivered_and_re_r
         f"{PULL}:review_comment:{comment.id}",
     ]
     [(revision, payload, _)] = stored(store, f"{PULL}:opened")
-    assert (revision, payload["state"], payload["state_reason"]) == (1, "closed", None)  # type: ignore[index]
+    assert (revision, payload["state"], payload["state_reason"]) == (1, "closed", None)
     [(_, review_payload, _)] = stored(store, f"{PULL}:review:{review.id}")
-    assert review_payload["state"] == "APPROVED"  # type: ignore[index]
+    assert review_payload["state"] == "APPROVED"
     assert counted(services, "gh", "stored") == 3
 
 
@@ -125,12 +118,7 @@ def test_a_merge_a_dismissal_and_an_edit_pushed_are_not_undone_by_an_older_re_re
     services.run_sync(services.connector("gh"))
     config = services.connector("gh")
     # A re-read that reads before the changes and is ingested after their deliveries.
-    with services.connector_instance(config) as connector:
-        read_before = [
-            connector.to_episode(item)
-            for item in connector.fetch(Window(start=T0, end=NOW), None)
-            if isinstance(item, GitHubIssue | GitHubReview | GitHubReviewComment)
-        ]
+    read_before = read_now(services, config, Window(start=T0, end=NOW))
     fake.merge_pull("acme", "api", 7)
     fake.edit_review_comment("acme", "api", comment.id, "This sleeps until the cap.")
     fake.edit_review("acme", "api", review.id, state="DISMISSED")
@@ -160,11 +148,11 @@ def test_a_merge_a_dismissal_and_an_edit_pushed_are_not_undone_by_an_older_re_re
     assert len(late) == 3
     assert {outcome.status for outcome in late} == {IngestStatus.DUPLICATE}
     [(revision, pull, _)] = stored(store, f"{PULL}:opened")
-    assert (revision, pull["state"], pull["merged_at"] is not None) == (2, "closed", True)  # type: ignore[index]
+    assert (revision, pull["state"], pull["merged_at"] is not None) == (2, "closed", True)
     [(revision, edited, _)] = stored(store, f"{PULL}:review_comment:{comment.id}")
-    assert (revision, edited["body"]) == (2, "This sleeps until the cap.")  # type: ignore[index]
+    assert (revision, edited["body"]) == (2, "This sleeps until the cap.")
     [(revision, dismissed, _)] = stored(store, f"{PULL}:review:{review.id}")
-    assert (revision, dismissed["state"]) == (2, "DISMISSED")  # type: ignore[index]
+    assert (revision, dismissed["state"]) == (2, "DISMISSED")
     # And the re-read of the current state finds them all as pushed.
     run = services.run_sync(services.connector("gh"))
     assert (run.created, run.revised) == (0, 0)

@@ -14,19 +14,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
 from memsync.connectors import Window
-from memsync.connectors.jira import JiraComment, JiraIssue
+from memsync.connectors.jira import JiraIssue
 from memsync.connectors.jira.fake_api import FakeJira, FakeJiraComment, FakeJiraIssue
 from memsync.episode import IngestStatus
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import Settings
 from memsync.runtime.app.services import Services
-from memsync.runtime.storage import Store, tables
+from memsync.runtime.storage import Store
+from memsync.runtime.sync import RunRecord
 from tests.helpers import LOOPBACK
+
+from .webhook_support import accepted, counted, every_key, read_now, refused, stored
 
 NOW = datetime(2026, 2, 1, tzinfo=UTC)
 SECRET = "jira-webhook-secret"
@@ -91,10 +93,17 @@ def signed(body: bytes, *, secret: str = SECRET) -> dict[str, str]:
 
 
 def deliver(client: TestClient, body: bytes, **headers: str) -> dict[str, Any]:
-    response = client.post("/v1/webhooks/jira", content=body, headers=signed(body) | headers)
-    assert response.status_code == 200, response.text
-    answer: dict[str, Any] = response.json()
-    return answer
+    """The answer of connector ``jira`` to the delivery ``body``, taken (200)."""
+    return accepted(client, "/v1/webhooks/jira", body, signed(body) | headers)
+
+
+def push_then_re_read(
+    client: TestClient, services: Services, *bodies: bytes
+) -> tuple[list[dict[str, Any]], RunRecord]:
+    """The answers to ``bodies`` delivered in turn, then the record of the scheduled
+    re-read of connector ``jira`` run after them."""
+    answers = [deliver(client, body) for body in bodies]
+    return answers, services.run_sync(services.connector("jira"))
 
 
 def issue_key(issue: FakeJiraIssue) -> str:
@@ -103,32 +112,6 @@ def issue_key(issue: FakeJiraIssue) -> str:
 
 def comment_key(issue: FakeJiraIssue, comment: FakeJiraComment) -> str:
     return f"{issue_key(issue)}:comment:{comment.id}"
-
-
-def stored(store: Store, key: str) -> list[sa.Row[tuple[int, Any, object]]]:
-    episodes = tables.episodes
-    with store.engine.connect() as connection:
-        return list(
-            connection.execute(
-                sa.select(episodes.c.revision, episodes.c.payload, episodes.c.deleted_at).where(
-                    episodes.c.idempotency_key == key
-                )
-            )
-        )
-
-
-def every_key(store: Store) -> list[str]:
-    with store.engine.connect() as connection:
-        return sorted(
-            connection.execute(sa.select(tables.episodes.c.idempotency_key)).scalars().all()
-        )
-
-
-def counted(services: Services, connector: str, outcome: str) -> float:
-    value = services.metrics.registry.get_sample_value(
-        "memsync_webhook_deliveries_total", {"connector": connector, "outcome": outcome}
-    )
-    return value or 0.0
 
 
 def test_an_issue_pushed_then_redelivered_then_re_read_is_one_episode_each(
@@ -145,8 +128,7 @@ def test_an_issue_pushed_then_redelivered_then_re_read_is_one_episode_each(
     first = client.post("/v1/webhooks/jira", content=body, headers=headers).json()
     again = client.post("/v1/webhooks/jira", content=body, headers=headers).json()
     # Another delivery id (a delivery Jira made anew): only the keys recognise it.
-    other_id = deliver(client, body)
-    run = services.run_sync(services.connector("jira"))
+    [other_id], run = push_then_re_read(client, services, body)
 
     assert first["outcome"] == "stored"
     assert (again["outcome"], again["episodes"]) == ("duplicate", [])
@@ -174,9 +156,12 @@ def test_a_re_read_first_then_the_pushed_edits_are_one_revision_each(
     fake.edit_comment(issue.id, comment.id, "Reproduced on 17.2 and 17.3")
     added = fake.add_comment(issue.id, "Fixed in 4.2")
 
-    edited = deliver(client, fake.webhook_body("jira:issue_updated", issue.id))
-    commented = deliver(client, fake.webhook_body("comment_created", issue.id, comment_id=added.id))
-    run = services.run_sync(services.connector("jira"))
+    [edited, commented], run = push_then_re_read(
+        client,
+        services,
+        fake.webhook_body("jira:issue_updated", issue.id),
+        fake.webhook_body("comment_created", issue.id, comment_id=added.id),
+    )
 
     # The first read-back already saw the edited comment and the new one.
     assert (edited["outcome"], commented["outcome"]) == ("stored", "duplicate")
@@ -199,12 +184,7 @@ def test_an_edit_pushed_is_not_undone_by_an_older_re_read_ingested_after_it(
     services.run_sync(services.connector("jira"))
     config = services.connector("jira")
     # A re-read that reads the issue now, before the edit, and is ingested after it.
-    with services.connector_instance(config) as connector:
-        read_before = [
-            connector.to_episode(item)
-            for item in connector.fetch(Window(start=None, end=NOW), None)
-            if isinstance(item, JiraIssue)
-        ]
+    read_before = read_now(services, config, Window(start=None, end=NOW), JiraIssue)
     fake.edit_issue(issue.id, summary="Checkout fails on Safari")
 
     pushed = deliver(client, fake.webhook_body("jira:issue_updated", issue.id))
@@ -269,12 +249,7 @@ def test_a_deletion_pushed_is_not_undone_by_an_older_re_read_ingested_after_it(
     config = services.connector("jira")
     services.run_sync(config)
     # A re-read that reads the issue and its comment before the deletion, ingested after.
-    with services.connector_instance(config) as connector:
-        read_before = [
-            connector.to_episode(item)
-            for item in connector.fetch(Window(None, NOW), None)
-            if isinstance(item, JiraIssue | JiraComment)
-        ]
+    read_before = read_now(services, config, Window(None, NOW))
     body = fake.webhook_body("jira:issue_deleted", issue.id)
     fake.delete_issue(issue.id)
 
@@ -297,8 +272,9 @@ def test_a_delivery_whose_issue_cannot_be_read_back_is_left_to_the_re_read(
 ) -> None:
     fake.script_rate_limit(times=1)
 
-    answer = deliver(client, fake.webhook_body("jira:issue_created", issue.id))
-    run = services.run_sync(services.connector("jira"))
+    [answer], run = push_then_re_read(
+        client, services, fake.webhook_body("jira:issue_created", issue.id)
+    )
 
     assert answer["outcome"] == "ignored"
     assert run.created == 1
@@ -313,16 +289,6 @@ def test_events_not_read_are_acknowledged_and_store_nothing(
 
     assert (worklog["outcome"], sprint["outcome"]) == ("ignored", "ignored")
     assert every_key(store) == []
-
-
-def refused(
-    client: TestClient, path: str, body: bytes, headers: dict[str, str], status: int
-) -> str:
-    response = client.post(path, content=body, headers=headers)
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["message"]  # says why, for the person reading Jira's delivery log
-    return str(error.get("details", {}).get("outcome", error["code"]))
 
 
 def test_refusals_store_nothing_and_are_counted(

@@ -5,33 +5,33 @@ by an older re-read, removals become tombstones, and every refusal stores nothin
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
 from memsync.connectors import Window
-from memsync.connectors.http import HttpRecord
 from memsync.connectors.linear.fake_api import FakeIssue, FakeLinear
 from memsync.episode import IngestStatus
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import Settings
 from memsync.runtime.app.services import Services
-from memsync.runtime.storage import Store, tables
+from memsync.runtime.storage import Store
+from memsync.runtime.sync import RunRecord
 from tests.helpers import LOOPBACK
+from tests.unit.connectors.fixtures import linear_signed
+
+from .webhook_support import accepted, counted, every_key, read_now, refused, stored
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TOKEN = "lin_api_test"
 SECRET = "lin_wh_3f9c2a7e51b04d6c8e1f"
+HOOK = "/v1/webhooks/lin"
 
 
 @pytest.fixture
@@ -80,50 +80,30 @@ def client(services: Services) -> TestClient:
     return TestClient(create_app(services), base_url=LOOPBACK)
 
 
-def signed(body: bytes, *, secret: str = SECRET, delivery: str | None = None) -> dict[str, str]:
-    """The headers Linear sends (https://linear.app/developers/webhooks): the hex
-    HMAC-SHA256 of the raw body in ``Linear-Signature``, the delivery's UUID, the type."""
-    digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return {
-        "Linear-Signature": digest,
-        "Linear-Delivery": delivery or str(uuid.uuid4()),
-        "Linear-Event": "Issue",
-        "Content-Type": "application/json; charset=utf-8",
-    }
+def signed(body: bytes, *, secret: str = SECRET) -> dict[str, str]:
+    """The headers Linear sends with ``body`` as a delivery of its own (a fresh id)."""
+    return linear_signed(body, secret)
 
 
 def deliver(client: TestClient, body: bytes, **headers: str) -> dict[str, Any]:
-    response = client.post("/v1/webhooks/lin", content=body, headers=signed(body) | headers)
-    assert response.status_code == 200, response.text
-    answer: dict[str, Any] = response.json()
-    return answer
+    """The answer of connector ``lin`` to the delivery ``body``, taken (200)."""
+    return accepted(client, HOOK, body, signed(body) | headers)
+
+
+def push_then_re_read(
+    client: TestClient, services: Services, *bodies: bytes, wait: timedelta = timedelta(0)
+) -> tuple[list[dict[str, Any]], RunRecord]:
+    """The answers to ``bodies`` delivered in turn, then the record of the scheduled
+    re-read of connector ``lin`` run ``wait`` after them (on the services' fake clock)."""
+    answers = [deliver(client, body) for body in bodies]
+    if wait:
+        assert isinstance(services.clock, FakeClock)
+        services.clock.advance(wait)
+    return answers, services.run_sync(services.connector("lin"))
 
 
 def issue_key(fake: FakeLinear, issue: FakeIssue) -> str:
     return f"linear:{fake.workspace_id}:issue:{issue.id}"
-
-
-def stored(store: Store, key: str) -> list[tuple[int, Any, Any]]:
-    episodes = tables.episodes
-    query = sa.select(episodes.c.revision, episodes.c.payload, episodes.c.deleted_at).where(
-        episodes.c.idempotency_key == key
-    )
-    with store.engine.connect() as connection:
-        return [tuple(row) for row in connection.execute(query)]
-
-
-def every_key(store: Store) -> list[str]:
-    with store.engine.connect() as connection:
-        return sorted(
-            connection.execute(sa.select(tables.episodes.c.idempotency_key)).scalars().all()
-        )
-
-
-def counted(services: Services, outcome: str) -> float:
-    value = services.metrics.registry.get_sample_value(
-        "memsync_webhook_deliveries_total", {"connector": "lin", "outcome": outcome}
-    )
-    return value or 0.0
 
 
 def test_an_issue_pushed_then_redelivered_then_re_read_is_one_episode(
@@ -132,11 +112,10 @@ def test_an_issue_pushed_then_redelivered_then_re_read_is_one_episode(
     body = fake.webhook_body("Issue", "create", issue.id)
     headers = signed(body)
 
-    first = client.post("/v1/webhooks/lin", content=body, headers=headers).json()
-    again = client.post("/v1/webhooks/lin", content=body, headers=headers).json()
+    first = client.post(HOOK, content=body, headers=headers).json()
+    again = client.post(HOOK, content=body, headers=headers).json()
     # Linear's retry of a delivery it thinks failed, under a new id: the key holds.
-    other_id = deliver(client, body)
-    run = services.run_sync(services.connector("lin"))
+    [other_id], run = push_then_re_read(client, services, body)
 
     assert (first["outcome"], first["event"]) == ("stored", "Issue.create")
     assert (again["outcome"], again["episodes"]) == ("duplicate", [])
@@ -144,8 +123,8 @@ def test_an_issue_pushed_then_redelivered_then_re_read_is_one_episode(
     assert (run.created, run.revised) == (0, 0)
     [(revision, payload, deleted_at)] = stored(store, issue_key(fake, issue))
     assert (revision, payload["title"], deleted_at) == (1, "Checkout times out", None)
-    assert counted(services, "stored") == 1
-    assert counted(services, "duplicate") == 2
+    assert counted(services, "lin", "stored") == 1
+    assert counted(services, "lin", "duplicate") == 2
 
 
 def test_a_re_read_first_then_a_pushed_edit_and_comment_are_one_revision_each(
@@ -161,10 +140,13 @@ def test_a_re_read_first_then_a_pushed_edit_and_comment_are_one_revision_each(
     fake.edit_issue(issue.id, title="Checkout times out on large carts")
     comment = fake.add_comment(issue.id, "Reproduced with 250 items.")
 
-    edited = deliver(client, fake.webhook_body("Issue", "update", issue.id))
-    commented = deliver(client, fake.webhook_body("Comment", "create", comment.id))
-    clock.advance(timedelta(minutes=15))
-    run = services.run_sync(services.connector("lin"))
+    [edited, commented], run = push_then_re_read(
+        client,
+        services,
+        fake.webhook_body("Issue", "update", issue.id),
+        fake.webhook_body("Comment", "create", comment.id),
+        wait=timedelta(minutes=15),
+    )
 
     assert (edited["outcome"], commented["outcome"]) == ("revised", "stored")
     assert (run.created, run.revised) == (0, 0)
@@ -187,12 +169,7 @@ def test_an_edit_pushed_is_not_undone_by_an_older_re_read_ingested_after_it(
     services.run_sync(services.connector("lin"))
     config = services.connector("lin")
     # A re-read that reads the issue now, before the edit, and is ingested after it.
-    with services.connector_instance(config) as connector:
-        read_before = [
-            connector.to_episode(item)
-            for item in connector.fetch(Window(start=START, end=NOW), None)
-            if isinstance(item, HttpRecord)
-        ]
+    read_before = read_now(services, config, Window(start=START, end=NOW))
     clock.advance(timedelta(minutes=1))
     fake.edit_issue(issue.id, title="Checkout times out on large carts")
 
@@ -235,12 +212,7 @@ def test_a_removal_pushed_is_not_undone_by_an_older_re_read_ingested_after_it(
     config = services.connector("lin")
     services.run_sync(config)
     # A re-read that reads the issue and its comment before the removal, ingested after.
-    with services.connector_instance(config) as connector:
-        read_before = [
-            connector.to_episode(item)
-            for item in connector.fetch(Window(start=START, end=NOW), None)
-            if isinstance(item, HttpRecord)
-        ]
+    read_before = read_now(services, config, Window(start=START, end=NOW))
     fake.archive_issue(issue.id, trash=True)
 
     gone = deliver(client, fake.webhook_body("Issue", "remove", issue.id))
@@ -269,14 +241,6 @@ def test_records_not_read_are_acknowledged_and_store_nothing(
     assert every_key(store) == []
 
 
-def refused(client: TestClient, body: bytes, headers: dict[str, str], status: int) -> str:
-    response = client.post("/v1/webhooks/lin", content=body, headers=headers)
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["message"]  # says why, for the person reading Linear's delivery log
-    return str(error.get("details", {}).get("outcome", error["code"]))
-
-
 def test_refusals_store_nothing_and_are_counted(
     client: TestClient,
     services: Services,
@@ -287,24 +251,24 @@ def test_refusals_store_nothing_and_are_counted(
 ) -> None:
     body = fake.webhook_body("Issue", "create", issue.id)
     good = signed(body)
-    unsigned = {k: v for k, v in good.items() if k != "Linear-Signature"}
+    unsigned = {k: v for k, v in good.items() if k != "linear-signature"}
     no_data = json.dumps({**json.loads(body), "data": None}).encode()
     typo = fake.add_comment(issue.id, "Typo, deleted at once.")
     purged = fake.webhook_body("Comment", "create", typo.id)
     fake.delete_comment(typo.id)
 
     outcomes = [
-        refused(client, body, unsigned, 401),
-        refused(client, body, signed(body, secret="guess"), 401),
-        refused(client, body + b" ", good, 401),  # body changed after signing
-        refused(client, b"{not json", signed(b"{not json"), 400),
-        refused(client, no_data, signed(no_data), 400),
-        refused(client, purged, signed(purged), 422),
+        refused(client, HOOK, body, unsigned, 401),
+        refused(client, HOOK, body, signed(body, secret="guess"), 401),
+        refused(client, HOOK, body + b" ", good, 401),  # body changed after signing
+        refused(client, HOOK, b"{not json", signed(b"{not json"), 400),
+        refused(client, HOOK, no_data, signed(no_data), 400),
+        refused(client, HOOK, purged, signed(purged), 422),
     ]
     fake.script_rate_limit(times=1)
-    outcomes.append(refused(client, body, signed(body), 503))
+    outcomes.append(refused(client, HOOK, body, signed(body), 503))
     clock.advance(timedelta(seconds=61))  # the same delivery, replayed later
-    outcomes.append(refused(client, body, signed(body), 401))
+    outcomes.append(refused(client, HOOK, body, signed(body), 401))
 
     assert outcomes == [
         "unsigned",
@@ -317,5 +281,5 @@ def test_refusals_store_nothing_and_are_counted(
         "stale",
     ]
     assert every_key(store) == []
-    assert counted(services, "bad_signature") == 2
-    assert counted(services, "source_unavailable") == 1
+    assert counted(services, "lin", "bad_signature") == 2
+    assert counted(services, "lin", "source_unavailable") == 1

@@ -12,19 +12,19 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
 from memsync.connectors import Window
-from memsync.connectors.slack.connector import SlackMessage
 from memsync.connectors.slack.fake_api import FakeSlack
 from memsync.episode import IngestStatus
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import Settings
 from memsync.runtime.app.services import Services
-from memsync.runtime.storage import Store, tables
+from memsync.runtime.storage import Store
 from tests.helpers import LOOPBACK
+
+from .webhook_support import accepted, read_now, stored
 
 START = datetime(2023, 11, 14, tzinfo=UTC)
 NOW = datetime(2023, 11, 15, tzinfo=UTC)
@@ -84,19 +84,8 @@ def signed(body: bytes, at: datetime, *, secret: str = SECRET) -> dict[str, str]
 
 
 def deliver(client: TestClient, body: bytes, at: datetime = NOW) -> dict[str, Any]:
-    response = client.post("/v1/webhooks/sl", content=body, headers=signed(body, at))
-    assert response.status_code == 200, response.text
-    answer: dict[str, Any] = response.json()
-    return answer
-
-
-def stored(store: Store, key: str) -> list[tuple[int, Any, Any]]:
-    episodes = tables.episodes
-    query = sa.select(episodes.c.revision, episodes.c.payload, episodes.c.deleted_at).where(
-        episodes.c.idempotency_key == key
-    )
-    with store.engine.connect() as connection:
-        return [tuple(row) for row in connection.execute(query)]
+    """The answer of connector ``sl`` to ``body`` signed at ``at``, taken (200)."""
+    return accepted(client, "/v1/webhooks/sl", body, signed(body, at))
 
 
 def test_the_url_verification_handshake_answers_the_challenge(client: TestClient) -> None:
@@ -160,12 +149,7 @@ def test_a_deletion_pushed_is_not_undone_by_an_older_re_read_ingested_after_it(
     fake.edit_message("C1", message.ts, "Wrong channel, sorry!")
     config = services.connector("sl")
     # A re-read that reads the message now, before the deletion, and is ingested after it.
-    with services.connector_instance(config) as connector:
-        read_before = [
-            connector.to_episode(item)
-            for item in connector.fetch(Window(start=START, end=NOW), None)
-            if isinstance(item, SlackMessage)
-        ]
+    read_before = read_now(services, config, Window(start=START, end=NOW))
     deliver(client, fake.event_body("C1", message.ts))
     fake.delete_message("C1", message.ts)
 

@@ -13,17 +13,18 @@ from typing import Any
 import httpx
 import pytest
 import respx
-import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from memsync.clock import FakeClock
 from memsync.runtime.app.api.app import create_app
 from memsync.runtime.app.config import Settings
 from memsync.runtime.app.services import Services
-from memsync.runtime.storage import Store, tables
+from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunRecord
 from tests.helpers import LOOPBACK
 from tests.unit.connectors.fixtures import load_fixture, zendesk_signed
+
+from .webhook_support import accepted, stored
 
 ZENDESK = "https://acme.zendesk.com"
 NOW = datetime(2011, 10, 1, tzinfo=UTC)
@@ -106,20 +107,9 @@ def body_of(name: str, **detail: Any) -> bytes:
 
 
 def deliver(client: TestClient, body: bytes, invocation_id: str = "8350205582") -> dict[str, Any]:
+    """The answer of connector ``desk`` to ``body`` signed now, taken (200)."""
     headers = zendesk_signed(body, NOW, SECRET, invocation_id)
-    response = client.post("/v1/webhooks/desk", content=body, headers=headers)
-    assert response.status_code == 200, response.text
-    answer: dict[str, Any] = response.json()
-    return answer
-
-
-def stored(store: Store, key: str) -> list[sa.Row[tuple[int, Any, Any]]]:
-    episodes = tables.episodes
-    query = sa.select(episodes.c.revision, episodes.c.payload, episodes.c.deleted_at).where(
-        episodes.c.idempotency_key == key
-    )
-    with store.engine.connect() as connection:
-        return list(connection.execute(query))
+    return accepted(client, "/v1/webhooks/desk", body, headers)
 
 
 def test_a_ticket_pushed_then_redelivered_then_re_read_is_one_episode(

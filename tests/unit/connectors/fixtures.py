@@ -7,6 +7,7 @@ import copy
 import hashlib
 import hmac
 import json
+import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -54,3 +55,19 @@ def zendesk_signed(
     if invocation_id is not None:
         headers["X-Zendesk-Webhook-Invocation-Id"] = invocation_id
     return headers
+
+
+def linear_signed(
+    body: bytes, secret: str, *, delivery: str | None = None, event: str = "Issue"
+) -> dict[str, str]:
+    """The headers Linear sends with a webhook delivery
+    (https://linear.app/developers/webhooks), named in lower case as a receiver is given
+    them: the hex HMAC-SHA256 of the raw body under ``secret`` in ``linear-signature``,
+    the delivery's id (``delivery``, else a fresh UUID), the resource type ``event``."""
+    digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return {
+        "linear-signature": digest,
+        "linear-delivery": delivery or str(uuid.uuid4()),
+        "linear-event": event,
+        "content-type": "application/json; charset=utf-8",
+    }

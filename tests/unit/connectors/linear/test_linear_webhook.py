@@ -5,8 +5,6 @@ delivery that is forged, replayed, malformed or cannot be read back is refused."
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,6 +20,7 @@ from memsync.connectors.linear.fake_api import FakeIssue, FakeLinear
 from memsync.connectors.linear.webhook import LinearWebhookReceiver
 from memsync.connectors.webhooks import Refusal, WebhookDelivery, WebhookRefused
 from memsync.stopping import FakeSleeper
+from tests.unit.connectors.fixtures import linear_signed
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TOKEN = "lin_api_test"
@@ -71,11 +70,9 @@ def issue(fake: FakeLinear) -> FakeIssue:
     return fake.add_issue("ENG", "Checkout times out", description="Carts over 200 items.")
 
 
-def signed(body: bytes, *, secret: str = SECRET, event: str = "Issue") -> dict[str, str]:
-    """The headers Linear sends: the hex HMAC-SHA256 of the raw body under the webhook's
-    signing secret, the delivery's id and its resource type."""
-    digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return {"linear-signature": digest, "linear-delivery": "d-1", "linear-event": event}
+def signed(body: bytes, *, secret: str = SECRET) -> dict[str, str]:
+    """The headers Linear sends with ``body`` as delivery ``d-1`` of an Issue."""
+    return linear_signed(body, secret, delivery="d-1")
 
 
 def receive(
