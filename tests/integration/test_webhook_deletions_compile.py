@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -23,6 +22,8 @@ from memsync.runtime.app.config import Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.storage import Store
 from tests.helpers import LOOPBACK
+
+from .webhook_support import accepted
 
 T0 = datetime(2023, 11, 1, tzinfo=UTC)
 NOW = datetime(2023, 11, 15, tzinfo=UTC)
@@ -87,7 +88,7 @@ def github_delivery(client: TestClient, event: str, body: bytes) -> str:
         "X-GitHub-Delivery": str(uuid.uuid4()),
         "Content-Type": "application/json",
     }
-    return outcome(client.post("/v1/webhooks/gh", content=body, headers=headers))
+    return str(accepted(client, "/v1/webhooks/gh", body, headers)["outcome"])
 
 
 def slack_delivery(client: TestClient, body: bytes) -> str:
@@ -99,12 +100,7 @@ def slack_delivery(client: TestClient, body: bytes) -> str:
         "X-Slack-Request-Timestamp": stamp,
         "Content-Type": "application/json",
     }
-    return outcome(client.post("/v1/webhooks/sl", content=body, headers=headers))
-
-
-def outcome(response: httpx.Response) -> str:
-    assert response.status_code == 200, response.text
-    return str(response.json()["outcome"])
+    return str(accepted(client, "/v1/webhooks/sl", body, headers)["outcome"])
 
 
 def context_after_compile(client: TestClient, subject_id: str) -> str:
