@@ -281,12 +281,12 @@ class Store:
         Everything else is the pool's, as under Core: connections are checked as the
         plain pool checks them (:func:`_ping_when_in_doubt`), and a store that is down
         raises SQLAlchemy's ``OperationalError`` (the driver's error wrapped as Core
-        wraps it). A connection that breaks during the statement is discarded with
-        every connection of its generation (as Core invalidates the pool on a
-        disconnect), so the next checkout opens a fresh one; one interrupted mid-way (a
-        cancelled request) is discarded alone. A statement that fails leaves nothing
-        behind, so trying it again is safe. The pool is created on first use;
-        :meth:`dispose` and :meth:`dispose_async` close it.
+        wraps it). A connection that breaks during the statement, or is interrupted
+        mid-way (a cancelled request), is discarded, so the next checkout opens a fresh
+        one; the pool's other connections to a server that went away are found closed
+        by the checkout check (:func:`_ping_when_in_doubt`) and replaced. A statement
+        that fails leaves nothing behind, so trying it again is safe. The pool is
+        created on first use; :meth:`dispose` and :meth:`dispose_async` close it.
         """
         from sqlalchemy.util import await_, greenlet_spawn
 
@@ -319,9 +319,9 @@ class Store:
             except driver_error as error:
                 disconnect = dialect.is_disconnect(error, connection.dbapi_connection, None)
                 if disconnect:
-                    # Core's response to a disconnect: this connection is closed, and
-                    # the others opened before it are replaced at their next checkout.
-                    engine.pool._invalidate(connection, error)
+                    # Closed and not reused; the pool's other connections, if the server
+                    # went away, are found closed by the checkout check and replaced.
+                    connection.invalidate(error)
                 else:
                     connection.close()
                 raise sa.exc.DBAPIError.instance(
