@@ -153,10 +153,12 @@ class IngestService:
         planner statistics) and the same errors, without blocking the loop.
 
         On PostgreSQL a new key's insert, a transaction of one statement, is awaited on
-        the store's asyncio pool (no worker thread). What would block runs on anyio's
-        worker threads, as a plain route would: a key that turns out to be known
-        (looked up and perhaps revised in a transaction, as :meth:`ingest` does), the
-        batch hook and an ANALYZE when due, and everything on SQLite. Repeats and
+        a raw psycopg connection of the store's asyncio pool (no worker thread, no
+        SQLAlchemy statement execution: :meth:`Store.run_one_statement_async`). What
+        would block runs on anyio's worker threads, as a plain route would: a key that
+        turns out to be known (looked up and perhaps revised in a transaction, as
+        :meth:`ingest` does), the batch hook and an ANALYZE when due, and everything on
+        SQLite. Repeats and
         conflicts are :meth:`ingest`'s: a duplicate writes nothing, a conflict is a
         revision; two concurrent calls with one new key store it once, and the one that
         loses the insert finds the key known.
@@ -169,9 +171,11 @@ class IngestService:
                 partial(self.ingest, tenant_id, [draft], with_stored=with_stored)
             )
             return outcome
-        stored_alone = await self._store.write_one_statement_async(
-            partial(self._insert_alone, tenant_id=tenant_id, draft=draft, with_stored=with_stored)
-        )
+        # The insert of _insert_alone, run on the raw driver connection: the same SQL,
+        # parameters and outcome, without SQLAlchemy's statement execution.
+        insert = self._statements.single_insert(tenant_id, draft, self._clock.now())
+        rows = await self._store.run_one_statement_async(insert.sql, insert.parameters)
+        stored_alone = insert.outcome(rows, with_stored=with_stored)
         if stored_alone is None:
             [outcome] = await anyio.to_thread.run_sync(
                 partial(

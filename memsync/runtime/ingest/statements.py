@@ -35,6 +35,7 @@ __all__ = [
     "EpisodeStatements",
     "IngestOutcome",
     "LiveEpisode",
+    "SingleInsert",
     "StoredKey",
     "connector_episodes",
     "delete_episodes",
@@ -101,6 +102,37 @@ class LiveEpisode(NamedTuple):
     provenance: Mapping[str, Any] | None = None
 
 
+class SingleInsert(NamedTuple):
+    """One draft's insert on PostgreSQL, ready for the driver: the SQL of
+    :meth:`EpisodeStatements.insert_keyed` (``INSERT … ON CONFLICT DO NOTHING RETURNING``
+    the key and id) or :meth:`EpisodeStatements.insert_keyless` (no ``RETURNING``),
+    compiled once from the same statement, with the same parameters, for a caller that
+    runs it on the raw driver connection (:meth:`Store.run_one_statement_async`)."""
+
+    sql: str
+    parameters: dict[str, Any]
+    tenant_id: str
+    episode_id: uuid.UUID
+    draft: EpisodeDraft
+    now: datetime
+
+    def outcome(self, rows: Sequence[Sequence[Any]], *, with_stored: bool) -> IngestOutcome | None:
+        """What the statement did, from the rows it returned: ``created`` (with the row
+        it was given as the stored columns when ``with_stored``, as ``insert_keyed``
+        answers), or ``None`` for a keyed draft whose key was known (nothing written)."""
+        if self.draft.idempotency_key is not None:
+            if not rows:
+                return None
+            # The returned id (RETURNING idempotency_key, id) is the one given: the row is new.
+            episode_id = rows[0][1]
+        else:
+            episode_id = self.episode_id
+        stored = (
+            _episode_row(self.tenant_id, episode_id, self.draft, self.now) if with_stored else None
+        )
+        return IngestOutcome(episode_id, IngestStatus.CREATED, 1, stored)
+
+
 def key_of(draft: EpisodeDraft) -> str:
     """A keyed draft's idempotency key: one record per key within a tenant."""
     assert draft.idempotency_key is not None
@@ -135,6 +167,21 @@ class EpisodeStatements:
             )
             for row in connection.execute(_SQLITE_LOOKUP, wanted)
         }
+
+    def single_insert(self, tenant_id: str, draft: EpisodeDraft, now: datetime) -> SingleInsert:
+        """The insert of one draft as :meth:`insert_keyed` (a keyed draft) or
+        :meth:`insert_keyless` would run it on PostgreSQL: the same SQL, compiled once for
+        psycopg, and the same parameters; nothing is executed here. PostgreSQL only."""
+        assert self._postgresql, "a single insert on the raw driver is PostgreSQL's"
+        episode_id = uuid.uuid4()
+        return SingleInsert(
+            _pg_insert_sql(keyed=draft.idempotency_key is not None),
+            _pg_batch(tenant_id, [episode_id], [draft], now),
+            tenant_id,
+            episode_id,
+            draft,
+            now,
+        )
 
     def stored(
         self, connection: Connection, tenant_id: str, ids: Sequence[uuid.UUID]
@@ -688,6 +735,23 @@ def _pg_insert(
         + (f"RETURNING {names}" if returning else "")
     )
     return statement.columns(*returning) if returning else statement
+
+
+@functools.cache
+def _pg_insert_sql(*, keyed: bool) -> str:
+    """The SQL psycopg is given for a one-draft insert (:func:`_pg_insert`, keyed or
+    keyless), compiled once: what SQLAlchemy sends for the same statement, placeholders
+    in psycopg's ``%(name)s`` form."""
+    # Imported here: a SQLite store never loads the PostgreSQL dialect (CLI start-up).
+    from sqlalchemy.dialects.postgresql import psycopg
+
+    statement = (
+        _pg_insert(returning=_KEY_COLUMNS, on_conflict=True)
+        if keyed
+        else _pg_insert(returning=None)
+    )
+    dialect = psycopg.dialect()  # type: ignore[no-untyped-call]
+    return str(statement.compile(dialect=dialect))
 
 
 def _pg_batch(
