@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import select
 import threading
 import time
@@ -17,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
@@ -89,6 +91,33 @@ def _json_serializer(value: Any) -> str:
     )
 
 
+# An integer literal of 19 digits or more may be past orjson's 64 bits, which it would
+# read as a float; such a document is read by the standard library, exactly.
+_LONG_INTEGER_BYTES = re.compile(rb"[0-9]{19}")
+_LONG_INTEGER_TEXT = re.compile(r"[0-9]{19}")
+
+
+def _json_deserializer(document: bytes | str) -> Any:
+    """A JSON column's value read back: what ``json.loads`` reads, at orjson's speed.
+
+    The two read every document our serializer writes (and PostgreSQL's ``jsonb``
+    holds) to the same value, but for integers past 64 bits, which orjson makes floats,
+    and what orjson refuses (a lone surrogate's escape, ``NaN``): those are left to
+    ``json.loads``. Decoding was a tenth of a timeline's CPU.
+    """
+    long_integer = (
+        _LONG_INTEGER_BYTES.search(document)
+        if isinstance(document, bytes)
+        else _LONG_INTEGER_TEXT.search(document)
+    )
+    if long_integer is None:
+        try:
+            return orjson.loads(document)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(document)
+
+
 def create_store_engine(url: str, *, echo: bool = False) -> Engine:
     """Create an engine for ``url`` with the settings memsync relies on."""
     url = normalise_store_url(url)
@@ -98,6 +127,7 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
             url,
             echo=echo,
             json_serializer=_json_serializer,
+            json_deserializer=_json_deserializer,
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
         )
         _configure_sqlite(engine)
@@ -143,7 +173,12 @@ def _postgresql_arguments(url: sa.URL, *, echo: bool) -> dict[str, Any]:
     # durability) are kept, before this one, so UTC is what holds.
     given = url.query.get("options", ())
     options = " ".join([*([given] if isinstance(given, str) else given), "-c timezone=UTC"])
-    return {"echo": echo, "json_serializer": _json_serializer, "connect_args": {"options": options}}
+    return {
+        "echo": echo,
+        "json_serializer": _json_serializer,
+        "json_deserializer": _json_deserializer,
+        "connect_args": {"options": options},
+    }
 
 
 def _configure_sqlite(engine: Engine) -> None:
