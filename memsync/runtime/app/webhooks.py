@@ -177,13 +177,11 @@ class WebhookIntake:
 
     def too_large(self, name: str, max_bytes: int) -> WebhookAnswer:
         """Count and log a delivery to ``name`` that the API refused (413) for a body
-        over ``max_bytes``, before it was read; an unknown connector counts as ``''``
-        (in the metrics only)."""
+        over ``max_bytes``, before it was read; an unknown connector counts as ``''``.
+        Metrics and log only, as a rate-limited delivery: it is called on the event
+        loop, and a refusal that costs the sender one header must cost no write."""
         config = self._webhook_config(name)
-        answer = self._refused(config, "too_large", 413, f"body over {max_bytes} bytes")
-        if config is not None:
-            self._record(config, answer)
-        return answer
+        return self._refused(config, "too_large", 413, f"body over {max_bytes} bytes")
 
     def _over_rate(self, config: ConnectorConfig) -> WebhookAnswer | None:
         """A 429 if the delivery is over the connector's token bucket, else ``None``
