@@ -405,15 +405,7 @@ class FakeLinear(FakeHTTPServer):
                 url = data["url"]
             else:
                 issue = record.issue
-                data.update(
-                    id=record.id,
-                    body=record.body,
-                    createdAt=_iso(record.created_at),
-                    updatedAt=_iso(record.updated_at),
-                    editedAt=None if record.edited_at is None else _iso(record.edited_at),
-                    archivedAt=None if record.archived_at is None else _iso(record.archived_at),
-                    issueId=issue.id,
-                )
+                data.update(_comment_fields(record))
                 data["issue"].update(
                     id=issue.id,
                     identifier=issue.identifier,
@@ -643,13 +635,7 @@ class FakeLinear(FakeHTTPServer):
         node = copy.deepcopy(self._comment_shape)
         issue = comment.issue
         node.update(
-            id=comment.id,
-            issueId=issue.id,
-            body=comment.body,
-            createdAt=_iso(comment.created_at),
-            updatedAt=_iso(comment.updated_at),
-            editedAt=None if comment.edited_at is None else _iso(comment.edited_at),
-            archivedAt=None if comment.archived_at is None else _iso(comment.archived_at),
+            _comment_fields(comment),
             issue={
                 "id": issue.id,
                 "identifier": issue.identifier,
@@ -660,6 +646,19 @@ class FakeLinear(FakeHTTPServer):
             },
         )
         return node
+
+
+def _comment_fields(comment: FakeComment) -> Json:
+    """The fields a comment has alike as a GraphQL node and in a webhook's ``data``."""
+    return {
+        "id": comment.id,
+        "issueId": comment.issue.id,
+        "body": comment.body,
+        "createdAt": _iso(comment.created_at),
+        "updatedAt": _iso(comment.updated_at),
+        "editedAt": None if comment.edited_at is None else _iso(comment.edited_at),
+        "archivedAt": None if comment.archived_at is None else _iso(comment.archived_at),
+    }
 
 
 def _argument(query: str, name: str) -> str | None:
