@@ -59,9 +59,7 @@ class Scrubber:
     def extended(self, secrets: Iterable[str]) -> Scrubber:
         """A scrubber that knows these values too."""
         combined = Scrubber()
-        combined._forms = sorted(
-            {*self._known_forms(), *_sorted_forms(secrets)}, key=len, reverse=True
-        )
+        combined._forms = _longest_first(self._known_forms(), _sorted_forms(secrets))
         return combined
 
 
@@ -95,14 +93,14 @@ class LearningScrubber(Scrubber):
                 learnt = _sorted_forms(learn())
             finally:
                 self._learning = False
-            self._forms = sorted({*self._forms, *learnt}, key=len, reverse=True)
+            self._forms = _longest_first(self._forms, learnt)
             self._learn = None
             return self._forms
 
 
 def _sorted_forms(secrets: Iterable[str]) -> list[str]:
     """Each secret long enough to be one, as it is, URL-encoded and base64-encoded,
-    longest first, so a secret containing another is replaced whole."""
+    longest first (:func:`_longest_first`)."""
     forms: set[str] = set()
     for secret in secrets:
         if len(secret) < _MIN_SECRET_LENGTH:
@@ -110,7 +108,13 @@ def _sorted_forms(secrets: Iterable[str]) -> list[str]:
         forms.add(secret)
         forms.add(urllib.parse.quote(secret, safe=""))
         forms.add(base64.b64encode(secret.encode("utf-8")).decode("ascii"))
-    return sorted(forms, key=len, reverse=True)
+    return _longest_first(forms)
+
+
+def _longest_first(*forms: Iterable[str]) -> list[str]:
+    """The forms, each once, longest first, so a secret containing another is replaced
+    whole."""
+    return sorted({form for some in forms for form in some}, key=len, reverse=True)
 
 
 class ScrubbingFilter(logging.Filter):
