@@ -493,12 +493,12 @@ _FACT_WORDS = _Caseless.compile(
 _FACT_RULE = _Rule("figure", _FIGURE, MemoryKind.FACT, None, "{clause}", confidence=0.7)
 _SUMMARY_RULE = _Rule("summary", _FIGURE, MemoryKind.EPISODE_SUMMARY, None, "", confidence=1.0)
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-# The same cuts, found faster: a pattern that opens with a set of characters is searched
-# for that set in C, one that opens with a look-behind is tried at every position of the
-# text (about three times the time over long texts). It takes the terminator with the
-# cut (the group), which :func:`_split_sentences` gives back to its sentence; a newline
-# is not kept, as ``_SENTENCE_END`` does not keep it.
+# A sentence ends after ".", "!" or "?" and spaces, or at newlines: the cuts of
+# r"(?<=[.!?])\s+|\n+", found faster. A pattern that opens with a set of characters is
+# searched for that set in C, one that opens with a look-behind is tried at every
+# position of the text (about three times the time over long texts). It takes the
+# terminator with the cut (the group), which :func:`_split_sentences` gives back to its
+# sentence; a newline is not kept, as that plain pattern does not keep it.
 _SENTENCE_BREAK = re.compile(r"([.!?\n])(?:(?<=\n)\n*|(?<=[.!?])\s+)")
 _CLAUSE_SPLIT = re.compile(r",?\s+(?:and|but|so)\s+(?=(?:i|i'm|we|we're|my)\b)", re.IGNORECASE)
 # Quoted spans: double quotes anywhere; single quotes only when they open
@@ -520,7 +520,8 @@ _DIGIT = re.compile(r"\d")
 
 
 def _split_sentences(text: str) -> list[str]:
-    """``_SENTENCE_END.split(text)``, by ``_SENTENCE_BREAK``."""
+    """The sentences of ``text``, cut by ``_SENTENCE_BREAK``: what splitting on
+    r"(?<=[.!?])\\s+|\n+" gives (tests/unit/compile/test_heuristic_shortcuts.py)."""
     parts = _SENTENCE_BREAK.split(text)
     pairs = iter(parts)
     sentences = [

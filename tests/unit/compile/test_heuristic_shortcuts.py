@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 from memsync.compile import heuristic
 from memsync.compile.heuristic import HeuristicCompiler
 from memsync.compile.types import CandidateMemory, EpisodeView
-from tests.unit.compile.test_heuristic import _CASED_WORDS, _RULE_WORDS
+from tests.unit.compile.test_heuristic import (
+    _CASED_WORDS,
+    _RULE_WORDS,
+    PLAIN_SENTENCE_END,
+    plain_clauses,
+)
 
 WORDS = st.lists(
     st.sampled_from([*_RULE_WORDS, "maybe", "if", "do", "should", ".", "?", "and", ",", "7"])
@@ -29,24 +34,6 @@ WORDS = st.lists(
     min_size=1,
     max_size=24,
 )
-
-
-def plain_clauses(text: str) -> list[str]:
-    """The clauses of ``text`` that may assert something, cut by the plain patterns and
-    every check made on every clause."""
-    found = []
-    for sentence in heuristic._SENTENCE_END.split(text.translate(heuristic._TYPOGRAPHIC)):
-        stripped = sentence.strip()
-        if not stripped or stripped.endswith("?"):
-            continue
-        unquoted = heuristic._QUOTED.sub(" ", stripped)
-        if heuristic._HYPOTHETICAL.folding.search(unquoted):
-            continue
-        for clause in heuristic._CLAUSE_SPLIT.split(unquoted):
-            cleaned = " ".join(clause.split()).rstrip(".!")
-            if cleaned and not heuristic._QUESTION_START.folding.match(cleaned):
-                found.append(cleaned)
-    return found
 
 
 class PlainCompiler(HeuristicCompiler):
@@ -116,7 +103,7 @@ SPLIT_TEXT = st.lists(
 @settings(max_examples=1000, deadline=None)
 @given(SPLIT_TEXT)
 def test_sentences_are_cut_where_the_plain_pattern_cuts_them(text: str) -> None:
-    assert heuristic._split_sentences(text) == heuristic._SENTENCE_END.split(text)
+    assert heuristic._split_sentences(text) == PLAIN_SENTENCE_END.split(text)
 
 
 @settings(max_examples=400, deadline=None)
