@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import sqlalchemy as sa
 
@@ -82,3 +85,41 @@ def test_a_pooled_connection_the_server_closed_is_replaced_without_an_error(
     pooled = _backend_pid(store)
     terminate_other_backends(store_url)
     assert _backend_pid(store) != pooled
+
+
+@pytest.mark.postgresql_only
+def test_a_read_leaves_no_transaction_open_between_its_statements(store: Store) -> None:
+    observer = Store.from_url(store.engine.url.render_as_string(hide_password=False))
+    try:
+        with store.read() as connection:
+            pid = connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+            with observer.read() as watching:
+                state = watching.exec_driver_sql(
+                    f"SELECT state FROM pg_stat_activity WHERE pid = {int(pid)}"
+                ).scalar_one()
+            # The read goes on after the wait: a later statement still answers.
+            assert connection.exec_driver_sql("SELECT 1").scalar_one() == 1
+    finally:
+        observer.dispose()
+    # Not 'idle in transaction': no snapshot or lock held while the request computes.
+    assert state == "idle"
+
+
+@pytest.mark.postgresql_only
+def test_as_many_reads_at_once_as_the_pool_keeps_reuse_its_connections(store: Store) -> None:
+    readers = store_engine.POOL_SIZE
+    all_in = threading.Barrier(readers, timeout=30)
+
+    def read_backend() -> int:
+        with store.read() as connection:
+            pid = int(connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+            all_in.wait()  # every reader holds its connection at once
+            return pid
+
+    seen: set[int] = set()
+    with ThreadPoolExecutor(readers) as pool:
+        for _ in range(3):
+            seen.update(pool.map(lambda _: read_backend(), range(readers)))
+    # Opened once and kept: a pool smaller than the readers closes the connections
+    # past its size at check-in and opens new ones the next round.
+    assert len(seen) == readers

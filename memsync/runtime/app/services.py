@@ -347,7 +347,7 @@ class Services:
     @classmethod
     def open(cls, settings: Settings, clock: Clock | None = None) -> Services:
         """Open the configured store, bring its schema up to date, build the services."""
-        store = Store.from_url(settings.store)
+        store = Store.from_url(settings.store, pool_size=settings.api.request_threads)
         notes = upgrade(store)
         return cls(settings, store, clock or SystemClock(), migration_notes=notes)
 

@@ -39,6 +39,17 @@ __all__ = [
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 _WRITE_OPTION = "memsync_write"
 
+POOL_SIZE = 8
+"""Connections each of a store's pools keeps open (SQLAlchemy's default is 5). The API
+runs at most ``api.request_threads`` requests at once (8 by default) and sizes its
+store's pools to that: a pool smaller than the requests using it at once opened a
+connection (a PostgreSQL backend, forked) and closed it again for most requests
+under 16 concurrent clients. Up to ``MAX_OVERFLOW`` more are opened under a burst."""
+
+MAX_OVERFLOW = 10
+"""Connections a pool opens past its size while all of them are in use, each closed
+when checked in (SQLAlchemy's default)."""
+
 PING_AFTER_IDLE_SECONDS = 1.0
 """A pooled PostgreSQL connection unused for longer than this is pinged at checkout."""
 _CHECKED_IN_AT = "memsync_checked_in_at"
@@ -118,8 +129,9 @@ def _json_deserializer(document: bytes | str) -> Any:
     return json.loads(document)
 
 
-def create_store_engine(url: str, *, echo: bool = False) -> Engine:
-    """Create an engine for ``url`` with the settings memsync relies on."""
+def create_store_engine(url: str, *, echo: bool = False, pool_size: int = POOL_SIZE) -> Engine:
+    """Create an engine for ``url`` with the settings memsync relies on; a PostgreSQL
+    engine's pool keeps ``pool_size`` connections open."""
     url = normalise_store_url(url)
     parsed = sa.make_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -133,7 +145,9 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
         _configure_sqlite(engine)
         return engine
     if parsed.get_backend_name() == "postgresql":
-        engine = sa.create_engine(url, **_postgresql_arguments(parsed, echo=echo))
+        engine = sa.create_engine(
+            url, **_postgresql_arguments(parsed, echo=echo), pool_size=pool_size
+        )
         _ping_when_in_doubt(engine)
         return engine
     raise ValueError(
@@ -145,7 +159,7 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
 def create_async_store_engine(engine: Engine) -> AsyncEngine:
     """An asyncio engine on the same PostgreSQL database as ``engine`` (psycopg's async
     driver), with the same connection settings and the same checkout check; a pool of
-    its own, as large as the default one. Its connections are in autocommit mode: it
+    its own, as large as the default one's. Its connections are in autocommit mode: it
     runs single statements, each a transaction of its own, and nothing is rolled back
     when a connection is checked in."""
     from sqlalchemy.ext.asyncio import create_async_engine
@@ -159,6 +173,7 @@ def create_async_store_engine(engine: Engine) -> AsyncEngine:
         # a transaction (a statement that fails leaves it idle too), and the rollback
         # would be a trip through the asyncio bridge a request for nothing.
         pool_reset_on_return=None,
+        pool_size=engine.pool.size(),  # type: ignore[attr-defined]
         **_postgresql_arguments(engine.url, echo=bool(engine.echo)),
     )
     _ping_when_in_doubt(async_engine.sync_engine)
@@ -178,6 +193,7 @@ def _postgresql_arguments(url: sa.URL, *, echo: bool) -> dict[str, Any]:
         "json_serializer": _json_serializer,
         "json_deserializer": _json_deserializer,
         "connect_args": {"options": options},
+        "max_overflow": MAX_OVERFLOW,
     }
 
 
@@ -249,7 +265,7 @@ def _may_be_gone(dbapi_connection: Any) -> bool:
 
 
 class Store:
-    """A database and the two ways to use it: a read transaction and a write one.
+    """A database and the two ways to use it: reads and a write transaction.
 
     ``write()`` is the only way to change data. On SQLite it holds the database write
     lock for the whole transaction; on PostgreSQL it is a plain READ COMMITTED
@@ -264,8 +280,10 @@ class Store:
         self._async_engine_lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str) -> Store:
-        return cls(create_store_engine(url))
+    def from_url(cls, url: str, *, pool_size: int = POOL_SIZE) -> Store:
+        """A store on ``url``; on PostgreSQL each of its pools keeps ``pool_size``
+        connections open."""
+        return cls(create_store_engine(url, pool_size=pool_size))
 
     @property
     def is_postgresql(self) -> bool:
@@ -390,7 +408,19 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A transaction for reads; it is rolled back at the end, so it cannot write."""
+        """A connection for reads, which must not write.
+
+        On SQLite a transaction, rolled back at the end: its statements read one
+        snapshot. On PostgreSQL each statement runs on its own (autocommit): under READ
+        COMMITTED a transaction's statements each take a snapshot of their own anyway,
+        so a transaction around them only cost two round trips (its ``BEGIN`` and the
+        ``ROLLBACK``), and under concurrent requests each round trip is a wait to take
+        the GIL back.
+        """
+        if self.is_postgresql:
+            with self.engine.connect() as connection:
+                yield connection.execution_options(isolation_level="AUTOCOMMIT")
+            return
         with self.engine.connect() as connection, connection.begin() as transaction:
             yield connection
             transaction.rollback()

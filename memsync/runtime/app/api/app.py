@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractContextManager, ExitStack, asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI
 
 import memsync
@@ -50,6 +51,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Requests past this many wait on the event loop rather than on a thread of
+        # their own: fewer threads to take turns at the GIL, and no more connections
+        # in use than the store keeps open (ApiSettings.request_threads).
+        threads = anyio.to_thread.current_default_thread_limiter()
+        threads.total_tokens = services.settings.api.request_threads
         with ExitStack() as running:
             if beside is not None:
                 running.enter_context(beside())
