@@ -3,6 +3,7 @@ ranking is the exhaustive one, byte for byte."""
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -212,6 +213,24 @@ def test_search_sees_a_compile_at_once(client: TestClient) -> None:
     compile_subject(client)
 
     assert "Prefers coffee" in search_contents(client, "coffee")
+
+
+@pytest.mark.parametrize("freeze_from", [1, 10_000])
+def test_only_a_large_index_is_frozen_out_of_the_collectors_reach(
+    store: Store, freeze_from: int
+) -> None:
+    build_store(store, "ana", 40)
+    indexes = SubjectIndexes(MemoryRepository(store), freeze_from=freeze_from)
+    frozen_before = gc.get_freeze_count()
+    try:
+        index = indexes.current("t1", "ana")
+        frozen = gc.get_freeze_count() > frozen_before
+    finally:
+        gc.unfreeze()
+    assert 1 <= len(index) < 10_000
+    # Freezing costs a full collection: a small subject's index is left to the collector.
+    assert frozen is (len(index) >= freeze_from)
+    assert indexes.current("t1", "ana") is index  # kept either way
 
 
 def search_contents(client: TestClient, text: str) -> list[str]:

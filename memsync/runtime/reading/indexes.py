@@ -22,7 +22,14 @@ from memsync.compile.ranking import RankingIndex
 from memsync.compile.types import MemoryKind, MemoryStatus, StoredMemory
 from memsync.runtime.reading.memories import MemoryRepository, RankingInputs
 
-__all__ = ["INDEXED_MEMORIES", "RECLAIM_EVERY", "MemorySearch", "SubjectIndex", "SubjectIndexes"]
+__all__ = [
+    "FREEZE_FROM",
+    "INDEXED_MEMORIES",
+    "RECLAIM_EVERY",
+    "MemorySearch",
+    "SubjectIndex",
+    "SubjectIndexes",
+]
 
 INDEXED_MEMORIES = 200_000
 """How many memories, over all subjects, one process keeps indexes for (a few hundred
@@ -81,8 +88,13 @@ class SubjectIndex:
 
 
 RECLAIM_EVERY = 64
-"""After this many indexes were kept, frozen objects are given back to the collector
+"""After this many indexes were frozen, frozen objects are given back to the collector
 once, so that cyclic garbage frozen with them is reclaimed (see :class:`SubjectIndexes`)."""
+
+FREEZE_FROM = 1_000
+"""An index of at least this many memories is frozen out of the collector's reach when
+kept (see :class:`SubjectIndexes`); a smaller one is not worth the full collection that
+freezing takes."""
 
 
 class SubjectIndexes:
@@ -92,19 +104,30 @@ class SubjectIndexes:
     version moved). Thread-safe: API requests run on a thread pool; two requests that
     find an index stale may both rebuild it, and the later one is kept.
 
-    Kept indexes are frozen out of the garbage collector's reach (``gc.freeze``): a
-    full collection holds the GIL while it traverses every tracked object, and a
-    50,000-memory index made that 480 ms, stalling every request and slowing a compile
-    by a third (13 ms once frozen). An index holds no reference cycles, so a dropped one
-    is still freed at once; objects of other requests frozen along with it are given
-    back to the collector every ``RECLAIM_EVERY`` indexes kept.
+    Kept indexes of ``freeze_from`` memories or more are frozen out of the garbage
+    collector's reach (``gc.freeze``): a full collection holds the GIL while it
+    traverses every tracked object, and a 50,000-memory index made that 480 ms, stalling
+    every request and slowing a compile by a third (13 ms once frozen). Freezing takes a
+    full collection first (so as not to freeze garbage), which for the small indexes of
+    most subjects cost more than they ever would: it was a twentieth of a busy server's
+    CPU, every context request after a compile paying it, so those are left to the
+    collector. An index holds no reference cycles, so a dropped one is still freed at
+    once; objects of other requests frozen along with one are given back to the
+    collector every ``RECLAIM_EVERY`` indexes frozen.
     """
 
-    def __init__(self, memories: MemoryRepository, capacity: int = INDEXED_MEMORIES) -> None:
+    def __init__(
+        self,
+        memories: MemoryRepository,
+        capacity: int = INDEXED_MEMORIES,
+        *,
+        freeze_from: int = FREEZE_FROM,
+    ) -> None:
         self._memories = memories
         self._capacity = capacity
+        self._freeze_from = freeze_from
         self._held = 0
-        self._kept = 0
+        self._frozen = 0
         self._items: OrderedDict[tuple[str, str], SubjectIndex] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -131,8 +154,10 @@ class SubjectIndexes:
             while self._held > self._capacity and len(self._items) > 1:
                 _, dropped = self._items.popitem(last=False)
                 self._held -= len(dropped)
-            self._kept += 1
-            reclaim = self._kept % RECLAIM_EVERY == 0
+            if len(index) < self._freeze_from:
+                return
+            self._frozen += 1
+            reclaim = self._frozen % RECLAIM_EVERY == 0
         if reclaim:
             gc.unfreeze()
         gc.collect()
