@@ -3,12 +3,15 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from statewave.models import ContextBundle
 
-from memsync.compile.bundle import BundleLayout, assemble_bundle
+from memsync.compile.bundle import BundleJson, BundleLayout, assemble_bundle
 from memsync.compile.policy import PolicyTable
 from memsync.compile.tokenizer import CL100K, ESTIMATE, CharacterEstimate, default_counter
 from memsync.compile.types import EpisodeView, MemoryKind, MemoryStatus, StoredMemory
@@ -369,3 +372,100 @@ def test_with_valid_at_a_tombstoned_memory_never_holds() -> None:
 
     assert porto.id not in {item.memory.id for item in bundle.facts}
     assert "location.home_city = Porto" not in bundle.assembled_context
+
+
+_JSON_LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53 - 1), 2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+)
+_PAYLOADS = st.dictionaries(
+    st.text(max_size=6),
+    st.recursive(
+        _JSON_LEAVES,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+        max_leaves=6,
+    ),
+    max_size=4,
+)
+_CONTENTS = st.sampled_from(
+    [
+        "Stripe charges 3.5% + 35¢ per transaction",
+        "Stripe charges 2.9% + 30¢ per transaction",
+        "We decided to use Postgres for the queue",
+        "The API rate limit is 100 requests per minute",
+        "Ana prefers tea in the morning",
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    claims=st.lists(
+        st.tuples(
+            st.sampled_from(["location.current", "location.home_city", "tools.used"]),
+            st.sampled_from(["Lisbon", "Porto", "neovim", "Ḿadrid"]),
+            st.integers(1, 39),
+        ),
+        max_size=5,
+    ),
+    statements=st.lists(
+        st.tuples(_CONTENTS, st.integers(1, 39), st.sampled_from(list(MemoryKind))), max_size=5
+    ),
+    payloads=st.lists(_PAYLOADS, max_size=4),
+    flag_conflicts=st.booleans(),
+    max_tokens=st.integers(1, 2_000),
+    layout=st.sampled_from(list(BundleLayout)),
+    valid_at=st.none() | st.integers(0, 45).map(day),
+)
+def test_the_dict_is_what_validating_and_dumping_the_bundle_model_gives(
+    claims: list[tuple[str, str, int]],
+    statements: list[tuple[str, int, MemoryKind]],
+    payloads: list[dict[str, object]],
+    flag_conflicts: bool,
+    max_tokens: int,
+    layout: BundleLayout,
+    valid_at: datetime | None,
+) -> None:
+    changes, memories = run(
+        [claim(key, value, on) for key, value, on in claims]
+        + [statement(content, on, kind=kind) for content, on, kind in statements],
+        policies=PolicyTable.from_mapping({"profile_fact": "flag", "fact": "flag"})
+        if flag_conflicts
+        else None,
+    )
+    episodes = [
+        EpisodeView(
+            id=uuid.UUID(int=n + 1),
+            subject_id=SUBJECT,
+            source="slack",
+            type="message",
+            payload=payload,
+            occurred_at=day(n + 1),
+            revision=n % 3 + 1,
+            content_hash=f"h{n}",
+        )
+        for n, payload in enumerate(payloads)
+    ]
+    bundle = assemble_bundle(
+        SUBJECT,
+        "where does she live and what fees",
+        memories,
+        changes.open_conflicts,
+        episodes,
+        max_tokens,
+        AS_OF,
+        layout=layout,
+        valid_at=valid_at,
+    )
+
+    fast = bundle.to_dict()
+    validated = BundleJson.of(bundle).model_dump(mode="json")
+
+    # Equal as values and as types (1 is not 1.0 nor True to orjson), hence as bytes.
+    assert orjson.dumps(fast, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        validated, option=orjson.OPT_SORT_KEYS
+    )
+    assert canonical_json(fast) == canonical_json(validated)
