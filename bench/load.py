@@ -15,14 +15,17 @@ request drawn (seeded) from the mix a busy memory service sees:
 - 15% ``GET /v1/timeline`` (20 episodes),
 - 5% ``POST /v1/memories/compile`` (synchronous: what arrived since the last one),
 
-each on a random subject. The clients are asyncio tasks over httpx, spread over
-``--client-processes`` processes of their own (2 by default), so that the load client is
-not one interpreter's single core: the client, the server's processes and PostgreSQL
-share the machine's cores, as they do on a one-machine deployment. Printed: requests per
-second, errors (any status >= 400 or transport error), p50/p99 per request type, the
-ratio of requests per second of each process count to one process at the same number of
-clients, and where the cores went (CPU seconds a second of the server's processes and of
-the client's, and how busy the whole machine was). Results and method:
+each on a random subject. The clients are asyncio tasks, each on a keep-alive connection
+of its own (``--client lean``, the default: :class:`LeanConnection`; ``--client httpx``:
+an ``httpx.AsyncClient``, what this benchmark used first, at four times the client's
+CPU), spread over ``--client-processes`` processes of their own (2 by default), so that
+the load client is not one interpreter's single core: the client, the server's processes
+and PostgreSQL share the machine's cores, as they do on a one-machine deployment.
+Printed: requests per second, errors (any status >= 400 or transport error), p50/p99 per
+request type, the ratio of requests per second of each process count to one process at
+the same number of clients, and where the cores went (CPU seconds a second of the
+server's processes and of the client's, and how busy the whole machine was). Results and
+method:
 docs/benchmarks.md ("Serving from several processes").
 """
 
@@ -34,6 +37,7 @@ import random
 import statistics
 import tempfile
 import time
+import urllib.parse
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import orjson
 
 from bench.common import (
     machine,
@@ -78,7 +83,8 @@ class Tally:
 
 
 def body(kind: str, subject: str, serial: int) -> tuple[str, str, dict[str, Any]]:
-    """The method, path and httpx arguments of one request of ``kind``."""
+    """The method, path and arguments (``json``: the body; ``params``: the query) of
+    one request of ``kind``."""
     if kind == "ingest":
         text = f"{statement(serial)} (note {serial})"
         episode = {"subject_id": subject, "source": "chat", "type": "message"}
@@ -95,26 +101,97 @@ def body(kind: str, subject: str, serial: int) -> tuple[str, str, dict[str, Any]
     return "POST", "/v1/memories/compile", {"json": {"subject_id": subject}}
 
 
-async def client(
-    base: str, seed: int, subjects: list[str], deadline: float, serials: list[int], tally: Tally
-) -> None:
+class LeanConnection:
+    """One keep-alive HTTP/1.1 connection that sends a request and reads its answer,
+    with next to no work of its own: the load client runs on the same two cores as the
+    servers and PostgreSQL, and httpx's ``AsyncClient`` cost it about 1.4 ms of CPU a
+    request, a third of a core at 225 requests/s. Enough HTTP for memsync's answers: a
+    status line, headers, and a body of ``content-length`` bytes or chunks."""
+
+    def __init__(self, base: str) -> None:
+        self._host, port = base.removeprefix("http://").split(":")
+        self._port = int(port)
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def request(self, method: str, path: str, arguments: dict[str, Any]) -> int:
+        """Send the request; answer its status once the whole body is read."""
+        if self._streams is None:
+            self._streams = await asyncio.open_connection(self._host, self._port)
+        reader, writer = self._streams
+        if "params" in arguments:
+            path += "?" + urllib.parse.urlencode(arguments["params"])
+        content = orjson.dumps(arguments["json"]) if "json" in arguments else b""
+        head = (
+            f"{method} {path} HTTP/1.1\r\nhost: {self._host}\r\ncontent-length: {len(content)}\r\n"
+        )
+        if content:
+            head += "content-type: application/json\r\n"
+        writer.write(head.encode() + b"\r\n" + content)
+        header_block = await reader.readuntil(b"\r\n\r\n")
+        status_line, *header_lines = header_block.decode("latin-1").split("\r\n")
+        headers = dict(
+            (name.strip().lower(), value.strip())
+            for name, _, value in (line.partition(":") for line in header_lines if line)
+        )
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+                await reader.readexactly(size + 2)
+            await reader.readuntil(b"\r\n")
+        else:
+            await reader.readexactly(int(headers.get("content-length", "0")))
+        if headers.get("connection", "").lower() == "close":
+            await self.close()
+        return int(status_line.split(" ", 2)[1])
+
+    async def close(self) -> None:
+        if self._streams is not None:
+            _, writer = self._streams
+            self._streams = None
+            writer.close()
+
+
+class HttpxConnection:
+    """:class:`LeanConnection`'s interface on an ``httpx.AsyncClient`` of one
+    keep-alive connection (``--client httpx``)."""
+
+    def __init__(self, base: str) -> None:
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        self._client = httpx.AsyncClient(base_url=base, timeout=60, limits=limits)
+
+    async def request(self, method: str, path: str, arguments: dict[str, Any]) -> int:
+        return (await self._client.request(method, path, **arguments)).status_code
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+CONNECTIONS: dict[str, type[LeanConnection | HttpxConnection]] = {
+    "lean": LeanConnection,
+    "httpx": HttpxConnection,
+}
+
+
+async def client(share: Share, seed: int, serials: list[int], tally: Tally) -> None:
     draw = random.Random(seed)
     kinds = [kind for kind, _ in MIX]
     weights = [weight for _, weight in MIX]
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as connection:
+    connection = CONNECTIONS[share.client](share.base)
+    subjects, deadline = share.subjects, share.ends_at
+    try:
         while time.time() < deadline:
             kind = draw.choices(kinds, weights)[0]
             serials[0] += 1
             method, path, arguments = body(kind, draw.choice(subjects), serials[0])
             started = time.perf_counter()
             try:
-                response = await connection.request(method, path, **arguments)
-                failed = response.status_code >= 400
-            except httpx.TransportError:
+                failed = await connection.request(method, path, arguments) >= 400
+            except (OSError, asyncio.IncompleteReadError, ValueError, httpx.TransportError):
                 failed = True
+                await connection.close()  # a fresh connection for the next request
             tally.latencies[kind].append(time.perf_counter() - started)
             tally.errors += failed
+    finally:
+        await connection.close()
 
 
 @dataclass(frozen=True)
@@ -128,6 +205,7 @@ class Share:
     starts_at: float
     ends_at: float
     first_serial: int
+    client: str
 
 
 def run_share(share: Share) -> Tally:
@@ -142,12 +220,7 @@ async def _share(share: Share) -> Tally:
     await asyncio.sleep(max(0.0, share.starts_at - time.time()))
     serials = [share.first_serial]
     cpu_before = time.process_time()
-    await asyncio.gather(
-        *(
-            client(share.base, seed, share.subjects, share.ends_at, serials, tally)
-            for seed in share.seeds
-        )
-    )
+    await asyncio.gather(*(client(share, seed, serials, tally) for seed in share.seeds))
     tally.client_cpu = time.process_time() - cpu_before
     return tally
 
@@ -160,9 +233,10 @@ def phase(
     clients: int,
     seconds: float,
     subjects: list[str],
+    client_kind: str,
 ) -> dict[str, Any]:
-    """``clients`` clients against ``base`` for ``seconds``, spread round-robin over the
-    ``client_processes`` processes of ``pool``."""
+    """``clients`` clients (each a ``client_kind`` connection) against ``base`` for
+    ``seconds``, spread round-robin over the ``client_processes`` processes of ``pool``."""
     starts_at = time.time() + START_MARGIN_SECONDS
     ends_at = starts_at + seconds
     shares = [
@@ -173,6 +247,7 @@ def phase(
             starts_at,
             ends_at,
             10_000_000 * clients + 1_000_000 * process,
+            client_kind,
         )
         for process in range(min(client_processes, clients))
     ]
@@ -228,6 +303,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--subjects", type=int, default=50)
     parser.add_argument("--client-processes", type=int, default=2)
+    parser.add_argument("--client", choices=sorted(CONNECTIONS), default="lean")
     arguments = parser.parse_args()
     subjects = [f"user-{number}" for number in range(arguments.subjects)]
     results: dict[tuple[int, int], dict[str, Any]] = {}
@@ -252,7 +328,16 @@ def main() -> None:
 
         def run(server: tuple[str, int], clients: int, seconds: float) -> dict[str, Any]:
             base, pid = server
-            return phase(pool, arguments.client_processes, pid, base, clients, seconds, subjects)
+            return phase(
+                pool,
+                arguments.client_processes,
+                pid,
+                base,
+                clients,
+                seconds,
+                subjects,
+                arguments.client,
+            )
 
         # Each server process's caches and pools, and each client process, before timing.
         for server in servers_by_processes.values():
@@ -262,7 +347,7 @@ def main() -> None:
                 results[processes, clients] = run(server, clients, arguments.seconds)
     print(
         f"machine: {machine()}; PostgreSQL; {arguments.seconds:g} s a phase; "
-        f"clients in {arguments.client_processes} processes\n"
+        f"clients in {arguments.client_processes} processes, {arguments.client} connections\n"
     )
     kinds = [kind for kind, _ in MIX]
     rows = []
