@@ -106,8 +106,9 @@ def test_a_read_leaves_no_transaction_open_between_its_statements(store: Store) 
 
 
 @pytest.mark.postgresql_only
-def test_as_many_reads_at_once_as_the_pool_keeps_reuse_its_connections(store: Store) -> None:
-    readers = store_engine.POOL_SIZE
+def test_as_many_reads_at_once_as_the_pool_keeps_reuse_its_connections(store_url: str) -> None:
+    readers = store_engine.POOL_SIZE + 3
+    store = Store.from_url(store_url, pool_size=readers)
     all_in = threading.Barrier(readers, timeout=30)
 
     def read_backend() -> int:
@@ -117,9 +118,12 @@ def test_as_many_reads_at_once_as_the_pool_keeps_reuse_its_connections(store: St
             return pid
 
     seen: set[int] = set()
-    with ThreadPoolExecutor(readers) as pool:
-        for _ in range(3):
-            seen.update(pool.map(lambda _: read_backend(), range(readers)))
+    try:
+        with ThreadPoolExecutor(readers) as pool:
+            for _ in range(3):
+                seen.update(pool.map(lambda _: read_backend(), range(readers)))
+    finally:
+        store.dispose()
     # Opened once and kept: a pool smaller than the readers closes the connections
     # past its size at check-in and opens new ones the next round.
     assert len(seen) == readers

@@ -124,19 +124,22 @@ class ApiSettings(_Strict):
     API key is bound to exactly one tenant, instead of acting for ``default_tenant`` or
     the key's first tenant. Off by default.
 
-    ``request_threads``: how many requests a process of the API works on at once on
-    its threads (reads, compiles, batch writes); more wait their turn, first come first
-    served. The store keeps as many connections open per process. A request's Python
-    work holds the GIL, so past a few threads more only add switching: 8 served a mixed
-    load as fast as 40 (anyio's default) at 16 clients and a third faster at 64
-    (docs/benchmarks.md). Raise it for a store far away, where requests mostly wait.
+    ``concurrent_requests``: how many requests a process of the API works on at once;
+    more wait their turn, first come, first served, their bodies received (``/healthz``,
+    ``/readyz`` and ``/metrics`` never wait). A request's Python work holds the GIL, so
+    past a few at once more only take turns at one core and lengthen every request: 4
+    served a mixed load faster than 8 or 16, and at 64 clients kept every kind of
+    request's p99 within a factor of 1.2 of the others where cheap writes had overtaken
+    reads kept waiting over a second (docs/benchmarks.md). The store keeps as many
+    connections open, and one more per job worker. Raise it for a store far away, where
+    requests mostly wait on it.
     """
 
     host: str = "127.0.0.1"
     port: int = Field(default=8100, ge=0, le=65535)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     max_batch_size: int = Field(default=1000, ge=1, le=100_000)
-    request_threads: int = Field(default=8, ge=1, le=256)
+    concurrent_requests: int = Field(default=4, ge=1, le=256)
     default_tenant: str = "default"
     require_tenant: bool = False
     keys: list[ApiKey] = Field(default_factory=list)

@@ -347,7 +347,9 @@ class Services:
     @classmethod
     def open(cls, settings: Settings, clock: Clock | None = None) -> Services:
         """Open the configured store, bring its schema up to date, build the services."""
-        store = Store.from_url(settings.store, pool_size=settings.api.request_threads)
+        # As many connections kept open as the process uses at once.
+        connections = settings.api.concurrent_requests + settings.jobs.serve_workers
+        store = Store.from_url(settings.store, pool_size=connections)
         notes = upgrade(store)
         return cls(settings, store, clock or SystemClock(), migration_notes=notes)
 

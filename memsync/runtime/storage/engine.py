@@ -39,12 +39,13 @@ __all__ = [
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 _WRITE_OPTION = "memsync_write"
 
-POOL_SIZE = 8
-"""Connections each of a store's pools keeps open (SQLAlchemy's default is 5). The API
-runs at most ``api.request_threads`` requests at once (8 by default) and sizes its
-store's pools to that: a pool smaller than the requests using it at once opened a
-connection (a PostgreSQL backend, forked) and closed it again for most requests
-under 16 concurrent clients. Up to ``MAX_OVERFLOW`` more are opened under a burst."""
+POOL_SIZE = 5
+"""Connections each of a store's pools keeps open unless told otherwise (SQLAlchemy's
+default). The services size them to what a process uses at once (``api.
+concurrent_requests`` and the job workers beside them): a pool smaller than that opened
+a connection (a PostgreSQL backend, forked) and closed it again at check-in for most
+requests, as the API's 40 threads did under 16 clients. Up to ``MAX_OVERFLOW`` more are
+opened under a burst."""
 
 MAX_OVERFLOW = 10
 """Connections a pool opens past its size while all of them are in use, each closed

@@ -25,6 +25,7 @@ from memsync.runtime.app.api import (
     support,
     webhooks,
 )
+from memsync.runtime.app.api.admission import RequestAdmission
 from memsync.runtime.app.api.auth import LoopbackHostOnly
 from memsync.runtime.app.api.errors import (
     BodySizeLimit,
@@ -51,11 +52,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        # Requests past this many wait on the event loop rather than on a thread of
-        # their own: fewer threads to take turns at the GIL, and no more connections
-        # in use than the store keeps open (ApiSettings.request_threads).
+        # No more threads than requests admitted at once (RequestAdmission), nor
+        # connections in use than the store keeps open (ApiSettings.concurrent_requests).
         threads = anyio.to_thread.current_default_thread_limiter()
-        threads.total_tokens = services.settings.api.request_threads
+        threads.total_tokens = services.settings.api.concurrent_requests
         with ExitStack() as running:
             if beside is not None:
                 running.enter_context(beside())
@@ -71,6 +71,8 @@ def create_app(
     )
     app.state.services = services
     install_error_handlers(app)
+    # Innermost of the middlewares: the access log and the metrics time a request's wait.
+    app.add_middleware(RequestAdmission, limit=services.settings.api.concurrent_requests)
     app.add_middleware(
         BodySizeLimit,
         max_bytes=services.settings.api.max_body_bytes,
