@@ -156,9 +156,18 @@ def test_listing_runs_or_jobs_parses_no_connector(config: Path, command: list[st
     assert loaded & {"memsync.connectors.workspace", "memsync.connectors.github"} == set()
 
 
-def test_a_table_too_wide_for_a_pipe_is_printed_without_rich(config: Path) -> None:
-    # Nine columns do not fit a pipe's 80: one block of plain text a run (none here).
-    loaded = imported_by(["--config", str(config), "runs", "list"], config.parent)
+@pytest.mark.parametrize(
+    "command",
+    [
+        # Nine columns do not fit a pipe's 80: one block of plain text a run (none here).
+        ["runs", "list"],
+        # Tables that fit a pipe are drawn as rich draws them, without rich.
+        ["jobs", "list"],
+        ["state", "show", "ws"],
+    ],
+)
+def test_tables_printed_to_a_pipe_import_no_rich(config: Path, command: list[str]) -> None:
+    loaded = imported_by(["--config", str(config), *command], config.parent)
 
     assert "sqlalchemy" in loaded  # the probe sees what the command imports
     assert "rich" not in loaded
