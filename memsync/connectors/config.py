@@ -14,7 +14,7 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import (
     BaseModel,
@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from memsync.clock import utc
+from memsync.connectors.label_rules import LabelRuleSetting
 from memsync.retry import RetryPolicy
 from memsync.schedule import ScheduleSpec, format_duration, parse_duration, parse_schedule
 from memsync.timerange import MAX_OVERLAP, SOURCE_FLOOR
@@ -35,6 +36,7 @@ from memsync.timerange import MAX_OVERLAP, SOURCE_FLOOR
 __all__ = [
     "ConnectorConfig",
     "Duration",
+    "LabelRuleSetting",
     "RetrySettings",
     "ScheduleSetting",
     "ScheduleSpec",
@@ -206,24 +208,6 @@ class RetrySettings(BaseModel):
         """The retry policy these settings ask for (default backoff: 1 s doubling, at
         most 1 min between attempts)."""
         return RetryPolicy(max_attempts=self.max_attempts, max_wait=self.max_wait)
-
-
-class LabelRuleSetting(BaseModel):
-    """A connector's labelling rule: a record whose episode matches every entry of
-    ``when`` gets the sensitivity labels ``add``.
-
-    ``when`` maps a dotted path in the episode (``type``, ``source``, ``subject_id``,
-    ``session_id``, ``idempotency_key``, ``payload.…``, ``metadata.…``, ``fields.…``:
-    the record's subject fields) to the value it must have; a string is a glob
-    (``docs/hr/*``). E.g. ``{when: {fields.channel: C0PRIVATE1}, add:
-    [confidential]}``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    when: dict[str, Any] = Field(min_length=1)
-    add: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(
-        min_length=1, max_length=32
-    )
 
 
 class WebhookSettings(BaseModel):

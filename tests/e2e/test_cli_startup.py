@@ -153,6 +153,8 @@ def test_listing_runs_or_jobs_parses_no_connector(config: Path, command: list[st
     # command that logs nothing and fails nowhere reads no connector's declaration.
     assert not any(name.endswith(".declaration") for name in loaded)
     assert "memsync.connectors.registry" not in loaded  # nor reads an entry point
+    # nor builds the connectors' config models (the configuration's own need none).
+    assert "memsync.connectors.config" not in loaded
     assert loaded & {"memsync.connectors.workspace", "memsync.connectors.github"} == set()
 
 

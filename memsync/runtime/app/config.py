@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from memsync.compile.label_terms import PolicyAction, PolicyMode, normalise_labels
 from memsync.compile.layout import BundleLayout
-from memsync.connectors.config import did_you_mean
 from memsync.runtime.compiling.settings import CompileSettings
 from memsync.schedule import parse_schedule
 
@@ -450,6 +449,10 @@ def _env_name(at: str) -> str:
 
 
 def _describe(label: str, error: ValidationError) -> list[str]:
+    # Imported on the error path only: the module builds the connectors' config models,
+    # which a command that reads no connector (``runs list``) never needs.
+    from memsync.connectors.config import did_you_mean
+
     lines = []
     for problem in error.errors():
         loc = problem["loc"]

@@ -21,7 +21,6 @@ import sqlalchemy as sa
 
 from memsync.clock import Clock, SystemClock
 from memsync.connectors import ConnectorConfigError, observing_requests
-from memsync.connectors.config import ConnectorConfig
 from memsync.runtime.app.config import ConfigError, JobsSettings, MissingVariables, Settings
 from memsync.runtime.storage import Store, upgrade
 from memsync.scrub import LearningScrubber, Scrubber, secret_values
@@ -30,6 +29,7 @@ from memsync.timerange import check_backfill, check_source_time
 
 if TYPE_CHECKING:
     from memsync.connectors.base import Connector
+    from memsync.connectors.config import ConnectorConfig
     from memsync.connectors.registry import ConnectorRegistry
     from memsync.runtime.app.api.auth import Authenticator
     from memsync.runtime.app.observability.metrics import Metrics

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from memsync.connectors.config import LabelRuleSetting
+from memsync.connectors.label_rules import LabelRuleSetting
 
 __all__ = ["DEFAULT_CHUNK_EPISODES", "CompileSettings", "LLMSettings"]
 
