@@ -64,7 +64,9 @@ def notes(subject: str, count: int) -> list[EpisodeDraft]:
             subject,
             "chat",
             "note",
-            {"text": f"Note {number}: I joined Acme."},
+            # The subject in the text: episodes of equal content share one recorded
+            # extraction, so two subjects' compiles on threads would race to ask for it.
+            {"text": f"Note {number} from {subject}: I joined Acme."},
             idempotency_key=f"{subject}:{number}",
             occurred_at=NOW - timedelta(hours=count - number),
         )
