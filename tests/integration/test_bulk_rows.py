@@ -65,6 +65,45 @@ def test_a_failing_batch_raises_the_databases_error_and_the_transaction_keeps_no
     assert stored_versions(store) == []
 
 
+def test_on_sqlite_each_batch_is_one_statement_of_many_rows_within_the_parameter_limit(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An executemany steps, and lets go of the GIL, once a row: with another thread
+    # computing, every row then waits for the interpreter (see insert_rows).
+    if store.is_postgresql:
+        pytest.skip("PostgreSQL streams the rows by COPY")
+    import sqlite3
+
+    monkeypatch.setattr(tables, "ROWS_PER_BATCH", 4)
+    sent: list[tuple[bool, int]] = []
+
+    def count(*arguments: Any) -> None:
+        parameters, executemany = arguments[3], arguments[5]
+        sent.append((executemany, len(parameters)))
+
+    with store.write() as connection:
+        driver = connection.connection.driver_connection
+        assert isinstance(driver, sqlite3.Connection)
+        # memory_versions has four columns: at most two rows a statement.
+        limit = driver.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 9)
+        sa.event.listen(connection, "before_cursor_execute", count)
+        try:
+            tables.insert_rows(
+                connection, tables.memory_versions, version_rows(range(7)), ignore=False
+            )
+            again = ({**row, "version": "other"} for row in version_rows(range(8)))
+            tables.insert_rows(connection, tables.memory_versions, again, ignore=True)
+        finally:
+            sa.event.remove(connection, "before_cursor_execute", count)
+            driver.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
+
+    # 7 rows: batches of 4 and 3, sent as 2 + 2 and 2 + 1 rows; then 8 rows, 2 at a time.
+    assert sent == [(False, 8), (False, 8), (False, 8), (False, 4)] + [(False, 8)] * 4
+    assert stored_versions(store) == sorted(
+        [(f"s{n}", f"v{n}") for n in range(7)] + [("s7", "other")]
+    )
+
+
 def test_provenance_naming_no_memory_is_refused(store: Store) -> None:
     orphan = {
         "tenant_id": "t1",

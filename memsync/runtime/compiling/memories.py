@@ -686,8 +686,7 @@ def _label_new_memories(
                     "updated_at": now,
                 }
             )
-    if rows:
-        connection.execute(tables.memory_labels.insert(), rows)
+    tables.insert_rows(connection, tables.memory_labels, rows, ignore=False)
 
 
 def apply_change_set(

@@ -146,7 +146,7 @@ def ids_starting_with(
 
 ROWS_PER_BATCH = 500
 """Rows :func:`insert_rows` takes from its input at a time: a statement's worth (a JSON
-document, an executemany), or a stretch of a ``COPY``."""
+document, a ``VALUES`` list), or a stretch of a ``COPY``."""
 
 
 def insert_rows(
@@ -162,21 +162,22 @@ def insert_rows(
     (``jsonb_populate_recordset``, in C; a multi-row ``VALUES`` list binds a parameter
     per value, which the driver parses and formats per row, about 150 µs a row for a
     wide table). Those statements are pipelined: the next one is encoded while the
-    server inserts the one before. SQLite's driver binds per row in C already: there
-    each batch is one executemany of rows already in the driver's terms
-    (:func:`_driver_rows`).
+    server inserts the one before.
+
+    SQLite's driver binds in C: there each batch is one statement of many rows
+    (``VALUES (…), (…), …``, as many as its parameter limit allows) of values already in
+    the driver's terms (:func:`_driver_rows`). Not an executemany: the driver lets go of
+    the GIL around every step of a statement, and an executemany steps once a row.
+    While another thread computes (a compile's read-ahead of its next chunk, another
+    request), each such step waits up to a switch interval (5 ms) for the GIL back:
+    5,000 rows took 25-44 s beside a busy thread, 0.2 s as one step a batch.
     """
     batches = _batches(rows, ROWS_PER_BATCH)
     first = next(batches, None)
     if first is None:
         return
     if connection.dialect.name != "postgresql":
-        statement = insert_or_ignore(table, postgresql=False) if ignore else table.insert()
-        names = list(first[0])
-        compiled = statement.compile(dialect=connection.dialect, column_keys=names)
-        binders = _binders(connection, table, names)
-        for batch in itertools.chain([first], batches):
-            connection.exec_driver_sql(compiled.string, _driver_rows(binders, names, batch))
+        _insert_sqlite_rows(connection, table, itertools.chain([first], batches), ignore=ignore)
         return
     if not ignore:
         _copy_rows(connection, table, list(first[0]), itertools.chain([first], batches))
@@ -195,6 +196,58 @@ def insert_rows(
             # exactly (UTC offsets included), about ten times as fast as the standard
             # library calling str() on each: a compile writes tens of thousands of them.
             send(statement, {"rows": orjson.dumps(batch).decode()})
+
+
+def _insert_sqlite_rows(
+    connection: Connection,
+    table: sa.Table,
+    batches: Iterable[list[dict[str, Any]]],
+    *,
+    ignore: bool,
+) -> None:
+    """Each of ``batches`` into ``table`` as statements of as many rows as SQLite's
+    limit on a statement's parameters allows (see :func:`insert_rows`)."""
+    import sqlite3  # here: only a SQLite store needs the driver loaded
+
+    statements: dict[int, str] = {}
+    names: list[str] = []
+    binders: list[_Binder] = []
+    statement = insert_or_ignore(table, postgresql=False) if ignore else table.insert()
+    for batch in batches:
+        if not names:
+            names = list(batch[0])
+            binders = _binders(connection, table, names)
+            compiled = statement.compile(dialect=connection.dialect, column_keys=names)
+            driver = connection.connection.driver_connection
+            limit = (
+                driver.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+                if isinstance(driver, sqlite3.Connection)
+                else _SQLITE_VARIABLES_EVERYWHERE
+            )
+            per_statement = max(1, limit // len(names))
+        values = _driver_rows(binders, names, batch)
+        for start in range(0, len(values), per_statement):
+            part = values[start : start + per_statement]
+            if len(part) not in statements:
+                statements[len(part)] = _many_rows(compiled.string, len(part))
+            connection.exec_driver_sql(
+                statements[len(part)], tuple(value for row in part for value in row)
+            )
+
+
+_SQLITE_VARIABLES_EVERYWHERE = 999
+"""The parameters a SQLite statement may have under every SQLite (the default before
+3.32), for a driver connection that cannot say its own limit."""
+
+
+def _many_rows(single_row: str, count: int) -> str:
+    """``single_row``, an ``INSERT … VALUES (…)`` of one row (what may follow the
+    ``VALUES`` list kept, e.g. ``ON CONFLICT DO NOTHING``), made to insert ``count``
+    rows: the one row's group of placeholders repeated."""
+    head, _, values = single_row.partition(" VALUES ")
+    group_end = values.index(")") + 1
+    group, rest = values[:group_end], values[group_end:]
+    return f"{head} VALUES {', '.join([group] * count)}{rest}"
 
 
 def _copy_rows(
