@@ -124,26 +124,68 @@ _conflicts = tables.conflicts
 _versions = tables.memory_versions
 
 
-def _stored(row: Row[Any], sources: Sequence[uuid.UUID]) -> StoredMemory:
+_STORED_COLUMNS = (
+    "id",
+    "subject_id",
+    "memory_key",
+    "kind",
+    "content",
+    "claim_key",
+    "claim_value",
+    "valid_from",
+    "valid_to",
+    "status",
+    "created_at",
+    "confidence",
+    "asserted_at",
+    "negated",
+    "explicit_change",
+    "status_rule",
+    "metadata",
+)
+"""The columns a :class:`StoredMemory` is built from (:func:`_stored`), in its order."""
+
+
+def _stored(columns: tuple[Any, ...], sources: Sequence[uuid.UUID]) -> StoredMemory:
+    """The memory of the values of :data:`_STORED_COLUMNS`, its provenance ``sources``."""
+    (
+        memory_id,
+        subject_id,
+        memory_key,
+        kind,
+        content,
+        claim_key,
+        claim_value,
+        valid_from,
+        valid_to,
+        status,
+        created_at,
+        confidence,
+        asserted_at,
+        negated,
+        explicit_change,
+        status_rule,
+        metadata,
+    ) = columns
     return StoredMemory(
-        id=row.id,
-        subject_id=row.subject_id,
-        memory_key=row.memory_key,
-        kind=MemoryKind(row.kind),
-        content=row.content,
-        claim_key=row.claim_key,
-        claim_value=row.claim_value,
-        valid_from=row.valid_from,
-        valid_to=row.valid_to,
-        status=MemoryStatus(row.status),
+        id=memory_id,
+        subject_id=subject_id,
+        memory_key=memory_key,
+        kind=MemoryKind(kind),
+        content=content,
+        claim_key=claim_key,
+        claim_value=claim_value,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        status=MemoryStatus(status),
         source_episode_ids=tuple(sorted(sources)),
-        created_at=row.created_at,
-        confidence=row.confidence,
-        asserted_at=row.asserted_at,
-        negated=row.negated,
-        explicit_change=row.explicit_change,
-        status_rule=SupersessionRule(row.status_rule) if row.status_rule else None,
-        metadata=row.metadata,
+        created_at=created_at,
+        confidence=confidence,
+        asserted_at=asserted_at,
+        negated=negated,
+        explicit_change=explicit_change,
+        status_rule=SupersessionRule(status_rule) if status_rule else None,
+        metadata=metadata,
     )
 
 
@@ -155,8 +197,10 @@ def with_sources(
     as_of: datetime | None = None,
 ) -> list[StoredMemory]:
     """Attach each memory's provenance set: one query for all of them. With ``as_of``,
-    the sources it had then (added by that moment)."""
-    ids = [row.id for row in rows]
+    the sources it had then (added by that moment). ``rows`` are rows of one select
+    (see :func:`~memsync.runtime.storage.tables.picked`) with the memories' columns."""
+    values = tables.picked(rows, _STORED_COLUMNS)
+    ids = [columns[0] for columns in values]
     sources: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
     for some_ids in tables.in_slices(ids):
         query = sa.select(_sources.c.memory_id, _sources.c.episode_id).where(
@@ -168,7 +212,7 @@ def with_sources(
         # One fetch for the slice's rows: iterating a result fetches a row per call.
         for memory_id, episode_id in connection.execute(query).all():
             sources[memory_id].append(episode_id)
-    return [_stored(row, sources[row.id]) for row in rows]
+    return [_stored(columns, sources[columns[0]]) for columns in values]
 
 
 def load_for_resolution(

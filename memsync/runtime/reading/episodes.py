@@ -65,8 +65,13 @@ class EpisodeRecord(Episode):
     revised_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: Row[Any]) -> EpisodeRecord:
-        return cls.from_columns(row._mapping)
+    def from_rows(cls, rows: Sequence[Row[Any]]) -> list[EpisodeRecord]:
+        """The records of rows of one select of the episodes' columns, by position
+        (see :func:`~memsync.runtime.storage.tables.picked`)."""
+        return [
+            cls(**dict(zip(_RECORD_FIELDS, values, strict=True)))
+            for values in tables.picked(rows, _RECORD_FIELDS)
+        ]
 
     @classmethod
     def from_columns(cls, columns: Mapping[Any, Any]) -> EpisodeRecord:
@@ -164,7 +169,7 @@ class EpisodeRepository:
         with self._store.read() as connection:
             for chunk in tables.in_slices(list(set(ids))):
                 rows = connection.execute(query, {"tenant_id": tenant_id, "ids": list(chunk)})
-                found.update((row.id, EpisodeRecord.from_row(row)) for row in rows)
+                found.update((record.id, record) for record in EpisodeRecord.from_rows(rows.all()))
         return found
 
     def revisions(self, tenant_id: str, episode_id: uuid.UUID) -> list[RevisionRecord]:
@@ -212,7 +217,7 @@ class EpisodeRepository:
             query = query.order_by(*order)
         query = query.limit(limit + 1).offset(offset)
         with self._store.read() as connection:
-            rows = [EpisodeRecord.from_row(row) for row in connection.execute(query).all()]
+            rows = EpisodeRecord.from_rows(connection.execute(query).all())
         has_more = len(rows) > limit
         rows = rows[:limit]
         if newest_first:
@@ -248,7 +253,7 @@ class EpisodeRepository:
             .limit(limit)
         )
         with self._store.read() as connection:
-            return [EpisodeRecord.from_row(row) for row in connection.execute(query).all()]
+            return EpisodeRecord.from_rows(connection.execute(query).all())
 
     def _recent_as_of(
         self, tenant_id: str, subject_id: str, as_of: datetime, occurred_by: datetime, limit: int
@@ -261,7 +266,7 @@ class EpisodeRepository:
             .limit(limit)
         )
         with self._store.read() as connection:
-            return [EpisodeRecord.from_row(row) for row in connection.execute(query).all()]
+            return EpisodeRecord.from_rows(connection.execute(query).all())
 
     def subjects_touched(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -64,6 +65,7 @@ __all__ = [
     "memory_sources",
     "memory_versions",
     "one_of",
+    "picked",
     "pipelined",
     "receipts",
     "resolutions",
@@ -113,6 +115,21 @@ def one_of(
 
     element = sa.Uuid() if isinstance(column.type, sa.Uuid) else sa.Text()
     return column == sa.any_(sa.bindparam(None, list(values), type_=ARRAY(element)))
+
+
+def picked(rows: Sequence[sa.Row[Any]], names: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Each of ``rows``' values of the columns ``names`` (two or more), in that order.
+
+    ``rows`` are rows of one statement (the same columns in the same order, as repeats
+    of one select over slices of ids give too). A row's attribute (``row.content``) or
+    its mapping costs SQLAlchemy about 0.8 µs a column, a position a twentieth of that:
+    building 21 memories of a timeline page by attribute was a twelfth of the request.
+    """
+    if not rows:
+        return []
+    fields = rows[0]._fields
+    pick = operator.itemgetter(*(fields.index(name) for name in names))
+    return [pick(row) for row in rows]
 
 
 def update_each_if(table: sa.Table, tenant_id: str, guard: str) -> sa.Update:

@@ -151,7 +151,7 @@ class SupportService:
             .order_by(_episodes.c.occurred_at, _episodes.c.id)
         )
         with self._store.read() as connection:
-            return [EpisodeRecord.from_row(row) for row in connection.execute(query).all()]
+            return EpisodeRecord.from_rows(connection.execute(query).all())
 
     def _moment(
         self,
