@@ -257,3 +257,21 @@ def test_every_column_of_the_store_has_a_type_for_copy() -> None:
     assert {"uuid", "jsonb", "timestamptz", "varchar", "text", "int4", "float8"} <= found
     with pytest.raises(TypeError, match="no COPY type"):
         tables._copy_type(sa.LargeBinary())
+
+
+def test_picked_columns_are_the_named_ones_in_the_asked_order_whatever_the_select_order(
+    store: Store,
+) -> None:
+    with store.write() as connection:
+        tables.insert_rows(connection, tables.memory_versions, version_rows(range(3)), ignore=False)
+    versions = tables.memory_versions
+    with store.read() as connection:
+        rows = connection.execute(
+            sa.select(versions.c.version, versions.c.changed_at, versions.c.subject_id).order_by(
+                versions.c.subject_id
+            )
+        ).all()
+        nothing = connection.execute(sa.select(versions).where(versions.c.version == "none")).all()
+
+    assert tables.picked(rows, ["subject_id", "version"]) == [(f"s{n}", f"v{n}") for n in range(3)]
+    assert tables.picked(nothing, ["subject_id", "version"]) == []
