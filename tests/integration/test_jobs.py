@@ -26,6 +26,7 @@ from memsync.runtime.jobs import (
     Worker,
     fire_key,
 )
+from memsync.runtime.jobs.queue import RELEASE_HOLD
 from memsync.runtime.storage import Store
 from memsync.runtime.storage.schema import jobs
 from memsync.stopping import FakeSleeper, StopRequested
@@ -227,7 +228,7 @@ def stopped_during(calls: list[Job]) -> Any:
     return handle
 
 
-def test_a_job_cut_short_by_a_stop_is_released_at_once_without_using_an_attempt(
+def test_a_job_cut_short_by_a_stop_is_released_without_backoff_or_using_an_attempt(
     store: Store, clock: FakeClock
 ) -> None:
     queue = JobQueue(store, RetryPolicy(max_attempts=1))
@@ -243,11 +244,16 @@ def test_a_job_cut_short_by_a_stop_is_released_at_once_without_using_an_attempt(
         0,
         None,
     )
-    assert released.run_after == clock.now()  # no backoff: the next worker takes it now
+    # No backoff: the next worker takes it once the processes stopped with this one
+    # have stopped claiming.
+    assert released.run_after == clock.now() + RELEASE_HOLD
     assert released.error == (
         "released by a stopping worker: GET /issues: stopped 0.2s into a 60s wait after attempt 1"
     )
-    # Even on its only attempt, the job is run again, to the end, by the next worker.
+    # Not claimed during the hold (a sibling process stopping a moment later), then
+    # run again, to the end, by the next worker, even on its only attempt.
+    assert not worker(store, clock, {"test": flaky(0, calls)}, queue=queue).run_once()
+    clock.advance(RELEASE_HOLD)
     assert worker(store, clock, {"test": flaky(0, calls)}, queue=queue).run_once()
     done = queue.get("acme", job.id)
     assert done is not None

@@ -93,6 +93,15 @@ def _job(row: Row[Any]) -> Job:
 FOLLOW_UP = "follow_up"
 """The trigger of a job a finished one enqueued to carry on its work later."""
 
+RELEASE_HOLD = timedelta(seconds=2)
+"""How long a job a stopping worker gave back waits before any worker may claim it.
+
+The processes of one server are stopped together (``serve --processes N`` signals its
+children at once), but each handles its signal a moment apart: a sibling whose own
+stop was still a moment away claimed the job its neighbour had just released, opened a
+sync run, and gave both back at once (a second, empty ``partial`` run). Two seconds is
+far more than that moment, and nothing to a job whose worker a deploy is replacing."""
+
 JOB_RETRY = RetryPolicy(
     max_attempts=5, base_delay=timedelta(seconds=10), max_delay=timedelta(minutes=10)
 )
@@ -455,8 +464,9 @@ class JobQueue:
         """Give back a job whose worker is stopping (SIGTERM), not failing; return its
         new status (None: ``owner`` had lost the lease, and nothing is written).
 
-        The job is ``pending`` again, ready at once, so another worker picks it up
-        without a backoff, and the attempt does not count: ``attempts`` goes back down
+        The job is ``pending`` again, ready after :data:`RELEASE_HOLD` (not a backoff:
+        long enough for the other processes being stopped with this one to stop
+        claiming), and the attempt does not count: ``attempts`` goes back down
         by one, since an operator stopping workers (a deploy, a scale-down) says nothing
         about the job and must never use up its attempts. A worker killed outright
         still uses one (its lease expires), so a job that crashes its worker cannot
@@ -468,7 +478,11 @@ class JobQueue:
         return self._requeue_or_finish(
             job,
             owner,
-            requeue={"attempts": _jobs.c.attempts - 1, "error": reason, "run_after": now},
+            requeue={
+                "attempts": _jobs.c.attempts - 1,
+                "error": reason,
+                "run_after": now + RELEASE_HOLD,
+            },
             finish={
                 "status": JobStatus.COMPLETED.value,
                 "outcome": JobOutcome.PARTIAL.value,
