@@ -187,14 +187,16 @@ def insert_rows(
     the GIL around every step of a statement, and an executemany steps once a row.
     While another thread computes (a compile's read-ahead of its next chunk, another
     request), each such step waits up to a switch interval (5 ms) for the GIL back:
-    5,000 rows took 25-44 s beside a busy thread, 0.2 s as one step a batch.
+    5,000 rows took 25-44 s beside a busy thread, 0.3 s as one step a batch.
     """
     batches = _batches(rows, ROWS_PER_BATCH)
     first = next(batches, None)
     if first is None:
         return
     if connection.dialect.name != "postgresql":
-        _insert_sqlite_rows(connection, table, itertools.chain([first], batches), ignore=ignore)
+        _insert_sqlite_rows(
+            connection, table, list(first[0]), itertools.chain([first], batches), ignore=ignore
+        )
         return
     if not ignore:
         _copy_rows(connection, table, list(first[0]), itertools.chain([first], batches))
@@ -218,37 +220,35 @@ def insert_rows(
 def _insert_sqlite_rows(
     connection: Connection,
     table: sa.Table,
+    names: Sequence[str],
     batches: Iterable[list[dict[str, Any]]],
     *,
     ignore: bool,
 ) -> None:
-    """Each of ``batches`` into ``table`` as statements of as many rows as SQLite's
-    limit on a statement's parameters allows (see :func:`insert_rows`)."""
+    """Each of ``batches`` (rows of the columns ``names``) into ``table``, as statements
+    of as many rows as SQLite's limit on a statement's parameters allows (see
+    :func:`insert_rows`)."""
     import sqlite3  # here: only a SQLite store needs the driver loaded
 
-    statements: dict[int, str] = {}
-    names: list[str] = []
-    binders: list[_Binder] = []
     statement = insert_or_ignore(table, postgresql=False) if ignore else table.insert()
+    single_row = statement.compile(dialect=connection.dialect, column_keys=names).string
+    binders = _binders(connection, table, names)
+    driver = connection.connection.driver_connection
+    limit = (
+        driver.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        if isinstance(driver, sqlite3.Connection)
+        else _SQLITE_VARIABLES_EVERYWHERE
+    )
+    per_statement = max(1, limit // len(names))
+    statements: dict[int, str] = {}  # by rows a statement: full batches share one
     for batch in batches:
-        if not names:
-            names = list(batch[0])
-            binders = _binders(connection, table, names)
-            compiled = statement.compile(dialect=connection.dialect, column_keys=names)
-            driver = connection.connection.driver_connection
-            limit = (
-                driver.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-                if isinstance(driver, sqlite3.Connection)
-                else _SQLITE_VARIABLES_EVERYWHERE
-            )
-            per_statement = max(1, limit // len(names))
         values = _driver_rows(binders, names, batch)
         for start in range(0, len(values), per_statement):
             part = values[start : start + per_statement]
             if len(part) not in statements:
-                statements[len(part)] = _many_rows(compiled.string, len(part))
+                statements[len(part)] = _many_rows(single_row, len(part))
             connection.exec_driver_sql(
-                statements[len(part)], tuple(value for row in part for value in row)
+                statements[len(part)], tuple(itertools.chain.from_iterable(part))
             )
 
 
