@@ -38,6 +38,7 @@ from memsync.compile.types import (
     StoredMemory,
     SupersessionRule,
 )
+from memsync.ids import random_uuids
 from memsync.runtime.compiling.history import record_conflict_history, record_memory_history
 from memsync.runtime.storage import tables
 
@@ -922,7 +923,7 @@ def apply_change_set(
         (
             {
                 "tenant_id": tenant_id,
-                "id": uuid.uuid4(),
+                "id": record_id,
                 "subject_id": record.subject_id,
                 "rule": record.rule.value,
                 "claim_key": record.claim_key,
@@ -939,7 +940,9 @@ def apply_change_set(
                 "job_id": record.job_id,
                 "decided_at": record.decided_at,
             }
-            for record in changes.supersessions
+            for record_id, record in zip(
+                random_uuids(len(changes.supersessions)), changes.supersessions, strict=True
+            )
         ),
         ignore=False,
     )

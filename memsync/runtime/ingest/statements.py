@@ -29,6 +29,7 @@ from memsync.episode import (
     canonical_json,
     classify,
 )
+from memsync.ids import random_uuids
 from memsync.runtime.storage import tables
 
 __all__ = [
@@ -208,7 +209,7 @@ class EpisodeStatements:
     ) -> list[tuple[uuid.UUID, Mapping[Any, Any] | None]]:
         """Insert keyless drafts (they cannot conflict); return their new ids in order,
         each with its stored columns when ``with_stored``."""
-        ids = [uuid.uuid4() for _ in drafts]
+        ids = random_uuids(len(drafts))
         if self._postgresql:
             # Nothing to return: the ids are ours, and the stored row is the one given.
             connection.execute(_pg_insert(returning=None), _pg_batch(tenant_id, ids, drafts, now))
@@ -246,7 +247,7 @@ class EpisodeStatements:
         # Concurrent writers insert in one global order (by key), so two batches that
         # share keys wait on each other instead of deadlocking.
         ordered = sorted(drafts, key=key_of)
-        ids = [uuid.uuid4() for _ in ordered]
+        ids = random_uuids(len(ordered))
         if self._postgresql:
             result = connection.execute(
                 _pg_insert(returning=_KEY_COLUMNS, on_conflict=True),

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from memsync.clock import Clock
 from memsync.compile.support import Resolution, ResolutionStatus
 from memsync.connectors.sessions import SessionResolution
+from memsync.ids import random_uuids
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 
@@ -162,7 +163,7 @@ def record_source_resolutions(
     rows = [
         {
             "tenant_id": tenant_id,
-            "id": uuid.uuid4(),
+            "id": row_id,
             "subject_id": subject_id,
             "session_id": session_id,
             "status": resolution.status.value,
@@ -176,7 +177,9 @@ def record_source_resolutions(
             "source_connector": connector,
             "source_updated_at": resolution.as_of,
         }
-        for (subject_id, session_id), resolution in newest.items()
+        for row_id, ((subject_id, session_id), resolution) in zip(
+            random_uuids(len(newest)), newest.items(), strict=True
+        )
     ]
     if not rows:
         return
