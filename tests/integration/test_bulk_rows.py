@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memsync.runtime.storage import Store, tables
 
@@ -196,6 +198,46 @@ def test_one_of_matches_exactly_the_ids_given(store: Store) -> None:
             )
         )
         assert sorted(found.scalars()) == ["m1", "m3", "m4"]
+
+
+# Keys that an array's text must quote: separators, braces, quotes, backslashes, spaces,
+# the word NULL, an empty string, letters outside ASCII. (PostgreSQL's text holds no NUL.)
+_AWKWARD_KEYS = st.lists(
+    st.one_of(
+        st.sampled_from([",", "{", "}", '"', "\\", " ", "NULL", "ü", "\n"]),
+        st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    ),
+    max_size=6,
+).map("".join)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(keys=st.lists(_AWKWARD_KEYS, min_size=1, max_size=8, unique=True), data=st.data())
+def test_one_of_matches_exactly_the_text_keys_given_however_they_are_spelled(
+    store: Store, keys: list[str], data: st.DataObject
+) -> None:
+    memories = tables.memories
+    tenant = f"t-{uuid.uuid4().hex}"  # the store lives across examples
+    rows = [
+        {**memory_row(uuid.uuid4(), f"m{n}"), "tenant_id": tenant, "memory_key": key}
+        for n, key in enumerate(keys)
+    ]
+    with store.write() as connection:
+        tables.insert_rows(connection, memories, rows, ignore=False)
+    wanted = data.draw(st.lists(st.sampled_from(keys), unique=True))
+    absent = data.draw(_AWKWARD_KEYS.filter(lambda key: key not in keys))
+    with store.read() as connection:
+        found = connection.execute(
+            sa.select(memories.c.memory_key).where(
+                memories.c.tenant_id == tenant,
+                tables.one_of(
+                    memories.c.memory_key, [*wanted, absent], postgresql=store.is_postgresql
+                ),
+            )
+        )
+        assert sorted(found.scalars()) == sorted(wanted)
 
 
 def wide_memory_row(number: int, **changes: Any) -> dict[str, Any]:
