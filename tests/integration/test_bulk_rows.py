@@ -3,6 +3,7 @@ databases."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
@@ -198,6 +199,19 @@ def test_one_of_matches_exactly_the_ids_given(store: Store) -> None:
             )
         )
         assert sorted(found.scalars()) == ["m1", "m3", "m4"]
+
+
+def test_one_of_on_postgresql_sends_the_arrays_text_untyped_so_the_server_reads_it_once() -> None:
+    from sqlalchemy.dialects import postgresql
+
+    memories = tables.memories
+    for column, array_type in ((memories.c.id, "UUID[]"), (memories.c.memory_key, "TEXT[]")):
+        statement = sa.select(memories.c.id).where(tables.one_of(column, ["a"], postgresql=True))
+        sql = str(statement.compile(dialect=postgresql.psycopg.dialect()))
+        # A parameter typed as text (``%(param_1)s::VARCHAR``) is cast again for every
+        # row a prepared statement's generic plan filters: a 4,000-episode compile took
+        # 35-45 s so. Untyped, the parameter takes the array's type.
+        assert re.search(r"= ANY \(CAST\(%\(param_\d+\)s AS " + re.escape(array_type), sql), sql
 
 
 # Keys that an array's text must quote: separators, braces, quotes, backslashes, spaces,
