@@ -52,6 +52,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python -m bench.single_write
 	$(BIN)/python -m bench.busy_thread_rows
 	$(BIN)/python -m bench.busy_thread_ids
+	$(BIN)/python -m bench.one_of
 	$(BIN)/python -m bench.cli
 	$(BIN)/python -m bench.citus
 
