@@ -25,7 +25,7 @@ from typing import Any
 
 from memsync.compile.claims import ClaimRegistry
 from memsync.compile.text import Passage, passages
-from memsync.compile.types import CandidateMemory, EpisodeView, MemoryKind
+from memsync.compile.types import CandidateMemory, EpisodeView, MemoryKind, in_episode_order
 
 __all__ = ["SUMMARY_LENGTH", "HeuristicCompiler"]
 
@@ -597,7 +597,7 @@ class HeuristicCompiler:
     def compile(self, episodes: Sequence[EpisodeView]) -> list[CandidateMemory]:
         """Return candidates for ``episodes``, ordered by episode then position in text."""
         candidates: list[CandidateMemory] = []
-        for episode in sorted(episodes, key=lambda view: (view.occurred_at, str(view.id))):
+        for episode in in_episode_order(episodes):
             candidates.extend(self._episode(episode))
         return candidates
 

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from memsync.compile.budget import RequestBudget
 from memsync.compile.claims import ClaimRegistry
 from memsync.compile.text import passages
-from memsync.compile.types import CandidateMemory, EpisodeView, MemoryKind
+from memsync.compile.types import CandidateMemory, EpisodeView, MemoryKind, in_episode_order
 from memsync.connectors.errors import RateLimited, RateLimitExhausted, RetryableError
 from memsync.connectors.retry import Retrier, RetryPolicy, retry_after_from_headers
 
@@ -309,7 +309,7 @@ class LLMCompiler:
         ``LLMExtractionError`` otherwise. With ``replay_only``, nothing is asked and
         ``LLMExtractionError`` names the episodes not recorded.
         """
-        ordered = sorted(episodes, key=lambda view: (view.occurred_at, str(view.id)))
+        ordered = in_episode_order(episodes)
         missing = [view for view in ordered if self._recorded(view) is None]
         unique_missing = list({self._key(view): view for view in missing}.values())
         if not unique_missing:
@@ -364,7 +364,7 @@ class LLMCompiler:
         Raises ``LLMExtractionError``.
         """
         self.prepare(episodes)
-        ordered = sorted(episodes, key=lambda view: (view.occurred_at, str(view.id)))
+        ordered = in_episode_order(episodes)
         candidates: list[CandidateMemory] = []
         for view in ordered:
             recorded = self._recorded(view)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from memsync.compile import heuristic
 from memsync.compile.heuristic import HeuristicCompiler
-from memsync.compile.types import CandidateMemory, EpisodeView
+from memsync.compile.types import CandidateMemory, EpisodeView, in_episode_order
 from tests.unit.compile.test_heuristic import (
     _CASED_WORDS,
     _RULE_WORDS,
@@ -110,3 +110,35 @@ def test_sentences_are_cut_where_the_plain_pattern_cuts_them(text: str) -> None:
 @given(st.lists(SPLIT_TEXT | WORDS.map(" ".join), min_size=1, max_size=6).map("".join))
 def test_the_compiler_derives_what_the_plain_way_derives_across_lines(text: str) -> None:
     assert derived(HeuristicCompiler(), text) == derived(PlainCompiler(), text)
+
+
+@settings(max_examples=200)
+@given(
+    moments=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=3),  # few moments: ties are common
+            st.integers(min_value=0, max_value=2**128 - 1),
+        ),
+        max_size=30,
+    )
+)
+def test_episodes_of_one_moment_are_ordered_by_id_as_their_text_orders_them(
+    moments: list[tuple[int, int]],
+) -> None:
+    views = [
+        EpisodeView(
+            id=uuid.UUID(int=number),
+            subject_id="ana",
+            source="chat",
+            type="message",
+            payload={},
+            occurred_at=datetime(2026, 3, 1, minute, tzinfo=UTC),
+            revision=1,
+            content_hash="h",
+        )
+        for minute, number in moments
+    ]
+
+    ordered = in_episode_order(views)
+
+    assert ordered == sorted(views, key=lambda view: (view.occurred_at, str(view.id)))
