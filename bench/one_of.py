@@ -10,7 +10,9 @@ all of them by id and by memory key, two ways:
 - ``array text``: how ``one_of`` sends them now, the text of an array in one untyped
   parameter that the server casts (``memsync.runtime.storage.tables.array_text``);
 - ``list parameter``: a Python list bound as ``uuid[]`` / ``text[]``, as before, which
-  psycopg dumps value by value in Python.
+  psycopg dumps value by value in Python;
+- ``IN list``: ``column.in_(values)``, a placeholder a value, as the compile's reads for
+  a recompile (sources, contests, conflicts) sent them before.
 
 Each way runs its statement more than five times, so psycopg has prepared it and
 PostgreSQL may use a generic plan: the way an earlier try of the text form lost (the
@@ -47,6 +49,10 @@ def list_parameter(column: sa.ColumnElement[Any], values: Sequence[Any]) -> sa.C
     return column == sa.any_(sa.bindparam(None, list(values), type_=ARRAY(element)))
 
 
+def in_list(column: sa.ColumnElement[Any], values: Sequence[Any]) -> sa.ColumnElement[bool]:
+    return column.in_(list(values))
+
+
 def timed(store: Store, column: sa.ColumnElement[Any], values: Sequence[Any], way: Lookup) -> float:
     memories = tables.memories
     query = sa.select(sa.func.count()).where(memories.c.tenant_id == "bench", way(column, values))
@@ -64,7 +70,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--db", nargs="+", default=["postgresql"], choices=("postgresql", "citus"))
     arguments = parser.parse_args()
-    ways: dict[str, Lookup] = {"array text": array_text, "list parameter": list_parameter}
+    ways: dict[str, Lookup] = {
+        "array text": array_text,
+        "list parameter": list_parameter,
+        "IN list": in_list,
+    }
     table = []
     for backend in arguments.db:
         with tempfile.TemporaryDirectory() as directory, throwaway_store(backend, directory) as url:

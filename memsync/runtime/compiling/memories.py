@@ -373,7 +373,8 @@ def memories_citing(
     if not episode_ids:
         return []
     citing = sa.select(_sources.c.memory_id).where(
-        _sources.c.tenant_id == tenant_id, _sources.c.episode_id.in_(list(episode_ids))
+        _sources.c.tenant_id == tenant_id,
+        tables.one_of(_sources.c.episode_id, episode_ids, postgresql=_on_postgresql(connection)),
     )
     rows = list(
         connection.execute(
@@ -419,7 +420,10 @@ def contests_around(
     for some_ids in tables.in_slices(sorted(memory_ids)):
         walk = (
             sa.select(_memories.c.id)
-            .where(_memories.c.tenant_id == tenant_id, _memories.c.id.in_(some_ids))
+            .where(
+                _memories.c.tenant_id == tenant_id,
+                tables.one_of(_memories.c.id, some_ids, postgresql=_on_postgresql(connection)),
+            )
             .cte("walk", recursive=True)
         )
         other = sa.case(
@@ -455,7 +459,7 @@ def contests_around(
         for row in connection.execute(
             sa.select(_memories).where(
                 _memories.c.tenant_id == tenant_id,
-                _memories.c.id.in_(some_ids),
+                tables.one_of(_memories.c.id, some_ids, postgresql=_on_postgresql(connection)),
                 _memories.c.status != MemoryStatus.TOMBSTONED.value,
             )
         )
@@ -479,7 +483,9 @@ def contests_around(
         for row in connection.execute(
             sa.select(records).where(
                 records.c.tenant_id == tenant_id,
-                records.c.loser_memory_id.in_(some_ids),
+                tables.one_of(
+                    records.c.loser_memory_id, some_ids, postgresql=_on_postgresql(connection)
+                ),
                 records.c.winner_memory_id.is_not(None),
                 records.c.rule.in_(contested),
             )
@@ -502,7 +508,7 @@ def active_rivals(
         _memories.c.subject_id == subject_id,
         _memories.c.status == MemoryStatus.ACTIVE.value,
         sa.or_(
-            _memories.c.claim_key.in_(claim_keys),
+            tables.one_of(_memories.c.claim_key, claim_keys, postgresql=_on_postgresql(connection)),
             sa.and_(_memories.c.claim_key.is_(None), _memories.c.kind.in_(kinds)),
         ),
     )
@@ -514,13 +520,14 @@ def open_conflicts_of(
 ) -> list[OpenConflict]:
     """The open conflicts either side of which is one of ``memory_ids``."""
     found: dict[uuid.UUID, OpenConflict] = {}
+    postgresql = _on_postgresql(connection)
     for some_ids in tables.in_slices(sorted(memory_ids)):
         query = sa.select(_conflicts).where(
             _conflicts.c.tenant_id == tenant_id,
             _conflicts.c.status == ConflictStatus.OPEN.value,
             sa.or_(
-                _conflicts.c.first_memory_id.in_(some_ids),
-                _conflicts.c.second_memory_id.in_(some_ids),
+                tables.one_of(_conflicts.c.first_memory_id, some_ids, postgresql=postgresql),
+                tables.one_of(_conflicts.c.second_memory_id, some_ids, postgresql=postgresql),
             ),
         )
         for row in connection.execute(query).all():
@@ -572,7 +579,12 @@ def subjects_citing(
     for some_ids in tables.in_slices(sorted(episode_ids)):
         query = (
             sa.select(_sources.c.subject_id)
-            .where(_sources.c.tenant_id == tenant_id, _sources.c.episode_id.in_(some_ids))
+            .where(
+                _sources.c.tenant_id == tenant_id,
+                tables.one_of(
+                    _sources.c.episode_id, some_ids, postgresql=_on_postgresql(connection)
+                ),
+            )
             .distinct()
         )
         subjects.update(connection.execute(query).scalars())
@@ -625,7 +637,10 @@ def source_standings(
         asserting.c.occurred_at,
     ).select_from(joined)
     for some_ids in tables.in_slices(sorted(by_id)):
-        query = columns.where(_sources.c.tenant_id == tenant_id, _sources.c.memory_id.in_(some_ids))
+        query = columns.where(
+            _sources.c.tenant_id == tenant_id,
+            tables.one_of(_sources.c.memory_id, some_ids, postgresql=_on_postgresql(connection)),
+        )
         for row in connection.execute(query).all():
             source = _Source(*row)
             standing = _standing(source, by_id[source.memory_id], recompiled)
@@ -1007,7 +1022,11 @@ def apply_change_set(
             _conflicts.update()
             .where(
                 _conflicts.c.tenant_id == tenant_id,
-                _conflicts.c.id.in_(list(changes.resolved_conflict_ids)),
+                tables.one_of(
+                    _conflicts.c.id,
+                    changes.resolved_conflict_ids,
+                    postgresql=_on_postgresql(connection),
+                ),
                 _conflicts.c.status == ConflictStatus.OPEN.value,
             )
             .values(
