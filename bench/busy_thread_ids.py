@@ -22,16 +22,13 @@ Results and method: docs/benchmarks.md ("Ids beside a busy thread").
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
 import time
 import uuid
 from collections.abc import Callable
 
-from bench.busy_thread_rows import CPYTHON_SWITCH_INTERVAL_SECONDS, busy_thread
-from bench.common import machine, print_table
+from bench.busy_thread_rows import busy_thread, print_medians, taking_turns
+from bench.common import machine
 from memsync.ids import random_uuids
-from memsync.runtime.app.api.server import SWITCH_INTERVAL_SECONDS
 
 
 def uuid4_each(count: int) -> list[uuid.UUID]:
@@ -54,35 +51,11 @@ def main() -> None:
         "random_uuids": random_uuids,
         "uuid4 each": uuid4_each,
     }
-    intervals = (CPYTHON_SWITCH_INTERVAL_SECONDS, SWITCH_INTERVAL_SECONDS)
-    results: dict[tuple[float, str, bool], list[float]] = {}
-    for _ in range(arguments.rounds):
-        # Taking turns, so that a slow moment of the machine touches every way alike.
-        for interval in intervals:
-            sys.setswitchinterval(interval)
-            for name, make in ways.items():
-                for busy in (False, True):
-                    results.setdefault((interval, name, busy), []).append(
-                        timed(make, arguments.ids, busy)
-                    )
-    print(f"{machine()}; {arguments.ids:,} ids, median of {arguments.rounds}\n")
-    rows = []
-    for interval in intervals:
-        for name in ways:
-            idle = statistics.median(results[interval, name, False])
-            busy = statistics.median(results[interval, name, True])
-            rows.append(
-                [
-                    f"{interval * 1000:g} ms",
-                    name,
-                    f"{idle:,.1f}",
-                    f"{busy:,.1f}",
-                    f"{busy / idle:,.1f}",
-                ]
-            )
-    print_table(
-        ["switch interval", "way", "idle ms", "beside a busy thread ms", "busy / idle"], rows
+    results = taking_turns(
+        arguments.rounds, list(ways), lambda way, busy: timed(ways[way], arguments.ids, busy)
     )
+    print(f"{machine()}; {arguments.ids:,} ids, median of {arguments.rounds}\n")
+    print_medians(results, list(ways), decimals=1)
 
 
 if __name__ == "__main__":

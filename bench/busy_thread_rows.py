@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -116,44 +116,65 @@ def timed(
         return (time.perf_counter() - started) * 1000
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=5_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    arguments = parser.parse_args()
-    ways = {"insert_rows": by_insert_rows, "executemany": by_executemany}
-    intervals = (CPYTHON_SWITCH_INTERVAL_SECONDS, SWITCH_INTERVAL_SECONDS)
-    results: dict[tuple[float, str, bool], list[float]] = {}
-    with tempfile.TemporaryDirectory() as directory, throwaway_store("sqlite", directory) as url:
-        store = Store.from_url(url)
-        for _ in range(arguments.rounds):
-            # Taking turns, so that a slow moment of the machine touches every way alike.
-            for interval in intervals:
-                sys.setswitchinterval(interval)
-                for name, write in ways.items():
-                    for busy in (False, True):
-                        results.setdefault((interval, name, busy), []).append(
-                            timed(store, write, arguments.rows, busy)
-                        )
-        store.dispose()
-    print(f"{machine()}; {arguments.rows:,} memories a transaction, median of {arguments.rounds}\n")
+INTERVALS = (CPYTHON_SWITCH_INTERVAL_SECONDS, SWITCH_INTERVAL_SECONDS)
+"""The switch intervals compared: CPython's default and the API server's."""
+
+Results = dict[tuple[float, str, bool], list[float]]
+
+
+def taking_turns(
+    rounds: int, ways: Sequence[str], measure: Callable[[str, bool], float]
+) -> Results:
+    """``measure(way, busy)`` for each way, idle and beside a busy thread, under each of
+    :data:`INTERVALS`, ``rounds`` times, taking turns so that a slow moment of the machine
+    touches every way alike; milliseconds by (interval, way, busy)."""
+    results: Results = {}
+    for _ in range(rounds):
+        for interval in INTERVALS:
+            sys.setswitchinterval(interval)
+            for way in ways:
+                for busy in (False, True):
+                    results.setdefault((interval, way, busy), []).append(measure(way, busy))
+    return results
+
+
+def print_medians(results: Results, ways: Sequence[str], decimals: int) -> None:
+    """The median of each (interval, way), idle and busy, and busy over idle."""
     rows = []
-    for interval in intervals:
-        for name in ways:
-            idle = statistics.median(results[interval, name, False])
-            busy = statistics.median(results[interval, name, True])
+    for interval in INTERVALS:
+        for way in ways:
+            idle = statistics.median(results[interval, way, False])
+            busy = statistics.median(results[interval, way, True])
             rows.append(
                 [
                     f"{interval * 1000:g} ms",
-                    name,
-                    f"{idle:,.0f}",
-                    f"{busy:,.0f}",
+                    way,
+                    f"{idle:,.{decimals}f}",
+                    f"{busy:,.{decimals}f}",
                     f"{busy / idle:,.1f}",
                 ]
             )
     print_table(
         ["switch interval", "way", "idle ms", "beside a busy thread ms", "busy / idle"], rows
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=5_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    arguments = parser.parse_args()
+    ways = {"insert_rows": by_insert_rows, "executemany": by_executemany}
+    with tempfile.TemporaryDirectory() as directory, throwaway_store("sqlite", directory) as url:
+        store = Store.from_url(url)
+        results = taking_turns(
+            arguments.rounds,
+            list(ways),
+            lambda way, busy: timed(store, ways[way], arguments.rows, busy),
+        )
+        store.dispose()
+    print(f"{machine()}; {arguments.rows:,} memories a transaction, median of {arguments.rounds}\n")
+    print_medians(results, list(ways), decimals=0)
 
 
 if __name__ == "__main__":
