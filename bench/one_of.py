@@ -17,8 +17,7 @@ all of them by id and by memory key, two ways:
 Each way runs its statement more than five times, so psycopg has prepared it and
 PostgreSQL may use a generic plan: the way an earlier try of the text form lost (the
 text, typed, was cast again for every row). Printed: the median wall time a statement,
-milliseconds. Results and method: docs/benchmarks.md ("Ids beside a busy thread, and
-arrays as text").
+milliseconds. Results and method: docs/benchmarks.md ("Many values a statement").
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 ``uuid.uuid4()`` reads 16 bytes from the system's random source each call, and
 ``os.urandom`` lets go of the GIL around that system call. Alone that costs nothing, but
 beside a thread that computes (a compile's read-ahead, the API's other requests) every
-call waits for the GIL back, up to a switch interval: 1,000 ids took 2 ms alone, 46 ms
-beside a busy thread at the API server's 0.5 ms interval and 363 ms at CPython's 5 ms
-(``bench.busy_thread_ids``). A batch of rows draws its ids in one read instead.
+call waits for the GIL back, up to a switch interval: beside a busy thread, 1,000 ids
+took 320-409 ms at CPython's 5 ms interval, 7-9 ms drawn in one read (4 ms alone;
+``bench.busy_thread_ids``). A batch of rows draws its ids in one read instead.
 """
 
 from __future__ import annotations
