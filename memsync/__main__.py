@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from memsync.runtime.app.cli import main
+from memsync.runtime.app.entry import main
 
 main()

@@ -173,3 +173,37 @@ def test_tables_printed_to_a_pipe_import_no_rich(config: Path, command: list[str
 
     assert "sqlalchemy" in loaded  # the probe sees what the command imports
     assert "rich" not in loaded
+
+
+# Runs the command as ``memsync`` does (its entry point), then says what the collector
+# was left doing.
+COLLECTOR_PROBE = """
+import gc, json, sys
+from memsync.runtime.app.entry import main
+sys.argv = ["memsync", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as stopped:
+    assert stopped.code in (0, None), stopped.code
+print("\\n" + json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+"""
+
+
+@pytest.mark.parametrize("command", [["--help"], ["config", "validate"], ["runs", "list"]])
+def test_the_entry_point_collects_again_after_start_up_whatever_the_command(
+    config: Path, command: list[str]
+) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-c", COLLECTOR_PROBE, "--config", str(config), *command],
+        cwd=config.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    collector = json.loads(completed.stdout.splitlines()[-1])
+    assert collector["enabled"]
+    # Start-up's objects (some hundred thousand) are frozen out of collections.
+    assert collector["frozen"] > 10_000
+

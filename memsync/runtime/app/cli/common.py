@@ -340,10 +340,14 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
     connector name, a variable the connector in use names that is not set) exits 2
     naming the file and the field; any other error exits 1 with its traceback, scrubbed
     of every known secret as every log line is.
+
+    With the store open the command has started (:func:`~memsync.runtime.app.entry.
+    started`): the cyclic collector, paused through start-up, collects again.
     """
     import traceback
 
     from memsync.runtime.app.config import ConfigError, MissingVariables
+    from memsync.runtime.app.entry import started
     from memsync.runtime.app.services import Services, UnknownConnector, UnknownStream
     from memsync.scrub import scrub_every_log_record
     from memsync.timerange import TimeOutOfRange
@@ -351,6 +355,8 @@ def open_services(loaded: Settings | None = None) -> Iterator[Services]:
     configuration = loaded or settings()
     start_logging()
     services = Services.open(configuration)
+    # What a command imports and builds to get here lives until it exits.
+    started()
     scrub_every_log_record(services.scrubber)
     # A migration that changed data says so once, on whichever command ran it.
     for note in services.migration_notes:
