@@ -206,4 +206,3 @@ def test_the_entry_point_collects_again_after_start_up_whatever_the_command(
     assert collector["enabled"]
     # Start-up's objects (some hundred thousand) are frozen out of collections.
     assert collector["frozen"] > 10_000
-
