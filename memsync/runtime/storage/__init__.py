@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from memsync.runtime.storage.engine import (
     Store,
     create_store_engine,
@@ -16,7 +18,9 @@ from memsync.runtime.storage.migrate import (
     schema_state,
     upgrade,
 )
-from memsync.runtime.storage.schema import metadata
+
+if TYPE_CHECKING:
+    from memsync.runtime.storage.schema import metadata
 
 __all__ = [
     "SchemaState",
@@ -31,3 +35,13 @@ __all__ = [
     "schema_state",
     "upgrade",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Naming the metadata builds every table (memsync.runtime.storage.schema): only
+    # what asks for it (DDL, Alembic, the tests) pays for that.
+    if name == "metadata":
+        from memsync.runtime.storage.schema import metadata
+
+        return metadata
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

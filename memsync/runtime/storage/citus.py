@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from memsync.runtime.storage.schema import metadata
+from memsync.runtime.storage import schema
 
 __all__ = [
     "COLOCATION_TABLE",
@@ -108,7 +108,7 @@ def distribute_tables(connection: Connection) -> list[str]:
     known = distributed_tables(connection)
     existing = set(sa.inspect(connection).get_table_names())
     # The schema's own order puts a referenced table before the tables referring to it.
-    ordered = [table.name for table in metadata.sorted_tables]
+    ordered = [table.name for table in schema.metadata.sorted_tables]
     ordered += sorted(existing - set(ordered))
     if COLOCATION_TABLE in ordered:
         ordered.remove(COLOCATION_TABLE)

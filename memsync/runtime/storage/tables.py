@@ -13,34 +13,37 @@ import operator
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from memsync.runtime.storage.schema import (
-    backfill_slices,
-    backfills,
-    conflict_history,
-    conflicts,
-    episode_labels,
-    episode_revisions,
-    episodes,
-    jobs,
-    llm_extractions,
-    memories,
-    memory_history,
-    memory_labels,
-    memory_sources,
-    memory_versions,
-    receipts,
-    resolutions,
-    supersessions,
-    sync_runs,
-    sync_streams,
-    webhook_deliveries,
-)
+from memsync.runtime.storage import schema
+
+if TYPE_CHECKING:
+    from memsync.runtime.storage.schema import (
+        backfill_slices,
+        backfills,
+        conflict_history,
+        conflicts,
+        episode_labels,
+        episode_revisions,
+        episodes,
+        jobs,
+        llm_extractions,
+        memories,
+        memory_history,
+        memory_labels,
+        memory_sources,
+        memory_versions,
+        receipts,
+        resolutions,
+        supersessions,
+        sync_runs,
+        sync_streams,
+        webhook_deliveries,
+    )
 
 __all__ = [
     "IDS_PER_STATEMENT",
@@ -78,10 +81,25 @@ __all__ = [
 ]
 
 
-UNCOMPILED = episodes.c.compiled_revision < episodes.c.revision
+UNCOMPILED: sa.ColumnElement[bool]
 """Episodes whose current revision no compile has consumed yet. It is the predicate of
 the partial index ``ix_episodes_uncompiled``; a query must state it exactly so for the
 planner to use that index, which is why it is written only here."""
+
+
+def __getattr__(name: str) -> Any:
+    """The schema's tables, each built when a stage first names it
+    (:mod:`~memsync.runtime.storage.schema`), and :data:`UNCOMPILED`, made with the
+    episodes table."""
+    if name == "UNCOMPILED":
+        episodes = schema.episodes
+        uncompiled = episodes.c.compiled_revision < episodes.c.revision
+        globals()[name] = uncompiled
+        return uncompiled
+    table = getattr(schema, name, None)
+    if isinstance(table, sa.Table):
+        return table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 IDS_PER_STATEMENT = 10_000
