@@ -4,11 +4,11 @@ A command's start-up makes about a hundred thousand objects the collector tracks
 living until it exits: modules, classes, and the tables typer, pydantic and SQLAlchemy
 build as they are imported. CPython's cyclic collector, left on, walks them again and
 again while they are made, and once more as the interpreter exits: about a quarter of a
-store command's CPU time (docs/benchmarks.md, "Seventh round"). So the collector waits until the command has
-started (its store open, or, for a command that opens none, its work done), and what
-start-up made is then frozen out of every later collection (:func:`gc.freeze`, which
-pre-fork servers use on the same objects). From there a long-running command
-(``serve``, ``worker``, ``sync``) collects as any process does.
+store command's CPU time (docs/benchmarks.md, "Seventh round"). So the collector
+waits until the command has started (its store open, or, for a command that opens none,
+its work done), and what start-up made is then frozen out of every later collection
+(:func:`gc.freeze`, which pre-fork servers use on the same objects). From there a
+long-running command (``serve``, ``worker``, ``sync``) collects as any process does.
 
 Apart from :mod:`memsync.runtime.app.cli` because importing that package is part of the
 start-up the collector waits through.
