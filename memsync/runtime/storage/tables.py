@@ -90,16 +90,16 @@ planner to use that index, which is why it is written only here."""
 def __getattr__(name: str) -> Any:
     """The schema's tables, each built when a stage first names it
     (:mod:`~memsync.runtime.storage.schema`), and :data:`UNCOMPILED`, made with the
-    episodes table."""
+    episodes table; either is a plain attribute from then on."""
     if name == "UNCOMPILED":
         episodes = schema.episodes
-        uncompiled = episodes.c.compiled_revision < episodes.c.revision
-        globals()[name] = uncompiled
-        return uncompiled
-    table = getattr(schema, name, None)
-    if isinstance(table, sa.Table):
-        return table
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        found: object = episodes.c.compiled_revision < episodes.c.revision
+    else:
+        found = getattr(schema, name, None)
+        if not isinstance(found, sa.Table):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = found
+    return found
 
 
 IDS_PER_STATEMENT = 10_000
