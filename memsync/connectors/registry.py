@@ -55,11 +55,20 @@ _IDENTITY_FIELDS = frozenset({"name", "type", "subject", "tenant", "schedule"})
 class ConnectorInfo:
     """One registered connector type and where it came from: ``declared`` is its class,
     or its declaration while the class is not imported yet (both carry the declared
-    attributes read here)."""
+    attributes read here); ``found_at`` is the entry point it was loaded from, or a
+    description of where it was given."""
 
     type: str
     declared: builtins.type[AnyConnector] | ConnectorDeclaration
-    origin: str
+    found_at: str | EntryPoint
+
+    @property
+    def origin(self) -> str:
+        """Where the connector came from, in words: the entry point and its distribution's
+        name and version (read from the distribution's metadata now, as only messages
+        and listings need it)."""
+        found_at = self.found_at
+        return found_at if isinstance(found_at, str) else _describe(found_at)
 
     @property
     def key_policy(self) -> KeyPolicy:
@@ -110,8 +119,10 @@ class ConnectorRegistry:
         for info in infos:
             self._add(info)
 
-    def _add(self, info: ConnectorInfo) -> None:
-        if isinstance(info.declared, ConnectorDeclaration):
+    def _add(self, info: ConnectorInfo, *, checked: bool = False) -> None:
+        if checked:
+            pass  # by :meth:`_load`, which names the entry point in what it refuses
+        elif isinstance(info.declared, ConnectorDeclaration):
             check_declared(info.origin, info.declared)
         else:
             from memsync.connectors.base import validate_connector_class
@@ -182,11 +193,11 @@ class ConnectorRegistry:
         return dict(self._broken)
 
     def _load(self, entry_point: EntryPoint) -> None:
-        origin = _describe(entry_point)
         try:
             loaded = entry_point.load()
         except Exception as error:
-            raise ConnectorDefinitionError(f"{origin} failed to import: {error}") from error
+            where = _describe(entry_point)
+            raise ConnectorDefinitionError(f"{where} failed to import: {error}") from error
         try:
             if isinstance(loaded, ConnectorDeclaration):
                 what = "declaration"
@@ -201,12 +212,13 @@ class ConnectorRegistry:
                 what = "class"
                 validate_connector_class(loaded)
         except ConnectorDefinitionError as error:
-            raise ConnectorDefinitionError(f"{origin}: {error}") from error
+            raise ConnectorDefinitionError(f"{_describe(entry_point)}: {error}") from error
         if loaded.type != entry_point.name:
             raise ConnectorDefinitionError(
-                f"{origin}: the entry point name must equal the {what}'s type '{loaded.type}'"
+                f"{_describe(entry_point)}: the entry point name must equal the {what}'s "
+                f"type '{loaded.type}'"
             )
-        self._add(ConnectorInfo(type=loaded.type, declared=loaded, origin=origin))
+        self._add(ConnectorInfo(loaded.type, loaded, entry_point), checked=True)
 
     @classmethod
     def from_classes(cls, classes: Iterable[type[AnyConnector]]) -> ConnectorRegistry:
@@ -215,7 +227,7 @@ class ConnectorRegistry:
             ConnectorInfo(
                 type=connector.type,
                 declared=connector,
-                origin=f"class {connector.__module__}.{connector.__qualname__}",
+                found_at=f"class {connector.__module__}.{connector.__qualname__}",
             )
             for connector in classes
         )
@@ -249,7 +261,7 @@ class ConnectorRegistry:
                 loaded = info.declared.load()
             except ConnectorDefinitionError as error:
                 raise ConnectorDefinitionError(f"{info.origin}: {error}") from error
-            self._infos[info.type] = ConnectorInfo(info.type, loaded, info.origin)
+            self._infos[info.type] = ConnectorInfo(info.type, loaded, info.found_at)
         return loaded
 
     def _unknown_type(self, connector_type: object) -> str:

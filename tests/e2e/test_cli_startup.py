@@ -144,6 +144,18 @@ def test_commands_over_the_store_load_no_http_stack_and_no_other_connector(
     assert not any(name.startswith("memsync.connectors.tickets") for name in loaded)
 
 
+def test_showing_the_state_of_a_connector_whose_streams_its_configuration_names_builds_none(
+    config: Path,
+) -> None:
+    loaded = imported_by(["--config", str(config), "state", "show", "ws"], config.parent)
+
+    assert "memsync.connectors.registry" in loaded  # the probe sees the configuration read
+    # A workspace reads one stream: its config model says so, and the connector is not
+    # imported to ask it (tests/unit/connectors/test_registry.py holds the two equal).
+    assert loaded & CONNECTOR_IMPLEMENTATIONS == set()
+    assert "memsync.connectors.base" not in loaded
+
+
 @pytest.mark.parametrize("command", [["runs", "list"], ["jobs", "list"]])
 def test_listing_runs_or_jobs_parses_no_connector(config: Path, command: list[str]) -> None:
     loaded = imported_by(["--config", str(config), *command], config.parent)

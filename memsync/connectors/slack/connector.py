@@ -529,7 +529,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
     def streams(self) -> tuple[Stream, ...]:
         """One ordered stream per configured channel, named as configured (an id, or a
         name without ``#``), in the configured order."""
-        return tuple(Stream(name, ordered=True) for name in self._channel_names())
+        return tuple(Stream(name, ordered=True) for name in self.config.stream_names())
 
     def fetch(
         self, window: Window, cursor: Cursor | None
@@ -549,7 +549,7 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
         of from its start by each (see :class:`OverlapPass`). A read from the last
         position handed out finds every record not handed out yet again, so a run cut
         short resumes there (see the module docstring)."""
-        if stream.name not in self._channel_names():
+        if stream.name not in self.config.stream_names():
             raise ValueError(f"slack '{self.name}' reads no channel {stream.name!r}")
         team = self._team()
         channel = self._channels()[stream.name]
@@ -773,15 +773,12 @@ class SlackConnector(RecordConnector[SlackConfig, SlackMessage], declaration=SLA
             self._team_id = team
         return self._team_id
 
-    def _channel_names(self) -> list[str]:
-        return list(dict.fromkeys(name.removeprefix("#") for name in self.config.channels))
-
     def _channels(self) -> dict[str, _Channel]:
         """Every configured channel by its stream name; names are resolved once per
         instance (one run)."""
         if self._resolved is not None:
             return self._resolved
-        wanted = self._channel_names()
+        wanted = self.config.stream_names()
         names = [name for name in wanted if not _CHANNEL_ID.match(name)]
         by_name: dict[str, str] = {}
         if names:

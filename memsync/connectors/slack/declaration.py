@@ -41,6 +41,11 @@ class SlackConfig(ConnectorConfig):
     def api_base(self) -> str:
         return f"{self.base_url}/" if self.base_url else _PUBLIC_API
 
+    def stream_names(self) -> tuple[str, ...]:
+        """One stream per channel, named as configured without ``#``, in the configured
+        order, a channel configured twice read once."""
+        return tuple(dict.fromkeys(name.removeprefix("#") for name in self.channels))
+
 
 SLACK = ConnectorDeclaration(
     type="slack",

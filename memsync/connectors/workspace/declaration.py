@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from memsync.connectors.checkpoints import DEFAULT_STREAM
 from memsync.connectors.config import ConnectorConfig
 from memsync.connectors.declaration import ConnectorDeclaration, KeyPolicy
 
@@ -34,6 +35,10 @@ class WorkspaceConfig(ConnectorConfig):
     @property
     def effective_workspace_id(self) -> str:
         return self.workspace_id or self.name
+
+    def stream_names(self) -> tuple[str, ...]:
+        """One stream: a scan reads the whole tree at once."""
+        return (DEFAULT_STREAM,)
 
 
 WORKSPACE = ConnectorDeclaration(

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import ast
 from datetime import timedelta
-from importlib.metadata import EntryPoint
+from importlib.metadata import Distribution, EntryPoint
+from os import PathLike
 from pathlib import Path
 from typing import Literal
 
@@ -99,6 +100,72 @@ def test_built_in_connectors_are_registered_through_entry_points() -> None:
         "zendesk": KeyPolicy.IDENTITY,
     }
     assert all("distribution memsync" in info.origin for info in registry)
+
+
+class _CountingDistribution(Distribution):
+    """A distribution of one connector entry point that counts reads of its metadata."""
+
+    def __init__(self) -> None:
+        self.metadata_reads = 0
+
+    def read_text(self, filename: str) -> str | None:
+        if filename == "entry_points.txt":
+            return f"[memsync.connectors]\nlate = {HERE}:LATE\n"
+        if filename in ("METADATA", "PKG-INFO"):
+            self.metadata_reads += 1
+            return "Metadata-Version: 2.1\nName: memsync-late\nVersion: 1.2.3\n"
+        return None
+
+    def locate_file(self, path: str | PathLike[str]) -> Path:
+        raise FileNotFoundError(path)
+
+
+def test_the_distribution_of_an_entry_point_is_read_only_when_its_origin_is_asked() -> None:
+    distribution = _CountingDistribution()
+    registry = ConnectorRegistry.from_entry_points(distribution.entry_points)
+
+    [config] = registry.parse_configs([{"name": "l", "type": "late", "subject": "x:{id}"}])
+    registry.build(config)
+    # Parsing and building read the entry point only: a command over one connector
+    # does not parse the metadata of the distribution that offers it.
+    assert distribution.metadata_reads == 0
+
+    [info] = registry
+    assert info.origin == f"entry point 'late = {HERE}:LATE' (distribution memsync-late 1.2.3)"
+    assert distribution.metadata_reads > 0
+
+
+@pytest.mark.parametrize(
+    ("raw", "streams"),
+    [
+        ({"name": "ws", "type": "workspace", "subject": "ws", "root": "."}, ["records"]),
+        (
+            {
+                "name": "chat",
+                "type": "slack",
+                "subject": "channel:{channel}",
+                "token": "xoxb-1",
+                "channels": ["C024BE91L", "#general", "general", "random"],
+            },
+            ["C024BE91L", "general", "random"],
+        ),
+    ],
+)
+def test_a_configuration_that_names_its_streams_names_those_its_connector_reads(
+    raw: dict[str, object], streams: list[str]
+) -> None:
+    registry = load_registry()
+    [config] = registry.parse_configs([raw])
+
+    assert config.stream_names() == tuple(streams)
+    assert [stream.name for stream in registry.build(config).streams()] == streams
+
+
+def test_a_configuration_whose_streams_only_its_connector_knows_names_none() -> None:
+    [config] = load_registry().parse_configs(
+        [{"name": "gh", "type": "github", "subject": "r", "repo": "acme/api", "token": "t"}]
+    )
+    assert config.stream_names() is None
 
 
 def test_duplicate_type_is_refused_naming_both_entry_points() -> None:
