@@ -26,6 +26,7 @@ from memsync.episode import EpisodeDraft
 from memsync.runtime.compiling import CompileService
 from memsync.runtime.compiling.memories import bump_memory_version, delete_subject_memories
 from memsync.runtime.compiling.service import ChunkCommitting
+from memsync.runtime.compiling.settings import DEFAULT_CACHED_MEMORIES
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import MemoryRepository
 from memsync.runtime.storage import Store
@@ -171,8 +172,15 @@ class Compiles:
     def tenant(self) -> str:
         return f"t-{uuid.uuid4().hex[:12]}"
 
-    def compiler(self, chunk_episodes: int) -> CompileService:
-        return CompileService(self.store, clock=self.clock, chunk_episodes=chunk_episodes)
+    def compiler(
+        self, chunk_episodes: int, cached_memories: int = DEFAULT_CACHED_MEMORIES
+    ) -> CompileService:
+        return CompileService(
+            self.store,
+            clock=self.clock,
+            chunk_episodes=chunk_episodes,
+            cached_memories=cached_memories,
+        )
 
     def at_once(
         self,
@@ -193,8 +201,9 @@ class Compiles:
         batches: Sequence[Sequence[EpisodeDraft]],
         chunk_episodes: int = 10_000,
         on_chunk: OnChunk | None = None,
+        cached_memories: int = DEFAULT_CACHED_MEMORIES,
     ) -> str:
-        tenant, compiler = self.tenant(), self.compiler(chunk_episodes)
+        tenant, compiler = self.tenant(), self.compiler(chunk_episodes, cached_memories)
         for batch in batches:
             self.ingest.ingest(tenant, list(batch))
             self.clock.advance(timedelta(seconds=1))
@@ -383,3 +392,61 @@ def test_a_carried_chunk_loads_the_inactive_memory_its_candidate_names_again(
     # The claim and the summary of the two identical messages, each active again.
     assert berlin
     assert all(sources == ["e1", "e4"] for sources in berlin)
+
+
+# -- what a process keeps of a subject's last compile ----------------------------------
+
+
+@PROPERTY
+@given(one_a_day(CLAIMED + LEXICAL), st.integers(min_value=1, max_value=3))
+def test_compiles_in_two_processes_taking_turns_decide_as_compiles_that_load_everything(
+    store: Store, episodes: list[EpisodeDraft], batch_size: int
+) -> None:
+    # Each service (a process) keeps what its last compile of the subject left and starts
+    # the next from it; the other's compile in between changed the subject's memories,
+    # and what was kept must then be read again, not trusted.
+    compiles = Compiles(store)
+    batches = [episodes[at : at + batch_size] for at in range(0, len(episodes), batch_size)]
+    services = itertools.cycle([compiles.compiler(10_000), compiles.compiler(10_000)])
+
+    taking_turns = compiles.tenant()
+    for batch in batches:
+        compiles.ingest.ingest(taking_turns, list(batch))
+        compiles.clock.advance(timedelta(seconds=1))
+        next(services).compile(taking_turns, SUBJECT)
+    loading = compiles.incrementally(batches, cached_memories=0)
+
+    assert every_memory(store, taking_turns) == every_memory(store, loading)
+    assert records(store, taking_turns) == records(store, loading)
+
+
+def test_a_compile_after_one_in_the_same_process_reads_only_the_memories_it_names(
+    store: Store,
+) -> None:
+    compiles = Compiles(store)
+    first = [said(n, text, n) for n, text in enumerate(CLAIMED[:6])]
+    second = [said(10, "I'm in Madrid this week.", 10), said(11, "I prefer coffee.", 11)]
+
+    def reads_of_active_memories(cached_memories: int) -> list[str]:
+        tenant, service = compiles.tenant(), compiles.compiler(10_000, cached_memories)
+        compiles.ingest.ingest(tenant, first)
+        service.compile(tenant, SUBJECT)
+        compiles.ingest.ingest(tenant, second)
+        statements: list[str] = []
+
+        def seen(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+            statements.append(" ".join(statement.split()))
+
+        sa.event.listen(store.engine, "before_cursor_execute", seen)
+        try:
+            service.compile(tenant, SUBJECT)
+        finally:
+            sa.event.remove(store.engine, "before_cursor_execute", seen)
+        return [
+            sql
+            for sql in statements
+            if sql.startswith("SELECT") and "FROM memories" in sql and "memories.status =" in sql
+        ]
+
+    assert reads_of_active_memories(cached_memories=0)  # the probe sees the load
+    assert reads_of_active_memories(cached_memories=1_000) == []

@@ -8,8 +8,9 @@ change set is a constant number of statements, whatever its size.
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ __all__ = [
     "RECORDED_EPISODES_PER_SIDE",
     "ConflictRecord",
     "KnownMemories",
+    "KnownSubjects",
     "MemoriesForgotten",
     "active_rivals",
     "apply_change_set",
@@ -364,6 +366,76 @@ class KnownMemories:
             if memory.status is MemoryStatus.ACTIVE or key in wanted
         ]
         return known + _load(connection, tenant_id, subject_id, unknown, active=False)
+
+    def active_only(self) -> KnownMemories:
+        """These without the inactive memories: still what :meth:`for_resolution` needs,
+        as it reads an inactive memory a candidate names from the store when it does not
+        hold it."""
+        active = {k: m for k, m in self.by_key.items() if m.status is MemoryStatus.ACTIVE}
+        return KnownMemories(self.version, active)
+
+
+class KnownSubjects:
+    """The memories each recently compiled subject was left with, as
+    :class:`KnownMemories`, so that the next compile of the subject in this process
+    starts from them instead of loading every active memory again: a frequent small
+    compile (every N episodes, a sync's, the API's) then reads only the memories its
+    candidates name.
+
+    Bounded: at most ``capacity`` in all, a subject counting as its active memories
+    (only those are held) plus one, the subject compiled least recently dropped first;
+    a subject larger than that is not held. ``0`` holds nothing. Safe to share between
+    threads.
+
+    Repeats and conflicts: keeping a subject again replaces what was held. What is held
+    is never trusted as it is: :meth:`KnownMemories.for_resolution` compares its version
+    with the subject's under the compile's lock, so memories that changed since (a
+    compile in another process, an edit, a forgotten subject: every write of a subject's
+    memories bumps its version) are loaded from the store as if nothing were held.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 0:
+            raise ValueError(f"capacity must be 0 or more, not {capacity}")
+        self.capacity = capacity
+        self._held: OrderedDict[tuple[str, str], KnownMemories] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        """How much is held: the active memories of every subject held, plus one a
+        subject."""
+        return self._size
+
+    def get(self, tenant_id: str, subject_id: str) -> KnownMemories | None:
+        """What the subject's last compile in this process left, if still held."""
+        with self._lock:
+            known = self._held.get((tenant_id, subject_id))
+            if known is not None:
+                self._held.move_to_end((tenant_id, subject_id))
+            return known
+
+    def keep(self, tenant_id: str, subject_id: str, known: KnownMemories | None) -> None:
+        """Hold ``known`` (its active memories) for the subject's next compile, in place
+        of what was held; ``None`` drops what was held. Drops the subjects compiled
+        least recently while more than ``capacity`` memories are held."""
+        kept = known.active_only() if known is not None else None
+        with self._lock:
+            dropped = self._held.pop((tenant_id, subject_id), None)
+            if dropped is not None:
+                self._size -= _held_size(dropped)
+            if kept is None or _held_size(kept) > self.capacity:
+                return
+            self._held[(tenant_id, subject_id)] = kept
+            self._size += _held_size(kept)
+            while self._size > self.capacity:
+                _, evicted = self._held.popitem(last=False)
+                self._size -= _held_size(evicted)
+
+
+def _held_size(known: KnownMemories) -> int:
+    return len(known.by_key) + 1
 
 
 def memories_citing(

@@ -74,6 +74,7 @@ from memsync.runtime.compiling.episodes import (
 from memsync.runtime.compiling.memories import (
     RECORDED_EPISODES_PER_SIDE,
     KnownMemories,
+    KnownSubjects,
     active_rivals,
     apply_change_set,
     contests_around,
@@ -91,6 +92,7 @@ from memsync.runtime.compiling.memories import (
 from memsync.runtime.compiling.recorder import SqlExtractionRecorder
 from memsync.runtime.compiling.rules import CompileRules
 from memsync.runtime.compiling.settings import (
+    DEFAULT_CACHED_MEMORIES,
     DEFAULT_CHUNK_EPISODES,
     CompileSettings,
     LLMSettings,
@@ -529,6 +531,7 @@ class CompileService:
         llm: LLMSettings | None = None,
         http: httpx.Client | None = None,
         chunk_episodes: int = DEFAULT_CHUNK_EPISODES,
+        cached_memories: int = DEFAULT_CACHED_MEMORIES,
         on_compiled: Callable[[CompileResult], None] | None = None,
         llm_budget: RequestBudget | None = None,
         retrier: Retrier | None = None,
@@ -537,7 +540,9 @@ class CompileService:
     ) -> None:
         """``compiler`` overrides everything; else ``llm`` selects the LLM compiler (its
         extractions recorded per tenant in the store); else the heuristic compiler.
-        ``chunk_episodes`` is how many episodes one transaction compiles.
+        ``chunk_episodes`` is how many episodes one transaction compiles;
+        ``cached_memories`` bounds what is kept of each subject's last compile for its
+        next (:class:`~memsync.runtime.compiling.memories.KnownSubjects`).
         ``on_compiled`` is told every compile that finished (the process's metrics).
         ``llm_budget`` is the process's limit on requests to the model, shared by every
         compile of this service (default: from ``llm``'s limits); ``retrier`` retries
@@ -548,6 +553,7 @@ class CompileService:
             raise ValueError(f"chunk_episodes must be at least 1, not {chunk_episodes}")
         self._store = store
         self._chunk_episodes = chunk_episodes
+        self._known = KnownSubjects(cached_memories)
         self._rules = rules or CompileRules()
         self._clock = clock or SystemClock()
         self._compiler = compiler
@@ -602,6 +608,7 @@ class CompileService:
             clock=clock,
             llm=llm,
             chunk_episodes=settings.chunk_episodes,
+            cached_memories=settings.cached_memories,
             on_compiled=on_compiled,
             retrier=retrier,
             llm_observer=llm_observer(llm.model) if llm and llm_observer else None,
@@ -718,7 +725,9 @@ class CompileService:
             if not compiler.prepares_ahead:
                 ahead = _ReadAhead(self._store, compiler, tenant_id, subject_id, helper)
             position, size = 0, self._chunk_episodes
-            known: KnownMemories | None = None
+            # What this subject's last compile here left, checked against its version
+            # before it is used: a small compile then loads only what its episodes name.
+            known = self._known.get(tenant_id, subject_id)
             stopped: str | None = None
             while position < len(pending):
                 chunk = pending[position : _chunk_end(pending, position, size)]
@@ -751,6 +760,10 @@ class CompileService:
                     helper.submit(self._statistics.analyze_or_log, exclude=["memories"])
                 position += len(chunk)
                 size = self._next_chunk_size(outcome.memories_loaded)
+            if pending:
+                # A subject decided again below (late episodes) changes after its last
+                # chunk: its next compile must load its memories anyway.
+                self._known.keep(tenant_id, subject_id, None if late else known)
         # A subject a record left had its decisions changed by evidence going away, as
         # this one's by late episodes: each is decided again from what it has left.
         for again in sorted(elsewhere - {subject_id}) + ([subject_id] if late else []):
@@ -905,7 +918,8 @@ class CompileService:
                     label_rules=self._rules.labels,
                 )
             known = None
-            if following and not seen_again:
+            if (following or self._known.capacity) and not seen_again:
+                # For the next chunk, or after the last one for the subject's next compile.
                 # Read before ``on_chunk``: what it writes bumps the version again, and
                 # the next chunk then loads the memories afresh. (A chunk that settled
                 # sources is rare and spans subjects: the next one loads.)

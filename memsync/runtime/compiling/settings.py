@@ -9,9 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from memsync.connectors.label_rules import LabelRuleSetting
 
-__all__ = ["DEFAULT_CHUNK_EPISODES", "CompileSettings", "LLMSettings"]
+__all__ = ["DEFAULT_CACHED_MEMORIES", "DEFAULT_CHUNK_EPISODES", "CompileSettings", "LLMSettings"]
 
 DEFAULT_CHUNK_EPISODES = 2_000
+# About 20-40 MB a process at the default: a memory held is a few hundred bytes plus its
+# content and the ids of its sources.
+DEFAULT_CACHED_MEMORIES = 50_000
 """Episodes per compile transaction: large enough that per-transaction costs (the lock,
 loading the subject's active memories) are spread thin, small enough that one subject
 with 100,000 uncompiled episodes does not hold them all, and their change sets, at once."""
@@ -83,6 +86,13 @@ class CompileSettings(_Settings):
         ge=1,
         le=100_000,
         description="episodes compiled per transaction; bounds a compile's memory",
+    )
+    cached_memories: int = Field(
+        default=DEFAULT_CACHED_MEMORIES,
+        ge=0,
+        le=10_000_000,
+        description="active memories a process keeps from each subject's last compile "
+        "for its next one, which then loads only the memories its episodes name; 0: none",
     )
     claims: dict[str, dict[str, str]] = Field(default_factory=dict)
     policies: dict[str, str] = Field(default_factory=dict)
