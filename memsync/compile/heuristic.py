@@ -571,6 +571,33 @@ def _may_split(sentence: str) -> bool:
     return "and" in lowered or "but" in lowered or "so" in lowered
 
 
+def _summary_text(texts: Sequence[Passage]) -> str:
+    """The text a summary is cut from: the first three passages, their whitespace
+    normalised, joined by spaces; or, when that is longer than ``SUMMARY_LENGTH``, only
+    a prefix of it longer than ``SUMMARY_LENGTH``, which is all the cut reads.
+
+    A long passage is mostly past the cut, so only a prefix of it is normalised: the
+    normalised prefix of a text is a prefix of the normalised text (its last word may be
+    cut short, which only the part past the cut sees). Normalising shrinks a run of
+    spaces, so a prefix is taken again, longer, until it is long enough or the whole.
+    """
+    folded: list[str] = []
+    length = -1  # no space before the first passage
+    for passage in texts[:3]:
+        text = passage.text
+        end = 2 * SUMMARY_LENGTH
+        while True:
+            part = " ".join(text[:end].split())
+            if end >= len(text) or length + 1 + len(part) > SUMMARY_LENGTH:
+                break
+            end *= 2
+        folded.append(part)
+        length += 1 + len(part)
+        if length > SUMMARY_LENGTH:
+            break  # the passages after it are past the cut
+    return " ".join(folded)
+
+
 def _clean_value(value: str) -> str:
     return " ".join(value.split()).strip(" .'\"")
 
@@ -680,7 +707,7 @@ class HeuristicCompiler:
         return self._candidate(episode, _FACT_RULE, clause, None)
 
     def _summary(self, episode: EpisodeView, texts: list[Passage]) -> CandidateMemory | None:
-        text = " ".join(" ".join(passage.text.split()) for passage in texts[:3])
+        text = _summary_text(texts)
         if not text:
             return None
         if len(text) > SUMMARY_LENGTH:

@@ -3,8 +3,9 @@
 The shortcuts (issue #30 part 3): the combined rule pattern without the "deprecated"
 rule for clauses that lack the word, the hypothetical and question checks made only for
 clauses that yield a memory, and (second pass) sentences cut by a pattern that opens
-with a set of characters instead of a look-behind. Each is compared with the plain way,
-every check on every clause, the whole pattern and the plain sentence split, on texts
+with a set of characters instead of a look-behind. Third pass: the summary cut from
+only the start of the text. Each is compared with the plain way, every check on every
+clause, the whole pattern, the plain sentence split and the whole text folded, on texts
 built from the rules' own words.
 """
 
@@ -18,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memsync.compile import heuristic
-from memsync.compile.heuristic import HeuristicCompiler
+from memsync.compile.heuristic import SUMMARY_LENGTH, HeuristicCompiler
+from memsync.compile.text import Passage
 from memsync.compile.types import CandidateMemory, EpisodeView, in_episode_order
 from tests.unit.compile.test_heuristic import (
     _CASED_WORDS,
@@ -36,9 +38,22 @@ WORDS = st.lists(
 )
 
 
+def plain_summary_text(texts: list[Passage]) -> str:
+    """The text a summary is cut from, the plain way: the first three passages folded
+    whole."""
+    return " ".join(" ".join(passage.text.split()) for passage in texts[:3])
+
+
+def cut(text: str) -> str:
+    """What the summary keeps of ``text`` (``HeuristicCompiler._summary``)."""
+    if len(text) > SUMMARY_LENGTH:
+        return text[: SUMMARY_LENGTH - 1].rsplit(" ", 1)[0] + "…"
+    return text
+
+
 class PlainCompiler(HeuristicCompiler):
     """The compiler as it was: every clause the plain patterns cut, through the whole
-    combined pattern."""
+    combined pattern, and the summary cut from the whole text."""
 
     def _episode(self, episode: EpisodeView) -> Any:
         texts = list(heuristic.passages(episode.payload))
@@ -47,18 +62,20 @@ class PlainCompiler(HeuristicCompiler):
                 candidate = self._clause(episode, clause, passage.speaks_for_subject)
                 if candidate is not None:
                     yield candidate
-        summary = self._summary(episode, texts)
-        if summary is not None:
-            yield summary
+        text = plain_summary_text(texts)
+        if text:
+            content = f"{episode.source} {episode.type}: {cut(text)}"
+            yield self._candidate(episode, heuristic._SUMMARY_RULE, content, None)
 
 
 def derived(compiler: HeuristicCompiler, text: str) -> list[CandidateMemory]:
+    messages = [{"role": "user", "content": text}]
     episode = EpisodeView(
         id=uuid.UUID(int=1),
         subject_id="ana",
         source="chat",
         type="message",
-        payload={"messages": [{"role": "user", "content": text}], "body": text},
+        payload={"messages": messages, "body": text},
         occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
         revision=1,
         content_hash="h",
@@ -142,3 +159,27 @@ def test_episodes_of_one_moment_are_ordered_by_id_as_their_text_orders_them(
     ordered = in_episode_order(views)
 
     assert ordered == sorted(views, key=lambda view: (view.occurred_at, str(view.id)))
+
+
+# --- the summary cut from the start of the text -------------------------------------------
+
+# Passages around the cut: words and runs of spaces of every kind, long enough to cross
+# it, so that folding the spaces shrinks a text below it or not.
+SUMMARY_PASSAGE = st.lists(
+    st.sampled_from(["a", "bb", "word", "x" * 40, " ", "  ", " " * 30, "\t", "\n \n", "\u3000"])
+    | st.text(st.characters(max_codepoint=0x17F), max_size=5),
+    max_size=80,
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(SUMMARY_PASSAGE, max_size=5), st.integers(min_value=0, max_value=200))
+def test_the_summary_is_cut_from_the_start_as_from_the_whole_text(
+    texts: list[str], pad: int
+) -> None:
+    passages = [Passage(("w " * pad)[:pad] + text, True) for text in texts]
+    plain = plain_summary_text(passages)
+    fast = heuristic._summary_text(passages)
+    assert plain.startswith(fast)
+    assert (fast == "") == (plain == "")
+    assert cut(fast) == cut(plain)
