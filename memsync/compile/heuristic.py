@@ -112,6 +112,12 @@ class _Rule:
     "I'm in a meeting" is not a location. ``value_template`` builds the value from
     several groups, so that two wordings of one claim ("the account owner", "the owner
     of the account") give one value.
+
+    ``opens`` are the words (lowercase) a clause the rule matches starts with, each
+    followed by a character that is not a letter, digit or underscore, or the end;
+    ``None`` when it may start with any. They let a clause skip the rules that cannot
+    match it (tests/unit/compile/test_heuristic_shortcuts.py checks them against the
+    pattern).
     """
 
     name: str
@@ -125,6 +131,7 @@ class _Rule:
     proper_noun: bool = False
     confidence: float = 0.8
     value_template: str | None = None
+    opens: tuple[str, ...] | None = ("i",)
 
 
 def _rule(name: str, pattern: str, kind: MemoryKind, claim_key: str | None, template: str,
@@ -148,6 +155,7 @@ _RULES: tuple[_Rule, ...] = (
         "Name is {value}",
         proper_noun=True,
         confidence=0.9,
+        opens=("my",),
     ),
     _rule(
         "name_call_me",
@@ -156,6 +164,7 @@ _RULES: tuple[_Rule, ...] = (
         "identity.name",
         "Name is {value}",
         proper_noun=True,
+        opens=("please", "call"),
     ),
     # employment: negation and past before the plain statement
     _rule(
@@ -231,6 +240,7 @@ _RULES: tuple[_Rule, ...] = (
         "account.plan",
         "No longer on the {value} {thing}",
         negated=True,
+        opens=("i", "we"),
     ),
     _rule(
         "plan_change",
@@ -241,6 +251,7 @@ _RULES: tuple[_Rule, ...] = (
         "On the {value} {thing}",
         explicit_change=True,
         confidence=0.9,
+        opens=("i", "we"),
     ),
     _rule(
         "plan_now",
@@ -249,6 +260,7 @@ _RULES: tuple[_Rule, ...] = (
         "account.plan",
         "On the {value} {thing}",
         explicit_change=True,
+        opens=("i", "we"),
     ),
     _rule(
         "plan",
@@ -256,6 +268,7 @@ _RULES: tuple[_Rule, ...] = (
         _PROFILE,
         "account.plan",
         "On the {value} {thing}",
+        opens=("i", "we"),
     ),
     _rule(
         "plan_is",
@@ -265,6 +278,7 @@ _RULES: tuple[_Rule, ...] = (
         "account.plan",
         "On the {value} {thing}",
         proper_noun=True,
+        opens=("my", "our"),
     ),
     _rule(
         "account_role",
@@ -349,6 +363,7 @@ _RULES: tuple[_Rule, ...] = (
         "location.home_city",
         "Lives in {value}",
         proper_noun=True,
+        opens=("i", "my"),
     ),
     # current, temporary location: "I'm in Berlin this week"
     _rule(
@@ -433,6 +448,7 @@ _RULES: tuple[_Rule, ...] = (
         _PREFERENCE,
         "preferences.favourite",
         "Favourite {thing} is {value}",
+        opens=("my",),
     ),
     # decisions: not first-person claims about the subject, any author may state them
     _rule(
@@ -443,6 +459,7 @@ _RULES: tuple[_Rule, ...] = (
         "decisions.deprecated",
         "{value} is deprecated",
         first_person=False,
+        opens=None,
     ),
     _rule(
         "decision",
@@ -453,31 +470,75 @@ _RULES: tuple[_Rule, ...] = (
         None,
         "{clause}",
         first_person=False,
+        opens=("we", "decision"),
     ),
 )
 
 
-# Every rule is anchored at the start of the clause, so one pass of all their patterns
-# as numbered alternatives (their own groups made plain) finds the first rule that
-# matches: a clause is tried against each rule's pattern once, in C, instead of by a
-# Python call per rule.
-def _first_rule(numbered: Iterable[tuple[int, _Rule]]) -> _Caseless:
-    return _Caseless.compile(
-        "|".join(
-            f"(?P<r{number}>{re.sub(r'[(][?]P<[a-z0-9_]+>', '(?:', rule.pattern.source)})"
-            for number, rule in numbered
-        )
-    )
+@dataclass(frozen=True, slots=True)
+class _RuleFinder:
+    """One pattern that finds the first of some rules that matches a clause.
+
+    Every rule is anchored at the start of the clause, so one pass of all their patterns
+    as alternatives (their own groups made plain) finds the first rule that matches: a
+    clause is tried against each rule's pattern once, in C, instead of by a Python call
+    per rule. Each alternative is closed by an empty group, whose index names its rule
+    (``rule_of_group``): a rule that opens with several words is an alternative under
+    each of them, and a group name may not be given twice.
+
+    The alternatives are grouped under the word the clause opens with (``_Rule.opens``),
+    each group behind a look-ahead for its word, so a clause is tried only against the
+    rules that can match it, not against every rule at its first character. Two opening
+    words cannot both open one clause (each is followed by a non-word character), so
+    the group the clause opens with holds every rule that can match it, in the rules'
+    order: its first alternative that matches is the first rule that matches. A rule
+    that may open with any word (``opens`` ``None``) is in every group, and alone after
+    them for a clause that opens with none of the words.
+    """
+
+    pattern: _Caseless
+    rule_of_group: tuple[int, ...]
+
+    @classmethod
+    def of(cls, numbered: Iterable[tuple[int, _Rule]]) -> _RuleFinder:
+        rules = list(numbered)
+        words = sorted({word for _, rule in rules for word in rule.opens or ()})
+        rule_of_group = [-1]  # group 0 is the whole match
+
+        def alternatives(number_and_rule: Iterable[tuple[int, _Rule]]) -> str:
+            found = []
+            for number, rule in number_and_rule:
+                plain = re.sub(r"[(][?]P<[a-z0-9_]+>", "(?:", rule.pattern.source)
+                found.append(f"(?:{plain})()")
+                rule_of_group.append(number)
+            return "|".join(found)
+
+        opening = "|".join(words)
+        groups = [
+            f"(?={word}\\b)(?:"
+            + alternatives((n, r) for n, r in rules if r.opens is None or word in r.opens)
+            + ")"
+            for word in words
+        ]
+        if any(rule.opens is None for _, rule in rules):
+            anyhow = alternatives((n, r) for n, r in rules if r.opens is None)
+            groups.append(f"(?!(?:{opening})\\b)(?:{anyhow})")
+        return cls(_Caseless.compile("|".join(groups)), tuple(rule_of_group))
+
+    def first(self, clause: str) -> int | None:
+        """The number of the first rule that matches ``clause``, if any."""
+        found = self.pattern.match(clause)
+        return None if found is None else self.rule_of_group[found.lastindex or 0]
 
 
-_FIRST_RULE = _first_rule(enumerate(_RULES))
+_FIRST_RULE = _RuleFinder.of(enumerate(_RULES))
 # The same without the "deprecated" rule, for an ASCII clause without that word, which
 # the rule cannot match: its value, lazy, is tried at every length of the clause before
 # the rule fails, about three quarters of the time the whole pattern takes on the
 # clauses of long texts. (The rules that follow a match are tried with their own
 # patterns, which still include it.)
 _DEPRECATED_WORD = "deprecated"
-_FIRST_RULE_NOT_DEPRECATED = _first_rule(
+_FIRST_RULE_NOT_DEPRECATED = _RuleFinder.of(
     (number, rule) for number, rule in enumerate(_RULES) if rule.name != "deprecated"
 )
 
@@ -656,15 +717,16 @@ class HeuristicCompiler:
         # What ``_Caseless.match`` does, the clause lowercased once for both uses.
         if clause.isascii():
             lowered = clause.lower()
-            rules = _FIRST_RULE if _DEPRECATED_WORD in lowered else _FIRST_RULE_NOT_DEPRECATED
-            first = rules.lowered.match(lowered)
+            finder = _FIRST_RULE if _DEPRECATED_WORD in lowered else _FIRST_RULE_NOT_DEPRECATED
+            first = finder.pattern.lowered.match(lowered)
         else:
-            first = _FIRST_RULE.folding.match(clause)
+            finder = _FIRST_RULE
+            first = finder.pattern.folding.match(clause)
         if first is None:
             # A fact needs a figure; most clauses have none, so ``_fact`` is not called.
             return self._fact(episode, clause) if _DIGIT.search(clause) else None
         # The rules before the first that matches cannot match: start there.
-        for rule in _RULES[int(str(first.lastgroup)[1:]) :]:
+        for rule in _RULES[finder.rule_of_group[first.lastindex or 0] :]:
             if rule.first_person and not first_person:
                 continue
             match = rule.pattern.search(clause)

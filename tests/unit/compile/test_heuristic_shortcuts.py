@@ -3,18 +3,21 @@
 The shortcuts (issue #30 part 3): the combined rule pattern without the "deprecated"
 rule for clauses that lack the word, the hypothetical and question checks made only for
 clauses that yield a memory, and (second pass) sentences cut by a pattern that opens
-with a set of characters instead of a look-behind. Third pass: the summary cut from
-only the start of the text. Each is compared with the plain way, every check on every
-clause, the whole pattern, the plain sentence split and the whole text folded, on texts
+with a set of characters instead of a look-behind. Third pass: the combined pattern's
+rules grouped under the words they open with, and the summary cut from only the start
+of the text. Each is compared with the plain way, every check on every clause, the
+rules tried one by one, the plain sentence split and the whole text folded, on texts
 built from the rules' own words.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -49,6 +52,11 @@ def cut(text: str) -> str:
     if len(text) > SUMMARY_LENGTH:
         return text[: SUMMARY_LENGTH - 1].rsplit(" ", 1)[0] + "…"
     return text
+
+
+def plain_first_rule(clause: str) -> int | None:
+    """The first rule that matches ``clause``, the rules tried one by one."""
+    return next((n for n, rule in enumerate(heuristic._RULES) if rule.pattern.search(clause)), None)
 
 
 class PlainCompiler(HeuristicCompiler):
@@ -91,11 +99,8 @@ def test_the_first_rule_without_deprecated_agrees_on_clauses_without_the_word(
     clause = " ".join(words)
     if not clause.isascii() or "deprecated" in clause.lower():
         return
-    fast = heuristic._FIRST_RULE_NOT_DEPRECATED.match(clause)
-    full = heuristic._FIRST_RULE.match(clause)
-    assert (fast is None) == (full is None)
-    if fast is not None and full is not None:
-        assert fast.lastgroup == full.lastgroup
+    fast = heuristic._FIRST_RULE_NOT_DEPRECATED.first(clause)
+    assert fast == heuristic._FIRST_RULE.first(clause)
 
 
 @settings(max_examples=400, deadline=None)
@@ -159,6 +164,35 @@ def test_episodes_of_one_moment_are_ordered_by_id_as_their_text_orders_them(
     ordered = in_episode_order(views)
 
     assert ordered == sorted(views, key=lambda view: (view.occurred_at, str(view.id)))
+
+
+# --- the rules grouped by their opening words -------------------------------------------
+
+RULE_NUMBERS = range(len(heuristic._RULES))
+RULE_NAMES = [rule.name for rule in heuristic._RULES]
+
+
+@pytest.mark.parametrize("number", RULE_NUMBERS, ids=RULE_NAMES)
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_a_rule_opens_with_its_words_and_the_finder_finds_it_as_the_rules_one_by_one(
+    number: int, data: st.DataObject
+) -> None:
+    rule = heuristic._RULES[number]
+    alphabet = st.characters(max_codepoint=0x7F) | st.characters(max_codepoint=0x17F)
+    matching = data.draw(st.from_regex(rule.pattern.source, fullmatch=False, alphabet=alphabet))
+    flips = data.draw(st.lists(st.booleans(), min_size=len(matching), max_size=len(matching)))
+    cased = "".join(c.upper() if flip else c for c, flip in zip(matching, flips, strict=True))
+
+    assert rule.pattern.match(matching)
+    if rule.opens is not None:  # what ``opens`` promises, on text the rule matches
+        opening = rf"(?:{'|'.join(rule.opens)})\b"
+        assert re.match(opening, matching, re.IGNORECASE), (rule.opens, matching)
+    for clause in (matching, cased):
+        first = heuristic._FIRST_RULE.first(clause)
+        assert first == plain_first_rule(clause)
+        if clause.isascii() and "deprecated" not in clause.lower():
+            assert heuristic._FIRST_RULE_NOT_DEPRECATED.first(clause) == first
 
 
 # --- the summary cut from the start of the text -------------------------------------------
