@@ -580,6 +580,24 @@ _HYPOTHETICAL = _Caseless.compile(
 _DIGIT = re.compile(r"\d")
 
 
+def _opening(rules: Iterable[_Rule]) -> re.Pattern[str]:
+    words = sorted({word for rule in rules for word in rule.opens or ()})
+    return re.compile(rf"(?:{'|'.join(words)})\b", re.IGNORECASE)
+
+
+# A sentence that is one clause as written (see ``_one_clause_each``) can yield a memory
+# only if it opens as a rule opens (``_Rule.opens``; the rule that may open with any
+# word needs the word "deprecated") or has a figure (a fact). Most sentences of long
+# texts do neither and are passed over before their quotes, clauses and rules are
+# looked for. A passage that does not speak for the subject yields no first-person
+# claims, so fewer of its sentences can yield.
+_MAY_YIELD_FOR_SUBJECT = _opening(_RULES)
+_MAY_YIELD = _opening(rule for rule in _RULES if not rule.first_person)
+# Where a clause may be split (``_CLAUSE_SPLIT``, on lowercase ASCII): looked for in
+# the passage as a whole, which is faster than the split itself.
+_MAY_SPLIT = re.compile(r"\s(?:and|but|so)\s+(?:i|we|my)\b")
+
+
 def _split_sentences(text: str) -> list[str]:
     """The sentences of ``text``, cut by ``_SENTENCE_BREAK``: what splitting on
     r"(?<=[.!?])\\s+|\n+" gives (tests/unit/compile/test_heuristic_shortcuts.py)."""
@@ -593,18 +611,41 @@ def _split_sentences(text: str) -> list[str]:
     return sentences
 
 
-def _sentences(text: str) -> Iterator[tuple[str, list[str]]]:
+def _sentences(
+    text: str, may_yield: re.Pattern[str] | None = None
+) -> Iterator[tuple[str, list[str]]]:
     """Each sentence of ``text`` that is not a question, its quotes taken out, with its
     clauses, before they are checked for what makes them assert nothing (a hypothetical
     sentence, a clause that starts as a question): :func:`_clauses` checks every clause,
-    the compiler only those that would yield a memory, most yield none."""
-    for sentence in _split_sentences(text.translate(_TYPOGRAPHIC)):
+    the compiler only those that would yield a memory, most yield none.
+
+    With ``may_yield`` (``_MAY_YIELD`` or ``_MAY_YIELD_FOR_SUBJECT``), a sentence that
+    cannot yield a memory, as the pattern and figures tell, may be left out: the
+    compiler's, not the clauses'."""
+    if not text.isascii():
+        text = text.translate(_TYPOGRAPHIC)  # (ASCII text has none of its quotes)
+        may_yield = None
+    elif may_yield is not None and not _one_clause_each(text):
+        may_yield = None
+    # Most long texts have no figure at all: their sentences need not be searched for one.
+    figures = may_yield is not None and _DIGIT.search(text) is not None
+    for sentence in _split_sentences(text):
         stripped = sentence.strip()
         if not stripped or stripped.endswith("?"):
             continue  # questions assert nothing
         # The patterns are skipped where they cannot match: no quote, or (in ASCII) none
         # of the words a clause is split at; most sentences have neither.
-        unquoted = _QUOTED.sub(" ", stripped) if '"' in stripped or "'" in stripped else stripped
+        if '"' in stripped or "'" in stripped:
+            unquoted = _QUOTED.sub(" ", stripped)
+        elif (
+            may_yield is None or may_yield.match(stripped) or (figures and _DIGIT.search(stripped))
+        ):
+            unquoted = stripped
+        else:
+            # Its one clause is the sentence, its spaces folded and its final stops
+            # dropped, which opens with the sentence's first word: no rule can match it,
+            # and without a figure it states no fact.
+            continue
         if _may_split(unquoted):
             cleaned = (
                 " ".join(piece.split()).rstrip(".!") for piece in _CLAUSE_SPLIT.split(unquoted)
@@ -625,10 +666,25 @@ def _clauses(text: str) -> Iterator[str]:
                 yield clause
 
 
+def _one_clause_each(text: str) -> bool:
+    """Whether every sentence of ``text`` (ASCII, where a letter has no case but its
+    capital) without a quote is one clause, which no rule that may open with any word
+    can match: without the word "deprecated" and without a place the clauses are split
+    at. (Taking quotes out of a sentence may bring a split word next to "I".)"""
+    lowered = text.lower()
+    if _DEPRECATED_WORD in lowered:
+        return False
+    # The words looked for as strings first: half the long texts have none of them.
+    return not _may_split_lowered(lowered) or _MAY_SPLIT.search(lowered) is None
+
+
 def _may_split(sentence: str) -> bool:
     if not sentence.isascii():
         return True  # under IGNORECASE a letter outside ASCII may fold into a split word
-    lowered = sentence.lower()
+    return _may_split_lowered(sentence.lower())
+
+
+def _may_split_lowered(lowered: str) -> bool:
     return "and" in lowered or "but" in lowered or "so" in lowered
 
 
@@ -696,7 +752,8 @@ class HeuristicCompiler:
             # only one that yields a memory is checked further (a search of the whole
             # sentence for a hypothetical, once a sentence): most clauses of long texts
             # yield none, and the checks only ever drop a memory, never add one.
-            for sentence, clauses in _sentences(passage.text):
+            may_yield = _MAY_YIELD_FOR_SUBJECT if passage.speaks_for_subject else _MAY_YIELD
+            for sentence, clauses in _sentences(passage.text, may_yield):
                 hypothetical: bool | None = None
                 for clause in clauses:
                     candidate = self._clause(episode, clause, passage.speaks_for_subject)

@@ -4,10 +4,10 @@ The shortcuts (issue #30 part 3): the combined rule pattern without the "depreca
 rule for clauses that lack the word, the hypothetical and question checks made only for
 clauses that yield a memory, and (second pass) sentences cut by a pattern that opens
 with a set of characters instead of a look-behind. Third pass: the combined pattern's
-rules grouped under the words they open with, and the summary cut from only the start
-of the text. Each is compared with the plain way, every check on every clause, the
-rules tried one by one, the plain sentence split and the whole text folded, on texts
-built from the rules' own words.
+rules grouped under the words they open with, sentences that cannot yield passed over
+(``_MAY_YIELD``), and the summary cut from only the start of the text. Each is compared
+with the plain way, every check on every clause, the rules tried one by one, the plain
+sentence split and the whole text folded, on texts built from the rules' own words.
 """
 
 from __future__ import annotations
@@ -76,8 +76,12 @@ class PlainCompiler(HeuristicCompiler):
             yield self._candidate(episode, heuristic._SUMMARY_RULE, content, None)
 
 
-def derived(compiler: HeuristicCompiler, text: str) -> list[CandidateMemory]:
+def derived(
+    compiler: HeuristicCompiler, text: str, *, assistant: str | None = None
+) -> list[CandidateMemory]:
     messages = [{"role": "user", "content": text}]
+    if assistant is not None:  # a passage that does not speak for the subject
+        messages.append({"role": "assistant", "content": assistant})
     episode = EpisodeView(
         id=uuid.UUID(int=1),
         subject_id="ana",
@@ -188,11 +192,85 @@ def test_a_rule_opens_with_its_words_and_the_finder_finds_it_as_the_rules_one_by
     if rule.opens is not None:  # what ``opens`` promises, on text the rule matches
         opening = rf"(?:{'|'.join(rule.opens)})\b"
         assert re.match(opening, matching, re.IGNORECASE), (rule.opens, matching)
+        assert heuristic._MAY_YIELD_FOR_SUBJECT.match(matching)
+        if not rule.first_person:
+            assert heuristic._MAY_YIELD.match(matching)
     for clause in (matching, cased):
         first = heuristic._FIRST_RULE.first(clause)
         assert first == plain_first_rule(clause)
         if clause.isascii() and "deprecated" not in clause.lower():
             assert heuristic._FIRST_RULE_NOT_DEPRECATED.first(clause) == first
+
+
+# --- sentences that cannot yield passed over ----------------------------------------------
+
+# Long texts of many sentences: the rules' words, figures, quotes, split words, the
+# word "deprecated", questions, letters outside ASCII and typographic quotes.
+SENTENCE = st.lists(
+    st.sampled_from(
+        [*_RULE_WORDS, "and", "but", "so", "And I", "but we", "so my", "7", "v2", "per",
+         "ms", "'quoted'", '"quoted"', "I'm", "don't", "\u2019", "\u201c", "DEPRECATED",
+         "decision:", "Decision", "please", "call", "our", "\u0131t", "\u017fo", "é", ",", "?",
+         "!", "  ", "\t"]
+    )
+    | _CASED_WORDS
+    | st.text(st.characters(max_codepoint=0x17F), max_size=4),
+    min_size=1,
+    max_size=14,
+).map(" ".join)  # fmt: skip
+LONG_TEXT = st.lists(
+    st.tuples(SENTENCE, st.sampled_from([". ", "! ", "? ", "\n", ".\n\n", " ", ".  "])),
+    min_size=1,
+    max_size=12,
+).map(lambda pairs: "".join(sentence + end for sentence, end in pairs))
+# ASCII only, so that the passages are looked at for sentences to pass over.
+ASCII_SENTENCE = st.lists(
+    st.sampled_from([*_RULE_WORDS, "and", "but", "so", "7", "per", "'x'", '"x"', "I'm", ","])
+    | _CASED_WORDS,
+    min_size=1,
+    max_size=12,
+).map(" ".join)
+ASCII_TEXT = st.lists(ASCII_SENTENCE, min_size=1, max_size=12).map(". ".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(LONG_TEXT, LONG_TEXT | st.none())
+def test_the_compiler_derives_what_the_plain_way_derives_from_long_texts(
+    text: str, assistant: str | None
+) -> None:
+    fast = derived(HeuristicCompiler(), text, assistant=assistant)
+    assert fast == derived(PlainCompiler(), text, assistant=assistant)
+
+
+@settings(max_examples=500, deadline=None)
+@given(ASCII_TEXT, ASCII_TEXT)
+def test_the_compiler_derives_what_the_plain_way_derives_from_long_ascii_texts(
+    text: str, assistant: str
+) -> None:
+    fast = derived(HeuristicCompiler(), text, assistant=assistant)
+    assert fast == derived(PlainCompiler(), text, assistant=assistant)
+
+
+@settings(max_examples=500, deadline=None)
+@given(ASCII_TEXT, st.booleans())
+def test_a_sentence_passed_over_yields_nothing(text: str, speaks_for_subject: bool) -> None:
+    may_yield = heuristic._MAY_YIELD_FOR_SUBJECT if speaks_for_subject else heuristic._MAY_YIELD
+    kept = {sentence for sentence, _ in heuristic._sentences(text, may_yield)}
+    compiler = HeuristicCompiler()
+    episode = EpisodeView(
+        id=uuid.UUID(int=1),
+        subject_id="ana",
+        source="chat",
+        type="message",
+        payload={},
+        occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
+        revision=1,
+        content_hash="h",
+    )
+    for sentence, clauses in heuristic._sentences(text):
+        if sentence not in kept:
+            for clause in clauses:
+                assert compiler._clause(episode, clause, speaks_for_subject) is None, clause
 
 
 # --- the summary cut from the start of the text -------------------------------------------
