@@ -475,6 +475,11 @@ _RULES: tuple[_Rule, ...] = (
 )
 
 
+def _opening_words(rules: Iterable[_Rule]) -> list[str]:
+    """The words any of ``rules`` opens with (``_Rule.opens``)."""
+    return sorted({word for rule in rules for word in rule.opens or ()})
+
+
 @dataclass(frozen=True, slots=True)
 class _RuleFinder:
     """One pattern that finds the first of some rules that matches a clause.
@@ -502,8 +507,9 @@ class _RuleFinder:
     @classmethod
     def of(cls, numbered: Iterable[tuple[int, _Rule]]) -> _RuleFinder:
         rules = list(numbered)
-        words = sorted({word for _, rule in rules for word in rule.opens or ()})
-        rule_of_group = [-1]  # group 0 is the whole match
+        words = _opening_words(rule for _, rule in rules)
+        # Group 0, the whole match, names no rule; were it read, all would be tried.
+        rule_of_group = [0]
 
         def alternatives(number_and_rule: Iterable[tuple[int, _Rule]]) -> str:
             found = []
@@ -581,8 +587,7 @@ _DIGIT = re.compile(r"\d")
 
 
 def _opening(rules: Iterable[_Rule]) -> re.Pattern[str]:
-    words = sorted({word for rule in rules for word in rule.opens or ()})
-    return re.compile(rf"(?:{'|'.join(words)})\b", re.IGNORECASE)
+    return re.compile(rf"(?:{'|'.join(_opening_words(rules))})\b", re.IGNORECASE)
 
 
 # A sentence that is one clause as written (see ``_one_clause_each``) can yield a memory
