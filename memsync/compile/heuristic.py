@@ -624,9 +624,10 @@ def _sentences(
     sentence, a clause that starts as a question): :func:`_clauses` checks every clause,
     the compiler only those that would yield a memory, most yield none.
 
-    With ``may_yield`` (``_MAY_YIELD`` or ``_MAY_YIELD_FOR_SUBJECT``), a sentence that
-    cannot yield a memory, as the pattern and figures tell, may be left out: the
-    compiler's, not the clauses'."""
+    With ``may_yield`` (``_MAY_YIELD`` or ``_MAY_YIELD_FOR_SUBJECT``, as the compiler
+    passes it), a sentence that cannot yield a memory (it neither opens as the pattern
+    says a rule opens nor has a figure) may be left out; :func:`_clauses`, which gives
+    every clause, passes none."""
     if not text.isascii():
         text = text.translate(_TYPOGRAPHIC)  # (ASCII text has none of its quotes)
         may_yield = None
