@@ -29,6 +29,7 @@ from bench.compile import episodes
 from memsync.runtime.compiling import CompileService
 from memsync.runtime.compiling.settings import DEFAULT_CACHED_MEMORIES
 from memsync.runtime.ingest import IngestService
+from memsync.runtime.reading import MemoryRepository
 from memsync.runtime.storage import Store
 
 TENANT = "bench"
@@ -78,17 +79,8 @@ def run(backend: str, history: int, new: int, compiles: int) -> list[tuple[objec
                 way.statements.append(statements)
                 assert result.episodes_compiled == new, result
         sa.event.remove(store.engine, "before_cursor_execute", count)
-        with store.engine.connect() as connection:
-            active = {
-                way.label: connection.execute(
-                    sa.text(
-                        "SELECT count(*) FROM memories WHERE tenant_id = :tenant "
-                        "AND subject_id = :subject AND status = 'active'"
-                    ),
-                    {"tenant": TENANT, "subject": way.subject},
-                ).scalar_one()
-                for way in ways
-            }
+        repository = MemoryRepository(store)
+        active = {way.label: len(repository.memories(TENANT, way.subject)) for way in ways}
         store.dispose()
     return [
         (

@@ -721,6 +721,14 @@ def _summary_text(texts: Sequence[Passage]) -> str:
     return " ".join(folded)
 
 
+def _summary_cut(text: str) -> str:
+    """``text`` as a summary keeps it: whole up to ``SUMMARY_LENGTH`` characters, else cut
+    at a word boundary before it, so that a summary never ends mid-word."""
+    if len(text) > SUMMARY_LENGTH:
+        return text[: SUMMARY_LENGTH - 1].rsplit(" ", 1)[0] + "…"
+    return text
+
+
 def _clean_value(value: str) -> str:
     return " ".join(value.split()).strip(" .'\"")
 
@@ -835,8 +843,5 @@ class HeuristicCompiler:
         text = _summary_text(texts)
         if not text:
             return None
-        if len(text) > SUMMARY_LENGTH:
-            # Cut at a word boundary so a summary never ends mid-word.
-            text = text[: SUMMARY_LENGTH - 1].rsplit(" ", 1)[0] + "…"
-        content = f"{episode.source} {episode.type}: {text}"
+        content = f"{episode.source} {episode.type}: {_summary_cut(text)}"
         return self._candidate(episode, _SUMMARY_RULE, content, None)

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memsync.compile import heuristic
-from memsync.compile.heuristic import SUMMARY_LENGTH, HeuristicCompiler
+from memsync.compile.heuristic import HeuristicCompiler
 from memsync.compile.text import Passage
 from memsync.compile.types import CandidateMemory, EpisodeView, in_episode_order
 from tests.unit.compile.test_heuristic import (
@@ -47,13 +47,6 @@ def plain_summary_text(texts: list[Passage]) -> str:
     return " ".join(" ".join(passage.text.split()) for passage in texts[:3])
 
 
-def cut(text: str) -> str:
-    """What the summary keeps of ``text`` (``HeuristicCompiler._summary``)."""
-    if len(text) > SUMMARY_LENGTH:
-        return text[: SUMMARY_LENGTH - 1].rsplit(" ", 1)[0] + "…"
-    return text
-
-
 def plain_first_rule(clause: str) -> int | None:
     """The first rule that matches ``clause``, the rules tried one by one."""
     return next((n for n, rule in enumerate(heuristic._RULES) if rule.pattern.search(clause)), None)
@@ -72,7 +65,7 @@ class PlainCompiler(HeuristicCompiler):
                     yield candidate
         text = plain_summary_text(texts)
         if text:
-            content = f"{episode.source} {episode.type}: {cut(text)}"
+            content = f"{episode.source} {episode.type}: {heuristic._summary_cut(text)}"
             yield self._candidate(episode, heuristic._SUMMARY_RULE, content, None)
 
 
@@ -337,4 +330,4 @@ def test_the_summary_is_cut_from_the_start_as_from_the_whole_text(
     fast = heuristic._summary_text(passages)
     assert plain.startswith(fast)
     assert (fast == "") == (plain == "")
-    assert cut(fast) == cut(plain)
+    assert heuristic._summary_cut(fast) == heuristic._summary_cut(plain)
