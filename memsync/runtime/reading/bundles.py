@@ -124,8 +124,10 @@ class ContextReader:
                 utc(valid_at) if valid_at is not None else None,
                 visibility,
             )
-        index = self._indexes.current(tenant_id, subject_id)
-        recent = self._episodes.recent(tenant_id, subject_id, as_of=None, limit=BUNDLE_EPISODES)
+        recent, version = self._episodes.recent_and_memory_version(
+            tenant_id, subject_id, limit=BUNDLE_EPISODES
+        )
+        index = self._indexes.at(tenant_id, subject_id, version)
         recent = [episode for episode in recent if visibility.shows_episode(episode.id)]
         moment = latest_change(index.inputs.version, recent)
         ranked = index.ranking.ranked(tokens(task), moment)

@@ -20,7 +20,7 @@ from datetime import datetime
 
 from memsync.compile.ranking import RankingIndex
 from memsync.compile.types import MemoryKind, MemoryStatus, StoredMemory
-from memsync.runtime.reading.memories import MemoryRepository, RankingInputs
+from memsync.runtime.reading.memories import MemoryRepository, MemoryVersion, RankingInputs
 
 __all__ = [
     "FREEZE_FROM",
@@ -133,14 +133,21 @@ class SubjectIndexes:
 
     def current(self, tenant_id: str, subject_id: str) -> SubjectIndex:
         """The subject's index at its current memory version."""
-        version = self._memories.version(tenant_id, subject_id)
+        return self.at(tenant_id, subject_id, self._memories.version(tenant_id, subject_id))
+
+    def at(self, tenant_id: str, subject_id: str, version: MemoryVersion | None) -> SubjectIndex:
+        """The subject's index, given its memory version as the caller has just read it
+        (with what else it read in that statement): the kept index if it is at that
+        version, else one rebuilt, which may be at a later version (a write committed
+        since the caller's read)."""
         key = (tenant_id, subject_id)
         with self._lock:
             cached = self._items.get(key)
             if cached is not None and cached.inputs.version == version:
                 self._items.move_to_end(key)
                 return cached
-        index = SubjectIndex(self._memories.ranking_inputs(tenant_id, subject_id))
+        inputs = self._memories.ranking_inputs(tenant_id, subject_id, version_read=version)
+        index = SubjectIndex(inputs)
         if index.inputs.version is not None:
             self._keep(key, index)
         return index

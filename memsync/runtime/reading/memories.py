@@ -153,18 +153,28 @@ class MemoryRepository:
         with self._store.read() as connection:
             return _version(connection, tenant_id, subject_id)
 
-    def ranking_inputs(self, tenant_id: str, subject_id: str) -> RankingInputs:
+    def ranking_inputs(
+        self, tenant_id: str, subject_id: str, *, version_read: MemoryVersion | None
+    ) -> RankingInputs:
         """The subject's current :class:`RankingInputs`, all read at one version.
 
         Writers commit between statements (PostgreSQL reads each statement's own
-        snapshot), so the version is read before and after, and the reads repeat until
-        the two agree: what is returned is what that version holds.
+        snapshot), so the version is read before and after (the after in the inputs'
+        last statement), and the reads repeat until the two agree: what is returned is
+        what that version holds. ``version_read`` is
+        the version the caller has just read (the one it found its index stale at):
+        the first attempt takes it as the version before instead of reading it again.
+        A write committed since it was read moves the version, so the first attempt's
+        reads then disagree with it and are repeated, as any write between would make
+        them.
         """
-        for _ in range(_CONSISTENT_READ_ATTEMPTS):
+        for attempt in range(_CONSISTENT_READ_ATTEMPTS):
             with self._store.read() as connection:
-                before = _version(connection, tenant_id, subject_id)
-                inputs = _ranking_inputs(connection, tenant_id, subject_id, before)
-                if _version(connection, tenant_id, subject_id) == before:
+                before = (
+                    version_read if attempt == 0 else _version(connection, tenant_id, subject_id)
+                )
+                inputs, after = _ranking_inputs(connection, tenant_id, subject_id, before)
+                if after == before:
                     return inputs
         # The subject changes faster than it can be read; what was read is still a valid
         # recent state, only not one to keep under a version.
@@ -428,18 +438,46 @@ class MemoryRepository:
 _CONSISTENT_READ_ATTEMPTS = 3
 
 
+def version_select(tenant_id: str, subject_id: str) -> sa.Select[tuple[str, datetime]]:
+    """The subject's memory version as one row of ``memory_version`` and
+    ``memory_changed_at`` (none if it never had a memory), for a read to take along with
+    what else it reads in the same statement (:func:`version_of_row`)."""
+    return sa.select(
+        _versions.c.version.label("memory_version"),
+        _versions.c.changed_at.label("memory_changed_at"),
+    ).where(_versions.c.tenant_id == tenant_id, _versions.c.subject_id == subject_id)
+
+
+def with_version(tenant_id: str, subject_id: str, rows: sa.Subquery) -> sa.Select[Any]:
+    """``rows``' columns and the subject's memory version (:func:`version_select`'s
+    columns), in one statement: one round trip, and both from one snapshot. Both are
+    outer-joined to a one-row anchor, so that neither being empty hides the other: at
+    least one row comes back, the version's columns repeated on each of ``rows``
+    (``NULL`` in ``rows``' columns when it has none)."""
+    anchor = sa.select(sa.literal(1).label("anchor")).subquery("anchor")
+    version = version_select(tenant_id, subject_id).subquery("version")
+    return sa.select(version, rows).select_from(
+        anchor.outerjoin(version, sa.true()).outerjoin(rows, sa.true())
+    )
+
+
+def version_of_row(row: Any) -> MemoryVersion | None:
+    """The :class:`MemoryVersion` in a row holding :func:`version_select`'s columns
+    (``None``: the subject never had a memory)."""
+    version = row.memory_version
+    return MemoryVersion(version, row.memory_changed_at) if version is not None else None
+
+
 def _version(connection: Connection, tenant_id: str, subject_id: str) -> MemoryVersion | None:
-    row = connection.execute(
-        sa.select(_versions.c.version, _versions.c.changed_at).where(
-            _versions.c.tenant_id == tenant_id, _versions.c.subject_id == subject_id
-        )
-    ).first()
-    return MemoryVersion(row.version, row.changed_at) if row is not None else None
+    row = connection.execute(version_select(tenant_id, subject_id)).first()
+    return version_of_row(row) if row is not None else None
 
 
 def _ranking_inputs(
     connection: Connection, tenant_id: str, subject_id: str, version: MemoryVersion | None
-) -> RankingInputs:
+) -> tuple[RankingInputs, MemoryVersion | None]:
+    """The inputs, filed under ``version`` (the version read before them), and the
+    version read with the last of them (after the others)."""
     of_subject = (_memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id)
     active = list(
         connection.execute(
@@ -478,7 +516,7 @@ def _ranking_inputs(
     not_shown = _memories.c.status != MemoryStatus.ACTIVE.value
     if contested:
         not_shown = sa.or_(not_shown, _memories.c.id.in_(contested))
-    withheld = connection.execute(
+    withheld = (
         sa.select(_sources.c.episode_id)
         .distinct()
         .join(
@@ -494,9 +532,13 @@ def _ranking_inputs(
             *of_subject,
             not_shown,
         )
+        .subquery("withheld")
     )
+    rows = connection.execute(with_version(tenant_id, subject_id, withheld)).all()
     texts = {row.id: row.content for row in active}
-    return RankingInputs(version, entries, texts, conflicts, frozenset(withheld.scalars()))
+    episode_ids = frozenset(row.episode_id for row in rows if row.episode_id is not None)
+    inputs = RankingInputs(version, entries, texts, conflicts, episode_ids)
+    return inputs, version_of_row(rows[0])
 
 
 _CHANGEABLE = frozenset(

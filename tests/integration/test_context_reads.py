@@ -1,0 +1,134 @@
+"""What a context bundle reads, and in how many statements: the subject's newest
+episodes and its memory version come in one; an index kept at that version costs
+nothing more, and a rebuild reads the version once more, after its inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from memsync.clock import FakeClock
+from memsync.episode import EpisodeDraft
+from memsync.runtime.compiling import CompileService
+from memsync.runtime.ingest import IngestService
+from memsync.runtime.reading import (
+    ContextReader,
+    EpisodeRepository,
+    MemoryRepository,
+    SubjectIndexes,
+)
+from memsync.runtime.storage import Store
+from tests.integration.test_context import START, build_store, statement
+
+
+@contextmanager
+def statements_sent(store: Store) -> Iterator[list[str]]:
+    sent: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
+        if sql.lstrip().upper().startswith("SELECT"):  # not SQLite's BEGIN of a read
+            sent.append(" ".join(sql.split()))
+
+    sa.event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", seen)
+
+
+def add_episodes(store: Store, clock: FakeClock, subject: str, numbers: range) -> None:
+    IngestService(store, clock).ingest(
+        "t1",
+        [
+            EpisodeDraft(
+                subject_id=subject,
+                source="chat",
+                type="message",
+                payload={"messages": [{"role": "user", "content": statement(i)}]},
+                idempotency_key=f"{subject}:{i}",
+                occurred_at=START + timedelta(hours=i),
+            )
+            for i in numbers
+        ],
+    )
+
+
+@pytest.mark.parametrize("limit", [1, 3, 25])
+def test_the_newest_episodes_and_the_memory_version_read_together_are_what_each_reads_alone(
+    store: Store, limit: int
+) -> None:
+    clock = FakeClock(START)
+    build_store(store, "compiled", 12)  # memories and episodes
+    add_episodes(store, clock, "uncompiled", range(5))  # episodes, no memory yet
+    episodes, memories = EpisodeRepository(store), MemoryRepository(store)
+
+    for subject in ("compiled", "uncompiled", "nobody"):
+        together = episodes.recent_and_memory_version("t1", subject, limit=limit)
+        alone = (
+            episodes.recent("t1", subject, as_of=None, limit=limit),
+            memories.version("t1", subject),
+        )
+        assert together == alone, subject
+    assert episodes.recent_and_memory_version("t1", "nobody", limit=limit) == ([], None)
+    assert episodes.recent_and_memory_version("t1", "uncompiled", limit=limit)[1] is None
+    assert len(episodes.recent_and_memory_version("t1", "compiled", limit=limit)[0]) == min(
+        limit, 12
+    )
+
+
+def test_a_bundle_from_a_kept_index_is_one_statement_and_a_rebuild_reads_the_version_once_more(
+    store: Store,
+) -> None:
+    build_store(store, "ana", 40)
+    reader = ContextReader(EpisodeRepository(store), MemoryRepository(store))
+    first = reader.bundle("t1", "ana", "where does ana live", 400)
+
+    with statements_sent(store) as kept:
+        again = reader.bundle("t1", "ana", "where does ana live", 400)
+    assert again == first
+    assert len(kept) == 1
+
+    clock = FakeClock(START + timedelta(days=30))
+    add_episodes(store, clock, "ana", range(40, 44))
+    CompileService(store, clock=clock).compile("t1", "ana")
+    with statements_sent(store) as rebuilt:
+        reader.bundle("t1", "ana", "where does ana live", 400)
+    version_reads = [sql for sql in rebuilt if "memory_versions" in sql]
+    # The version read with the episodes, and once after the inputs (not before them
+    # too), each time along with something else, never in a statement of its own.
+    assert len(version_reads) == 2, version_reads
+    assert all(" JOIN " in sql for sql in version_reads), version_reads
+
+
+def test_an_index_asked_at_a_version_a_write_has_since_moved_is_built_at_the_new_one(
+    store: Store,
+) -> None:
+    build_store(store, "ana", 40)
+    memories = MemoryRepository(store)
+    indexes = SubjectIndexes(memories)
+    read_before_the_write = memories.version("t1", "ana")
+    before = indexes.at("t1", "ana", read_before_the_write)
+
+    clock = FakeClock(START + timedelta(days=30))
+    add_episodes(store, clock, "ana", range(40, 44))
+    CompileService(store, clock=clock).compile("t1", "ana")
+    now = memories.version("t1", "ana")
+    assert now != read_before_the_write
+
+    # The caller read the version before the compile committed: the rebuild must not
+    # file what it reads under that version, nor miss what the compile wrote.
+    indexes = SubjectIndexes(memories)
+    after = indexes.at("t1", "ana", read_before_the_write)
+    assert after.inputs.version == now
+    assert set(after.inputs.texts) > set(before.inputs.texts) - {
+        memory.id
+        for memory in memories.memories("t1", "ana", statuses=None)
+        if memory.status.value != "active"
+    }
+    assert after.inputs == memories.ranking_inputs("t1", "ana", version_read=now)
+    assert indexes.at("t1", "ana", now) is after  # kept under the version it holds
