@@ -143,25 +143,30 @@ def statement(i: int) -> str:
     ][i % 6]
 
 
+def ingest_statements(ingest: IngestService, subject: str, numbers: range) -> None:
+    """Statements ``numbers`` of the subject, as chat episodes an hour apart."""
+    ingest.ingest(
+        "t1",
+        [
+            EpisodeDraft(
+                subject_id=subject,
+                source="chat",
+                type="message",
+                payload={"messages": [{"role": "user", "content": statement(i)}]},
+                idempotency_key=f"{subject}:{i}",
+                occurred_at=START + timedelta(hours=i),
+            )
+            for i in numbers
+        ],
+    )
+
+
 def build_store(store: Store, subject: str, count: int) -> None:
     clock = FakeClock(START)
     ingest = IngestService(store, clock)
     compiler = CompileService(store, clock=clock)
     for start in range(0, count, 40):
-        ingest.ingest(
-            "t1",
-            [
-                EpisodeDraft(
-                    subject_id=subject,
-                    source="chat",
-                    type="message",
-                    payload={"messages": [{"role": "user", "content": statement(i)}]},
-                    idempotency_key=f"{subject}:{i}",
-                    occurred_at=START + timedelta(hours=i),
-                )
-                for i in range(start, min(start + 40, count))
-            ],
-        )
+        ingest_statements(ingest, subject, range(start, min(start + 40, count)))
         clock.advance(timedelta(minutes=5))
         compiler.compile("t1", subject)
         clock.advance(timedelta(minutes=5))

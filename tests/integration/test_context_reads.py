@@ -13,7 +13,6 @@ import pytest
 import sqlalchemy as sa
 
 from memsync.clock import FakeClock
-from memsync.episode import EpisodeDraft
 from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import (
@@ -23,7 +22,7 @@ from memsync.runtime.reading import (
     SubjectIndexes,
 )
 from memsync.runtime.storage import Store
-from tests.integration.test_context import START, build_store, statement
+from tests.integration.test_context import START, build_store, ingest_statements
 
 
 @contextmanager
@@ -42,20 +41,7 @@ def statements_sent(store: Store) -> Iterator[list[str]]:
 
 
 def add_episodes(store: Store, clock: FakeClock, subject: str, numbers: range) -> None:
-    IngestService(store, clock).ingest(
-        "t1",
-        [
-            EpisodeDraft(
-                subject_id=subject,
-                source="chat",
-                type="message",
-                payload={"messages": [{"role": "user", "content": statement(i)}]},
-                idempotency_key=f"{subject}:{i}",
-                occurred_at=START + timedelta(hours=i),
-            )
-            for i in numbers
-        ],
-    )
+    ingest_statements(IngestService(store, clock), subject, numbers)
 
 
 @pytest.mark.parametrize("limit", [1, 3, 25])

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -13,7 +14,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Row
 
 from memsync.compile.types import EpisodeView
-from memsync.runtime.reading.memories import MemoryVersion, version_of_row, with_version
+from memsync.runtime.reading.memories import Bound, MemoryVersion, version_of_row, with_version
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 
@@ -255,12 +256,9 @@ class EpisodeRepository:
         bundle reads first on every request. One round trip instead of two, and both
         from one snapshot; under load each statement is also a wait to take the GIL
         back."""
-        newest = _newest(tenant_id, subject_id, limit).subquery("newest")
-        query = with_version(tenant_id, subject_id, newest).order_by(
-            newest.c.occurred_at.desc(), newest.c.id
-        )
+        arguments = {"tenant_id": tenant_id, "subject_id": subject_id, "limit": limit}
         with self._store.read() as connection:
-            rows = connection.execute(query).all()
+            rows = connection.execute(_newest_and_version(), arguments).all()
         memory_version = version_of_row(rows[0])
         return EpisodeRecord.from_rows([row for row in rows if row.id is not None]), memory_version
 
@@ -393,8 +391,25 @@ def _as_it_stood(
     return sa.union_all(current, earlier).subquery("then")
 
 
+@cache
+def _newest_and_version() -> sa.Select[Any]:
+    """:meth:`EpisodeRepository.recent_and_memory_version`'s statement, built once with
+    the parameters ``tenant_id``, ``subject_id`` and ``limit``: building a select of two
+    subqueries and an anchor and working out its cache key cost the client 0.7 ms a
+    request, more than the statement it saves (0.4 ms for the whole read, built once)."""
+    tenant_id: sa.BindParameter[str] = sa.bindparam("tenant_id")
+    subject_id: sa.BindParameter[str] = sa.bindparam("subject_id")
+    newest = _newest(tenant_id, subject_id, sa.bindparam("limit")).subquery("newest")
+    return with_version(tenant_id, subject_id, newest).order_by(
+        newest.c.occurred_at.desc(), newest.c.id
+    )
+
+
 def _newest(
-    tenant_id: str, subject_id: str, limit: int, occurred_by: datetime | None = None
+    tenant_id: Bound[str],
+    subject_id: Bound[str],
+    limit: Bound[int],
+    occurred_by: datetime | None = None,
 ) -> sa.Select[Any]:
     """The subject's newest ``limit`` live episodes by occurrence (that occurred by
     ``occurred_by``, if given), newest first."""

@@ -7,7 +7,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import pairwise
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias, TypeVar
 
 import sqlalchemy as sa
 from pydantic import Field
@@ -438,7 +438,15 @@ class MemoryRepository:
 _CONSISTENT_READ_ATTEMPTS = 3
 
 
-def version_select(tenant_id: str, subject_id: str) -> sa.Select[tuple[str, datetime]]:
+_T = TypeVar("_T")
+Bound: TypeAlias = _T | sa.BindParameter[_T]
+"""A value of a statement's, or the parameter it is bound to when the statement is
+built once and executed with its values."""
+
+
+def version_select(
+    tenant_id: Bound[str], subject_id: Bound[str]
+) -> sa.Select[tuple[str, datetime]]:
     """The subject's memory version as one row of ``memory_version`` and
     ``memory_changed_at`` (none if it never had a memory), for a read to take along with
     what else it reads in the same statement (:func:`version_of_row`)."""
@@ -448,7 +456,9 @@ def version_select(tenant_id: str, subject_id: str) -> sa.Select[tuple[str, date
     ).where(_versions.c.tenant_id == tenant_id, _versions.c.subject_id == subject_id)
 
 
-def with_version(tenant_id: str, subject_id: str, rows: sa.Subquery) -> sa.Select[Any]:
+def with_version(
+    tenant_id: Bound[str], subject_id: Bound[str], rows: sa.Subquery
+) -> sa.Select[Any]:
     """``rows``' columns and the subject's memory version (:func:`version_select`'s
     columns), in one statement: one round trip, and both from one snapshot. Both are
     outer-joined to a one-row anchor, so that neither being empty hides the other: at
