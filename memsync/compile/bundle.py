@@ -80,6 +80,7 @@ __all__ = [
     "RecordJson",
     "assemble_bundle",
     "assemble_ranked",
+    "contested_memories",
     "dump_json",
     "episode_text",
     "estimate_tokens",
@@ -450,6 +451,18 @@ def assemble_bundle(
     )
 
 
+def contested_memories(subject_id: str, open_conflicts: Iterable[OpenConflict]) -> set[uuid.UUID]:
+    """The subject's memories in its open conflicts: a bundle states each such conflict
+    instead of asserting either side, so it never shows them (:func:`assemble_ranked`
+    passes over them, and a reader need not read their rows)."""
+    return {
+        memory_id
+        for conflict in open_conflicts
+        if conflict.subject_id == subject_id
+        for memory_id in conflict.memory_ids
+    }
+
+
 def assemble_ranked(
     subject_id: str,
     task: str,
@@ -482,7 +495,7 @@ def assemble_ranked(
     conflicts = sorted(
         (c for c in open_conflicts if c.subject_id == subject_id), key=lambda c: str(c.id)
     )
-    contested = {memory_id for conflict in conflicts for memory_id in conflict.memory_ids}
+    contested = contested_memories(subject_id, conflicts)
     text = _LAYOUTS[layout]
     budget = LineBudget(counter, max_tokens, text.header(subject_id, task), text.opening)
 

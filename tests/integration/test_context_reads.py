@@ -4,7 +4,8 @@ nothing more, and a rebuild reads the version once more, after its inputs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
@@ -118,3 +119,32 @@ def test_an_index_asked_at_a_version_a_write_has_since_moved_is_built_at_the_new
     }
     assert after.inputs == memories.ranking_inputs("t1", "ana", version_read=now)
     assert indexes.at("t1", "ana", now) is after  # kept under the version it holds
+
+
+class RecordingMemories(MemoryRepository):
+    """The store's memory reads, noting which memories' full rows were read."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.rows_read: list[uuid.UUID] = []
+
+    def get(self, tenant_id: str, memory_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, Any]:
+        self.rows_read.extend(memory_ids)
+        return super().get(tenant_id, memory_ids)
+
+
+def test_a_bundle_reads_no_row_of_a_memory_in_an_open_conflict(store: Store) -> None:
+    build_store(store, "ana", 200)
+    memories = RecordingMemories(store)
+    conflicts = memories.ranking_inputs(
+        "t1", "ana", version_read=memories.version("t1", "ana")
+    ).open_conflicts
+    contested = {memory_id for conflict in conflicts for memory_id in conflict.memory_ids}
+    assert len(contested) >= 10  # the statements contradict one another often
+
+    reader = ContextReader(EpisodeRepository(store), memories)
+    bundle = reader.bundle("t1", "ana", "where does ana live and what does she use", 4_000)
+
+    assert memories.rows_read  # the probe sees the reads
+    assert contested.isdisjoint(memories.rows_read)
+    assert len(bundle.abstentions) == len(conflicts)  # stated instead, from the index

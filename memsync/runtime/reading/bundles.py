@@ -33,6 +33,7 @@ from memsync.compile.bundle import (
     RankedMemory,
     assemble_bundle,
     assemble_ranked,
+    contested_memories,
 )
 from memsync.compile.ranking import Scored
 from memsync.compile.similarity import tokens
@@ -130,12 +131,19 @@ class ContextReader:
         index = self._indexes.at(tenant_id, subject_id, version)
         recent = [episode for episode in recent if visibility.shows_episode(episode.id)]
         moment = latest_change(index.inputs.version, recent)
-        ranked = index.ranking.ranked(tokens(task), moment)
+        conflicts = visibility.conflicts(index.inputs.open_conflicts)
+        # Passed over by the assembly whatever their rows say: not read at all.
+        stated = contested_memories(subject_id, conflicts)
+        ranked = (
+            scored
+            for scored in index.ranking.ranked(tokens(task), moment)
+            if scored[1].id not in stated
+        )
         return assemble_ranked(
             subject_id,
             task,
             self._with_rows(tenant_id, index, ranked, visibility),
-            visibility.conflicts(index.inputs.open_conflicts),
+            conflicts,
             visibility.episodes(episode.view() for episode in recent),
             max_tokens,
             moment,
