@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta, timezone
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
-from memsync.runtime.storage import Store
+from memsync.runtime.storage import Store, tables
 from memsync.runtime.storage import engine as store_engine
 from tests.helpers import terminate_other_backends
 
@@ -127,3 +129,38 @@ def test_as_many_reads_at_once_as_the_pool_keeps_reuse_its_connections(store_url
     # Opened once and kept: a pool smaller than the readers closes the connections
     # past its size at check-in and opens new ones the next round.
     assert len(seen) == readers
+
+
+def test_moments_come_back_aware_and_in_utc_on_every_database(store: Store) -> None:
+    moment = datetime(2026, 3, 1, 14, 30, tzinfo=timezone(timedelta(hours=5, minutes=30)))
+    versions = tables.memory_versions
+    with store.write() as connection:
+        connection.execute(
+            versions.insert().values(
+                tenant_id="t1", subject_id="ana", version="v1", changed_at=moment
+            )
+        )
+    with store.read() as connection:
+        read = connection.execute(sa.select(versions.c.changed_at)).scalar_one()
+    assert read == moment
+    assert read.tzinfo is UTC  # isoformat() then says +00:00, as every answer does
+
+
+@pytest.mark.postgresql_only
+def test_a_session_opened_in_another_zone_is_set_to_utc_before_its_first_use(
+    store_url: str,
+) -> None:
+    url = sa.make_url(store_url)
+    with psycopg.connect(
+        host=url.host,
+        port=url.port,
+        user=url.username,
+        dbname=url.database,
+        options="-c timezone=Asia/Kolkata",
+    ) as connection:
+        assert connection.info.timezone is not UTC  # as a pooler dropping options leaves it
+        store_engine.sessions_in_utc(connection)
+
+        assert connection.info.timezone is UTC
+        (now,) = connection.execute("SELECT now()").fetchone() or ()
+        assert now.tzinfo is UTC

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -34,6 +35,7 @@ __all__ = [
     "is_store_unavailable",
     "lost_a_node",
     "normalise_store_url",
+    "sessions_in_utc",
 ]
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
@@ -149,6 +151,7 @@ def create_store_engine(url: str, *, echo: bool = False, pool_size: int = POOL_S
         engine = sa.create_engine(
             url, **_postgresql_arguments(parsed, echo=echo), pool_size=pool_size
         )
+        sa.event.listen(engine, "connect", sessions_in_utc)
         _ping_when_in_doubt(engine)
         return engine
     raise ValueError(
@@ -177,8 +180,31 @@ def create_async_store_engine(engine: Engine) -> AsyncEngine:
         pool_size=engine.pool.size(),  # type: ignore[attr-defined]
         **_postgresql_arguments(engine.url, echo=bool(engine.echo)),
     )
+    sa.event.listen(async_engine.sync_engine, "connect", sessions_in_utc)
     _ping_when_in_doubt(async_engine.sync_engine)
     return async_engine
+
+
+def sessions_in_utc(dbapi_connection: Any, _record: object = None) -> None:
+    """Make sure a new PostgreSQL session runs at time zone UTC.
+
+    The engines ask for it at connect (``-c timezone=UTC`` in ``options``), and moments
+    are then read back without a conversion of ours (``UTCDateTime``). A connection
+    pooler that drops startup options would leave the server's zone in force, and
+    moments would come back in it: such a session is set to UTC here, once, before its
+    first use. (The driver's connection, or SQLAlchemy's adapter of the asyncio one.)"""
+    driver = getattr(dbapi_connection, "driver_connection", dbapi_connection)
+    if driver.info.timezone is UTC:
+        return
+    cursor = dbapi_connection.cursor()
+    cursor.execute("SET TIME ZONE 'UTC'")
+    cursor.close()
+    dbapi_connection.commit()
+    if driver.info.timezone is not UTC:
+        raise RuntimeError(
+            f"the store's session is at time zone {driver.info.timezone!r} after "
+            "SET TIME ZONE 'UTC'; memsync reads moments in UTC"
+        )
 
 
 def _postgresql_arguments(url: sa.URL, *, echo: bool) -> dict[str, Any]:
