@@ -164,3 +164,26 @@ def test_a_session_opened_in_another_zone_is_set_to_utc_before_its_first_use(
         assert connection.info.timezone is UTC
         (now,) = connection.execute("SELECT now()").fetchone() or ()
         assert now.tzinfo is UTC
+
+
+@pytest.mark.parametrize("wanted", [set(), {"v2"}, {"v1", "v3"}])
+def test_in_select_finds_what_in_finds(store: Store, wanted: set[str]) -> None:
+    versions = tables.memory_versions
+    moment = datetime(2026, 3, 1, tzinfo=UTC)
+    with store.write() as connection:
+        connection.execute(
+            versions.insert(),
+            [
+                {"tenant_id": "t1", "subject_id": f"s{n}", "version": f"v{n}", "changed_at": moment}
+                for n in range(1, 5)
+            ],
+        )
+    chosen = sa.select(versions.c.subject_id).where(versions.c.version.in_(sorted(wanted)))
+    postgresql = store.engine.dialect.name == "postgresql"
+    with store.read() as connection:
+        found = connection.execute(
+            sa.select(versions.c.version).where(
+                tables.in_select(versions.c.subject_id, chosen, postgresql=postgresql)
+            )
+        ).scalars()
+        assert set(found) == wanted

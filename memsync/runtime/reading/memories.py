@@ -501,7 +501,7 @@ class _RankingStatements:
 
 
 @cache
-def _ranking_statements() -> _RankingStatements:
+def _ranking_statements(*, postgresql: bool) -> _RankingStatements:
     tenant_id: sa.BindParameter[str] = sa.bindparam("tenant_id")
     subject_id: sa.BindParameter[str] = sa.bindparam("subject_id")
     of_subject = (_memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id)
@@ -519,25 +519,20 @@ def _ranking_statements() -> _RankingStatements:
         _conflicts.c.status == ConflictStatus.OPEN.value,
     )
     # Episodes behind a memory that is not shown: not active, or in an open conflict.
-    not_shown = sa.or_(
-        _memories.c.status != MemoryStatus.ACTIVE.value,
-        _memories.c.id.in_(sa.bindparam("contested", expanding=True)),
+    not_shown = sa.select(_memories.c.id).where(
+        *of_subject,
+        sa.or_(
+            _memories.c.status != MemoryStatus.ACTIVE.value,
+            _memories.c.id.in_(sa.bindparam("contested", expanding=True)),
+        ),
     )
     withheld = (
         sa.select(_sources.c.episode_id)
         .distinct()
-        .join(
-            _memories,
-            sa.and_(
-                _memories.c.tenant_id == _sources.c.tenant_id,
-                _memories.c.id == _sources.c.memory_id,
-            ),
-        )
         .where(
             _sources.c.tenant_id == tenant_id,
             _sources.c.subject_id == subject_id,
-            *of_subject,
-            not_shown,
+            tables.in_select(_sources.c.memory_id, not_shown, postgresql=postgresql),
         )
         .subquery("withheld")
     )
@@ -549,7 +544,7 @@ def _ranking_inputs(
 ) -> tuple[RankingInputs, MemoryVersion | None]:
     """The inputs, filed under ``version`` (the version read before them), and the
     version read with the last of them (after the others)."""
-    statements = _ranking_statements()
+    statements = _ranking_statements(postgresql=connection.dialect.name == "postgresql")
     of_subject = {"tenant_id": tenant_id, "subject_id": subject_id}
     # Whole results at once, read by position: iterating a result fetches a row a call,
     # and a row's attribute costs SQLAlchemy about 0.8 µs (tables.picked).

@@ -142,6 +142,23 @@ def one_of(
     return column == sa.any_(sa.cast(text, ARRAY(element)))
 
 
+def in_select(
+    column: sa.ColumnElement[Any], select: sa.Select[Any], *, postgresql: bool
+) -> sa.ColumnElement[bool]:
+    """``column IN (select)``, planned the same way whatever the tables' statistics say.
+
+    On PostgreSQL it is written ``column = ANY(ARRAY(select))``: the subquery runs once
+    (an InitPlan) and the outer rows are found through an index on ``column``. A join
+    or ``IN (select)`` leaves the order to the planner's estimates, and on tables not
+    analyzed yet (a new store, or one that grew since autovacuum last looked) it chose
+    a nested loop that read the subquery's table once per outer row: a rebuilt context
+    index's withheld episodes took 65 ms for a subject of 600 episodes, 0.4 ms so.
+    """
+    if not postgresql:
+        return column.in_(select)
+    return column == sa.any_(sa.func.array(select.scalar_subquery()))
+
+
 def array_text(values: Iterable[object]) -> str:
     """``values`` (ids or strings) as PostgreSQL writes an array of them: each value's
     text quoted, with its backslashes and double quotes escaped, so that any string
