@@ -45,6 +45,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python -m bench.ingest
 	$(BIN)/python -m bench.compile
 	$(BIN)/python -m bench.small_compile
+	$(BIN)/python -m bench.context_after_change
 	$(BIN)/python -m bench.sync
 	$(BIN)/python -m bench.connectors
 	$(BIN)/python -m bench.jobs
