@@ -20,7 +20,7 @@ from memsync.runtime.app.config import Settings
 from memsync.runtime.app.services import Services
 from memsync.runtime.storage import Store
 from memsync.runtime.sync import RunKind, RunStatus
-from memsync.runtime.sync.repository import RunOwner, RunPlan
+from memsync.runtime.sync.plans import RunOwner, RunPlan
 from tests.helpers import LOOPBACK
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)

@@ -24,7 +24,7 @@ from memsync.runtime.app.services import Services
 from memsync.runtime.reading import MemoryRepository
 from memsync.runtime.storage import Store, metadata, tables
 from memsync.runtime.sync import RunInProgress, RunKind
-from memsync.runtime.sync.repository import RunOwner, RunPlan
+from memsync.runtime.sync.plans import RunOwner, RunPlan
 from tests.helpers import LOOPBACK
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)

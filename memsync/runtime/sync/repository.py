@@ -13,12 +13,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from memsync.connectors import DEFAULT_STREAM, Cursor, Window
+from memsync.connectors import DEFAULT_STREAM, Cursor
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 from memsync.runtime.sync.policy import (
@@ -33,21 +33,25 @@ from memsync.runtime.sync.policy import (
 from memsync.runtime.sync.records import RunRecord, Tally
 from memsync.runtime.sync.webhook_deliveries import WebhookState
 
+if TYPE_CHECKING:
+    from memsync.runtime.sync.plans import (
+        BackfillPlan,
+        RunOwner,
+        RunPlan,
+        SliceReach,
+        SliceRef,
+        SliceState,
+        StreamOutcome,
+        SyncStateForgotten,
+    )
+
 __all__ = [
     "ALL_STREAMS",
-    "BackfillPlan",
     "ConnectorState",
     "RunInProgress",
     "RunLost",
-    "RunOwner",
-    "RunPlan",
-    "SliceReach",
-    "SliceRef",
-    "SliceState",
-    "StreamOutcome",
     "StreamState",
     "SyncRepository",
-    "SyncStateForgotten",
 ]
 
 ALL_STREAMS = "*"
@@ -66,8 +70,8 @@ _INHERITED = (
     "complete_through",
     "completed_run_id",
 )
-_backfills = tables.backfills
-_slices = tables.backfill_slices
+# The backfill tables are named where a backfill is worked on: a command that reads
+# checkpoints and run records builds neither (docs/architecture.md, "Start-up").
 
 
 class RunInProgress(Exception):
@@ -76,38 +80,6 @@ class RunInProgress(Exception):
 
 class RunLost(Exception):
     """This run was declared abandoned (its lease expired) and may no longer write."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunOwner:
-    """The process starting a run, and how long its heartbeat stays valid."""
-
-    host: str
-    pid: int
-    lease: timedelta
-    pid_alive: Callable[[int], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class SyncStateForgotten:
-    """What forgetting a connector removed of its sync state."""
-
-    streams: int
-    """Stream checkpoints (with how their last runs ended)."""
-    runs: int
-    backfills: int
-
-
-@dataclass(frozen=True, slots=True)
-class StreamOutcome:
-    """How a run ended for one stream; ``complete_through`` is set when it read the
-    stream to its end (the end of that window)."""
-
-    stream: str
-    run_id: uuid.UUID
-    run_at: datetime
-    status: StreamStatus
-    complete_through: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,82 +116,6 @@ class ConnectorState:
     streams: list[StreamState]
     webhook: WebhookState | None = None
     """Its webhook deliveries and push gap (None: it has no ``webhook:``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SliceReach:
-    """How far a backfill slice got: the streams it read completely, and in ``stream``,
-    the one it was reading, the highest position committed (an ordered stream's page
-    checkpoint; ``None``: nothing committed there yet). A resumed slice skips the
-    streams done and reads ``stream`` from ``position`` less the overlap."""
-
-    streams_done: tuple[str, ...] = ()
-    stream: str | None = None
-    position: datetime | None = None
-
-    def reached(self, stream: str, position: datetime) -> SliceReach:
-        return SliceReach(self.streams_done, stream, position)
-
-    def finished(self, stream: str) -> SliceReach:
-        return SliceReach((*self.streams_done, stream))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "streams_done": list(self.streams_done),
-            "stream": self.stream,
-            "position": None if self.position is None else self.position.isoformat(),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> SliceReach:
-        if not data:
-            return cls()
-        position = data.get("position")
-        return cls(
-            tuple(data.get("streams_done") or ()),
-            data.get("stream"),
-            None if position is None else datetime.fromisoformat(position),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class SliceRef:
-    """One backfill slice still to read, and how far an earlier run got in it."""
-
-    backfill_id: uuid.UUID
-    start: datetime
-    end: datetime
-    progress: SliceReach = SliceReach()
-
-
-@dataclass(frozen=True, slots=True)
-class SliceState:
-    """One slice of a backfill as ``runs show`` reports it."""
-
-    start: datetime
-    end: datetime
-    done_at: datetime | None
-    progress: SliceReach
-
-
-@dataclass(frozen=True, slots=True)
-class BackfillPlan:
-    """The backfill a run works on: its range, and the slices not done yet."""
-
-    id: uuid.UUID
-    since: datetime
-    until: datetime
-    resumed: bool
-    total_slices: int
-    pending: list[SliceRef]
-
-
-@dataclass(frozen=True, slots=True)
-class RunPlan:
-    """What a starting run decided inside its start transaction."""
-
-    window: Window
-    backfill_id: uuid.UUID | None = None
 
 
 class SyncRepository:
@@ -425,11 +321,10 @@ class SyncRepository:
             if stream_outcome is not None:
                 self._record_stream_outcome(connection, tenant_id, connector, stream_outcome)
             if finished_backfill is not None:
+                backfills = tables.backfills
                 connection.execute(
-                    _backfills.update()
-                    .where(
-                        _backfills.c.tenant_id == tenant_id, _backfills.c.id == finished_backfill
-                    )
+                    backfills.update()
+                    .where(backfills.c.tenant_id == tenant_id, backfills.c.id == finished_backfill)
                     .values(status=BackfillStatus.FINISHED.value, finished_at=now)
                 )
         record = self.get_run(tenant_id, run_id)
@@ -716,25 +611,26 @@ class SyncRepository:
         """Delete the connector's checkpoints, run records and backfills in the caller's
         transaction (take :meth:`refuse_while_running` first); return how many."""
 
+        from memsync.runtime.sync.plans import SyncStateForgotten
+
         def of_connector(table: sa.Table) -> tuple[sa.ColumnElement[bool], ...]:
             return table.c.tenant_id == tenant_id, table.c.connector == connector
 
+        backfills, slices = tables.backfills, tables.backfill_slices
         connection.execute(
-            _slices.delete().where(
-                _slices.c.tenant_id == tenant_id,
-                _slices.c.backfill_id.in_(
-                    sa.select(_backfills.c.id).where(*of_connector(_backfills))
-                ),
+            slices.delete().where(
+                slices.c.tenant_id == tenant_id,
+                slices.c.backfill_id.in_(sa.select(backfills.c.id).where(*of_connector(backfills))),
             )
         )
         deleted = {
             table.name: connection.execute(table.delete().where(*of_connector(table))).rowcount
-            for table in (_backfills, _streams, _runs)
+            for table in (backfills, _streams, _runs)
         }
         return SyncStateForgotten(
             streams=deleted[_streams.name],
             runs=deleted[_runs.name],
-            backfills=deleted[_backfills.name],
+            backfills=deleted[backfills.name],
         )
 
     # -- backfills ---------------------------------------------------------------------
@@ -758,11 +654,14 @@ class SyncRepository:
         backfill and "whatever it was" for a resumed one. Slices are written in one
         statement when the backfill is created.
         """
+        from memsync.runtime.sync.plans import BackfillPlan, SliceReach, SliceRef
+
+        backfills, slices = tables.backfills, tables.backfill_slices
         slice_seconds = int(slice_length.total_seconds())
-        query = sa.select(_backfills).where(
-            _backfills.c.tenant_id == tenant_id,
-            _backfills.c.connector == connector,
-            _backfills.c.status == BackfillStatus.OPEN.value,
+        query = sa.select(backfills).where(
+            backfills.c.tenant_id == tenant_id,
+            backfills.c.connector == connector,
+            backfills.c.status == BackfillStatus.OPEN.value,
         )
         existing = connection.execute(query).one_or_none()
         resumed = existing is not None and (
@@ -775,14 +674,14 @@ class SyncRepository:
         else:
             if existing is not None:
                 connection.execute(
-                    _backfills.update()
-                    .where(_backfills.c.tenant_id == tenant_id, _backfills.c.id == existing.id)
+                    backfills.update()
+                    .where(backfills.c.tenant_id == tenant_id, backfills.c.id == existing.id)
                     .values(status=BackfillStatus.ABANDONED.value, finished_at=now)
                 )
             backfill_id, until = uuid.uuid4(), until or now
-            slices = plan_slices(since, until, slice_length)
+            planned = plan_slices(since, until, slice_length)
             connection.execute(
-                _backfills.insert().values(
+                backfills.insert().values(
                     tenant_id=tenant_id,
                     id=backfill_id,
                     connector=connector,
@@ -794,7 +693,7 @@ class SyncRepository:
                 )
             )
             connection.execute(
-                _slices.insert(),
+                slices.insert(),
                 [
                     {
                         "tenant_id": tenant_id,
@@ -802,15 +701,13 @@ class SyncRepository:
                         "slice_start": start,
                         "slice_end": end,
                     }
-                    for start, end in slices
+                    for start, end in planned
                 ],
             )
         rows = connection.execute(
-            sa.select(
-                _slices.c.slice_start, _slices.c.slice_end, _slices.c.done_at, _slices.c.progress
-            )
-            .where(_slices.c.tenant_id == tenant_id, _slices.c.backfill_id == backfill_id)
-            .order_by(_slices.c.slice_start)
+            sa.select(slices.c.slice_start, slices.c.slice_end, slices.c.done_at, slices.c.progress)
+            .where(slices.c.tenant_id == tenant_id, slices.c.backfill_id == backfill_id)
+            .order_by(slices.c.slice_start)
         ).all()
         return BackfillPlan(
             id=backfill_id,
@@ -834,10 +731,13 @@ class SyncRepository:
 
     def backfill_slices(self, tenant_id: str, backfill_id: uuid.UUID) -> list[SliceState]:
         """Every slice of a backfill, in order, with how far each got."""
+        from memsync.runtime.sync.plans import SliceReach, SliceState
+
+        slices = tables.backfill_slices
         query = (
-            sa.select(_slices)
-            .where(_slices.c.tenant_id == tenant_id, _slices.c.backfill_id == backfill_id)
-            .order_by(_slices.c.slice_start)
+            sa.select(slices)
+            .where(slices.c.tenant_id == tenant_id, slices.c.backfill_id == backfill_id)
+            .order_by(slices.c.slice_start)
         )
         with self._store.read() as connection:
             return [
@@ -936,10 +836,11 @@ def _stream_state(name: str, row: Any, now: datetime, *, declared: bool) -> Stre
 
 
 def _of_slice(tenant_id: str, piece: SliceRef) -> sa.Update:
-    return _slices.update().where(
-        _slices.c.tenant_id == tenant_id,
-        _slices.c.backfill_id == piece.backfill_id,
-        _slices.c.slice_start == piece.start,
+    slices = tables.backfill_slices
+    return slices.update().where(
+        slices.c.tenant_id == tenant_id,
+        slices.c.backfill_id == piece.backfill_id,
+        slices.c.slice_start == piece.start,
     )
 
 

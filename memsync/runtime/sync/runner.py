@@ -53,6 +53,14 @@ from memsync.runtime.ingest import (
 from memsync.runtime.ingest.limits import draft_problem
 from memsync.runtime.support.resolutions import SourceResolution, record_source_resolutions
 from memsync.runtime.sync.labels import label_rules_of, labelled_episode
+from memsync.runtime.sync.plans import (
+    BackfillPlan,
+    RunOwner,
+    RunPlan,
+    SliceReach,
+    SliceRef,
+    StreamOutcome,
+)
 from memsync.runtime.sync.policy import (
     RunKind,
     StreamStatus,
@@ -66,15 +74,7 @@ from memsync.runtime.sync.policy import (
     unusable_start,
 )
 from memsync.runtime.sync.records import RunInterrupted, RunRecord, Tally
-from memsync.runtime.sync.repository import (
-    BackfillPlan,
-    RunOwner,
-    RunPlan,
-    SliceReach,
-    SliceRef,
-    StreamOutcome,
-    SyncRepository,
-)
+from memsync.runtime.sync.repository import SyncRepository
 from memsync.scrub import Scrubber
 from memsync.stopping import StopRequested
 

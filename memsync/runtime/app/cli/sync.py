@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from memsync.connectors.config import ConnectorConfig
     from memsync.runtime.app.services import Services
     from memsync.runtime.sync import RunRecord, RunStatus, Tally
-    from memsync.runtime.sync.repository import SliceState
+    from memsync.runtime.sync.plans import SliceState
 
 __all__ = ["connectors_app", "exit_code", "print_run", "runs_app"]
 
