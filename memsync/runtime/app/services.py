@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from memsync.connectors.registry import ConnectorRegistry
     from memsync.runtime.app.api.auth import Authenticator
     from memsync.runtime.app.observability.metrics import Metrics
+    from memsync.runtime.app.removals import ConnectorForgotten, SubjectDeletion
     from memsync.runtime.app.webhooks import WebhookIntake
     from memsync.runtime.compiling.service import CompileService
     from memsync.runtime.ingest.service import IngestService
@@ -54,9 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NIGHTLY_COMPILE",
-    "ConnectorForgotten",
     "Services",
-    "SubjectDeletion",
     "UnknownConnector",
     "UnknownStream",
     "schedules_from_settings",
@@ -80,49 +79,9 @@ class UnknownStream(LookupError):
     (the message lists the streams it has)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectorForgotten:
-    """What forgetting a connector's data removed, or with ``dry_run`` would remove."""
-
-    tenant_id: str
-    connector: str
-    dry_run: bool
-    episodes: int
-    revisions: int
-    """Earlier revisions of those episodes."""
-    memories_deleted: int
-    """Memories derived from nothing else."""
-    memories_kept: int
-    """Memories that lost a source and keep their others."""
-    memories_reactivated: int
-    """Memories that only a deleted memory had superseded, active again."""
-    supersessions: int
-    conflicts: int
-    subjects_changed: int
-    """Subjects whose memories changed (a new memory version each)."""
-    streams: int
-    """Stream checkpoints."""
-    runs: int
-    backfills: int
-    resolutions: int
-    """Resolution records of support sessions the connector recorded last."""
-
-    @property
-    def found_anything(self) -> bool:
-        """Whether the connector had anything stored in the tenant."""
-        return any((self.episodes, self.streams, self.runs, self.backfills, self.resolutions))
-
-
 class _RolledBack(Exception):
     def __init__(self, result: ConnectorForgotten) -> None:
         self.result = result
-
-
-@dataclass(frozen=True, slots=True)
-class SubjectDeletion:
-    subject_id: str
-    episodes_deleted: int
-    memories_deleted: int
 
 
 def sync_schedule_id(connector: ConnectorConfig) -> str:
@@ -590,6 +549,7 @@ class Services:
         and their revisions, memories with their provenance, supersession records,
         conflicts, receipts and resolutions. With :meth:`forget_connector`, the only way anything is
         deleted."""
+        from memsync.runtime.app.removals import SubjectDeletion
         from memsync.runtime.compiling.memories import delete_subject_memories
         from memsync.runtime.ingest.statements import delete_subject_episodes
         from memsync.runtime.reading.receipts import delete_subject_receipts
@@ -618,6 +578,7 @@ class Services:
         forgetting again removes nothing more. The affected subjects' compile locks are
         held meanwhile, so a compile never sees half of it.
         """
+        from memsync.runtime.app.removals import ConnectorForgotten
         from memsync.runtime.compiling.memories import forget_episodes, subjects_citing
         from memsync.runtime.ingest.statements import connector_episodes, delete_episodes
         from memsync.runtime.support.resolutions import delete_connector_resolutions

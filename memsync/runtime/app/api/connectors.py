@@ -19,12 +19,8 @@ from memsync.runtime.app.api.errors import ApiError
 from memsync.runtime.app.api.openapi import error_responses
 from memsync.runtime.app.api.schemas import Moment, RequestBody
 from memsync.runtime.app.handlers import SYNC_JOB
-from memsync.runtime.app.services import (
-    ConnectorForgotten,
-    Services,
-    UnknownStream,
-    sync_schedule_id,
-)
+from memsync.runtime.app.removals import ConnectorForgotten
+from memsync.runtime.app.services import Services, UnknownStream, sync_schedule_id
 from memsync.runtime.sync import RunInProgress
 from memsync.runtime.sync.repository import ConnectorState
 

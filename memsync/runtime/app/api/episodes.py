@@ -36,7 +36,8 @@ from memsync.runtime.app.api.schemas import (
     SubjectsResponse,
     TimelineResponse,
 )
-from memsync.runtime.app.services import Services, SubjectDeletion
+from memsync.runtime.app.removals import SubjectDeletion
+from memsync.runtime.app.services import Services
 from memsync.runtime.ingest import IngestOutcome, IngestSummary
 from memsync.runtime.reading.episodes import EpisodeRecord
 

@@ -191,7 +191,8 @@ def forget(
     and exit 2, changing nothing."""
     from pydantic import TypeAdapter
 
-    from memsync.runtime.app.services import ConnectorForgotten, UnknownConnector
+    from memsync.runtime.app.removals import ConnectorForgotten
+    from memsync.runtime.app.services import UnknownConnector
     from memsync.runtime.sync import RunInProgress
 
     with open_services() as services:
