@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import sqlalchemy as sa
 
 from memsync.clock import Clock, SystemClock
-from memsync.connectors import ConnectorConfigError, observing_requests
+from memsync.connectors.errors import ConnectorConfigError
 from memsync.runtime.app.config import ConfigError, JobsSettings, MissingVariables, Settings
 from memsync.runtime.storage import Store, upgrade
 from memsync.scrub import LearningScrubber, Scrubber, secret_values
@@ -532,6 +532,9 @@ class Services:
         names is required: :class:`MissingVariables` (one line naming the connector,
         the file and the variable) if one is not set in this process.
         """
+        # Here, not at the top: the requests' retry machinery is for a connector built.
+        from memsync.connectors.retry import observing_requests
+
         missing = self.missing_variables.get(config.name)
         if missing is not None:
             raise MissingVariables(missing)
