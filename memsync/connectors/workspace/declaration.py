@@ -26,8 +26,9 @@ class WorkspaceConfig(ConnectorConfig):
     type: Literal["workspace"] = "workspace"
     root: Path
     workspace_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    include: list[str] = Field(default_factory=list)
-    exclude: list[str] = Field(default_factory=list)
+    # Not ``default_factory=list``: see ConnectorConfig.labels.
+    include: list[str] = Field(default_factory=lambda: [])
+    exclude: list[str] = Field(default_factory=lambda: [])
     respect_gitignore: bool = True
     max_file_bytes: int = Field(default=1_048_576, gt=0)
     max_content_bytes: int = Field(default=65_536, gt=0)

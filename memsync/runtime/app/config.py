@@ -141,7 +141,10 @@ class ApiSettings(_Strict):
     concurrent_requests: int = Field(default=4, ge=1, le=256)
     default_tenant: str = "default"
     require_tenant: bool = False
-    keys: list[ApiKey] = Field(default_factory=list)
+    # ``lambda: []``, not ``list``: pydantic reads a default factory's signature, and a
+    # builtin's is parsed from its text by tokenize, whose pattern costs the first
+    # command that reads the configuration about 2.5 ms to compile (a lambda's: none).
+    keys: list[ApiKey] = Field(default_factory=lambda: [])
     session_secret: SecretStr | None = Field(
         default=None,
         description="signs the admin page's session cookie, e.g. ${MEMSYNC_SESSION_SECRET}; "
@@ -235,7 +238,7 @@ class ReadPolicySettings(_Strict):
 
     policy_mode: PolicyMode = PolicyMode.ENFORCE
     require_caller_identity: bool = False
-    rules: list[PolicyRuleSettings] = Field(default_factory=list)
+    rules: list[PolicyRuleSettings] = Field(default_factory=lambda: [])  # not list: see keys
 
     def to_policy(self) -> ReadPolicy:
         """The policy these settings describe (each call builds a new, equal one)."""
@@ -270,7 +273,7 @@ class Settings(_Strict):
     api: ApiSettings = Field(default_factory=ApiSettings)
     # Connector instances stay raw here; the connector registry validates each one
     # against its own type's model, so errors still name the file and the field.
-    connectors: list[dict[str, Any]] = Field(default_factory=list)
+    connectors: list[dict[str, Any]] = Field(default_factory=lambda: [])  # see ApiSettings.keys
     compile: CompileSettings = Field(default_factory=CompileSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
