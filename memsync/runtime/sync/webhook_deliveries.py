@@ -40,8 +40,9 @@ IGNORED = frozenset({"ignored", "reply"})
 or a vendor's handshake (Slack's ``url_verification``)."""
 _COUNTED = ("stored", "duplicate", "revised")
 
-_deliveries = tables.webhook_deliveries
 _runs = tables.sync_runs
+# The deliveries' table is named where deliveries are counted or read: a command that
+# reads a connector's state without a webhook (and ``runs list``) builds none of it.
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +138,7 @@ class WebhookDeliveries:
         a moment only replaces an earlier one, so deliveries finishing out of order keep
         the latest.
         """
+        deliveries = tables.webhook_deliveries
         accepted, stored = outcome in ACCEPTED, outcome in STORED
         refused = not accepted and outcome not in IGNORED
         row = {
@@ -152,21 +154,21 @@ class WebhookDeliveries:
             "last_refusal": outcome if refused else None,
             "last_refusal_status": status if refused else None,
         }
-        insert = tables.upsert(_deliveries, postgresql=self._store.is_postgresql).values(**row)
+        insert = tables.upsert(deliveries, postgresql=self._store.is_postgresql).values(**row)
         new = insert.excluded
-        refusal_is_newer = _is_newer(new.last_refused_at, _deliveries.c.last_refused_at)
+        refusal_is_newer = _is_newer(new.last_refused_at, deliveries.c.last_refused_at)
         counters = (*_COUNTED, "ignored", "refused")
         update: dict[str, sa.ColumnElement[object]] = {
-            name: _deliveries.c[name] + new[name] for name in counters
+            name: deliveries.c[name] + new[name] for name in counters
         }
         for moment in ("last_delivery_at", "last_accepted_at", "last_stored_at"):
-            update[moment] = _latest(new[moment], _deliveries.c[moment])
+            update[moment] = _latest(new[moment], deliveries.c[moment])
         for column in ("last_refused_at", "last_refusal", "last_refusal_status"):
-            update[column] = sa.case((refusal_is_newer, new[column]), else_=_deliveries.c[column])
+            update[column] = sa.case((refusal_is_newer, new[column]), else_=deliveries.c[column])
         with self._store.write() as connection:
             connection.execute(
                 insert.on_conflict_do_update(
-                    index_elements=[_deliveries.c.tenant_id, _deliveries.c.connector],
+                    index_elements=[deliveries.c.tenant_id, deliveries.c.connector],
                     set_=update,
                 )
             )
@@ -179,13 +181,14 @@ class WebhookDeliveries:
         reached yet has zero counts."""
         if not push_gap_after:
             return {}
+        deliveries = tables.webhook_deliveries
         names = sorted(push_gap_after)
         with self._store.read() as connection:
             rows = {
                 row.connector: row
                 for row in connection.execute(
-                    sa.select(_deliveries).where(
-                        _deliveries.c.tenant_id == tenant_id, _deliveries.c.connector.in_(names)
+                    sa.select(deliveries).where(
+                        deliveries.c.tenant_id == tenant_id, deliveries.c.connector.in_(names)
                     )
                 )
             }
@@ -216,9 +219,10 @@ class WebhookDeliveries:
     def forget(connection: Connection, tenant_id: str, connector: str) -> int:
         """Delete the connector's counts in the caller's transaction (forgetting the
         connector); return how many rows went (0 or 1)."""
+        deliveries = tables.webhook_deliveries
         deleted = connection.execute(
-            _deliveries.delete().where(
-                _deliveries.c.tenant_id == tenant_id, _deliveries.c.connector == connector
+            deliveries.delete().where(
+                deliveries.c.tenant_id == tenant_id, deliveries.c.connector == connector
             )
         )
         return int(deleted.rowcount)
@@ -242,6 +246,7 @@ def _reads_since_accepted(
 ) -> dict[str, ReadsSince]:
     """Per connector, the re-reads that found new records after its last accepted
     delivery (before the first one: after its first run); one grouped statement."""
+    deliveries = tables.webhook_deliveries
     first_run = _runs.alias("first_run")
     first_started = (
         sa.select(sa.func.min(first_run.c.started_at))
@@ -252,7 +257,7 @@ def _reads_since_accepted(
         )
         .scalar_subquery()
     )
-    since = sa.func.coalesce(_deliveries.c.last_accepted_at, first_started)
+    since = sa.func.coalesce(deliveries.c.last_accepted_at, first_started)
     found = _runs.c.created + _runs.c.revised
     query = (
         sa.select(
@@ -263,10 +268,10 @@ def _reads_since_accepted(
         )
         .select_from(
             _runs.outerjoin(
-                _deliveries,
+                deliveries,
                 sa.and_(
-                    _deliveries.c.tenant_id == _runs.c.tenant_id,
-                    _deliveries.c.connector == _runs.c.connector,
+                    deliveries.c.tenant_id == _runs.c.tenant_id,
+                    deliveries.c.connector == _runs.c.connector,
                 ),
             )
         )
