@@ -1,8 +1,8 @@
+from .plans import Tally as Tally
 from .policy import RunKind as RunKind
 from .policy import RunStatus as RunStatus
 from .records import RunInterrupted as RunInterrupted
 from .records import RunRecord as RunRecord
-from .records import Tally as Tally
 from .repository import RunInProgress as RunInProgress
 from .repository import RunLost as RunLost
 from .repository import SyncRepository as SyncRepository

@@ -1,24 +1,28 @@
 """What a run hands the repository as it goes: the process that owns it and what it
-decided at its start, how it ended for each stream, a backfill's slices and how far
-each got, and what forgetting a connector removed of its sync state.
+decided at its start, its running counts, how it ended for each stream, a backfill's
+slices and how far each got, and what forgetting a connector removed of its sync state.
 
 Apart from :mod:`.repository` because only running, backfilling and forgetting use
 these: reading where a connector stands and its run records (``memsync state show``,
-``runs list``, their API routes) defines none of them. Each frozen dataclass costs
-about half a millisecond to define (its methods are generated and compiled when the
-class is made), and a command's start-up paid for eight.
+``runs list``, their API routes) defines none of them. Each dataclass costs about half
+a millisecond to define (its methods are generated and compiled when the class is
+made), and a command's start-up paid for nine.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsync.connectors.checkpoints import Window
 from memsync.runtime.sync.policy import StreamStatus
+from memsync.runtime.sync.records import COUNTERS, MAX_SKIPPED_REASONS
+
+if TYPE_CHECKING:
+    from memsync.runtime.ingest import IngestSummary
 
 __all__ = [
     "BackfillPlan",
@@ -29,7 +33,57 @@ __all__ = [
     "SliceState",
     "StreamOutcome",
     "SyncStateForgotten",
+    "Tally",
 ]
+
+
+@dataclass(slots=True)
+class Tally:
+    """Running counts of one run. ``committed`` counts drafts in committed batches and
+    records found deleted (``tombstoned``)."""
+
+    fetched: int = 0
+    created: int = 0
+    duplicates: int = 0
+    revised: int = 0
+    tombstoned: int = 0
+    skipped: int = 0
+    errors: int = 0
+    skipped_reasons: list[str] = field(default_factory=list)
+    #: Where the stream being read stands, as its connector last said it (a
+    #: :class:`~memsync.connectors.Progress` note, after the stream's name); not stored
+    #: as a counter: the run record's error and the stream's checkpoint carry it.
+    progress: str | None = None
+    #: The streams in which a :class:`~memsync.connectors.Progress` that got further was
+    #: committed: a run cut short that stored no record but moved a read on is ``partial``.
+    progressed_streams: set[str] = field(default_factory=set)
+
+    @property
+    def progressed(self) -> bool:
+        return bool(self.progressed_streams)
+
+    def progressed_in(self, stream: str) -> bool:
+        return stream in self.progressed_streams
+
+    @property
+    def committed(self) -> int:
+        return self.created + self.duplicates + self.revised + self.tombstoned
+
+    def add(self, summary: IngestSummary) -> None:
+        self.created += summary.created
+        self.duplicates += summary.duplicates
+        self.revised += summary.revised
+        self.tombstoned += summary.tombstoned
+
+    def skip(self, reason: str) -> None:
+        self.skipped += 1
+        if len(self.skipped_reasons) < MAX_SKIPPED_REASONS:
+            self.skipped_reasons.append(reason)
+
+    def columns(self) -> dict[str, Any]:
+        """The counters as ``sync_runs`` column values."""
+        columns: dict[str, Any] = {name: getattr(self, name) for name in COUNTERS}
+        return {**columns, "skipped_reasons": list(self.skipped_reasons)}
 
 
 @dataclass(frozen=True, slots=True)

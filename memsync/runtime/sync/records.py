@@ -1,9 +1,11 @@
-"""What a run reports: its counters while it runs and its record once stored."""
+"""What a run reports once stored: its record, and the counters it keeps (their running
+counts, :class:`~memsync.runtime.sync.plans.Tally`, are with what a run hands the
+repository as it goes)."""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -14,63 +16,12 @@ from memsync.stopping import StopRequested
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
-    from memsync.runtime.ingest import IngestSummary
-
-__all__ = ["COUNTERS", "MAX_SKIPPED_REASONS", "RunInterrupted", "RunRecord", "Tally"]
+__all__ = ["COUNTERS", "MAX_SKIPPED_REASONS", "RunInterrupted", "RunRecord"]
 
 #: The counters of a run, in the order records, logs and tables show them.
 COUNTERS = ("fetched", "created", "duplicates", "revised", "tombstoned", "skipped", "errors")
 #: Skip reasons kept per run: enough to diagnose, bounded for a source full of bad records.
 MAX_SKIPPED_REASONS = 20
-
-
-@dataclass(slots=True)
-class Tally:
-    """Running counts of one run. ``committed`` counts drafts in committed batches and
-    records found deleted (``tombstoned``)."""
-
-    fetched: int = 0
-    created: int = 0
-    duplicates: int = 0
-    revised: int = 0
-    tombstoned: int = 0
-    skipped: int = 0
-    errors: int = 0
-    skipped_reasons: list[str] = field(default_factory=list)
-    #: Where the stream being read stands, as its connector last said it (a
-    #: :class:`~memsync.connectors.Progress` note, after the stream's name); not stored
-    #: as a counter: the run record's error and the stream's checkpoint carry it.
-    progress: str | None = None
-    #: The streams in which a :class:`~memsync.connectors.Progress` that got further was
-    #: committed: a run cut short that stored no record but moved a read on is ``partial``.
-    progressed_streams: set[str] = field(default_factory=set)
-
-    @property
-    def progressed(self) -> bool:
-        return bool(self.progressed_streams)
-
-    def progressed_in(self, stream: str) -> bool:
-        return stream in self.progressed_streams
-
-    @property
-    def committed(self) -> int:
-        return self.created + self.duplicates + self.revised + self.tombstoned
-
-    def add(self, summary: IngestSummary) -> None:
-        self.created += summary.created
-        self.duplicates += summary.duplicates
-        self.revised += summary.revised
-        self.tombstoned += summary.tombstoned
-
-    def skip(self, reason: str) -> None:
-        self.skipped += 1
-        if len(self.skipped_reasons) < MAX_SKIPPED_REASONS:
-            self.skipped_reasons.append(reason)
-
-    def columns(self) -> dict[str, Any]:
-        """The counters as ``sync_runs`` column values."""
-        columns: dict[str, Any] = {name: getattr(self, name) for name in COUNTERS}
-        return {**columns, "skipped_reasons": list(self.skipped_reasons)}
 
 
 @dataclass(frozen=True, slots=True)

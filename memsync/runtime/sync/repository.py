@@ -30,7 +30,7 @@ from memsync.runtime.sync.policy import (
     is_stale,
     plan_slices,
 )
-from memsync.runtime.sync.records import RunRecord, Tally
+from memsync.runtime.sync.records import RunRecord
 from memsync.runtime.sync.webhook_deliveries import WebhookState
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         SliceState,
         StreamOutcome,
         SyncStateForgotten,
+        Tally,
     )
 
 __all__ = [
@@ -145,6 +146,8 @@ class SyncRepository:
         :class:`RunInProgress` at once (fail fast, never wait). Whatever ``plan``
         wrote is rolled back with the refused insert.
         """
+        from memsync.runtime.sync.plans import Tally
+
         for attempt in range(3):
             run_id = uuid.uuid4()
             try:

@@ -60,6 +60,7 @@ from memsync.runtime.sync.plans import (
     SliceReach,
     SliceRef,
     StreamOutcome,
+    Tally,
 )
 from memsync.runtime.sync.policy import (
     RunKind,
@@ -73,7 +74,7 @@ from memsync.runtime.sync.policy import (
     status_after,
     unusable_start,
 )
-from memsync.runtime.sync.records import RunInterrupted, RunRecord, Tally
+from memsync.runtime.sync.records import RunInterrupted, RunRecord
 from memsync.runtime.sync.repository import SyncRepository
 from memsync.scrub import Scrubber
 from memsync.stopping import StopRequested
