@@ -187,6 +187,56 @@ def test_tables_printed_to_a_pipe_import_no_rich(config: Path, command: list[str
     assert "rich" not in loaded
 
 
+@pytest.mark.parametrize("command", [["runs", "list"], ["state", "show", "ws"]])
+def test_reading_run_records_and_state_defines_nothing_a_run_writes_with(
+    config: Path, command: list[str]
+) -> None:
+    loaded = imported_by(["--config", str(config), *command], config.parent)
+
+    assert "memsync.runtime.sync.repository" in loaded  # the probe sees the records read
+    # What a run hands the repository (its owner and plan, its counts, stream outcomes,
+    # backfill slices) and what removing data reports: dataclasses, each about half a
+    # millisecond of start-up to define, that reading needs none of.
+    assert loaded & {"memsync.runtime.sync.plans", "memsync.runtime.app.removals"} == set()
+    # nor the connectors' request-retry machinery, which a built connector uses.
+    assert loaded & {"memsync.connectors.retry", "memsync.connectors.base"} == set()
+
+
+# Runs the command, then names the tables the schema built (each is built when first
+# named: docs/architecture.md, "Start-up").
+TABLES_PROBE = """
+import json, sys
+from memsync.runtime.app.cli import main
+from memsync.runtime.storage import schema
+try:
+    main(sys.argv[1:])
+except SystemExit as stopped:
+    assert stopped.code in (0, None), stopped.code
+print("\\n" + json.dumps(sorted(schema._metadata.tables)))
+"""
+
+
+@pytest.mark.parametrize("command", [["runs", "list"], ["state", "show", "ws"]])
+def test_reading_run_records_and_state_builds_no_backfill_or_webhook_table(
+    config: Path, command: list[str]
+) -> None:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
+    completed = subprocess.run(
+        [sys.executable, "-c", TABLES_PROBE, "--config", str(config), *command],
+        cwd=config.parent,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    built = set(json.loads(completed.stdout.splitlines()[-1]))
+    assert "sync_runs" in built  # the probe sees the tables the command read
+    # ``ws`` has no webhook: its state reads no deliveries.
+    assert built & {"backfills", "backfill_slices", "webhook_deliveries"} == set()
+
+
 # Runs the command as ``memsync`` does (its entry point), then says what the collector
 # was left doing.
 COLLECTOR_PROBE = """
