@@ -162,12 +162,13 @@ class MemoryRepository:
         Writers commit between statements (PostgreSQL reads each statement's own
         snapshot), so the version is read before and after (the after in the inputs'
         last statement), and the reads repeat until the two agree: what is returned is
-        what that version holds. ``version_read`` is
-        the version the caller has just read (the one it found its index stale at):
-        the first attempt takes it as the version before instead of reading it again.
-        A write committed since it was read moves the version, so the first attempt's
-        reads then disagree with it and are repeated, as any write between would make
-        them.
+        what that version holds.
+
+        ``version_read`` is the version the caller has just read (the one it found its
+        index stale at): the first attempt takes it as the version before instead of
+        reading it again. A write committed since it was read moves the version, so the
+        first attempt's reads then disagree with it and are repeated, as any write
+        between would make them.
         """
         for attempt in range(_CONSISTENT_READ_ATTEMPTS):
             with self._store.read() as connection:
