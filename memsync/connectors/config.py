@@ -29,6 +29,7 @@ from pydantic_core import PydanticCustomError
 
 from memsync.clock import utc
 from memsync.connectors.label_rules import LabelRuleSetting
+from memsync.fields import empty_list
 from memsync.retry import RetryPolicy
 from memsync.schedule import ScheduleSpec, format_duration, parse_duration, parse_schedule
 from memsync.timerange import MAX_OVERLAP, SOURCE_FLOOR
@@ -267,10 +268,7 @@ class ConnectorConfig(BaseModel):
     retry: RetrySettings = RetrySettings()
     # The same alphabet the API accepts in X-Tenant-ID, so a synced tenant is reachable.
     tenant: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
-    # ``lambda: []``, not ``list``: pydantic reads a default factory's signature, and a
-    # builtin's is parsed from its text by tokenize, whose pattern costs the first
-    # command that reads the configuration about 2.5 ms to compile (a lambda's: none).
-    labels: list[LabelRuleSetting] = Field(default_factory=lambda: [])
+    labels: list[LabelRuleSetting] = Field(default_factory=empty_list)
 
     #: Pushed deliveries (a connector type with a webhook receiver only); ``None``: the
     #: webhook endpoint answers 404 for this connector.

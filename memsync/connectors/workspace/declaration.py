@@ -11,6 +11,7 @@ from pydantic import Field
 from memsync.connectors.checkpoints import DEFAULT_STREAM
 from memsync.connectors.config import ConnectorConfig
 from memsync.connectors.declaration import ConnectorDeclaration, KeyPolicy
+from memsync.fields import empty_list
 
 __all__ = ["WORKSPACE", "WorkspaceConfig"]
 
@@ -26,9 +27,8 @@ class WorkspaceConfig(ConnectorConfig):
     type: Literal["workspace"] = "workspace"
     root: Path
     workspace_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    # Not ``default_factory=list``: see ConnectorConfig.labels.
-    include: list[str] = Field(default_factory=lambda: [])
-    exclude: list[str] = Field(default_factory=lambda: [])
+    include: list[str] = Field(default_factory=empty_list)
+    exclude: list[str] = Field(default_factory=empty_list)
     respect_gitignore: bool = True
     max_file_bytes: int = Field(default=1_048_576, gt=0)
     max_content_bytes: int = Field(default=65_536, gt=0)

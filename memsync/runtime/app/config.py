@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from memsync.compile.label_terms import PolicyAction, PolicyMode, normalise_labels
 from memsync.compile.layout import BundleLayout
+from memsync.fields import empty_list
 from memsync.runtime.compiling.settings import CompileSettings
 from memsync.schedule import parse_schedule
 
@@ -141,10 +142,7 @@ class ApiSettings(_Strict):
     concurrent_requests: int = Field(default=4, ge=1, le=256)
     default_tenant: str = "default"
     require_tenant: bool = False
-    # ``lambda: []``, not ``list``: pydantic reads a default factory's signature, and a
-    # builtin's is parsed from its text by tokenize, whose pattern costs the first
-    # command that reads the configuration about 2.5 ms to compile (a lambda's: none).
-    keys: list[ApiKey] = Field(default_factory=lambda: [])
+    keys: list[ApiKey] = Field(default_factory=empty_list)
     session_secret: SecretStr | None = Field(
         default=None,
         description="signs the admin page's session cookie, e.g. ${MEMSYNC_SESSION_SECRET}; "
@@ -238,7 +236,7 @@ class ReadPolicySettings(_Strict):
 
     policy_mode: PolicyMode = PolicyMode.ENFORCE
     require_caller_identity: bool = False
-    rules: list[PolicyRuleSettings] = Field(default_factory=lambda: [])  # not list: see keys
+    rules: list[PolicyRuleSettings] = Field(default_factory=empty_list)
 
     def to_policy(self) -> ReadPolicy:
         """The policy these settings describe (each call builds a new, equal one)."""
@@ -273,7 +271,7 @@ class Settings(_Strict):
     api: ApiSettings = Field(default_factory=ApiSettings)
     # Connector instances stay raw here; the connector registry validates each one
     # against its own type's model, so errors still name the file and the field.
-    connectors: list[dict[str, Any]] = Field(default_factory=lambda: [])  # see ApiSettings.keys
+    connectors: list[dict[str, Any]] = Field(default_factory=empty_list)
     compile: CompileSettings = Field(default_factory=CompileSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)

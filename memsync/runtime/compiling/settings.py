@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from memsync.connectors.label_rules import LabelRuleSetting
+from memsync.fields import empty_list
 
 __all__ = ["DEFAULT_CACHED_MEMORIES", "DEFAULT_CHUNK_EPISODES", "CompileSettings", "LLMSettings"]
 
@@ -100,11 +101,8 @@ class CompileSettings(_Settings):
     claims: dict[str, dict[str, str]] = Field(default_factory=dict)
     policies: dict[str, str] = Field(default_factory=dict)
     thresholds: dict[str, float] = Field(default_factory=dict)
-    # ``lambda: []``, not ``list``: pydantic reads a default factory's signature, and a
-    # builtin's is parsed from its text by tokenize, whose pattern costs the first
-    # command that reads the configuration about 2.5 ms to compile (a lambda's: none).
     labels: list[LabelRuleSetting] = Field(
-        default_factory=lambda: [],
+        default_factory=empty_list,
         description="sensitivity labels for the memories a compile creates: "
         "[{when: {kind: profile_fact, claim_key: 'location.*'}, add: [pii]}]",
     )
