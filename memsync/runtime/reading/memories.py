@@ -196,15 +196,13 @@ class MemoryRepository:
     def get(
         self, tenant_id: str, memory_ids: Collection[uuid.UUID]
     ) -> dict[uuid.UUID, StoredMemory]:
+        # One parameter for the ids on PostgreSQL: an IN list of a bundle's second fetch
+        # (128 ids) renders a text too long for psycopg to keep converted.
+        query = sa.select(_memories).where(
+            _memories.c.tenant_id == tenant_id,
+            tables.one_of(_memories.c.id, memory_ids, postgresql=self._store.is_postgresql),
+        )
         with self._store.read() as connection:
-            # One parameter for the ids on PostgreSQL: an IN list of a bundle's second
-            # fetch (128 ids) renders a text too long for psycopg to keep converted.
-            query = sa.select(_memories).where(
-                _memories.c.tenant_id == tenant_id,
-                tables.one_of(
-                    _memories.c.id, memory_ids, postgresql=connection.dialect.name == "postgresql"
-                ),
-            )
             rows = connection.execute(query).all()
             return {memory.id: memory for memory in with_sources(connection, tenant_id, rows)}
 
