@@ -52,6 +52,21 @@ a 4,000-episode compile at 30 to 33 ms where one millisecond let it reach 41 to 
 cost the compile nothing measurable (docs/benchmarks.md)."""
 
 
+YOUNG_COLLECTION_THRESHOLD = 10_000
+"""How many more container objects than were freed a serving process allocates between
+two young collections (CPython's default is 700; the older generations keep theirs).
+
+What a request or a compile keeps past its young collection is caches turning over: a
+subject's index, rebuilt after a compile, and the memories a compile leaves for the
+next. At 700 the collector traversed them again and again as they aged, and a full
+collection (up to 150 ms, holding the GIL, so every request in the process waited)
+came every second or so: under ``bench.load``'s mixed load, 2.2 to 2.5 s of each
+serving process's CPU in a run, against 0.6 to 0.7 s at 10,000. 20,000 and 50,000 saved
+no more, and their young collections paused the process for 60 to 180 ms instead of
+40 (docs/benchmarks.md, "Tenth round"). The cyclic garbage left waiting between
+collections is bounded by the threshold: some megabytes."""
+
+
 def serve_until_stopped(
     app: FastAPI, host: str, port: int, *, on_signal: Callable[[], None] = lambda: None
 ) -> None:
@@ -72,14 +87,16 @@ def serve_until_stopped(
 def prepare_serving_process() -> None:
     """Make this process ready to serve requests: a short GIL switch interval (see
     :data:`SWITCH_INTERVAL_SECONDS`), the tokenizer loaded (not on the first bundle
-    request), and the objects of the started process frozen out of the garbage
-    collector's reach: a full collection, which holds the GIL and so stalls every
-    request, then traverses only what requests and compiles allocate, not the imported
-    libraries."""
+    request), the objects of the started process frozen out of the garbage collector's
+    reach (a full collection, which holds the GIL and so stalls every request, then
+    traverses only what requests and compiles allocate, not the imported libraries),
+    and young collections further apart (:data:`YOUNG_COLLECTION_THRESHOLD`)."""
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     default_counter()
     gc.collect()
     gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, old)
 
 
 class ServingProcessFailed(RuntimeError):
