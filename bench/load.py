@@ -2,7 +2,7 @@
 API process and with several.
 
     python -m bench.load [--processes 1 2] [--clients 1 16 64] [--seconds 20]
-                         [--client-processes 2]
+                         [--client-processes 2] [--admission priority fifo]
 
 Per server (one for each ``--processes N``, all running at once on one throwaway
 database seeded with ``--subjects`` subjects of 30 compiled episodes each, each warmed
@@ -21,7 +21,10 @@ an ``httpx.AsyncClient``, what this benchmark used first, at four times the clie
 CPU), spread over ``--client-processes`` processes of their own (2 by default), so that
 the load client is not one interpreter's single core: the client, the server's processes
 and PostgreSQL share the machine's cores, as they do on a one-machine deployment.
-Printed: requests per second, errors (any status >= 400 or transport error), p50/p99 per
+With ``--admission priority fifo`` each process count is served twice, once with the
+waiting requests let in as configured by default and once in arrival order (the
+servers take turns too): what the prioritized lane does to each request type, in one
+run. Printed: requests per second, errors (any status >= 400 or transport error), p50/p99 per
 request type, the ratio of requests per second of each process count to one process at
 the same number of clients, and where the cores went (CPU seconds a second of the
 server's processes and of the client's, and how busy the whole machine was). Results and
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import random
 import statistics
 import tempfile
@@ -64,6 +68,14 @@ START_MARGIN_SECONDS = 0.5
 """A phase starts this long after it is handed to the client processes (all at once)."""
 SERVER_CONFIG = "jobs:\n  serve_workers: 0\n"
 """No job workers beside the API: the load is the requests alone."""
+
+ADMISSIONS = {
+    "priority": "",
+    "fifo": "api:\n  overtake_limit: 0\n",
+}
+"""How a server process lets waiting requests in (``--admission``): ``priority`` as
+configured by default (context and search ahead of the others, ``api.prioritized_paths``),
+``fifo`` every request in arrival order (``api.overtake_limit: 0``)."""
 
 
 @dataclass
@@ -225,6 +237,17 @@ async def _share(share: Share) -> Tally:
     return tally
 
 
+@dataclass
+class Phase:
+    """What one phase against one server measured: the clients' tally, and the cores."""
+
+    tally: Tally
+    elapsed: float
+    server_cpu: float
+    machine_busy: float
+    machine_idle: float
+
+
 def phase(
     pool: ProcessPoolExecutor,
     client_processes: int,
@@ -234,9 +257,11 @@ def phase(
     seconds: float,
     subjects: list[str],
     client_kind: str,
-) -> dict[str, Any]:
+    first_serial: int,
+) -> Phase:
     """``clients`` clients (each a ``client_kind`` connection) against ``base`` for
-    ``seconds``, spread round-robin over the ``client_processes`` processes of ``pool``."""
+    ``seconds``, spread round-robin over the ``client_processes`` processes of ``pool``;
+    their new episodes' texts are numbered from ``first_serial`` (a million a process)."""
     starts_at = time.time() + START_MARGIN_SECONDS
     ends_at = starts_at + seconds
     shares = [
@@ -246,7 +271,7 @@ def phase(
             subjects,
             starts_at,
             ends_at,
-            10_000_000 * clients + 1_000_000 * process,
+            first_serial + 1_000_000 * process,
             client_kind,
         )
         for process in range(min(client_processes, clients))
@@ -259,13 +284,24 @@ def phase(
     elapsed = max(seconds, time.time() - starts_at)
     server_cpu = tree_cpu_seconds(server_pid) - server_cpu_before
     busy_after, idle_after = machine_busy_seconds()
-    busy, idle = busy_after - busy_before, idle_after - idle_before
+    return Phase(tally, elapsed, server_cpu, busy_after - busy_before, idle_after - idle_before)
+
+
+def summary(phases: list[Phase]) -> dict[str, Any]:
+    """The phases of one server at one number of clients, as one: requests a second,
+    errors, p50/p99 per request type over every sample, and the cores."""
+    tally = Tally()
+    for part in phases:
+        tally.add(part.tally)
+    elapsed = sum(part.elapsed for part in phases)
+    busy = sum(part.machine_busy for part in phases)
+    idle = sum(part.machine_idle for part in phases)
     total = sum(len(samples) for samples in tally.latencies.values())
     return {
         "per_s": total / elapsed,
         "requests": total,
         "errors": tally.errors,
-        "server_cpu_per_s": server_cpu / elapsed,
+        "server_cpu_per_s": sum(part.server_cpu for part in phases) / elapsed,
         "client_cpu_per_s": tally.client_cpu / elapsed,
         "machine_busy": busy / (busy + idle),
         "p50_p99_ms": {
@@ -304,9 +340,10 @@ def main() -> None:
     parser.add_argument("--subjects", type=int, default=50)
     parser.add_argument("--client-processes", type=int, default=2)
     parser.add_argument("--client", choices=sorted(CONNECTIONS), default="lean")
+    parser.add_argument("--admission", choices=sorted(ADMISSIONS), nargs="+", default=["priority"])
     arguments = parser.parse_args()
     subjects = [f"user-{number}" for number in range(arguments.subjects)]
-    results: dict[tuple[int, int], dict[str, Any]] = {}
+    results: dict[tuple[str, int, int], dict[str, Any]] = {}
     with (
         tempfile.TemporaryDirectory() as directory,
         throwaway_store("postgresql", directory) as url,
@@ -316,18 +353,27 @@ def main() -> None:
         # Every server runs for the whole benchmark and the phases take turns between
         # them at each number of clients, so that the store's growth (ingest is 60% of
         # the mix) and the machine's slower moments fall on all of them alike.
-        servers_by_processes = {
-            processes: servers.enter_context(
+        servers_by_kind = {
+            (admission, processes): servers.enter_context(
                 memsync_server(
-                    url, directory, SERVER_CONFIG, processes=processes, start_timeout=120
+                    url,
+                    directory,
+                    SERVER_CONFIG + ADMISSIONS[admission],
+                    processes=processes,
+                    start_timeout=120,
                 )
             )
+            for admission in arguments.admission
             for processes in arguments.processes
         }
-        seed(next(iter(servers_by_processes.values()))[0], subjects)
+        seed(next(iter(servers_by_kind.values()))[0], subjects)
 
-        def run(server: tuple[str, int], clients: int, seconds: float) -> dict[str, Any]:
+        phases_run = itertools.count()
+
+        def run(server: tuple[str, int], clients: int, seconds: float) -> Phase:
             base, pid = server
+            # Each phase's new episodes are new texts: none is a repeat of another's.
+            first_serial = 10_000_000 * next(phases_run)
             return phase(
                 pool,
                 arguments.client_processes,
@@ -337,22 +383,29 @@ def main() -> None:
                 seconds,
                 subjects,
                 arguments.client,
+                first_serial,
             )
 
         # Each server process's caches and pools, and each client process, before timing.
-        for server in servers_by_processes.values():
+        for server in servers_by_kind.values():
             run(server, 4 * arguments.client_processes, WARM_UP_SECONDS)
         for clients in arguments.clients:
-            for processes, server in servers_by_processes.items():
-                results[processes, clients] = run(server, clients, arguments.seconds)
+            # Each server's time in two halves, in turn forwards then backwards (ABBA): the
+            # store grows all along, and a server measured later would meet a larger one.
+            phases: dict[tuple[str, int], list[Phase]] = defaultdict(list)
+            order = list(servers_by_kind)
+            for kind in order + order[::-1]:
+                phases[kind].append(run(servers_by_kind[kind], clients, arguments.seconds / 2))
+            for (admission, processes), halves in phases.items():
+                results[admission, processes, clients] = summary(halves)
     print(
         f"machine: {machine()}; PostgreSQL; {arguments.seconds:g} s a phase; "
         f"clients in {arguments.client_processes} processes, {arguments.client} connections\n"
     )
     kinds = [kind for kind, _ in MIX]
     rows = []
-    for (processes, clients), result in sorted(results.items()):
-        one = results.get((1, clients))
+    for (admission, processes, clients), result in sorted(results.items()):
+        one = results.get((admission, 1, clients))
         ratio = f"{result['per_s'] / one['per_s']:.2f}x" if one else "-"
         timings = [
             "{:.1f} / {:.1f}".format(*result["p50_p99_ms"][kind])
@@ -366,6 +419,7 @@ def main() -> None:
         )
         rows.append(
             (
+                admission,
                 processes,
                 clients,
                 f"{result['per_s']:,.0f}",
@@ -376,7 +430,7 @@ def main() -> None:
             )
         )
     print_table(
-        ["processes", "clients", "req/s", "vs 1 process", "errors"]
+        ["admission", "processes", "clients", "req/s", "vs 1 process", "errors"]
         + [f"{kind} p50 / p99 ms" for kind in kinds]
         + ["server / client CPU s/s / machine busy"],
         rows,

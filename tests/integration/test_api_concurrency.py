@@ -34,7 +34,11 @@ def test_concurrent_requests_sets_the_admission_the_threads_and_the_pool(
     finally:
         services.close()
     [admission] = [entry for entry in app.user_middleware if entry.cls is RequestAdmission]
-    assert admission.kwargs == {"limit": 3}
+    assert admission.kwargs == {
+        "limit": 3,
+        "prioritized_paths": ["/v1/context", "/v1/memories/search"],
+        "overtake_limit": 2,
+    }
     assert threads == 3
     if services.store.is_postgresql:  # SQLite's pool is one connection per thread
         assert pool.size() == 3 + 2  # type: ignore[attr-defined]

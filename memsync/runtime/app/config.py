@@ -117,6 +117,12 @@ class ApiKey(_Strict):
         return only if len(self.tenants) == 1 and only != "*" else None
 
 
+def _agent_reads() -> list[str]:
+    """The paths :class:`ApiSettings` lets in first by default: the reads an agent
+    waits on (``POST /v1/context``, ``GET /v1/memories/search``)."""
+    return ["/v1/context", "/v1/memories/search"]
+
+
 class ApiSettings(_Strict):
     """The HTTP API.
 
@@ -133,6 +139,13 @@ class ApiSettings(_Strict):
     reads kept waiting over a second (docs/benchmarks.md). The store keeps as many
     connections open, and one more per job worker. Raise it for a store far away, where
     requests mostly wait on it.
+
+    ``prioritized_paths``: requests to these paths (exact; by default the context
+    bundle and memory search, the reads an agent waits on before it answers) are let in
+    ahead of the other waiting requests. ``overtake_limit``: the oldest of the other
+    waiting requests is passed over by at most this many of them, then goes first, so
+    ingest, timelines and compiles keep at least one place in ``overtake_limit + 1``
+    while both wait; 0 lets every request in in arrival order.
     """
 
     host: str = "127.0.0.1"
@@ -140,6 +153,8 @@ class ApiSettings(_Strict):
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     max_batch_size: int = Field(default=1000, ge=1, le=100_000)
     concurrent_requests: int = Field(default=4, ge=1, le=256)
+    prioritized_paths: list[str] = Field(default_factory=_agent_reads)
+    overtake_limit: int = Field(default=2, ge=0, le=1000)
     default_tenant: str = "default"
     require_tenant: bool = False
     keys: list[ApiKey] = Field(default_factory=empty_list)
@@ -148,6 +163,14 @@ class ApiSettings(_Strict):
         description="signs the admin page's session cookie, e.g. ${MEMSYNC_SESSION_SECRET}; "
         "set it when several replicas serve /ui/ (without it each process makes its own)",
     )
+
+    @field_validator("prioritized_paths")
+    @classmethod
+    def _paths_from_the_root(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not path.startswith("/"):
+                raise ValueError(f"{path!r} is not a path from the root, e.g. /v1/context")
+        return paths
 
     @property
     def auth_enabled(self) -> bool:

@@ -72,10 +72,16 @@ def create_app(
     app.state.services = services
     install_error_handlers(app)
     # Innermost of the middlewares: the access log and the metrics time a request's wait.
-    app.add_middleware(RequestAdmission, limit=services.settings.api.concurrent_requests)
+    api = services.settings.api
+    app.add_middleware(
+        RequestAdmission,
+        limit=api.concurrent_requests,
+        prioritized_paths=api.prioritized_paths,
+        overtake_limit=api.overtake_limit,
+    )
     app.add_middleware(
         BodySizeLimit,
-        max_bytes=services.settings.api.max_body_bytes,
+        max_bytes=api.max_body_bytes,
         on_refused=webhooks.counting_refusals(services),
     )
     if not services.authenticator.enabled:
