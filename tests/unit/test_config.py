@@ -90,6 +90,18 @@ def test_a_nested_list_field_is_named_with_its_index(tmp_path: Path) -> None:
         load_settings(path, environ={})
 
 
+def test_prioritized_paths_default_to_the_agent_reads_and_must_start_at_the_root(
+    tmp_path: Path,
+) -> None:
+    assert load_settings(None, environ={}).api.prioritized_paths == [
+        "/v1/context",
+        "/v1/memories/search",
+    ]
+    path = write(tmp_path, "api:\n  prioritized_paths: [v1/context]\n")
+    with pytest.raises(ConfigError, match=r"api\.prioritized_paths: .*'v1/context' is not a path"):
+        load_settings(path, environ={})
+
+
 def test_environment_variables_are_interpolated(tmp_path: Path) -> None:
     path = write(tmp_path, "store: ${DB_URL}\napi:\n  port: ${PORT:-9000}\n")
     settings = load_settings(path, environ={"DB_URL": "sqlite:///x.db"})

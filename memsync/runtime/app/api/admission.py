@@ -12,12 +12,11 @@ still say it is alive.
 
 The queue has two lanes. Requests to ``api.prioritized_paths`` (by default the context
 bundle and memory search, which an agent waits on before it can answer) are let in
-ahead of the other waiting requests (ingest, timelines, compiles, listings): on a busy
-process their wait is the queue, and under a mixed load that kept the context p99 over
-100 ms where the time of the request itself was a third of that. So that the other lane
-is never starved, the oldest of its waiting requests is passed over by at most
-``api.overtake_limit`` prioritized requests that arrived after it; then it goes first.
-While both lanes wait, the other lane so gets at least one place in every
+ahead of the other waiting requests (ingest, timelines, compiles, listings): under a
+mixed load, waiting for a place was a third of a context request's median time. So
+that the other lane is never starved, the oldest of its waiting requests is passed over
+by at most ``api.overtake_limit`` prioritized requests that arrived after it; then it
+goes first. While both lanes wait, the other lane so gets at least one place in every
 ``overtake_limit + 1``. Within a lane, first come, first served.
 """
 
@@ -42,7 +41,6 @@ class _Waiter:
     arrival: int
     admitted: anyio.Event = field(default_factory=anyio.Event)
     overtaken: int = 0
-    holds_place: bool = False
 
 
 class AdmissionQueue:
@@ -82,7 +80,7 @@ class AdmissionQueue:
         try:
             await waiter.admitted.wait()
         except BaseException:
-            if waiter.holds_place:
+            if waiter.admitted.is_set():  # a place was handed to it: pass it on
                 self.give_back()
             else:
                 lane.remove(waiter)
@@ -94,7 +92,6 @@ class AdmissionQueue:
         if waiter is None:
             self._free += 1
             return
-        waiter.holds_place = True
         waiter.admitted.set()
 
     def _next(self) -> _Waiter | None:

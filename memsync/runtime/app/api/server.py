@@ -60,8 +60,8 @@ What a request or a compile keeps past its young collection is caches turning ov
 subject's index, rebuilt after a compile, and the memories a compile leaves for the
 next. At 700 the collector traversed them again and again as they aged, and a full
 collection (up to 150 ms, holding the GIL, so every request in the process waited)
-came every second or so: under ``bench.load``'s mixed load, 2.2 to 2.5 s of each
-serving process's CPU in a run, against 0.6 to 0.7 s at 10,000. 20,000 and 50,000 saved
+came every second or so: under ``bench.load``'s mixed load, 2.2 to 2.4 s of each
+serving process's CPU in a run, against 0.6 to 0.75 s at 10,000. 20,000 and 50,000 saved
 no more, and their young collections paused the process for 60 to 180 ms instead of
 40 (docs/benchmarks.md, "Tenth round"). The cyclic garbage left waiting between
 collections is bounded by the threshold: some megabytes."""
