@@ -121,58 +121,119 @@ def rank_all(
 class RankingIndex:
     """Active memories of one subject, arranged so a ranking can be read lazily.
 
-    Per kind, entries newest assertion first, and an inverted index from token to their
-    positions. For a task, every ``(kind, shared token count)`` group is a stream in
-    which score only falls (relevance and kind weight are fixed, recency falls with
-    age); merging the streams gives the ranking. Only the counting touches every entry
-    that shares a token with the task, and only what is read is scored.
+    Per kind, entries on a shelf in order of assertion (newest last), and an inverted
+    index from token to their places. For a task, every ``(kind, shared token count)``
+    group is a stream in which score only falls (relevance and kind weight are fixed,
+    recency falls with age), read from the newest place back; merging the streams gives
+    the ranking. Only the counting touches every entry that shares a token with the
+    task, and only what is read is scored.
 
     Build it once per store state (it holds no time: ``as_of`` and the task are given per
-    call).
+    call). ``earlier``, the index of an earlier state of the same memories, is extended
+    rather than rebuilt where that gives the same ranking: its entries that are gone
+    leave empty places, and those that are new are put after the rest when none is
+    older than the newest kept (a compile's new memories are its newest). An entry is
+    the same entry only as the same object. Otherwise, or when empty places would
+    outnumber half the entries, a kind's shelf is built afresh. ``earlier`` is not
+    changed: readers may be using it.
     """
 
-    def __init__(self, entries: Iterable[RankingEntry]) -> None:
-        self._kinds: dict[MemoryKind, list[RankingEntry]] = {}
-        for entry in sorted(entries, key=lambda e: e.last_asserted, reverse=True):
-            self._kinds.setdefault(entry.kind, []).append(entry)
-        self._postings: dict[MemoryKind, dict[str, list[int]]] = {}
-        for kind, of_kind in self._kinds.items():
-            postings = self._postings[kind] = {}
-            for position, entry in enumerate(of_kind):
-                for token in entry.tokens:
-                    postings.setdefault(token, []).append(position)
+    def __init__(
+        self, entries: Iterable[RankingEntry], earlier: RankingIndex | None = None
+    ) -> None:
+        by_kind: dict[MemoryKind, list[RankingEntry]] = {}
+        for entry in entries:
+            by_kind.setdefault(entry.kind, []).append(entry)
+        self._shelves: dict[MemoryKind, _Shelf] = {}
+        for kind, of_kind in by_kind.items():
+            before = earlier._shelves.get(kind) if earlier is not None else None
+            shelf = before.extended(of_kind) if before is not None else None
+            self._shelves[kind] = shelf or _Shelf.of(of_kind)
 
     def __len__(self) -> int:
-        return sum(len(of_kind) for of_kind in self._kinds.values())
+        return sum(shelf.held for shelf in self._shelves.values())
 
     def ranked(self, task_tokens: frozenset[str], as_of: datetime) -> Iterator[Scored]:
         """Entries valid at ``as_of`` with their scores, in :func:`rank_all`'s order."""
         streams: list[Iterator[Scored]] = []
-        for kind, of_kind in self._kinds.items():
+        for shelf in self._shelves.values():
             shared: Counter[int] = Counter()
             for token in task_tokens:
-                shared.update(self._postings[kind].get(token, ()))
+                shared.update(shelf.postings.get(token, ()))
             # Grouped by count with C-level sorts: a common task word can be shared by
             # every memory of the subject, and a Python loop per entry would dominate.
             for count, group in groupby(shared.most_common(), key=itemgetter(1)):
-                positions = sorted(map(itemgetter(0), group))
-                streams.append(_stream(of_kind, positions, count / len(task_tokens), as_of))
-            streams.append(_stream(of_kind, _unshared(len(of_kind), shared), 0.0, as_of))
+                places = sorted(map(itemgetter(0), group), reverse=True)
+                streams.append(_stream(shelf.places, places, count / len(task_tokens), as_of))
+            streams.append(_stream(shelf.places, _unshared(shelf.places, shared), 0.0, as_of))
         return heapq.merge(*streams, key=_order)
 
 
-def _unshared(size: int, shared: Counter[int]) -> Iterator[int]:
-    return filterfalse(shared.__contains__, range(size))
+@dataclass(frozen=True, slots=True)
+class _Shelf:
+    """One kind's entries in order of assertion, oldest first, with None where an entry
+    was that an extension left out, and each token's places (ascending)."""
+
+    places: list[RankingEntry | None]
+    postings: dict[str, list[int]]
+    held: int
+
+    @classmethod
+    def of(cls, entries: Iterable[RankingEntry]) -> _Shelf:
+        ordered = sorted(entries, key=lambda e: e.last_asserted)
+        postings: dict[str, list[int]] = {}
+        for place, entry in enumerate(ordered):
+            for token in entry.tokens:
+                postings.setdefault(token, []).append(place)
+        places: list[RankingEntry | None] = list(ordered)
+        return cls(places, postings, len(places))
+
+    def extended(self, entries: list[RankingEntry]) -> _Shelf | None:
+        """This shelf holding exactly ``entries``: places of entries not among them
+        emptied, the others put after the newest; None when that would break the order
+        of assertion or leave more empty places than held entries."""
+        wanted = {id(entry) for entry in entries}
+        places = list(self.places)
+        newest: RankingEntry | None = None
+        kept: set[int] = set()
+        for place, entry in enumerate(places):
+            if entry is None:
+                continue
+            if id(entry) in wanted:
+                kept.add(id(entry))
+                newest = entry
+            else:
+                places[place] = None
+        added = sorted((e for e in entries if id(e) not in kept), key=lambda e: e.last_asserted)
+        if added and newest is not None and added[0].last_asserted < newest.last_asserted:
+            return None
+        if (len(places) + len(added) - len(entries)) * 2 > len(entries):
+            return None
+        postings = dict(self.postings)
+        copied: set[str] = set()
+        for place, entry in enumerate(added, start=len(places)):
+            for token in entry.tokens:
+                if token not in copied:
+                    postings[token] = [*postings.get(token, ()), place]
+                    copied.add(token)
+                else:
+                    postings[token].append(place)
+        places.extend(added)
+        return _Shelf(places, postings, len(entries))
+
+
+def _unshared(places: list[RankingEntry | None], shared: Counter[int]) -> Iterator[int]:
+    return filterfalse(shared.__contains__, range(len(places) - 1, -1, -1))
 
 
 def _stream(
-    entries: list[RankingEntry], positions: Iterable[int], relevance: float, as_of: datetime
+    places: list[RankingEntry | None], read: Iterable[int], relevance: float, as_of: datetime
 ) -> Iterator[Scored]:
-    """The entries at ``positions`` (newest first) valid at ``as_of``, scored."""
+    """The entries at places ``read`` (newest first) valid at ``as_of``, scored."""
     return _in_id_order_within_ties(
         (_combine(relevance, entry, as_of), entry)
-        for position in positions
-        if holds_at(entry := entries[position], as_of)
+        for place in read
+        if (entry := places[place]) is not None and holds_at(entry, as_of)
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from memsync.clock import FakeClock
+from memsync.episode import Tombstone, canonical_json
 from memsync.runtime.compiling import CompileService
 from memsync.runtime.ingest import IngestService
 from memsync.runtime.reading import (
@@ -22,6 +23,7 @@ from memsync.runtime.reading import (
     MemoryRepository,
     SubjectIndexes,
 )
+from memsync.runtime.reading.indexes import SubjectIndex
 from memsync.runtime.storage import Store
 from tests.integration.test_context import START, build_store, ingest_statements
 
@@ -119,6 +121,58 @@ def test_an_index_asked_at_a_version_a_write_has_since_moved_is_built_at_the_new
     }
     assert after.inputs == memories.ranking_inputs("t1", "ana", version_read=now)
     assert indexes.at("t1", "ana", now) is after  # kept under the version it holds
+
+
+def test_an_index_kept_across_changes_answers_as_one_built_afresh(store: Store) -> None:
+    """A rebuilt index takes over what its earlier version made of unchanged memories;
+    after each kind of change (newer statements, a backfill of older ones that go
+    behind what is kept, episodes deleted) it must hold and answer what a fresh one
+    does."""
+    clock = FakeClock(START + timedelta(days=60))
+    ingest, compiler = IngestService(store, clock), CompileService(store, clock=clock)
+    memories = MemoryRepository(store)
+    indexes = SubjectIndexes(memories)
+    reader = ContextReader(EpisodeRepository(store), memories, indexes=indexes)
+    changes = [
+        lambda: add_episodes(store, clock, "ana", range(100, 160)),
+        lambda: add_episodes(store, clock, "ana", range(160, 166)),
+        lambda: add_episodes(store, clock, "ana", range(0, 40)),  # older: goes behind
+        lambda: ingest.tombstone("t1", [Tombstone(f"ana:{n}") for n in range(150, 166, 2)]),
+        lambda: add_episodes(store, clock, "ana", range(166, 180)),
+    ]
+    tasks = ["where does ana live", "which tools", "gateway calls", ""]
+    lent = []
+    for number, change in enumerate(changes):
+        earlier = indexes.current("t1", "ana") if number else None
+        change()
+        clock.advance(timedelta(minutes=5))
+        compiler.compile("t1", "ana")
+
+        kept = indexes.current("t1", "ana")
+        fresh = SubjectIndex(memories.ranking_inputs("t1", "ana", version_read=None))
+        # As sets: the statements have no order (a prepared plan may change it).
+        assert kept.inputs.version == fresh.inputs.version
+        assert set(kept.inputs.entries) == set(fresh.inputs.entries)
+        assert kept.inputs.texts == fresh.inputs.texts
+        assert set(kept.inputs.open_conflicts) == set(fresh.inputs.open_conflicts)
+        assert kept.inputs.withheld == fresh.inputs.withheld
+        moment = kept.inputs.version.changed_at if kept.inputs.version else START
+        for task in tasks:
+            words = task.split()
+            assert list(kept.ranking.ranked(frozenset(words), moment)) == list(
+                fresh.ranking.ranked(frozenset(words), moment)
+            )
+            assert kept.search(words[-1:], None, 50) == fresh.search(words[-1:], None, 50)
+            bundle = reader.bundle("t1", "ana", task, 600)
+            exhaustive = reader.bundle("t1", "ana", task, 600, bundle.as_of)
+            assert canonical_json(bundle.to_dict()) == canonical_json(exhaustive.to_dict())
+        if earlier is not None:
+            assert kept is not earlier
+            lent.append(
+                len({id(e) for e in earlier.inputs.entries} & {id(e) for e in kept.inputs.entries})
+            )
+    assert len(lent) == len(changes) - 1
+    assert all(lent), lent  # every rebuild took over entries of the index it replaced
 
 
 class RecordingMemories(MemoryRepository):

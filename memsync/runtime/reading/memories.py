@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cache
@@ -100,6 +100,7 @@ class RankingInputs:
     version: MemoryVersion | None
     entries: list[RankingEntry]
     texts: dict[uuid.UUID, str]
+    """Each entry's text, filed in the order of ``entries``."""
     open_conflicts: list[OpenConflict]
     withheld: frozenset[uuid.UUID]
 
@@ -155,9 +156,19 @@ class MemoryRepository:
             return _version(connection, tenant_id, subject_id)
 
     def ranking_inputs(
-        self, tenant_id: str, subject_id: str, *, version_read: MemoryVersion | None
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        version_read: MemoryVersion | None,
+        earlier: RankingInputs | None = None,
     ) -> RankingInputs:
         """The subject's current :class:`RankingInputs`, all read at one version.
+
+        ``earlier`` (the subject's inputs at an earlier version) lends the entries of
+        the memories it holds as they still are (same content, kind and times), so only
+        what a change touched is tokenised and built again: the inputs are equal with or
+        without it.
 
         Writers commit between statements (PostgreSQL reads each statement's own
         snapshot), so the version is read before and after (the after in the inputs'
@@ -175,7 +186,7 @@ class MemoryRepository:
                 before = (
                     version_read if attempt == 0 else _version(connection, tenant_id, subject_id)
                 )
-                inputs, after = _ranking_inputs(connection, tenant_id, subject_id, before)
+                inputs, after = _ranking_inputs(connection, tenant_id, subject_id, before, earlier)
                 if after == before:
                     return inputs
         # The subject changes faster than it can be read; what was read is still a valid
@@ -539,7 +550,11 @@ def _ranking_statements(*, postgresql: bool) -> _RankingStatements:
 
 
 def _ranking_inputs(
-    connection: Connection, tenant_id: str, subject_id: str, version: MemoryVersion | None
+    connection: Connection,
+    tenant_id: str,
+    subject_id: str,
+    version: MemoryVersion | None,
+    earlier: RankingInputs | None,
 ) -> tuple[RankingInputs, MemoryVersion | None]:
     """The inputs, filed under ``version`` (the version read before them), and the
     version read with the last of them (after the others)."""
@@ -548,17 +563,7 @@ def _ranking_inputs(
     # Whole results at once, read by position: iterating a result fetches a row a call,
     # and a row's attribute costs SQLAlchemy about 0.8 µs (tables.picked).
     active = connection.execute(statements.active, of_subject).all()
-    entries = [
-        RankingEntry(
-            id=memory_id,
-            kind=MemoryKind(kind),
-            last_asserted=asserted_at,
-            valid_from=valid_from,
-            valid_to=valid_to,
-            tokens=tokens(content),
-        )
-        for memory_id, kind, content, valid_from, valid_to, asserted_at in active
-    ]
+    entries = _entries(active, earlier)
     conflicts = [
         conflict_record(row).conflict
         for row in connection.execute(statements.open_conflicts, of_subject).all()
@@ -571,6 +576,47 @@ def _ranking_inputs(
     episode_ids = frozenset(row.episode_id for row in rows if row.episode_id is not None)
     inputs = RankingInputs(version, entries, texts, conflicts, episode_ids)
     return inputs, version_of_row(rows[0])
+
+
+def _entries(active: Sequence[Sequence[Any]], earlier: RankingInputs | None) -> list[RankingEntry]:
+    """The ranking entries of the ``active`` rows (id, kind, content, valid from, valid
+    to, asserted at). Where ``earlier`` has a memory with the same content, kind and
+    times, its entry is taken over, the same object, so that what else was made of it
+    can be kept with it (:class:`~memsync.runtime.reading.indexes.SubjectIndex`); same
+    text with other times gives a copy with the new times. A compile changes a few of a
+    subject's memories, and building every entry again (token set, tie key) was most of
+    what taking entries over saves (docs/benchmarks.md, eleventh round). Looked up by the ids' integers: a UUID hashes and compares in Python."""
+    lent = (
+        # The texts are filed in the entries' order (both made from the same rows).
+        {
+            entry.id.int: (entry, text)
+            for entry, text in zip(earlier.entries, earlier.texts.values(), strict=True)
+        }
+        if earlier is not None
+        else {}
+    )
+    entries: list[RankingEntry] = []
+    for memory_id, kind, content, valid_from, valid_to, asserted_at in active:
+        entry, text = lent.get(memory_id.int, (None, None))
+        if entry is None or entry.kind != kind or text != content:
+            entry = RankingEntry(
+                id=memory_id,
+                kind=MemoryKind(kind),
+                last_asserted=asserted_at,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                tokens=tokens(content),
+            )
+        elif (entry.last_asserted, entry.valid_from, entry.valid_to) != (
+            asserted_at,
+            valid_from,
+            valid_to,
+        ):
+            entry = replace(
+                entry, last_asserted=asserted_at, valid_from=valid_from, valid_to=valid_to
+            )
+        entries.append(entry)
+    return entries
 
 
 _CHANGEABLE = frozenset(

@@ -50,6 +50,63 @@ def test_the_lazy_ranking_equals_the_exhaustive_one(
     assert as_pairs(lazy) == as_pairs(exhaustive[:prefix])
 
 
+@st.composite
+def histories(draw: st.DrawFn) -> list[list[RankingEntry]]:
+    """Successive states of one subject's active memories: each keeps some entries of
+    the one before (the same objects, as the read path lends them), drops others, and
+    adds new ones, mostly newer than what it keeps (a compile's), sometimes older (a
+    backfill's) or a kept memory asserted again (a new object, same id)."""
+    states = [draw(st.lists(entries, max_size=30, unique_by=lambda e: e.id))]
+    for _ in range(draw(st.integers(1, 6))):
+        before = states[-1]
+        kept = [entry for entry in before if draw(st.booleans()) or draw(st.booleans())]
+        asserted_again = [
+            RankingEntry(
+                entry.id,
+                entry.kind,
+                entry.last_asserted + timedelta(days=draw(st.integers(0, 9))),
+                entry.valid_from,
+                entry.valid_to,
+                entry.tokens,
+            )
+            for entry in before
+            if entry not in kept and draw(st.booleans())
+        ]
+        newest = max((entry.last_asserted for entry in kept), default=day(0))
+        added = draw(st.lists(entries, max_size=12, unique_by=lambda e: e.id))
+        if draw(st.booleans()):  # a compile's: asserted no earlier than the rest
+            added = [
+                RankingEntry(
+                    e.id, e.kind, max(e.last_asserted, newest), e.valid_from, e.valid_to, e.tokens
+                )
+                for e in added
+            ]
+        taken = {entry.id for entry in kept + asserted_again}
+        state = kept + asserted_again + [entry for entry in added if entry.id not in taken]
+        states.append(draw(st.permutations(state)))
+    return states
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    history=histories(),
+    task=st.frozensets(st.sampled_from(VOCABULARY), max_size=4),
+    as_of_days=st.integers(0, 40),
+)
+def test_an_index_extended_from_an_earlier_one_ranks_as_one_built_afresh(
+    history: list[list[RankingEntry]], task: frozenset[str], as_of_days: int
+) -> None:
+    as_of = day(as_of_days)
+    indexes = [RankingIndex(history[0])]
+    for state in history[1:]:
+        indexes.append(RankingIndex(state, indexes[-1]))
+
+    # Every index, the earlier ones after they were extended too, ranks its own state.
+    for state, index in zip(history, indexes, strict=True):
+        assert len(index) == len(state)
+        assert as_pairs(list(index.ranked(task, as_of))) == as_pairs(rank_all(state, task, as_of))
+
+
 def test_the_index_is_reusable_across_tasks_and_moments() -> None:
     population = [
         RankingEntry(uuid.UUID(int=n), kind, day(n), day(0), None, frozenset({"tea", str(n)}))
