@@ -175,6 +175,24 @@ def test_an_index_kept_across_changes_answers_as_one_built_afresh(store: Store) 
     assert all(lent), lent  # every rebuild took over entries of the index it replaced
 
 
+def test_memories_by_id_come_with_their_provenance_in_one_statement(store: Store) -> None:
+    build_store(store, "ana", 120)  # the statements repeat: memories of many sources
+    build_store(store, "bo", 12)
+    memories = MemoryRepository(store)
+    listed = {m.id: m for m in memories.memories("t1", "ana", statuses=None)}
+    listed.update((m.id, m) for m in memories.memories("t1", "bo", statuses=None))
+    assert max(len(m.source_episode_ids) for m in listed.values()) > 3
+    wanted = [*listed, uuid.uuid4()]  # one that does not exist
+
+    with statements_sent(store) as sent:
+        found = memories.get("t1", wanted)
+
+    assert found == listed  # every field, the sorted sources included
+    assert len(sent) == 1
+    assert memories.get("t2", wanted) == {}  # another tenant's ids find nothing
+    assert memories.get("t1", []) == {}
+
+
 class RecordingMemories(MemoryRepository):
     """The store's memory reads, noting which memories' full rows were read."""
 

@@ -25,7 +25,12 @@ from memsync.compile.types import (
     StoredMemory,
     SupersessionRule,
 )
-from memsync.runtime.compiling.memories import ConflictRecord, conflict_record, with_sources
+from memsync.runtime.compiling.memories import (
+    ConflictRecord,
+    conflict_record,
+    memories_by_id,
+    with_sources,
+)
 from memsync.runtime.storage import tables
 from memsync.runtime.storage.engine import Store
 
@@ -207,15 +212,9 @@ class MemoryRepository:
     def get(
         self, tenant_id: str, memory_ids: Collection[uuid.UUID]
     ) -> dict[uuid.UUID, StoredMemory]:
-        # One parameter for the ids on PostgreSQL: an IN list of a bundle's second fetch
-        # (128 ids) renders a text too long for psycopg to keep converted.
-        query = sa.select(_memories).where(
-            _memories.c.tenant_id == tenant_id,
-            tables.one_of(_memories.c.id, memory_ids, postgresql=self._store.is_postgresql),
-        )
         with self._store.read() as connection:
-            rows = connection.execute(query).all()
-            return {memory.id: memory for memory in with_sources(connection, tenant_id, rows)}
+            found = memories_by_id(connection, tenant_id, memory_ids)
+        return {memory.id: memory for memory in found}
 
     def search(
         self,
@@ -584,8 +583,9 @@ def _entries(active: Sequence[Sequence[Any]], earlier: RankingInputs | None) -> 
     times, its entry is taken over, the same object, so that what else was made of it
     can be kept with it (:class:`~memsync.runtime.reading.indexes.SubjectIndex`); same
     text with other times gives a copy with the new times. A compile changes a few of a
-    subject's memories, and building every entry again (token set, tie key) was most of
-    what taking entries over saves (docs/benchmarks.md, eleventh round). Looked up by the ids' integers: a UUID hashes and compares in Python."""
+    subject's memories, so most entries are taken over rather than built again (token
+    set, tie key; docs/benchmarks.md, eleventh round). Looked up by the ids' integers:
+    a UUID hashes and compares in Python."""
     lent = (
         # The texts are filed in the entries' order (both made from the same rows).
         {
