@@ -180,17 +180,16 @@ def main() -> None:
     parser.add_argument("--instructions", action="store_true", help="also count (valgrind)")
     parser.add_argument("--counted", choices=KINDS, help=argparse.SUPPRESS)  # the child's
     arguments = parser.parse_args()
+    workload = (
+        arguments.history,
+        arguments.new,
+        arguments.rounds,
+        arguments.max_tokens,
+        arguments.texts,
+    )
     if arguments.counted is not None:
         for backend in arguments.db:
-            run(
-                backend,
-                arguments.history,
-                arguments.new,
-                arguments.rounds,
-                arguments.max_tokens,
-                arguments.texts,
-                arguments.counted,
-            )
+            run(backend, *workload, arguments.counted)
         return
     print(
         f"context bundles; {machine()}; {arguments.history:,} statements ({arguments.texts} "
@@ -199,14 +198,7 @@ def main() -> None:
     )
     rows = []
     for backend in arguments.db:
-        for row in run(
-            backend,
-            arguments.history,
-            arguments.new,
-            arguments.rounds,
-            arguments.max_tokens,
-            arguments.texts,
-        ):
+        for row in run(backend, *workload):
             kind = str(row[1])
             counted = instructions(backend, kind, arguments) if arguments.instructions else None
             rows.append((*row, f"{counted / 1e6:.2f}" if counted is not None else "-"))
