@@ -191,7 +191,7 @@ class _Shelf:
     def extended(self, entries: list[RankingEntry]) -> _Shelf | None:
         """This shelf holding exactly ``entries``: places of entries not among them
         emptied, the others put after the newest; None when that would break the order
-        of assertion or leave more empty places than held entries."""
+        of assertion or leave more empty places than half the entries held."""
         wanted = {id(entry) for entry in entries}
         places = list(self.places)
         newest: RankingEntry | None = None

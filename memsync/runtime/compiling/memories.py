@@ -230,15 +230,10 @@ def memories_by_id(
     fewer instructions than two statements, and one round trip instead of two."""
     postgresql = _on_postgresql(connection)
     statement = _by_id_statement(postgresql=postgresql)
-    rows = (
-        connection.execute(
-            statement, {"tenant_id": tenant_id, "ids": tables.array_text(memory_ids)}
-        )
-        if postgresql
-        else connection.execute(statement, {"tenant_id": tenant_id, "ids": list(memory_ids)})
-    )
+    ids = tables.array_text(memory_ids) if postgresql else list(memory_ids)
+    rows = connection.execute(statement, {"tenant_id": tenant_id, "ids": ids}).all()
     found: list[StoredMemory] = []
-    for *columns, sources in rows.all():
+    for *columns, sources in rows:
         if sources is None:
             episode_ids: Sequence[uuid.UUID] = ()
         elif postgresql:
