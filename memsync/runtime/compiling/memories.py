@@ -249,10 +249,9 @@ def _by_id_statement(*, postgresql: bool) -> sa.Select[Any]:
     """:func:`memories_by_id`'s statement, built once: ``tenant_id``, and ``ids`` (the
     text of an array on PostgreSQL, an expanding list on SQLite)."""
     tenant_id: sa.BindParameter[str] = sa.bindparam("tenant_id")
-    of_memory = (
-        _sources.c.tenant_id == _memories.c.tenant_id,
-        _sources.c.memory_id == _memories.c.id,
-    )
+    # The tenant as a value, not only as the correlation: Citus routes the statement to
+    # one shard only when every distributed table in it is filtered by the tenant.
+    of_memory = (_sources.c.tenant_id == tenant_id, _sources.c.memory_id == _memories.c.id)
     sources: sa.ColumnElement[Any]
     if postgresql:
         from sqlalchemy.dialects.postgresql import ARRAY  # loaded already by the engine
