@@ -9,9 +9,11 @@ active memories) receives ``--new`` episodes, then is compiled, ``--compiles`` t
 Two identical subjects take turns in one process against one store, one compiled by a
 service that keeps each subject's last compiled memories (``compile.cached_memories``,
 the default) and one by a service that keeps none (``0``, every compile loads the
-subject's active memories), so both ways share the machine's moment. Printed per
-database and way: the median wall and CPU time of a compile, and the SQL statements it
-sent. Results and method: docs/benchmarks.md ("Eighth round").
+subject's active memories but its episode summaries), so both ways share the
+machine's moment. Printed per database and way: the subject's active memories (and how
+many of them are episode summaries, which a compile loads only when its episodes name
+them), the median wall and CPU time of a compile, and the SQL statements it sent.
+Results and method: docs/benchmarks.md ("Eighth round", "Twelfth round").
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sqlalchemy as sa
 
 from bench.common import machine, print_table, throwaway_store
 from bench.compile import episodes
+from memsync.compile.types import MemoryKind
 from memsync.runtime.compiling import CompileService
 from memsync.runtime.compiling.settings import DEFAULT_CACHED_MEMORIES
 from memsync.runtime.ingest import IngestService
@@ -80,13 +83,14 @@ def run(backend: str, history: int, new: int, compiles: int) -> list[tuple[objec
                 assert result.episodes_compiled == new, result
         sa.event.remove(store.engine, "before_cursor_execute", count)
         repository = MemoryRepository(store)
-        active = {way.label: len(repository.memories(TENANT, way.subject)) for way in ways}
+        active = {way.label: repository.memories(TENANT, way.subject) for way in ways}
         store.dispose()
     return [
         (
             backend,
             way.label,
-            f"{active[way.label]:,}",
+            f"{len(active[way.label]):,}",
+            f"{sum(m.kind is MemoryKind.EPISODE_SUMMARY for m in active[way.label]):,}",
             f"{statistics.median(way.wall_ms):.1f}",
             f"{statistics.median(way.cpu_ms):.1f}",
             statistics.median(way.statements),
@@ -112,7 +116,15 @@ def main() -> None:
         for row in run(backend, arguments.history, arguments.new, arguments.compiles)
     ]
     print_table(
-        ["db", "way", "active memories", "compile wall ms", "compile CPU ms", "statements"],
+        [
+            "db",
+            "way",
+            "active memories",
+            "of them summaries",
+            "compile wall ms",
+            "compile CPU ms",
+            "statements",
+        ],
         rows,
     )
 

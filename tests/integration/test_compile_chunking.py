@@ -22,9 +22,14 @@ from hypothesis import strategies as st
 from sqlalchemy.engine import Connection
 
 from memsync.clock import FakeClock
+from memsync.compile.types import MemoryKind, MemoryStatus
 from memsync.episode import EpisodeDraft
 from memsync.runtime.compiling import CompileService
-from memsync.runtime.compiling.memories import bump_memory_version, delete_subject_memories
+from memsync.runtime.compiling.memories import (
+    bump_memory_version,
+    delete_subject_memories,
+    load_for_resolution,
+)
 from memsync.runtime.compiling.service import ChunkCommitting
 from memsync.runtime.compiling.settings import DEFAULT_CACHED_MEMORIES
 from memsync.runtime.ingest import IngestService
@@ -450,3 +455,29 @@ def test_a_compile_after_one_in_the_same_process_reads_only_the_memories_it_name
 
     assert reads_of_active_memories(cached_memories=0)  # the probe sees the load
     assert reads_of_active_memories(cached_memories=1_000) == []
+
+
+def test_a_compile_loads_only_the_episode_summaries_its_candidates_name(store: Store) -> None:
+    # Every episode leaves an active summary, which no contest ever involves: loading
+    # them all made each compile read a row for every episode the subject ever had.
+    compiles = Compiles(store)
+    tenant = compiles.tenant()
+    compiles.ingest.ingest(tenant, [said(n, text, n) for n, text in enumerate(CLAIMED + LEXICAL)])
+    compiles.compiler(10_000, cached_memories=0).compile(tenant, SUBJECT)
+    stored = MemoryRepository(store).memories(tenant, SUBJECT, statuses=None)
+    summaries = sorted(m.memory_key for m in stored if m.kind is MemoryKind.EPISODE_SUMMARY)
+    contending = {
+        m.memory_key
+        for m in stored
+        if m.status is MemoryStatus.ACTIVE and m.kind is not MemoryKind.EPISODE_SUMMARY
+    }
+    superseded = next(m.memory_key for m in stored if m.status is MemoryStatus.SUPERSEDED)
+    assert len(summaries) == len(CLAIMED + LEXICAL)
+    assert contending
+
+    with store.read() as connection:
+        loaded = load_for_resolution(
+            connection, tenant, SUBJECT, {summaries[0], superseded, "unknown"}
+        )
+
+    assert sorted(m.memory_key for m in loaded) == sorted(contending | {summaries[0], superseded})

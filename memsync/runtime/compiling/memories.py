@@ -274,8 +274,14 @@ def _by_id_statement(*, postgresql: bool) -> sa.Select[Any]:
 def load_for_resolution(
     connection: Connection, tenant_id: str, subject_id: str, memory_keys: Collection[str]
 ) -> list[StoredMemory]:
-    """What ``resolve`` needs as ``existing``: the subject's active memories plus any
-    memory (of any status) whose key a candidate has."""
+    """What ``resolve`` needs as ``existing``: the subject's active memories of the kinds
+    that can be in a contest (all but episode summaries) plus any memory (of any status
+    and kind) whose key a candidate has.
+
+    An episode summary stands for its episode alone: the resolver never indexes or
+    contests one, so an active summary no candidate names cannot change what it decides.
+    Leaving them out keeps this load, and a compile's chunks, proportional to the
+    subject's claims and statements rather than to every episode it ever had."""
     return _load(connection, tenant_id, subject_id, memory_keys, active=True)
 
 
@@ -288,11 +294,16 @@ def _load(
     active: bool,
 ) -> list[StoredMemory]:
     """The subject's memories whose key is one of ``memory_keys``, and with ``active``
-    every active one too."""
+    every active one of the kinds that can be in a contest too."""
     of_subject = sa.and_(_memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id)
     wanted: list[sa.ColumnElement[bool]] = []
     if active:
-        wanted.append(_memories.c.status == MemoryStatus.ACTIVE.value)
+        wanted.append(
+            sa.and_(
+                _memories.c.status == MemoryStatus.ACTIVE.value,
+                _memories.c.kind != MemoryKind.EPISODE_SUMMARY.value,
+            )
+        )
     if memory_keys:
         wanted.append(
             tables.one_of(
@@ -386,9 +397,11 @@ class KnownMemories:
     changed them, with the subject's memory version that transaction left.
 
     A compile's next chunk starts from these instead of reloading what the chunk before
-    it wrote. They hold every memory of the subject that was active at the load or has
-    changed since (a change set changes only memories the resolver was given, and
-    creates the rest); any other memory of the subject is inactive and as it was. They
+    it wrote. They hold every memory of the subject that :func:`load_for_resolution`
+    loads whatever the candidates (active, of a kind that can be in a contest) or that
+    has changed since (a change set changes only memories the resolver was given, and
+    creates the rest); any other memory of the subject is inactive or an episode
+    summary, and as it was. They
     stand for the store only while the subject's version is still ``version``: every
     write of a subject's memories bumps it (deleting them removes it).
     """
@@ -414,18 +427,21 @@ class KnownMemories:
         wanted = set(memory_keys)
         unknown = wanted - self.by_key.keys()
         known = [
-            memory
-            for key, memory in self.by_key.items()
-            if memory.status is MemoryStatus.ACTIVE or key in wanted
+            memory for key, memory in self.by_key.items() if _contending(memory) or key in wanted
         ]
         return known + _load(connection, tenant_id, subject_id, unknown, active=False)
 
     def active_only(self) -> KnownMemories:
-        """These without the inactive memories: still what :meth:`for_resolution` needs,
-        as it reads an inactive memory a candidate names from the store when it does not
-        hold it."""
-        active = {k: m for k, m in self.by_key.items() if m.status is MemoryStatus.ACTIVE}
-        return KnownMemories(self.version, active)
+        """These without the memories :func:`load_for_resolution` loads only by key
+        (inactive ones, episode summaries): still what :meth:`for_resolution` needs, as
+        it reads a memory a candidate names from the store when it does not hold it."""
+        contending = {k: m for k, m in self.by_key.items() if _contending(m)}
+        return KnownMemories(self.version, contending)
+
+
+def _contending(memory: StoredMemory) -> bool:
+    """Whether :func:`load_for_resolution` loads ``memory`` whatever the candidates."""
+    return memory.status is MemoryStatus.ACTIVE and memory.kind is not MemoryKind.EPISODE_SUMMARY
 
 
 class KnownSubjects:
@@ -436,9 +452,9 @@ class KnownSubjects:
     candidates name.
 
     Bounded: at most ``capacity`` in all, a subject counting as its active memories
-    (only those are held) plus one, the subject compiled least recently dropped first;
-    a subject larger than that is not held. ``0`` holds nothing. Safe to share between
-    threads.
+    other than episode summaries (only those are held) plus one, the subject compiled
+    least recently dropped first; a subject larger than that is not held. ``0`` holds
+    nothing. Safe to share between threads.
 
     Repeats and conflicts: keeping a subject again replaces what was held. What is held
     is never trusted as it is: :meth:`KnownMemories.for_resolution` compares its version

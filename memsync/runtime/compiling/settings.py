@@ -18,7 +18,8 @@ loading the subject's active memories) are spread thin, small enough that one su
 with 100,000 uncompiled episodes does not hold them all, and their change sets, at once."""
 
 DEFAULT_CACHED_MEMORIES = 20_000
-"""Active memories a process keeps from its subjects' last compiles (``KnownSubjects``):
+"""Active memories (other than episode summaries, which a compile reads only when its
+candidates name them) a process keeps from its subjects' last compiles (``KnownSubjects``):
 about 32 MB at the default, a memory of a 100-character statement taking some 1.6 KB
 held (its content, claim, metadata and the ids of its sources; measured with
 tracemalloc)."""

@@ -7,6 +7,8 @@
   explicit changes, flag), multi-valued keys and their negations, and flagged facts,
   the active set does not even depend on which batch a candidate arrives in (an older
   statement compiled after a newer one is decided as time order would decide it).
+- Episode summaries: an active summary no candidate names changes no decision, which is
+  why a compile does not load them (``load_for_resolution``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memsync.compile.resolve import _ID_NAMESPACE, memory_id, processing_order
-from memsync.compile.types import CandidateMemory, MemoryStatus, StoredMemory, evolve
+from memsync.compile.types import CandidateMemory, MemoryKind, MemoryStatus, StoredMemory, evolve
 
 from .builders import claim, day, run, statement
 
@@ -64,8 +66,29 @@ facts = st.builds(
     SOURCES,
 )
 
+# Summaries worded alike (as the facts are), so that one taken for a statement would
+# contest the others.
+summaries = st.builds(
+    lambda content, on, source: statement(
+        content, on, kind=MemoryKind.EPISODE_SUMMARY, source=source
+    ),
+    st.sampled_from(
+        [
+            "chat message: Stripe charges 3.5% + 35¢ per transaction",
+            "chat message: Stripe charges 2.9% + 30¢ per transaction",
+            "chat message: The API rate limit is 100 requests per minute",
+            "chat message: The API rate limit is 1000 requests per minute",
+        ]
+    ),
+    DAYS,
+    SOURCES,
+)
+
 order_free = st.lists(current_location | tools, min_size=1, max_size=12)
 everything = st.lists(current_location | tools | home_city | facts, min_size=1, max_size=14)
+with_summaries = st.lists(
+    current_location | tools | home_city | facts | summaries, min_size=1, max_size=14
+)
 
 
 def _active(store: Sequence[StoredMemory]) -> set[str]:
@@ -186,3 +209,24 @@ def test_evolve_refuses_a_field_the_class_does_not_take() -> None:
 @given(st.text())
 def test_memory_id_is_the_uuid5_of_the_key(key: str) -> None:
     assert memory_id(key) == uuid.uuid5(_ID_NAMESPACE, f"memory:{key}")
+
+
+@settings(max_examples=150, deadline=None)
+@given(with_summaries, with_summaries)
+def test_an_active_summary_no_candidate_names_changes_no_decision(
+    earlier: list[CandidateMemory], later: list[CandidateMemory]
+) -> None:
+    _, store = run(earlier)
+    named = {candidate.memory_key for candidate in later}
+    without_summaries = [
+        memory
+        for memory in store
+        if memory.kind is not MemoryKind.EPISODE_SUMMARY
+        or memory.status is not MemoryStatus.ACTIVE
+        or memory.memory_key in named
+    ]
+
+    given_everything, _ = run(later, store)
+    given_less, _ = run(later, without_summaries)
+
+    assert given_less == given_everything
