@@ -369,18 +369,32 @@ def _from_candidate(candidate: CandidateMemory, now: datetime) -> StoredMemory:
 _ID_NUMBER = operator.attrgetter("int")
 
 
-def _merge(memory: StoredMemory, candidate: CandidateMemory) -> StoredMemory:
-    merged = list(memory.source_episode_ids)
-    # A statement repeated by many episodes gains an id or two per merge: look each up
-    # and insert it in place (log n comparisons) instead of hashing or re-sorting the
-    # whole provenance, which made merges quadratic in a memory's evidence.
-    for episode in candidate.source_episode_ids:
+def _united(episode_ids: Sequence[uuid.UUID], more: Iterable[uuid.UUID]) -> tuple[uuid.UUID, ...]:
+    """``episode_ids`` (a memory's provenance: sorted, unique) with ``more`` added, still
+    sorted and unique.
+
+    A statement repeated by many episodes gains an id or two at a time: each is looked
+    up and inserted in place (log n comparisons of integers) instead of hashing or
+    re-sorting the whole provenance in Python, which made every addition cost as much
+    as the memory's whole evidence."""
+    merged = list(episode_ids)
+    for episode in more:
         at = bisect.bisect_left(merged, episode.int, key=_ID_NUMBER)
         if at == len(merged) or merged[at] != episode:
             merged.insert(at, episode)
+    return tuple(merged)
+
+
+def _cites(episode_ids: Sequence[uuid.UUID], episode: uuid.UUID) -> bool:
+    """Whether the provenance ``episode_ids`` (sorted, unique) holds ``episode``."""
+    at = bisect.bisect_left(episode_ids, episode.int, key=_ID_NUMBER)
+    return at < len(episode_ids) and episode_ids[at] == episode
+
+
+def _merge(memory: StoredMemory, candidate: CandidateMemory) -> StoredMemory:
     return evolve(
         memory,
-        source_episode_ids=tuple(merged),
+        source_episode_ids=_united(memory.source_episode_ids, candidate.source_episode_ids),
         valid_from=min(memory.valid_from, candidate.valid_from),
         asserted_at=max(memory.last_asserted, candidate.valid_from),
         explicit_change=memory.explicit_change or candidate.explicit_change,
@@ -812,7 +826,13 @@ class _Resolution:
             before = self.original.get(key)
             if before is None:
                 continue
-            again = tuple(sorted(self.asserted[key] & set(before.source_episode_ids)))
+            cited = before.source_episode_ids
+            again = tuple(
+                sorted(
+                    (episode for episode in self.asserted[key] if _cites(cited, episode)),
+                    key=_ID_NUMBER,
+                )
+            )
             if again:
                 reassertions.append(Reassertion(before.id, key, again))
         return ChangeSet(
@@ -834,11 +854,21 @@ def _revised(
     return ProvenanceAddition(
         memory_id=memory_id,
         memory_key=key,
-        episode_ids=tuple(sorted(set(fresh.source_episode_ids) - set(old.source_episode_ids))),
+        episode_ids=_beyond(fresh.source_episode_ids, old.source_episode_ids),
         valid_from=fresh.valid_from,
         asserted_at=fresh.last_asserted,
         explicit_change=fresh.explicit_change,
     )
+
+
+def _beyond(
+    episode_ids: Sequence[uuid.UUID], earlier: Sequence[uuid.UUID]
+) -> tuple[uuid.UUID, ...]:
+    """The ids of the provenance ``episode_ids`` (sorted, unique) not in ``earlier``, in
+    order; compared by their numbers, which hash in C (a ``uuid.UUID`` hashes in Python,
+    and a memory asserted by thousands of episodes has as many)."""
+    held = set(map(_ID_NUMBER, earlier))
+    return tuple(episode for episode in episode_ids if episode.int not in held)
 
 
 def _resolved(
@@ -1482,9 +1512,7 @@ def apply_changes(memories: Sequence[StoredMemory], changes: ChangeSet) -> list[
         memory = by_key[addition.memory_key]
         by_key[addition.memory_key] = evolve(
             memory,
-            source_episode_ids=tuple(
-                sorted(set(memory.source_episode_ids) | set(addition.episode_ids))
-            ),
+            source_episode_ids=_united(memory.source_episode_ids, addition.episode_ids),
             valid_from=addition.valid_from,
             asserted_at=addition.asserted_at,
             explicit_change=addition.explicit_change,

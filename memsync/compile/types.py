@@ -283,7 +283,9 @@ class StoredMemory:
     (``valid_from`` is the earliest); recency compares ``asserted_at`` so a claim that
     is re-asserted later is newer than one asserted once in between. ``status_rule`` is
     the rule that last changed the status: a memory superseded ``manual``-ly is never
-    reinstated by the resolver.
+    reinstated by the resolver. ``source_episode_ids`` are sorted and unique: the store
+    reads them so, and the resolver and :func:`~memsync.compile.resolve.apply_changes`
+    keep them so (and rely on it).
     """
 
     id: uuid.UUID

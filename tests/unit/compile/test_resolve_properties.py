@@ -22,10 +22,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memsync.compile.resolve import _ID_NAMESPACE, memory_id, processing_order
+from memsync.compile.resolve import (
+    _ID_NAMESPACE,
+    _beyond,
+    _cites,
+    _united,
+    memory_id,
+    processing_order,
+)
 from memsync.compile.types import CandidateMemory, MemoryKind, MemoryStatus, StoredMemory, evolve
 
-from .builders import claim, day, run, statement
+from .builders import claim, day, episode, run, statement
 
 DAYS = st.integers(min_value=0, max_value=12)
 SOURCES = st.integers(min_value=1, max_value=40)
@@ -230,3 +237,18 @@ def test_an_active_summary_no_candidate_names_changes_no_decision(
     given_less, _ = run(later, without_summaries)
 
     assert given_less == given_everything
+
+
+ids_of_few_numbers = st.lists(st.integers(min_value=0, max_value=30).map(episode))
+
+
+@settings(max_examples=300, deadline=None)
+@given(ids_of_few_numbers, ids_of_few_numbers)
+def test_provenance_is_united_and_compared_as_sets_would_be(
+    cited: list[uuid.UUID], more: list[uuid.UUID]
+) -> None:
+    provenance = tuple(sorted(set(cited)))
+
+    assert _united(provenance, more) == tuple(sorted(set(provenance) | set(more)))
+    assert _beyond(provenance, more) == tuple(sorted(set(provenance) - set(more)))
+    assert [_cites(provenance, id_) for id_ in more] == [id_ in provenance for id_ in more]
