@@ -1,5 +1,6 @@
 """What a process keeps of each subject's last compile for the next (``KnownSubjects``):
-active memories only, bounded, the subject compiled least recently dropped first.
+active memories only (episode summaries aside), bounded, the subject compiled least
+recently dropped first.
 
 That what is kept is used only while the subject's version is unchanged is held by the
 compile tests (tests/integration/test_compile_chunking.py), against a store."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from memsync.compile.types import MemoryStatus, StoredMemory
+from memsync.compile.types import MemoryKind, MemoryStatus, StoredMemory
 from memsync.runtime.compiling.memories import KnownMemories, KnownSubjects
 from tests.unit.compile.builders import claim, run, statement
 
@@ -26,9 +27,18 @@ def known(stored: list[StoredMemory], version: str = "v1") -> KnownMemories:
 
 def test_a_subject_kept_is_given_back_with_its_active_memories_only() -> None:
     _, stored = run(
-        [claim("location.current", "Berlin", 1), claim("location.current", "Madrid", 2)]
+        [
+            claim("location.current", "Berlin", 1),
+            claim("location.current", "Madrid", 2),
+            # Active, but read by a compile only when its candidates name it.
+            statement("chat message: in Madrid now", 2, kind=MemoryKind.EPISODE_SUMMARY),
+        ]
     )
-    assert sorted(m.status for m in stored) == [MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED]
+    assert sorted(m.status for m in stored) == [
+        MemoryStatus.ACTIVE,
+        MemoryStatus.ACTIVE,
+        MemoryStatus.SUPERSEDED,
+    ]
     subjects = KnownSubjects(capacity=100)
 
     subjects.keep("t", "ana", known(stored))
@@ -37,6 +47,7 @@ def test_a_subject_kept_is_given_back_with_its_active_memories_only() -> None:
     assert held is not None
     assert held.version == "v1"
     assert [m.claim_value for m in held.by_key.values()] == ["madrid"]
+    assert subjects.size == 2
     assert subjects.get("t", "bob") is None
     assert subjects.get("other-tenant", "ana") is None
 
