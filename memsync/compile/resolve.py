@@ -47,7 +47,6 @@ from __future__ import annotations
 import bisect
 import enum
 import hashlib
-import operator
 import uuid
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -66,6 +65,7 @@ from memsync.compile.types import (
     StoredMemory,
     SupersessionRule,
     evolve,
+    id_number,
     require_aware,
 )
 
@@ -365,10 +365,6 @@ def _from_candidate(candidate: CandidateMemory, now: datetime) -> StoredMemory:
     )
 
 
-# An id's number orders ids as UUID's own comparison does, compared in C.
-_ID_NUMBER = operator.attrgetter("int")
-
-
 def _united(episode_ids: Sequence[uuid.UUID], more: Iterable[uuid.UUID]) -> tuple[uuid.UUID, ...]:
     """``episode_ids`` (a memory's provenance: sorted, unique) with ``more`` added, still
     sorted and unique.
@@ -379,7 +375,7 @@ def _united(episode_ids: Sequence[uuid.UUID], more: Iterable[uuid.UUID]) -> tupl
     as the memory's whole evidence."""
     merged = list(episode_ids)
     for episode in more:
-        at = bisect.bisect_left(merged, episode.int, key=_ID_NUMBER)
+        at = bisect.bisect_left(merged, episode.int, key=id_number)
         if at == len(merged) or merged[at] != episode:
             merged.insert(at, episode)
     return tuple(merged)
@@ -387,7 +383,7 @@ def _united(episode_ids: Sequence[uuid.UUID], more: Iterable[uuid.UUID]) -> tupl
 
 def _cites(episode_ids: Sequence[uuid.UUID], episode: uuid.UUID) -> bool:
     """Whether the provenance ``episode_ids`` (sorted, unique) holds ``episode``."""
-    at = bisect.bisect_left(episode_ids, episode.int, key=_ID_NUMBER)
+    at = bisect.bisect_left(episode_ids, episode.int, key=id_number)
     return at < len(episode_ids) and episode_ids[at] == episode
 
 
@@ -830,7 +826,7 @@ class _Resolution:
             again = tuple(
                 sorted(
                     (episode for episode in self.asserted[key] if _cites(cited, episode)),
-                    key=_ID_NUMBER,
+                    key=id_number,
                 )
             )
             if again:
@@ -867,7 +863,7 @@ def _beyond(
     """The ids of the provenance ``episode_ids`` (sorted, unique) not in ``earlier``, in
     order; compared by their numbers, which hash in C (a ``uuid.UUID`` hashes in Python,
     and a memory asserted by thousands of episodes has as many)."""
-    held = set(map(_ID_NUMBER, earlier))
+    held = set(map(id_number, earlier))
     return tuple(episode for episode in episode_ids if episode.int not in held)
 
 
@@ -1123,7 +1119,7 @@ def in_processing_order(candidates: Iterable[CandidateMemory]) -> list[Candidate
                 source_episode_ids=tuple(
                     sorted(
                         {*first.source_episode_ids, *candidate.source_episode_ids},
-                        key=_ID_NUMBER,
+                        key=id_number,
                     )
                 ),
                 explicit_change=first.explicit_change or candidate.explicit_change,
@@ -1135,7 +1131,7 @@ def in_processing_order(candidates: Iterable[CandidateMemory]) -> list[Candidate
 
 def _sorted_ids(ids: tuple[uuid.UUID, ...]) -> tuple[uuid.UUID, ...]:
     # Most candidates come from one episode: nothing to sort.
-    return ids if len(ids) < 2 else tuple(sorted(ids, key=_ID_NUMBER))
+    return ids if len(ids) < 2 else tuple(sorted(ids, key=id_number))
 
 
 def _canonical(

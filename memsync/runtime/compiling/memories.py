@@ -9,7 +9,6 @@ change set is a constant number of statements, whatever its size.
 from __future__ import annotations
 
 import functools
-import operator
 import threading
 import uuid
 from collections import OrderedDict, defaultdict
@@ -40,6 +39,7 @@ from memsync.compile.types import (
     MemoryStatus,
     StoredMemory,
     SupersessionRule,
+    id_number,
 )
 from memsync.ids import random_uuids
 from memsync.runtime.compiling.history import record_conflict_history, record_memory_history
@@ -152,11 +152,6 @@ _STORED_COLUMNS = (
 """The columns a :class:`StoredMemory` is built from (:func:`_stored`), in its order."""
 
 
-# An id's number orders ids as ``uuid.UUID``'s own comparison does, compared in C: the
-# sources of a memory asserted by thousands of episodes are sorted whenever it is read.
-_ID_NUMBER = operator.attrgetter("int")
-
-
 def _stored(columns: tuple[Any, ...], sources: Sequence[uuid.UUID]) -> StoredMemory:
     """The memory of the values of :data:`_STORED_COLUMNS`, its provenance ``sources``."""
     (
@@ -189,7 +184,7 @@ def _stored(columns: tuple[Any, ...], sources: Sequence[uuid.UUID]) -> StoredMem
         valid_from=valid_from,
         valid_to=valid_to,
         status=MemoryStatus(status),
-        source_episode_ids=tuple(sorted(sources, key=_ID_NUMBER)),
+        source_episode_ids=tuple(sorted(sources, key=id_number)),
         created_at=created_at,
         confidence=confidence,
         asserted_at=asserted_at,
@@ -277,6 +272,11 @@ def _by_id_statement(*, postgresql: bool) -> sa.Select[Any]:
     )
 
 
+_CONTESTED_KIND = _memories.c.kind != MemoryKind.EPISODE_SUMMARY.value
+"""A memory of a kind that can be in a contest: every kind but episode summaries, which
+the resolver never indexes or contests (each stands for its episode alone)."""
+
+
 def load_for_resolution(
     connection: Connection, tenant_id: str, subject_id: str, memory_keys: Collection[str]
 ) -> list[StoredMemory]:
@@ -304,12 +304,7 @@ def _load(
     of_subject = sa.and_(_memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id)
     wanted: list[sa.ColumnElement[bool]] = []
     if active:
-        wanted.append(
-            sa.and_(
-                _memories.c.status == MemoryStatus.ACTIVE.value,
-                _memories.c.kind != MemoryKind.EPISODE_SUMMARY.value,
-            )
-        )
+        wanted.append(sa.and_(_memories.c.status == MemoryStatus.ACTIVE.value, _CONTESTED_KIND))
     if memory_keys:
         wanted.append(
             tables.one_of(
@@ -331,7 +326,7 @@ def subject_memories(
         _memories.c.tenant_id == tenant_id, _memories.c.subject_id == subject_id
     )
     if contested:
-        query = query.where(_memories.c.kind != MemoryKind.EPISODE_SUMMARY.value)
+        query = query.where(_CONTESTED_KIND)
     rows = connection.execute(query).all()
     return with_sources(connection, tenant_id, rows)
 
@@ -407,9 +402,9 @@ class KnownMemories:
     loads whatever the candidates (active, of a kind that can be in a contest) or that
     has changed since (a change set changes only memories the resolver was given, and
     creates the rest); any other memory of the subject is inactive or an episode
-    summary, and as it was. They
-    stand for the store only while the subject's version is still ``version``: every
-    write of a subject's memories bumps it (deleting them removes it).
+    summary, and as it was. They stand for the store only while the subject's version
+    is still ``version``: every write of a subject's memories bumps it (deleting them
+    removes it).
     """
 
     version: str
@@ -437,7 +432,7 @@ class KnownMemories:
         ]
         return known + _load(connection, tenant_id, subject_id, unknown, active=False)
 
-    def active_only(self) -> KnownMemories:
+    def contending_only(self) -> KnownMemories:
         """These without the memories :func:`load_for_resolution` loads only by key
         (inactive ones, episode summaries): still what :meth:`for_resolution` needs, as
         it reads a memory a candidate names from the store when it does not hold it."""
@@ -495,7 +490,7 @@ class KnownSubjects:
         """Hold ``known`` (its active memories) for the subject's next compile, in place
         of what was held; ``None`` drops what was held. Drops the subjects compiled
         least recently while more than ``capacity`` memories are held."""
-        kept = known.active_only() if known is not None else None
+        kept = known.contending_only() if known is not None else None
         with self._lock:
             dropped = self._held.pop((tenant_id, subject_id), None)
             if dropped is not None:
